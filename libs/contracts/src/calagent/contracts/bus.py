@@ -1,0 +1,35 @@
+"""Messages the transport itself sends: error replies, dead letters, health."""
+
+from datetime import datetime
+from typing import Literal
+
+from calagent.contracts.base import WireModel
+
+BusErrorCode = Literal["malformed", "transient", "internal", "unavailable"]
+
+
+class BusError(WireModel):
+    code: BusErrorCode
+    message: str
+
+
+class BusErrorReply(WireModel):
+    """What a responder sends instead of its result when it could not produce one."""
+
+    bus_error: BusError
+
+
+class DeadLetter(WireModel):
+    service: str
+    subject: str
+    reason: Literal["malformed", "exhausted"]
+    error: str
+    payload: str
+    deliveries: int = 1
+    occurred_at: datetime
+
+
+class HealthReply(WireModel):
+    service: str
+    status: Literal["ok"] = "ok"
+    instance: str

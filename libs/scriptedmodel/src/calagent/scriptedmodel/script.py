@@ -1,0 +1,309 @@
+"""The rule script that drives the scripted model.
+
+A script is an ordered list of rules plus a default response. For each chat request the first rule
+whose conditions all hold (and whose `times` budget is not spent) answers; otherwise the default does.
+Matching looks only at what a real model would see: the messages, the model name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "Conversation",
+    "ErrorSpec",
+    "Match",
+    "Response",
+    "Rule",
+    "Script",
+    "ToolCallSpec",
+    "message_text",
+]
+
+
+class _Strict(BaseModel):
+    # A typo in a hand-written script should fail loudly at load time, not silently never match.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def message_text(content: Any) -> str:
+    """The plain text of a message `content`, which may be a string, null or a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts: list[str] = []
+        for part in content:
+            if isinstance(part, Mapping):
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "".join(parts)
+    return str(content)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The facts of one chat request that rules can match on."""
+
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+
+    @classmethod
+    def from_request(cls, body: Mapping[str, Any]) -> Conversation:
+        raw = body.get("messages")
+        messages = tuple(m for m in raw if isinstance(m, Mapping)) if isinstance(raw, list) else ()
+        model = body.get("model")
+        return cls(model=model if isinstance(model, str) else "", messages=messages)
+
+    @property
+    def last_role(self) -> str | None:
+        if not self.messages:
+            return None
+        role = self.messages[-1].get("role")
+        return role if isinstance(role, str) else None
+
+    @property
+    def last_user(self) -> str:
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return message_text(message.get("content"))
+        return ""
+
+    @property
+    def system(self) -> str:
+        return "\n".join(
+            message_text(m.get("content")) for m in self.messages if m.get("role") in ("system", "developer")
+        )
+
+    @property
+    def last_tool_message(self) -> Mapping[str, Any] | None:
+        if self.messages and self.messages[-1].get("role") == "tool":
+            return self.messages[-1]
+        return None
+
+    @property
+    def last_tool_result(self) -> str:
+        message = self.last_tool_message
+        return message_text(message.get("content")) if message is not None else ""
+
+    @property
+    def last_tool_name(self) -> str | None:
+        """The name of the tool whose result is the last message, found through its tool_call_id."""
+        message = self.last_tool_message
+        if message is None:
+            return None
+        call_id = message.get("tool_call_id")
+        for earlier in reversed(self.messages[:-1]):
+            if earlier.get("role") != "assistant":
+                continue
+            for call in earlier.get("tool_calls") or ():
+                if not isinstance(call, Mapping) or call.get("id") != call_id:
+                    continue
+                function = call.get("function")
+                if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+                    return str(function["name"])
+        # Older clients put the name on the tool message itself.
+        name = message.get("name")
+        return name if isinstance(name, str) else None
+
+    def substitute(self, text: str) -> str:
+        return (
+            text.replace("{{user}}", self.last_user)
+            .replace("{{tool_result}}", self.last_tool_result)
+            .replace("{{tool}}", self.last_tool_name or "")
+        )
+
+
+def _as_list(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+class Match(_Strict):
+    """Conditions on a request; every condition that is given must hold. No conditions match anything."""
+
+    user_contains: str | list[str] | None = None
+    user_regex: str | None = None
+    user_equals: str | None = None
+    system_contains: str | list[str] | None = None
+    last_role: Literal["user", "tool", "assistant", "system"] | None = None
+    last_tool: str | None = None
+    tool_result_contains: str | None = None
+    model: str | None = None
+    # Applies to user_contains, user_regex, user_equals and system_contains.
+    ignore_case: bool = False
+
+    @field_validator("user_regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            re.compile(value)
+        return value
+
+    def matches(self, conversation: Conversation) -> bool:
+        fold = (lambda s: s.casefold()) if self.ignore_case else (lambda s: s)
+        user = fold(conversation.last_user)
+        if any(fold(needle) not in user for needle in _as_list(self.user_contains)):
+            return False
+        if self.user_equals is not None and fold(self.user_equals.strip()) != user.strip():
+            return False
+        if self.user_regex is not None:
+            flags = re.IGNORECASE if self.ignore_case else 0
+            if re.search(self.user_regex, conversation.last_user, flags) is None:
+                return False
+        if self.system_contains is not None:
+            system = fold(conversation.system)
+            if any(fold(needle) not in system for needle in _as_list(self.system_contains)):
+                return False
+        if self.last_role is not None and conversation.last_role != self.last_role:
+            return False
+        if self.last_tool is not None and conversation.last_tool_name != self.last_tool:
+            return False
+        if self.tool_result_contains is not None and (
+            conversation.last_tool_message is None
+            or self.tool_result_contains not in conversation.last_tool_result
+        ):
+            return False
+        return self.model is None or conversation.model == self.model
+
+
+class ToolCallSpec(_Strict):
+    """One tool call. A dict is JSON-encoded; a string goes out verbatim, so malformed JSON can be tested."""
+
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+
+    def render_arguments(self, conversation: Conversation) -> str:
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(_substitute_values(self.arguments, conversation), ensure_ascii=False)
+
+
+def _substitute_values(value: Any, conversation: Conversation) -> Any:
+    if isinstance(value, str):
+        return conversation.substitute(value)
+    if isinstance(value, dict):
+        return {k: _substitute_values(v, conversation) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute_values(v, conversation) for v in value]
+    return value
+
+
+_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_denied_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+class ErrorSpec(_Strict):
+    """An HTTP error answered with an OpenAI-style `{"error": {...}}` body."""
+
+    status: int = Field(ge=400, le=599)
+    message: str = "scripted error"
+    type: str | None = None
+    code: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        kind = self.type or _ERROR_TYPES.get(self.status, "server_error")
+        return {"error": {"message": self.message, "type": kind, "param": None, "code": self.code}}
+
+
+class Response(_Strict):
+    """What the model answers: text, tool calls (optionally with text), an error, or a dropped connection."""
+
+    text: str | None = None
+    tool_calls: list[ToolCallSpec] | None = None
+    error: ErrorSpec | None = None
+    drop_connection: bool = False
+    # Streaming only: send this many content/argument chunks, then cut the connection mid-answer.
+    drop_after_chunks: int | None = Field(default=None, ge=0)
+    delay_ms: int = Field(default=0, ge=0)
+    ttft_ms: int = Field(default=0, ge=0)
+    inter_chunk_ms: int = Field(default=0, ge=0)
+    # How many characters each streamed content or argument delta carries.
+    chunk_chars: int = Field(default=4, ge=1)
+    finish_reason: Literal["stop", "length", "tool_calls", "content_filter"] | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self) -> Response:
+        if self.error is not None and (self.text is not None or self.tool_calls):
+            raise ValueError("an error response cannot also carry text or tool calls")
+        if (
+            self.text is None
+            and not self.tool_calls
+            and self.error is None
+            and not self.drop_connection
+            and self.drop_after_chunks is None
+        ):
+            raise ValueError("a response needs text, tool_calls, error or drop_connection")
+        return self
+
+
+class Rule(_Strict):
+    name: str | None = None
+    when: Match = Field(default_factory=Match)
+    respond: Response
+    # How often the rule may fire before it is skipped; None means without limit.
+    times: int | None = Field(default=None, ge=0)
+
+
+class Script(_Strict):
+    rules: list[Rule] = Field(default_factory=list)
+    default: Response = Field(default_factory=lambda: Response(text="(scripted model: no rule matched)"))
+
+    def rule_name(self, index: int) -> str:
+        return self.rules[index].name or f"rules[{index}]"
+
+    def select(self, conversation: Conversation, fired: Mapping[int, int]) -> tuple[int | None, Response]:
+        """The index of the first applicable rule (None for the default) and its response.
+
+        `fired` counts how often each rule index has fired; the caller owns it so one script can be
+        shared by several servers and replaced without losing its shape.
+        """
+        for index, rule in enumerate(self.rules):
+            if rule.times is not None and fired.get(index, 0) >= rule.times:
+                continue
+            if rule.when.matches(conversation):
+                return index, rule.respond
+        return None, self.default
+
+    @classmethod
+    def from_yaml(cls, source: str | Path) -> Script:
+        """Load from a YAML (or JSON, a YAML subset) file path or from the YAML text itself."""
+        if isinstance(source, Path):
+            text = source.read_text(encoding="utf-8")
+        elif "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")):
+            text = Path(source).read_text(encoding="utf-8")
+        else:
+            text = source
+        return cls.model_validate(yaml.safe_load(text) or {})
+
+    @classmethod
+    def from_json(cls, source: str | Path) -> Script:
+        text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+        return cls.model_validate_json(text)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Script:
+        path = Path(path)
+        if path.suffix == ".json":
+            return cls.from_json(path)
+        return cls.from_yaml(path)
