@@ -4,7 +4,7 @@ The service is stateless; `now` and `tz` always travel with the request so every
 function of its input (and so every test and eval can freeze time).
 """
 
-from datetime import date, datetime
+import datetime as dt
 from typing import Literal
 
 from pydantic import Field
@@ -23,7 +23,7 @@ class ResolveRequest(WireModel):
     date: str = Field(max_length=64)
     time: str | None = Field(default=None, max_length=16)
     end_time: str | None = Field(default=None, max_length=16)
-    now: datetime
+    now: dt.datetime
     tz: str
     holiday_country: str = "CN"
 
@@ -32,24 +32,24 @@ class ResolveResult(WireModel):
     """Exactly one of: `start` (date and time given), `date` (date only), `candidates`
     (an ambiguous symbol such as a weekend), `error`."""
 
-    start: datetime | None = None
-    end: datetime | None = None
-    date: date | None = None
-    candidates: tuple[date, ...] = ()
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    date: dt.date | None = None
+    candidates: tuple[dt.date, ...] = ()
     error: SymbolError | None = None
 
 
 class RangeRequest(WireModel):
     start: str = Field(max_length=64)
     end: str = Field(max_length=64)
-    now: datetime
+    now: dt.datetime
     tz: str
     holiday_country: str = "CN"
 
 
 class RangeResult(WireModel):
-    start: datetime | None = None
-    end: datetime | None = None
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
     error: SymbolError | None = None
 
 

@@ -1,0 +1,140 @@
+"""The tools the model sees (contract §5): argument models that also produce the JSON schemas.
+
+Docstrings and field descriptions here are prompt text the model reads. No model has an identity
+field: the user is bound from the envelope, server-side, and cannot be named by an argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from calagent.contracts.symbols import DATE_SYMBOL_PATTERN, RANGE_SYMBOL_PATTERN, TIME_PATTERN
+
+ToolKind = Literal["terminal", "intermediate"]
+
+
+class ToolArgs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PrepareOrCreateSchedule(ToolArgs):
+    """Create a calendar event the user asked for in their own words, or prepare it when a date or
+    time is still missing (code then asks the user). Never call this for a remark about the past or
+    for a question about the calendar."""
+
+    title: str = Field(min_length=1, max_length=200, description="the event title, in the user's words")
+    date: str = Field(
+        pattern=DATE_SYMBOL_PATTERN,
+        description=(
+            "canonical date symbol: D (today), D+1 (tomorrow), D-1, W3+1 (next week's Wednesday; "
+            "1=Mon..7=Sun, +0 this week), WE (this weekend, two candidates), WE+1, YYYY-MM-DD, "
+            "--MM-DD (next such day), H:national_day / H:spring_festival / H:mid_autumn (holidays)"
+        ),
+    )
+    time: str | None = Field(default=None, pattern=TIME_PATTERN, description="start time HH:MM, 24-hour")
+    end_time: str | None = Field(default=None, pattern=TIME_PATTERN, description="end time HH:MM, 24-hour")
+    duration_minutes: int | None = Field(default=None, ge=1, le=24 * 60)
+    all_day: bool | None = Field(default=None, description="true for an all-day event")
+    calendar: str | None = Field(
+        default=None,
+        max_length=100,
+        description="one of the user's calendar names; omit when unsure (omitting is not a vote for the default)",
+    )
+    allow_conflict: bool | None = Field(
+        default=None,
+        description="only when the user, answering a conflict question, agrees to keep the original time",
+    )
+
+
+class QueryScheduleRange(ToolArgs):
+    """Read the user's events in a half-open range [start, end). Use for every question about what
+    the user has or has not scheduled."""
+
+    start: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="inclusive: D, D+1T12:00, W1+0, M+0, 2026-09")
+    end: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="exclusive: D+1, D+1T18:00, W1+1, M+1, 2026-10")
+    incomplete_only: bool = Field(default=False, description="only events not yet completed")
+
+
+class SuggestFreeTime(ToolArgs):
+    """Suggest free slots of the given length inside a range, within working hours."""
+
+    start: str = Field(pattern=RANGE_SYMBOL_PATTERN)
+    end: str = Field(pattern=RANGE_SYMBOL_PATTERN)
+    duration_minutes: int = Field(ge=5, le=24 * 60)
+
+
+class CancelScheduleCommand(ToolArgs):
+    """Cancel the pending schedule request (the active stub) when the user gives it up."""
+
+    command_id: str | None = Field(default=None, max_length=64, description="default: the active stub")
+
+
+class SaveMemory(ToolArgs):
+    """Remember a fact or preference the user asked to be remembered."""
+
+    content: str = Field(min_length=1, max_length=2000)
+
+
+class SearchMemory(ToolArgs):
+    """Look up facts the user asked to remember (birthdays, preferences) before acting on them."""
+
+    query: str = Field(min_length=1, max_length=500)
+
+
+class SearchChatArchive(ToolArgs):
+    """Search older conversation history, only when the user refers to an earlier conversation."""
+
+    query: str = Field(min_length=1, max_length=500)
+
+
+TOOL_MODELS: Final[dict[str, type[ToolArgs]]] = {
+    "prepare_or_create_schedule": PrepareOrCreateSchedule,
+    "query_schedule_range": QueryScheduleRange,
+    "suggest_free_time": SuggestFreeTime,
+    "cancel_schedule_command": CancelScheduleCommand,
+    "save_memory": SaveMemory,
+    "search_memory": SearchMemory,
+    "search_chat_archive": SearchChatArchive,
+}
+
+TOOL_KINDS: Final[dict[str, ToolKind]] = {
+    "prepare_or_create_schedule": "terminal",
+    "query_schedule_range": "terminal",
+    "suggest_free_time": "terminal",
+    "cancel_schedule_command": "terminal",
+    "save_memory": "terminal",
+    "search_memory": "intermediate",
+    "search_chat_archive": "intermediate",
+}
+
+WRITE_TOOLS: Final = frozenset({"prepare_or_create_schedule", "cancel_schedule_command", "save_memory"})
+READ_TOOLS: Final = frozenset({"query_schedule_range", "suggest_free_time"})
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def tool_schema(name: str) -> dict[str, Any]:
+    model = TOOL_MODELS[name]
+    parameters = _strip_titles(model.model_json_schema())
+    parameters.pop("description", None)
+    parameters["additionalProperties"] = False
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": " ".join((model.__doc__ or "").split()),
+            "parameters": parameters,
+        },
+    }
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    return [tool_schema(name) for name in TOOL_MODELS]
