@@ -220,6 +220,8 @@ class ErrorSpec(_Strict):
     message: str = "scripted error"
     type: str | None = None
     code: str | None = None
+    # e.g. {"retry-after-ms": "10"}, which the openai SDK honours between its retries.
+    headers: dict[str, str] = Field(default_factory=dict)
 
     def body(self) -> dict[str, Any]:
         kind = self.type or _ERROR_TYPES.get(self.status, "server_error")

@@ -1,0 +1,68 @@
+"""How every service process runs: connect the bus, start the app, stop cleanly on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Protocol
+
+from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.clock import Clock, clock_from_env
+from calagent.runtime.settings import Settings, load_settings
+from calagent.runtime.telemetry import setup_tracing, shutdown_tracing
+
+log = logging.getLogger("calagent.service")
+
+
+class ServiceApp(Protocol):
+    name: str
+
+    async def start(self, bus: Bus) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+AppFactory = Callable[[Settings, Clock], ServiceApp]
+
+
+def configure_logging(service: str) -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def serve(app: ServiceApp, settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
+    bus = await Bus.connect(settings.require_nats(), app.name, clock)
+    await ensure_streams(bus.js)
+    await app.start(bus)
+    bus.serve_health()
+    log.info("%s started", app.name)
+    try:
+        await stop.wait()
+    finally:
+        log.info("%s stopping", app.name)
+        await bus.close()
+        await app.stop()
+
+
+def run(factory: AppFactory, service: str) -> None:
+    """Entry point of `python -m calagent.<service>`."""
+    configure_logging(service)
+    settings = load_settings()
+    clock = clock_from_env(settings.now)
+    provider = setup_tracing(service, settings)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(factory(settings, clock), settings, clock, stop)
+
+    try:
+        asyncio.run(main())
+    finally:
+        shutdown_tracing(provider)

@@ -1,0 +1,439 @@
+"""An OpenAI-compatible chat-completions endpoint whose answers come from a `Script`.
+
+The wire format follows what api.openai.com sends, chunk by chunk, because the agent talks to it with
+the real `openai` SDK and must not be able to tell the difference at the protocol level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response as HTTPResponse, StreamingResponse
+from pydantic import ValidationError
+
+from calagent.scriptedmodel.script import Conversation, Response, Script, message_text
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "RecordedRequest",
+    "ScriptedModelState",
+    "create_app",
+]
+
+DEFAULT_MODEL_NAME = "scripted"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_DROP_KEY = "calagent.scriptedmodel.drop"
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One chat request as the server received it."""
+
+    body: dict[str, Any]
+    # The rule that answered: its name, "rules[i]" when unnamed, "default", or None when the script was
+    # not consulted (server down, malformed request).
+    rule: str | None
+    timestamp: float
+    status: int = 200
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        messages = self.body.get("messages")
+        return messages if isinstance(messages, list) else []
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        tools = self.body.get("tools")
+        return tools if isinstance(tools, list) else []
+
+    @property
+    def tool_names(self) -> list[str]:
+        names: list[str] = []
+        for tool in self.tools:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.append(function["name"])
+        return names
+
+    @property
+    def parallel_tool_calls(self) -> bool | None:
+        value = self.body.get("parallel_tool_calls")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"body": self.body, "rule": self.rule, "timestamp": self.timestamp, "status": self.status}
+
+
+@dataclass
+class ScriptedModelState:
+    """Everything mutable behind one app: the script, rule counters, the request log, the down switch.
+
+    Tests read it from another thread than the server's event loop, hence the lock.
+    """
+
+    script: Script
+    model_name: str = DEFAULT_MODEL_NAME
+    down: bool = False
+    _requests: list[RecordedRequest] = field(default_factory=list)
+    _fired: dict[int, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def set_script(self, script: Script) -> None:
+        with self._lock:
+            self.script = script
+            self._fired = {}
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def record(self, body: dict[str, Any], rule: str | None, status: int) -> None:
+        with self._lock:
+            self._requests.append(RecordedRequest(body=body, rule=rule, timestamp=time.time(), status=status))
+
+    def answer(self, body: dict[str, Any]) -> tuple[str, Response]:
+        """Pick the response, count the rule as fired and record the request, all in one step."""
+        conversation = Conversation.from_request(body)
+        with self._lock:
+            index, response = self.script.select(conversation, self._fired)
+            if index is None:
+                rule = "default"
+            else:
+                self._fired[index] = self._fired.get(index, 0) + 1
+                rule = self.script.rule_name(index)
+            status = response.error.status if response.error is not None else 200
+            self._requests.append(RecordedRequest(body=body, rule=rule, timestamp=time.time(), status=status))
+        return rule, response
+
+
+class _ScriptedApp(FastAPI):
+    """FastAPI that can hang up on a client, which plain ASGI has no message for.
+
+    The outermost `send` comes straight from uvicorn's request cycle, which holds the transport; every
+    middleware below wraps it, so the hook must live here.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        dropped = False
+
+        async def drop() -> None:
+            nonlocal dropped
+            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            if transport is None:
+                raise RuntimeError("drop_connection needs uvicorn as the server")
+            dropped = True
+            transport.close()
+            # Let the server notice the lost connection before the endpoint returns, so it does not
+            # try to answer on a closed socket.
+            for _ in range(3):
+                await asyncio.sleep(0)
+
+        async def guarded_send(message: Message) -> None:
+            if not dropped:
+                await send(message)
+
+        scope[_DROP_KEY] = drop
+        await super().__call__(scope, receive, guarded_send)
+
+
+def _approx_tokens(text: str) -> int:
+    # Roughly what a BPE tokenizer does: a CJK character is about one token, four ASCII characters are.
+    if not text:
+        return 0
+    wide = sum(1 for ch in text if ord(ch) > 0x2E7F)
+    return wide + math.ceil((len(text) - wide) / 4)
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    total = 0
+    messages = body.get("messages")
+    for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict):
+            total += 4 + _approx_tokens(message_text(message.get("content")))
+            if message.get("tool_calls"):
+                total += _approx_tokens(json.dumps(message["tool_calls"], ensure_ascii=False))
+    if body.get("tools"):
+        total += _approx_tokens(json.dumps(body["tools"], ensure_ascii=False))
+    return max(total, 1)
+
+
+@dataclass(frozen=True)
+class _Rendered:
+    text: str | None
+    calls: list[tuple[str, str, str]]  # (id, name, arguments)
+    finish_reason: str
+    usage: dict[str, int]
+
+
+def _render(response: Response, conversation: Conversation, body: dict[str, Any]) -> _Rendered:
+    text = conversation.substitute(response.text) if response.text is not None else None
+    calls = [
+        (f"call_{secrets.token_hex(12)}", spec.name, spec.render_arguments(conversation))
+        for spec in response.tool_calls or []
+    ]
+    finish = response.finish_reason or ("tool_calls" if calls else "stop")
+    completion = _approx_tokens(text or "") + sum(_approx_tokens(n) + _approx_tokens(a) + 3 for _, n, a in calls)
+    prompt = _prompt_tokens(body)
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return _Rendered(text=text, calls=calls, finish_reason=finish, usage=usage)
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _error(status: int, message: str, kind: str, code: str | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(
+    script: Script | None = None,
+    *,
+    state: ScriptedModelState | None = None,
+    model_name: str = DEFAULT_MODEL_NAME,
+) -> FastAPI:
+    """The HTTP app. Pass `script`, or a `state` to share the request log with the caller."""
+    if state is None:
+        if script is None:
+            raise ValueError("create_app needs a script or a state")
+        state = ScriptedModelState(script=script, model_name=model_name)
+    elif script is not None:
+        state.set_script(script)
+    app = _ScriptedApp(title="calagent scripted model", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.scripted = state
+
+    async def chat_completions(request: Request) -> HTTPResponse:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            state.record({}, None, 400)
+            return _error(400, "request body is not valid JSON", "invalid_request_error")
+        if not isinstance(body, dict):
+            state.record({}, None, 400)
+            return _error(400, "request body must be a JSON object", "invalid_request_error")
+        if state.down:
+            state.record(body, None, 503)
+            return _error(503, "The scripted model is down.", "server_error", "service_unavailable")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            state.record(body, None, 400)
+            return _error(400, "'messages' must be a non-empty array", "invalid_request_error")
+
+        _rule, response = state.answer(body)
+        if response.delay_ms:
+            await asyncio.sleep(response.delay_ms / 1000)
+        drop: Callable[[], Awaitable[None]] = request.scope[_DROP_KEY]
+        if response.drop_connection or (response.drop_after_chunks is not None and not body.get("stream")):
+            await drop()
+            return HTTPResponse(status_code=204)
+        if response.error is not None:
+            return JSONResponse(
+                response.error.body(), status_code=response.error.status, headers=response.error.headers
+            )
+
+        conversation = Conversation.from_request(body)
+        rendered = _render(response, conversation, body)
+        model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
+        completion_id = f"chatcmpl-{secrets.token_hex(12)}"
+        created = int(time.time())
+
+        if not body.get("stream"):
+            chunks = sum(len(_pieces(a, response.chunk_chars)) for _, _, a in rendered.calls)
+            chunks += len(_pieces(rendered.text, response.chunk_chars)) if rendered.text else 0
+            # Without streaming the whole generation time shows up as one wait.
+            wait_ms = response.ttft_ms + response.inter_chunk_ms * max(chunks - 1, 0)
+            if wait_ms:
+                await asyncio.sleep(wait_ms / 1000)
+            message: dict[str, Any] = {"role": "assistant", "content": rendered.text, "refusal": None}
+            if rendered.calls:
+                message["tool_calls"] = [
+                    {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                    for cid, name, args in rendered.calls
+                ]
+            return JSONResponse(
+                {
+                    "id": completion_id,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": model,
+                    "system_fingerprint": None,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": message,
+                            "logprobs": None,
+                            "finish_reason": rendered.finish_reason,
+                        }
+                    ],
+                    "usage": rendered.usage,
+                }
+            )
+
+        options = body.get("stream_options")
+        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        return StreamingResponse(
+            _stream(response, rendered, completion_id, created, model, include_usage, drop),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_api_route("/chat/completions", chat_completions, methods=["POST"], include_in_schema=False)
+
+    def _model_entry(model_id: str) -> dict[str, Any]:
+        return {"id": model_id, "object": "model", "created": 0, "owned_by": "calagent-scripted"}
+
+    @app.get("/v1/models")
+    async def list_models() -> dict[str, Any]:
+        return {"object": "list", "data": [_model_entry(state.model_name)]}
+
+    @app.get("/v1/models/{model_id}")
+    async def get_model(model_id: str) -> dict[str, Any]:
+        return _model_entry(model_id)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "down" if state.down else "ok"}
+
+    @app.put("/_script")
+    async def put_script(request: Request) -> HTTPResponse:
+        try:
+            new_script = Script.model_validate(await request.json())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return JSONResponse({"detail": f"not JSON: {exc}"}, status_code=400)
+        except ValidationError as exc:
+            return JSONResponse({"detail": json.loads(exc.json())}, status_code=422)
+        state.set_script(new_script)
+        return JSONResponse({"rules": len(new_script.rules)})
+
+    @app.get("/_script")
+    async def get_script() -> dict[str, Any]:
+        return state.script.model_dump(mode="json", exclude_none=True)
+
+    @app.get("/_requests")
+    async def get_requests() -> list[dict[str, Any]]:
+        return [r.to_json() for r in state.requests]
+
+    @app.delete("/_requests")
+    async def delete_requests() -> dict[str, Any]:
+        state.clear_requests()
+        return {"cleared": True}
+
+    @app.post("/_down")
+    async def go_down() -> dict[str, Any]:
+        state.down = True
+        return {"down": True}
+
+    @app.post("/_up")
+    async def go_up() -> dict[str, Any]:
+        state.down = False
+        return {"down": False}
+
+    return app
+
+
+def _sse(payload: dict[str, Any] | str) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n".encode()
+
+
+async def _stream(
+    response: Response,
+    rendered: _Rendered,
+    completion_id: str,
+    created: int,
+    model: str,
+    include_usage: bool,
+    drop: Callable[[], Awaitable[None]],
+) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if include_usage:
+            payload["usage"] = None
+        return payload
+
+    # Body deltas after the opening role delta; these are what drop_after_chunks counts.
+    deltas: list[dict[str, Any]] = []
+    if rendered.text:
+        deltas.extend({"content": piece} for piece in _pieces(rendered.text, response.chunk_chars))
+    for index, (call_id, name, arguments) in enumerate(rendered.calls):
+        deltas.append(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": ""},
+                    }
+                ]
+            }
+        )
+        deltas.extend(
+            {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+            for piece in _pieces(arguments, response.chunk_chars)
+            if piece
+        )
+
+    if response.ttft_ms:
+        await asyncio.sleep(response.ttft_ms / 1000)
+    opening: dict[str, Any] = {"role": "assistant", "content": "" if rendered.text else None, "refusal": None}
+    yield _sse(chunk(opening))
+    for sent, delta in enumerate(deltas):
+        if response.drop_after_chunks is not None and sent >= response.drop_after_chunks:
+            await drop()
+            return
+        if response.inter_chunk_ms:
+            await asyncio.sleep(response.inter_chunk_ms / 1000)
+        yield _sse(chunk(delta))
+    if response.drop_after_chunks is not None:
+        await drop()
+        return
+    yield _sse(chunk({}, rendered.finish_reason))
+    if include_usage:
+        yield _sse(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "system_fingerprint": None,
+                "choices": [],
+                "usage": rendered.usage,
+            }
+        )
+    yield _sse("[DONE]")

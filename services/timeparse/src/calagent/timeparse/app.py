@@ -1,0 +1,49 @@
+"""The time service: stateless request-reply over NATS on top of the pure resolver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from calagent.contracts import subjects
+from calagent.contracts.time import (
+    ParseReplyRequest,
+    RangeRequest,
+    RangeResult,
+    ResolveRequest,
+    ResolveResult,
+    SlotPatch,
+)
+from calagent.runtime.bus import Bus
+from calagent.runtime.clock import Clock, SystemClock
+from calagent.runtime.settings import Settings, load_settings
+from calagent.timeparse.domain.replies import parse_reply
+from calagent.timeparse.domain.symbols import resolve, resolve_range
+
+
+class TimeparseService:
+    name = "timeparse"
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        self.settings = settings
+        self.clock = clock
+
+    async def start(self, bus: Bus) -> None:
+        bus.serve(subjects.TIME_RESOLVE, ResolveRequest, self.on_resolve)
+        bus.serve(subjects.TIME_RESOLVE_RANGE, RangeRequest, self.on_resolve_range)
+        bus.serve(subjects.TIME_PARSE_REPLY, ParseReplyRequest, self.on_parse_reply)
+
+    async def stop(self) -> None:
+        return None
+
+    async def on_resolve(self, request: ResolveRequest, _headers: Mapping[str, str]) -> ResolveResult:
+        return resolve(request)
+
+    async def on_resolve_range(self, request: RangeRequest, _headers: Mapping[str, str]) -> RangeResult:
+        return resolve_range(request)
+
+    async def on_parse_reply(self, request: ParseReplyRequest, _headers: Mapping[str, str]) -> SlotPatch:
+        return parse_reply(request.text)
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> TimeparseService:
+    return TimeparseService(settings or load_settings(), clock or SystemClock())
