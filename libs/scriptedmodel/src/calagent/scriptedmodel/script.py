@@ -154,7 +154,9 @@ class Match(_Strict):
         return value
 
     def matches(self, conversation: Conversation) -> bool:
-        fold = (lambda s: s.casefold()) if self.ignore_case else (lambda s: s)
+        def fold(text: str) -> str:
+            return text.casefold() if self.ignore_case else text
+
         user = fold(conversation.last_user)
         if any(fold(needle) not in user for needle in _as_list(self.user_contains)):
             return False

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response as HTTPResponse, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import Response as HTTPResponse
 from pydantic import ValidationError
 
 from calagent.scriptedmodel.script import Conversation, Response, Script, message_text
@@ -198,7 +199,9 @@ def _render(response: Response, conversation: Conversation, body: dict[str, Any]
         for spec in response.tool_calls or []
     ]
     finish = response.finish_reason or ("tool_calls" if calls else "stop")
-    completion = _approx_tokens(text or "") + sum(_approx_tokens(n) + _approx_tokens(a) + 3 for _, n, a in calls)
+    completion = _approx_tokens(text or "") + sum(
+        _approx_tokens(n) + _approx_tokens(a) + 3 for _, n, a in calls
+    )
     prompt = _prompt_tokens(body)
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     return _Rendered(text=text, calls=calls, finish_reason=finish, usage=usage)
@@ -260,7 +263,8 @@ def create_app(
 
         conversation = Conversation.from_request(body)
         rendered = _render(response, conversation, body)
-        model = body.get("model") if isinstance(body.get("model"), str) else state.model_name
+        requested_model = body.get("model")
+        model = requested_model if isinstance(requested_model, str) else state.model_name
         completion_id = f"chatcmpl-{secrets.token_hex(12)}"
         created = int(time.time())
 
