@@ -83,7 +83,7 @@ async def ensure_streams(js: JetStreamContext) -> None:
         ),
         StreamConfig(
             name=subjects.RECORDS_STREAM,
-            subjects=[subjects.TURN_RECORDED],
+            subjects=[subjects.TURN_RECORDED, subjects.TURN_DELIVERED],
             retention=RetentionPolicy.WORK_QUEUE,
             storage=StorageType.FILE,
             duplicate_window=600.0,

@@ -1,0 +1,151 @@
+"""Messages of one chat turn: the request the gateway publishes, the progress events and answer
+the agent streams back, and the record the eval recorder keeps."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from calagent.contracts.base import WireModel
+from calagent.contracts.envelope import Envelope
+
+MAX_MESSAGE_CHARS = 4000
+
+Outcome = Literal[
+    "created",
+    "needs_date",
+    "needs_time",
+    "conflict",
+    "held",
+    "queried",
+    "suggested",
+    "cancelled",
+    "memory_saved",
+    "answered",
+    "claim_replaced",
+    "model_unavailable",
+    "rejected",
+]
+
+Flag = Literal[
+    "unverified_create_claim",
+    "unverified_read_claim",
+    "held",
+    "model_unavailable",
+    "tool_error",
+    "write_refused",
+    "fast_path",
+    "read_only_write_attempt",
+]
+
+
+class TurnRequested(WireModel):
+    """Published by the gateway to JetStream; `text` is the user's own words, transport stripped."""
+
+    envelope: Envelope
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    raw_text: str = Field(max_length=4 * MAX_MESSAGE_CHARS)
+    # Lines quoted from an earlier message (`> …`) and forwarded blocks: not the user's words.
+    quoted: tuple[str, ...] = ()
+    forwarded: str | None = None
+    third_party: bool = False
+    client_message_id: str | None = Field(default=None, max_length=200)
+    active_command_id: str | None = Field(default=None, max_length=64)
+    # Epoch milliseconds at which the gateway received the HTTP request (latency segments only).
+    received_ms: float = 0.0
+    published_ms: float = 0.0
+
+
+class ToolCallOut(WireModel):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: str  # the outcome of that call: created, needs_date, error:invalid_symbol, refused, …
+
+
+class StubView(WireModel):
+    id: str
+    status: str
+    title: str
+    candidates: tuple[date, ...] = ()
+    expires_at: datetime
+
+
+class EventView(WireModel):
+    id: str
+    title: str
+    start: datetime
+    end: datetime
+    calendar: str
+    completed: bool = False
+    all_day: bool = False
+
+
+class TurnAnswer(WireModel):
+    """The body of `POST /v1/chat` (contract §4)."""
+
+    turn_id: str
+    conversation_id: str
+    outcome: Outcome
+    reply: str
+    intent: str
+    tool_calls: tuple[ToolCallOut, ...] = ()
+    command: StubView | None = None
+    events: tuple[EventView, ...] = ()
+    model_calls: int = 0
+
+
+class TurnEvent(WireModel):
+    """Progress of one turn on `calagent.turn.events.<turn_id>`; `turn.done` carries the answer."""
+
+    turn_id: str
+    type: Literal["turn.started", "tool.called", "reply.delta", "turn.done"]
+    tool: ToolCallOut | None = None
+    delta: str | None = None
+    answer: TurnAnswer | None = None
+
+
+class Segment(WireModel):
+    name: str
+    start_ms: float  # offset from the turn's start (the gateway receiving the request)
+    ms: float
+
+
+class TurnRecord(WireModel):
+    """What the agent reports about a finished turn to the eval recorder."""
+
+    envelope: Envelope
+    text: str
+    outcome: Outcome
+    intent: str
+    reply: str
+    tool_calls: tuple[ToolCallOut, ...] = ()
+    flags: tuple[Flag, ...] = ()
+    model_calls: int = 0
+    segments: tuple[Segment, ...] = ()
+    total_ms: float = 0.0
+    cold_start: bool = False
+    replaced_reply: str | None = None  # what the model claimed, when an exit check replaced it
+    error: str | None = None
+
+
+class TurnDelivered(WireModel):
+    """What the gateway reports once it has answered the client (its own segments)."""
+
+    turn_id: str
+    user_id: str
+    segments: tuple[Segment, ...] = ()
+    total_ms: float = 0.0
+
+
+class TurnLookup(WireModel):
+    """Gateway → agent: the stored answer of an earlier turn with this client message id."""
+
+    user_id: str
+    client_message_id: str
+
+
+class TurnLookupResult(WireModel):
+    answer: TurnAnswer | None = None
+    pending: bool = False
