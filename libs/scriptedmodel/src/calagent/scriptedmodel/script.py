@@ -150,7 +150,10 @@ class Match(_Strict):
     @classmethod
     def _compiles(cls, value: str | None) -> str | None:
         if value is not None:
-            re.compile(value)
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"user_regex does not compile: {exc}") from exc
         return value
 
     def matches(self, conversation: Conversation) -> bool:
