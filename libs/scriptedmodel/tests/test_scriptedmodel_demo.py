@@ -145,18 +145,19 @@ def _run_module(*args: str) -> subprocess.Popen[str]:
 def test_module_entry_point_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     script = tmp_path / "s.yaml"
     script.write_text("default:\n  text: from the file\n", encoding="utf-8")
-    process = _run_module("--script", str(script))
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().strip()
-        match = re.fullmatch(r"scripted model listening (http://127\.0\.0\.1:\d+/v1)", line)
-        assert match, line
-        with openai.OpenAI(base_url=match.group(1), api_key="t", max_retries=0) as c:
-            answer = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
-        assert answer.choices[0].message.content == "from the file"
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=10) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    with _run_module("--script", str(script)) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline().strip()
+            match = re.fullmatch(r"scripted model listening (http://127\.0\.0\.1:\d+/v1)", line)
+            assert match, line
+            with openai.OpenAI(base_url=match.group(1), api_key="t", max_retries=0) as c:
+                answer = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+            assert answer.choices[0].message.content == "from the file"
+            process.send_signal(signal.SIGTERM)
+            _, stderr = process.communicate(timeout=10)
+            assert process.returncode == 0, stderr
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()

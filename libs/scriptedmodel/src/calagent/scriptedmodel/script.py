@@ -3,6 +3,30 @@
 A script is an ordered list of rules plus a default response. For each chat request the first rule
 whose conditions all hold (and whose `times` budget is not spent) answers; otherwise the default does.
 Matching looks only at what a real model would see: the messages, the model name.
+
+    rules:
+      - name: create                     # recorded with each request it answers
+        when: {user_contains: [明天, 张三], last_role: user}
+        respond:
+          tool_calls:
+            - name: prepare_or_create_schedule
+              arguments: {title: 和张三开会, date: D+1, time: "15:00"}   # a dict is JSON-encoded
+      - name: answer_memory
+        when: {last_role: tool, last_tool: search_memory, tool_result_contains: 不加糖}
+        respond: {text: "你说过：{{tool_result}}", ttft_ms: 200, inter_chunk_ms: 20}
+      - name: flaky
+        when: {user_regex: "^boom"}
+        times: 1                          # fires once, then later rules get their turn
+        respond: {error: {status: 503, message: overloaded}}
+    default:
+      text: "scripted model: no rule for {{user}}"
+
+Templates in text and in string values of dict arguments: `{{user}}` (the last user message),
+`{{tool_result}}` (the last message's content when it is a tool result) and `{{tool}}` (that tool's
+name). String arguments are sent verbatim, untouched, so malformed JSON stays malformed.
+
+A rule without `last_role` also matches after a tool result, because the last user message is still
+the same; scripts that use intermediate tools should put `last_role` on their user rules.
 """
 
 from __future__ import annotations
