@@ -1,0 +1,98 @@
+"""The eval recorder: turn records in from JetStream, timelines and reports out over request-reply.
+
+It sits beside the hot path, never on it: the agent and the gateway publish and move on, and no
+online decision ever waits for or reads anything from here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.contracts import subjects
+from calagent.contracts.evalrec import ReportRequest, ReportResult, TimelineRequest, TimelineResult
+from calagent.contracts.turns import TurnDelivered, TurnRecord
+from calagent.evalrec.adapters.models import SCHEMA
+from calagent.evalrec.adapters.repository import SqlTurnRepository
+from calagent.evalrec.domain.ports import TurnRepository
+from calagent.evalrec.domain.report import build_report
+from calagent.runtime.bus import Bus
+from calagent.runtime.clock import Clock, SystemClock
+from calagent.runtime.db import make_engine, upgrade_async
+from calagent.runtime.settings import Settings, load_settings
+
+log = logging.getLogger("calagent.evalrec")
+
+MIGRATIONS_DIR = Path(__file__).parent / "adapters" / "migrations"
+
+# A report reads the newest turns only, so its cost stays flat however long the system has run.
+REPORT_WINDOW_TURNS = 20_000
+MAX_CANDIDATES = 1_000
+
+
+class EvalrecService:
+    name = "evalrec"
+
+    def __init__(self, settings: Settings, clock: Clock, repository: TurnRepository | None = None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.repository = repository
+        self._engine: AsyncEngine | None = None
+
+    async def start(self, bus: Bus) -> None:
+        if self.repository is None:
+            database_url = self.settings.require_database()
+            await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
+            self._engine = make_engine(database_url, pool_size=5)
+            self.repository = SqlTurnRepository(self._engine)
+        bus.consume(
+            stream=subjects.RECORDS_STREAM,
+            durable=subjects.EVALREC_CONSUMER,
+            subject=subjects.TURN_RECORDED,
+            message_type=TurnRecord,
+            handler=self.on_turn_recorded,
+        )
+        bus.consume(
+            stream=subjects.RECORDS_STREAM,
+            durable=subjects.EVALREC_DELIVERED_CONSUMER,
+            subject=subjects.TURN_DELIVERED,
+            message_type=TurnDelivered,
+            handler=self.on_turn_delivered,
+        )
+        bus.serve(subjects.EVALREC_TIMELINE, TimelineRequest, self.on_timeline)
+        bus.serve(subjects.EVALREC_REPORT, ReportRequest, self.on_report)
+
+    async def stop(self) -> None:
+        if self._engine is not None:
+            await self._engine.dispose()
+            self._engine = None
+
+    def _repo(self) -> TurnRepository:
+        if self.repository is None:
+            raise RuntimeError("evalrec is not started")
+        return self.repository
+
+    async def on_turn_recorded(self, record: TurnRecord, _headers: Mapping[str, str]) -> None:
+        # A database error propagates: the bus naks and JetStream redelivers later, and the
+        # idempotent insert makes that redelivery safe.
+        if not await self._repo().save_turn(record, self.clock.now()):
+            log.info("turn %s was already recorded", record.envelope.turn_id)
+
+    async def on_turn_delivered(self, delivered: TurnDelivered, _headers: Mapping[str, str]) -> None:
+        if not await self._repo().save_delivery(delivered, self.clock.now()):
+            log.info("delivery of turn %s was already recorded", delivered.turn_id)
+
+    async def on_timeline(self, request: TimelineRequest, _headers: Mapping[str, str]) -> TimelineResult:
+        return TimelineResult(timeline=await self._repo().timeline(request.turn_id, request.user_id))
+
+    async def on_report(self, request: ReportRequest, _headers: Mapping[str, str]) -> ReportResult:
+        facts = await self._repo().recent_turns(REPORT_WINDOW_TURNS)
+        limit = min(max(request.limit, 0), MAX_CANDIDATES)
+        return ReportResult(report=build_report(facts, candidates=request.candidates, limit=limit))
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> EvalrecService:
+    return EvalrecService(settings or load_settings(), clock or SystemClock())
