@@ -1,0 +1,435 @@
+"""Canonical symbols to absolute time: a pure function of (symbol, now, tz).
+
+The model writes symbols (`D+1`, `W3+1`, `WE`, `2026-09-30`, `--02-29`, `H:national_day`, ...);
+this module turns them into dates and instants in the user's IANA zone. Nothing here reads the
+clock: `now` and `tz` are always arguments.
+
+Rules (also in the README, and each one a test):
+
+* "Today" is the local date of `now` in `tz`, whatever offset `now` itself carries
+  (`2026-09-23T17:00:00Z` is already the 24th in Asia/Shanghai). A naive `now` is read as local
+  wall time in `tz`.
+* Weeks are ISO weeks, Monday first: `W<d>+<k>` is weekday d (1 = Monday .. 7 = Sunday) of the week
+  k weeks from the current one; `W3` is `W3+0`, this week's Wednesday, even when already past.
+* `WE+<k>` is ambiguous by design: two candidates (Saturday, Sunday), also when a time is given,
+  because a create needs exactly one date.
+* `--MM-DD` is the next such day on or after today; `--02-29` is the next leap year's Feb 29.
+* `H:<name>[:<year>]` comes from the `holidays` package (never a hand-made table); a multi-day
+  holiday means its first day; without a year, the next occurrence whose first day is on or after
+  today. Observed/substituted days are not holidays of their own.
+* DST: a local time that does not exist (spring-forward gap, e.g. 02:30 on 2026-03-08 in
+  America/New_York) is shifted forward by the length of the gap (03:30 EDT) - that is what a
+  fold=0 round trip through UTC does. A local time that exists twice (fall-back overlap) means the
+  earlier instant (fold=0, e.g. 01:30 EDT on 2026-11-01).
+* `end_time` must be later than `time` on the same day: an event cannot cross midnight through
+  `end_time` (use a range for that). If a DST gap makes the resolved end not later than the start,
+  that is `invalid_time` too.
+* Ranges: every range symbol names an instant, the first moment of what it names: a date is its
+  00:00, `D+1T12:00` is that day at 12:00, a month (`M`, `M+1`, `2026-10`) is its first day at
+  00:00, and `WE+k` is that weekend's Saturday 00:00 (as start and as end alike). Ranges are
+  half-open [start, end): "this weekend" is `WE+0` .. `W1+1`, "today" is `D` .. `D+1`, "this month"
+  is `M` .. `M+1`. A range needs end > start and spans at most 366 days of wall-clock time.
+* Errors are results, never exceptions and never guesses: `invalid_symbol`, `invalid_time`,
+  `invalid_range`, `unknown_holiday`, `invalid_zone`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from calagent.contracts.time import (
+    ErrorCode,
+    RangeRequest,
+    RangeResult,
+    ResolveRequest,
+    ResolveResult,
+    SymbolError,
+)
+
+__all__ = [
+    "HOLIDAY_ALIASES",
+    "DateResolution",
+    "SymbolProblem",
+    "holiday_names",
+    "local_today",
+    "resolve",
+    "resolve_date",
+    "resolve_range",
+    "resolve_symbol",
+    "to_instant",
+    "weekday_label",
+    "zone",
+]
+
+# The same shape as calagent.contracts.symbols (a property test keeps them in step), with named
+# groups so one match both validates and dissects.
+_SIGNED = r"[+-](?:0|[1-9][0-9]{0,3})"
+_DATE_BODY = (
+    rf"D(?P<d>{_SIGNED})?"
+    rf"|W(?P<wd>[1-7])(?P<wk>{_SIGNED})?"
+    rf"|WE(?P<we>{_SIGNED})?"
+    r"|(?P<y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<dd>[0-9]{2})"
+    r"|--(?P<am>[0-9]{2})-(?P<ad>[0-9]{2})"
+    r"|H:(?P<hn>[a-z][a-z_]{1,40})(?::(?P<hy>[0-9]{4}))?"
+)
+_DATE_RE = re.compile(rf"(?:{_DATE_BODY})\Z")
+_RANGE_RE = re.compile(
+    rf"(?:(?:{_DATE_BODY})(?:T(?P<t>[^T]{{1,8}}))?|M(?P<mo>{_SIGNED})?|(?P<my>[0-9]{{4}})-(?P<mm>[0-9]{{2}}))\Z"
+)
+_TIME_RE = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])\Z")
+
+_MAX_RANGE = timedelta(days=366)
+# Holiday years the library is asked about; outside it the answer is `unknown_holiday`, which also
+# keeps a hostile `H:x:9999` from making the library compute millennia.
+_HOLIDAY_YEARS = range(1950, 2201)
+
+_ZH_WEEKDAYS = ("周一", "周二", "周三", "周四", "周五", "周六", "周日")
+_EN_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+# Canonical names -> slugs of the holidays library's English names. Any slug of the library's own
+# names is accepted too (`H:tomb_sweeping_day`), so this table only adds the short names the model
+# is taught; the dates themselves always come from the library.
+HOLIDAY_ALIASES: dict[str, tuple[str, ...]] = {
+    "new_year": ("new_years_day",),
+    "new_years": ("new_years_day",),
+    "spring_festival": ("chinese_new_year_spring_festival", "chinese_new_year", "lunar_new_year"),
+    "chinese_new_year": ("chinese_new_year_spring_festival", "lunar_new_year"),
+    "lunar_new_year": ("chinese_new_year_spring_festival", "lunar_new_year"),
+    "new_years_eve": ("chinese_new_years_eve", "new_years_eve"),
+    "spring_festival_eve": ("chinese_new_years_eve",),
+    "qingming": ("tomb_sweeping_day", "qingming_festival"),
+    "tomb_sweeping": ("tomb_sweeping_day",),
+    "labor_day": ("labor_day", "labour_day", "workers_day"),
+    "labour_day": ("labor_day", "labour_day", "workers_day"),
+    "may_day": ("labor_day", "labour_day"),
+    "dragon_boat": ("dragon_boat_festival",),
+    "mid_autumn": ("mid_autumn_festival",),
+    "national_day": ("national_day",),
+    "christmas": ("christmas_day",),
+    "thanksgiving": ("thanksgiving_day", "thanksgiving"),
+    "independence_day": ("independence_day",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolProblem:
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DateResolution:
+    """One date, or several candidates (a weekend)."""
+
+    days: tuple[date, ...]
+
+    @property
+    def ambiguous(self) -> bool:
+        return len(self.days) > 1
+
+
+class _InvalidSymbolError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.problem = SymbolProblem(code, message)
+
+
+# --------------------------------------------------------------------------- zones and today
+
+
+@lru_cache(maxsize=512)
+def _zone(tz: str) -> ZoneInfo:
+    return ZoneInfo(tz)
+
+
+def zone(tz: str) -> ZoneInfo:
+    """The IANA zone; raises ValueError for anything that is not one."""
+    if not tz or len(tz) > 64:
+        raise ValueError(f"not an IANA time zone: {tz!r}")
+    try:
+        return _zone(tz)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"not an IANA time zone: {tz!r}") from exc
+
+
+def _local_now(now: datetime, tzinfo: ZoneInfo) -> datetime:
+    if now.tzinfo is None:
+        return now.replace(tzinfo=tzinfo)
+    return now.astimezone(tzinfo)
+
+
+def local_today(now: datetime, tz: str) -> date:
+    """The user's calendar date at `now` (raises ValueError on an unknown zone)."""
+    return _local_now(now, zone(tz)).date()
+
+
+def weekday_label(d: date | datetime, lang: str) -> str:
+    """Short weekday for receipts: `周三` for Chinese, `Wed` otherwise."""
+    names = _ZH_WEEKDAYS if lang.lower().startswith("zh") else _EN_WEEKDAYS
+    return names[d.weekday()]
+
+
+def to_instant(day: date, hour: int, minute: int, tzinfo: ZoneInfo) -> datetime:
+    """Local wall time -> aware datetime, with the module's DST rule (gap: forward; overlap: earlier)."""
+    naive_local = datetime(day.year, day.month, day.day, hour, minute, tzinfo=tzinfo)
+    # A fold=0 time in a gap carries the pre-transition offset; going through UTC and back lands on
+    # the real wall clock after the gap. Times that exist are unchanged by the round trip.
+    return naive_local.astimezone(UTC).astimezone(tzinfo)
+
+
+# --------------------------------------------------------------------------- holidays
+
+
+def _slug(name: str) -> str:
+    out = re.sub(r"['’]", "", name.lower())
+    return re.sub(r"[^a-z0-9]+", "_", out).strip("_")
+
+
+@lru_cache(maxsize=256)
+def _holiday_table(country: str, year: int) -> dict[str, date] | None:
+    """slug -> first day of that holiday in `year`, or None when the country is unknown."""
+    import holidays  # deferred: only holiday symbols pay for importing the library
+
+    try:
+        table = holidays.country_holidays(country, years=year, language="en_US", observed=False)
+    except NotImplementedError:
+        return None
+    except (ValueError, KeyError):
+        try:
+            table = holidays.country_holidays(country, years=year, observed=False)
+        except (NotImplementedError, ValueError, KeyError):
+            return None
+    first: dict[str, date] = {}
+    for day, names in sorted(table.items()):
+        # One date can carry several holidays ("A; B").
+        for name in str(names).split("; "):
+            if "(observed)" in name or name.startswith("Day off"):
+                continue
+            slug = _slug(name)
+            if slug and slug not in first:
+                first[slug] = day
+    return first
+
+
+def holiday_names(country: str, year: int) -> dict[str, date]:
+    """Every name `H:` accepts for that country and year (library slugs plus aliases)."""
+    table = _holiday_table(country.upper(), year) or {}
+    names = dict(table)
+    for alias, targets in HOLIDAY_ALIASES.items():
+        for target in targets:
+            if target in table:
+                names.setdefault(alias, table[target])
+                break
+    return names
+
+
+def _holiday_in(country: str, year: int, name: str) -> date | None:
+    table = _holiday_table(country, year)
+    if table is None:
+        raise _InvalidSymbolError("unknown_holiday", f"no public holidays are known for country {country!r}")
+    if name in table:
+        return table[name]
+    for target in HOLIDAY_ALIASES.get(name, ()):
+        if target in table:
+            return table[target]
+    return None
+
+
+def _holiday(name: str, year_text: str | None, today: date, country: str) -> date:
+    country = country.upper()
+    if year_text is not None:
+        year = int(year_text)
+        day = _holiday_in(country, year, name) if year in _HOLIDAY_YEARS else None
+        if day is None:
+            raise _InvalidSymbolError("unknown_holiday", f"no holiday {name!r} in {country} in {year}")
+        return day
+    for year in (today.year, today.year + 1):
+        if year not in _HOLIDAY_YEARS:
+            continue
+        day = _holiday_in(country, year, name)
+        if day is not None and day >= today:
+            return day
+    raise _InvalidSymbolError("unknown_holiday", f"no upcoming holiday {name!r} in {country}")
+
+
+# --------------------------------------------------------------------------- date symbols
+
+
+def _next_month_day(month: int, day: int, today: date) -> date:
+    if not 1 <= month <= 12 or not 1 <= day <= 31:
+        raise _InvalidSymbolError("invalid_symbol", f"--{month:02d}-{day:02d} is not a day of the year")
+    # Eight years always contain a leap year (2096 -> 2104 is the longest gap); so if none of them
+    # has the day, no year does.
+    for year in range(today.year, today.year + 9):
+        try:
+            candidate = date(year, month, day)
+        except ValueError:
+            continue
+        if candidate >= today:
+            return candidate
+    raise _InvalidSymbolError("invalid_symbol", f"--{month:02d}-{day:02d} is not a day of the year")
+
+
+def _offset(text: str | None) -> int:
+    return int(text) if text else 0
+
+
+def _date_from_match(m: re.Match[str], today: date, country: str) -> DateResolution:
+    try:
+        if m.group("dd") is not None:
+            try:
+                return DateResolution((date(int(m.group("y")), int(m.group("m")), int(m.group("dd"))),))
+            except ValueError:
+                raise _InvalidSymbolError("invalid_symbol", f"{m.group(0)} is not a calendar date") from None
+        if m.group("wd") is not None:
+            monday = today - timedelta(days=today.weekday())
+            delta = 7 * _offset(m.group("wk")) + int(m.group("wd")) - 1
+            return DateResolution((monday + timedelta(days=delta),))
+        if m.group(0).startswith("WE"):
+            saturday = (
+                today - timedelta(days=today.weekday()) + timedelta(days=5 + 7 * _offset(m.group("we")))
+            )
+            return DateResolution((saturday, saturday + timedelta(days=1)))
+        if m.group(0).startswith("D"):
+            return DateResolution((today + timedelta(days=_offset(m.group("d"))),))
+        if m.group("am") is not None:
+            return DateResolution((_next_month_day(int(m.group("am")), int(m.group("ad")), today),))
+        return DateResolution((_holiday(m.group("hn"), m.group("hy"), today, country),))
+    except OverflowError:
+        raise _InvalidSymbolError("invalid_symbol", f"{m.group(0)} is outside the calendar") from None
+
+
+def _parse_time(text: str, field: str) -> tuple[int, int]:
+    m = _TIME_RE.match(text)
+    if m is None:
+        raise _InvalidSymbolError("invalid_time", f"{field} {text!r} is not HH:MM (24-hour, 00:00-23:59)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def resolve_date(symbol: str, today: date, country: str = "CN") -> DateResolution | SymbolProblem:
+    """A date symbol relative to `today` (no zone needed: dates only)."""
+    m = _DATE_RE.match(symbol)
+    if m is None:
+        return SymbolProblem("invalid_symbol", f"{symbol!r} is not a date symbol")
+    try:
+        return _date_from_match(m, today, country)
+    except _InvalidSymbolError as exc:
+        return exc.problem
+
+
+# --------------------------------------------------------------------------- resolve
+
+
+def _error(code: ErrorCode, message: str) -> ResolveResult:
+    return ResolveResult.model_construct(error=SymbolError.model_construct(code=code, message=message))
+
+
+def resolve_symbol(
+    date_symbol: str,
+    time: str | None,
+    end_time: str | None,
+    now: datetime,
+    tz: str,
+    holiday_country: str = "CN",
+) -> ResolveResult:
+    """`resolve` without the request model, for callers that already hold the fields."""
+    try:
+        tzinfo = zone(tz)
+    except ValueError as exc:
+        return _error("invalid_zone", str(exc))
+    try:
+        m = _DATE_RE.match(date_symbol)
+        if m is None:
+            raise _InvalidSymbolError("invalid_symbol", f"{date_symbol!r} is not a date symbol")
+        hm = _parse_time(time, "time") if time is not None else None
+        end_hm = _parse_time(end_time, "end_time") if end_time is not None else None
+        if end_hm is not None:
+            if hm is None:
+                raise _InvalidSymbolError("invalid_time", "end_time needs a time")
+            if end_hm <= hm:
+                raise _InvalidSymbolError(
+                    "invalid_time", f"end_time {end_time} must be later than time {time}"
+                )
+        try:
+            today = _local_now(now, tzinfo).date()
+        except OverflowError:
+            raise _InvalidSymbolError("invalid_symbol", "now is outside the calendar") from None
+        resolution = _date_from_match(m, today, holiday_country)
+        if resolution.ambiguous:
+            return ResolveResult.model_construct(candidates=resolution.days)
+        day = resolution.days[0]
+        if hm is None:
+            return ResolveResult.model_construct(date=day)
+        try:
+            start = to_instant(day, hm[0], hm[1], tzinfo)
+            end = to_instant(day, end_hm[0], end_hm[1], tzinfo) if end_hm is not None else None
+        except OverflowError:
+            raise _InvalidSymbolError("invalid_symbol", f"{date_symbol!r} is outside the calendar") from None
+        if end is None:
+            return ResolveResult.model_construct(start=start)
+        if end <= start:
+            raise _InvalidSymbolError(
+                "invalid_time", f"end_time {end_time} is not after time {time} on {day} (DST gap)"
+            )
+        return ResolveResult.model_construct(start=start, end=end)
+    except _InvalidSymbolError as exc:
+        return _error(exc.problem.code, exc.problem.message)
+
+
+def resolve(req: ResolveRequest) -> ResolveResult:
+    """Exactly one of start (+end) / date / candidates / error; never raises on bad input."""
+    return resolve_symbol(req.date, req.time, req.end_time, req.now, req.tz, req.holiday_country)
+
+
+def _range_point(symbol: str, today: date, tzinfo: ZoneInfo, country: str) -> datetime:
+    m = _RANGE_RE.match(symbol)
+    if m is None:
+        raise _InvalidSymbolError("invalid_symbol", f"{symbol!r} is not a range symbol")
+    try:
+        if m.group("my") is not None:
+            month = int(m.group("mm"))
+            if not 1 <= month <= 12:
+                raise _InvalidSymbolError("invalid_symbol", f"{symbol!r} is not a month")
+            return to_instant(date(int(m.group("my")), month, 1), 0, 0, tzinfo)
+        if symbol.startswith("M"):
+            index = today.year * 12 + today.month - 1 + _offset(m.group("mo"))
+            return to_instant(date(index // 12, index % 12 + 1, 1), 0, 0, tzinfo)
+        hm = _parse_time(m.group("t"), "time") if m.group("t") is not None else (0, 0)
+        resolution = _date_from_match(m, today, country)
+        return to_instant(resolution.days[0], hm[0], hm[1], tzinfo)
+    except (OverflowError, ValueError):
+        raise _InvalidSymbolError("invalid_symbol", f"{symbol!r} is outside the calendar") from None
+
+
+def resolve_range(req: RangeRequest) -> RangeResult:
+    """A half-open [start, end) query window; never raises on bad input."""
+    try:
+        tzinfo = zone(req.tz)
+    except ValueError as exc:
+        return RangeResult.model_construct(
+            error=SymbolError.model_construct(code="invalid_zone", message=str(exc))
+        )
+    try:
+        try:
+            today = _local_now(req.now, tzinfo).date()
+        except OverflowError:
+            raise _InvalidSymbolError("invalid_symbol", "now is outside the calendar") from None
+        start = _range_point(req.start, today, tzinfo, req.holiday_country)
+        end = _range_point(req.end, today, tzinfo, req.holiday_country)
+        if end <= start:
+            raise _InvalidSymbolError(
+                "invalid_range", f"end {req.end} ({end.isoformat()}) is not after start {req.start}"
+            )
+        # Span measured on the wall clock so a DST hour does not decide a 366-day boundary.
+        if end.replace(tzinfo=None) - start.replace(tzinfo=None) > _MAX_RANGE:
+            raise _InvalidSymbolError("invalid_range", f"{req.start} .. {req.end} spans more than 366 days")
+    except _InvalidSymbolError as exc:
+        problem = exc.problem
+        return RangeResult.model_construct(
+            error=SymbolError.model_construct(code=problem.code, message=problem.message)
+        )
+    return RangeResult.model_construct(start=start, end=end)
