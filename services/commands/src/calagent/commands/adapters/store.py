@@ -1,0 +1,250 @@
+"""The SQL store: one `UnitOfWork` per transaction over an asyncpg connection.
+
+Every statement goes through `_run`, which also adds its duration to `db_ms` so a result can say how
+much of its time the database took.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import Executable, Result, Row, func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from calagent.commands.adapters.tables import ACTIVE_SQL, calendars, events, idempotency, stubs
+from calagent.commands.domain.model import Event, Stub
+from calagent.commands.ports import KeyInFlightError
+from calagent.contracts.commands import CommandResult, StubSlots
+
+
+def _event(row: Row[Any]) -> Event:
+    return Event(
+        id=row.id,
+        user_id=row.user_id,
+        title=row.title,
+        start=row.start_at,
+        end=row.end_at,
+        calendar=row.calendar,
+        all_day=row.all_day,
+        completed=row.completed,
+    )
+
+
+def _stub(row: Row[Any]) -> Stub:
+    return Stub(
+        id=row.id,
+        user_id=row.user_id,
+        title=row.title,
+        slots=StubSlots.model_validate(row.slots),
+        status=row.status,
+        expires_at=row.expires_at,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        candidates=tuple(date.fromisoformat(d) for d in row.candidates),
+        conflict_event_ids=tuple(row.conflict_event_ids),
+        hold_reason=row.hold_reason,
+        requested_hold=row.requested_hold,
+        confirmed=row.confirmed,
+        proposed_start=row.proposed_start,
+        proposed_end=row.proposed_end,
+        created_by_turn=row.created_by_turn,
+    )
+
+
+def _stub_values(stub: Stub) -> dict[str, object]:
+    return {
+        "title": stub.title,
+        "slots": stub.slots.model_dump(mode="json"),
+        "status": stub.status,
+        "candidates": [d.isoformat() for d in stub.candidates],
+        "conflict_event_ids": list(stub.conflict_event_ids),
+        "hold_reason": stub.hold_reason,
+        "requested_hold": stub.requested_hold,
+        "confirmed": stub.confirmed,
+        "proposed_start": stub.proposed_start,
+        "proposed_end": stub.proposed_end,
+        "expires_at": stub.expires_at,
+        "updated_at": stub.updated_at,
+    }
+
+
+class SqlUnitOfWork:
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._seconds = 0.0
+        self.committed = False
+
+    @property
+    def db_ms(self) -> float:
+        return round(self._seconds * 1000.0, 3)
+
+    def add_seconds(self, seconds: float) -> None:
+        self._seconds += seconds
+
+    async def _run(self, statement: Executable) -> Result[Any]:
+        started = _time.perf_counter()
+        try:
+            return await self._conn.execute(statement)
+        finally:
+            self._seconds += _time.perf_counter() - started
+
+    # ---- idempotency -----------------------------------------------------------------------------
+
+    async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
+        # The unique key is the lock: a concurrent duplicate's INSERT waits here for the first
+        # transaction, then finds the row (committed) or inserts it itself (the first rolled back).
+        claimed = await self._run(
+            pg_insert(idempotency)
+            .values(user_id=user_id, key=key, result=None)
+            .on_conflict_do_nothing(index_elements=["user_id", "key"])
+            .returning(idempotency.c.key)
+        )
+        if claimed.first() is not None:
+            return None
+        stored = await self._run(
+            select(idempotency.c.result).where(idempotency.c.user_id == user_id, idempotency.c.key == key)
+        )
+        value = stored.scalar_one_or_none()
+        if value is None:
+            raise KeyInFlightError(f"idempotency key {key!r} has no stored result yet")
+        return CommandResult.model_validate(value)
+
+    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
+        await self._run(
+            update(idempotency)
+            .where(idempotency.c.user_id == user_id, idempotency.c.key == key)
+            .values(result=result.model_dump(mode="json"))
+        )
+
+    async def lock_user(self, user_id: str) -> None:
+        await self._run(select(func.pg_advisory_xact_lock(func.hashtextextended(user_id, 0))))
+
+    # ---- calendars -------------------------------------------------------------------------------
+
+    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
+        query = (
+            select(calendars.c.name)
+            .where(calendars.c.user_id == user_id)
+            .order_by(calendars.c.position, calendars.c.name)
+        )
+        names = list((await self._run(query)).scalars())
+        if names:
+            return names
+        await self._run(
+            pg_insert(calendars)
+            .values([{"user_id": user_id, "name": name, "position": i} for i, name in enumerate(defaults)])
+            .on_conflict_do_nothing()
+        )
+        return list((await self._run(query)).scalars())
+
+    # ---- stubs -----------------------------------------------------------------------------------
+
+    async def get_stub(self, user_id: str, stub_id: str) -> Stub | None:
+        row = (
+            await self._run(
+                select(stubs).where(stubs.c.id == stub_id, stubs.c.user_id == user_id).with_for_update()
+            )
+        ).first()
+        return _stub(row) if row is not None else None
+
+    async def active_stub(self, user_id: str) -> Stub | None:
+        row = (
+            await self._run(
+                select(stubs).where(stubs.c.user_id == user_id, text(ACTIVE_SQL)).with_for_update()
+            )
+        ).first()
+        return _stub(row) if row is not None else None
+
+    async def insert_stub(self, stub: Stub) -> None:
+        await self._run(
+            stubs.insert().values(
+                id=stub.id,
+                user_id=stub.user_id,
+                created_at=stub.created_at,
+                created_by_turn=stub.created_by_turn,
+                **_stub_values(stub),
+            )
+        )
+
+    async def update_stub(self, stub: Stub) -> None:
+        await self._run(
+            update(stubs)
+            .where(stubs.c.id == stub.id, stubs.c.user_id == stub.user_id)
+            .values(**_stub_values(stub))
+        )
+
+    # ---- events ----------------------------------------------------------------------------------
+
+    async def events_overlapping(
+        self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
+    ) -> list[Event]:
+        query = select(events).where(
+            events.c.user_id == user_id, events.c.start_at < end, events.c.end_at > start
+        )
+        if incomplete_only:
+            query = query.where(events.c.completed.is_(False))
+        rows = await self._run(query.order_by(events.c.start_at, events.c.id))
+        return [_event(row) for row in rows]
+
+    async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
+        if not ids:
+            return []
+        rows = await self._run(
+            select(events)
+            .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
+            .order_by(events.c.start_at, events.c.id)
+        )
+        return [_event(row) for row in rows]
+
+    async def all_events(self, user_id: str) -> list[Event]:
+        rows = await self._run(
+            select(events).where(events.c.user_id == user_id).order_by(events.c.start_at, events.c.id)
+        )
+        return [_event(row) for row in rows]
+
+    async def insert_event(self, event: Event, *, turn_id: str, key: str) -> None:
+        await self._run(
+            events.insert().values(
+                id=event.id,
+                user_id=event.user_id,
+                title=event.title,
+                start_at=event.start,
+                end_at=event.end,
+                all_day=event.all_day,
+                calendar=event.calendar,
+                completed=event.completed,
+                created_by_turn=turn_id,
+                created_by_key=key,
+            )
+        )
+
+    async def commit(self) -> None:
+        started = _time.perf_counter()
+        try:
+            await self._conn.commit()
+        finally:
+            self._seconds += _time.perf_counter() - started
+        self.committed = True
+
+
+class SqlStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @asynccontextmanager
+    async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
+        started = _time.perf_counter()
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            uow = SqlUnitOfWork(conn)
+            uow.add_seconds(_time.perf_counter() - started)
+            try:
+                yield uow
+            finally:
+                if not uow.committed:
+                    await conn.rollback()

@@ -1,0 +1,93 @@
+"""The `commands` schema. Alembic migrations create it; this metadata only describes it."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "commands"
+ACTIVE_SQL = "status IN ('needs_date', 'needs_time', 'conflict', 'held')"
+
+metadata = MetaData(schema=SCHEMA)
+
+calendars = Table(
+    "calendars",
+    metadata,
+    Column("user_id", String(128), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("user_id", "name", name="pk_calendars"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("title", String(200), nullable=False),
+    Column("start_at", DateTime(timezone=True), nullable=False),
+    Column("end_at", DateTime(timezone=True), nullable=False),
+    Column("all_day", Boolean, nullable=False, server_default=text("false")),
+    Column("calendar", String(100), nullable=False),
+    Column("completed", Boolean, nullable=False, server_default=text("false")),
+    Column("created_by_turn", String(64), nullable=True),
+    Column("created_by_key", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
+    # A second guard behind the idempotency table: one command key never writes two events.
+    UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
+    Index("ix_events_user_start", "user_id", "start_at"),
+)
+
+stubs = Table(
+    "stubs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("title", String(200), nullable=False),
+    Column("slots", JSONB, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("candidates", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("conflict_event_ids", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("hold_reason", String(32), nullable=True),
+    Column("requested_hold", String(32), nullable=True),
+    Column("confirmed", Boolean, nullable=False, server_default=text("false")),
+    Column("proposed_start", DateTime(timezone=True), nullable=True),
+    Column("proposed_end", DateTime(timezone=True), nullable=True),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("created_by_turn", String(64), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint(
+        "status IN ('needs_date', 'needs_time', 'conflict', 'held', 'created', 'cancelled', 'expired')",
+        name="ck_stubs_status",
+    ),
+    # At most one active stub per user, enforced by the database as well as by the code.
+    Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(ACTIVE_SQL)),
+)
+
+idempotency = Table(
+    "idempotency",
+    metadata,
+    Column("user_id", String(128), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("result", JSONB(none_as_null=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("user_id", "key", name="pk_idempotency"),
+)

@@ -1,0 +1,19 @@
+"""The time service, reached over the bus (never imported: services share only contracts)."""
+
+from __future__ import annotations
+
+from calagent.contracts import subjects
+from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
+from calagent.runtime.bus import Bus
+
+
+class BusTimeClient:
+    def __init__(self, bus: Bus, timeout: float = 5.0) -> None:
+        self.bus = bus
+        self.timeout = timeout
+
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        return await self.bus.request(subjects.TIME_RESOLVE, request, ResolveResult, timeout=self.timeout)
+
+    async def resolve_range(self, request: RangeRequest) -> RangeResult:
+        return await self.bus.request(subjects.TIME_RESOLVE_RANGE, request, RangeResult, timeout=self.timeout)

@@ -1,0 +1,50 @@
+"""The schedule-command service: the only writer of calendar state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.commands.adapters.store import SqlStore
+from calagent.commands.adapters.timeclient import BusTimeClient
+from calagent.commands.handlers import Handlers
+from calagent.commands.service import CommandConfig, CommandService
+from calagent.contracts import subjects
+from calagent.contracts.commands import CommandRequest, QueryRequest
+from calagent.runtime.bus import Bus
+from calagent.runtime.clock import Clock, SystemClock
+from calagent.runtime.db import make_engine, upgrade_async
+from calagent.runtime.settings import Settings, load_settings
+
+MIGRATIONS_DIR = Path(__file__).parent / "adapters" / "migrations"
+SCHEMA = "commands"
+
+
+class CommandsService:
+    name = "commands"
+
+    def __init__(self, settings: Settings, clock: Clock) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.config = CommandConfig.from_settings(settings)
+        self.engine: AsyncEngine | None = None
+        self.service: CommandService | None = None
+
+    async def start(self, bus: Bus) -> None:
+        database_url = self.settings.require_database()
+        await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
+        self.engine = make_engine(database_url)
+        self.service = CommandService(SqlStore(self.engine), BusTimeClient(bus), self.config, self.clock)
+        handlers = Handlers(self.service)
+        bus.serve(subjects.COMMAND_EXECUTE, CommandRequest, handlers.on_command)
+        bus.serve(subjects.COMMAND_QUERY, QueryRequest, handlers.on_query)
+
+    async def stop(self) -> None:
+        if self.engine is not None:
+            await self.engine.dispose()
+            self.engine = None
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> CommandsService:
+    return CommandsService(settings or load_settings(), clock or SystemClock())

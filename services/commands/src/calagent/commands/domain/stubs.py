@@ -1,0 +1,120 @@
+"""The stub state machine and the decision a complete or incomplete request leads to.
+
+    (new) ──> needs_date | needs_time | conflict | held | created
+    needs_date | needs_time | conflict | held ──> any of those, created, cancelled, expired
+    created, cancelled, expired: final
+
+A decision never looks at wording; it only combines bounded facts: what the resolver returned, the
+events the proposal meets, `now`, whether the stub really was in `conflict`, whether a hold was
+confirmed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
+
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.timeutil import end_from_clock, local_date, local_day_span
+from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubSlots, StubStatus
+from calagent.contracts.time import ResolveResult
+
+DEFAULT_DURATION = timedelta(minutes=60)
+FINAL_STATUSES: frozenset[str] = frozenset({"created", "cancelled", "expired"})
+
+
+class IllegalTransitionError(ValueError):
+    pass
+
+
+def can_transition(current: StubStatus | None, target: StubStatus) -> bool:
+    if current is None:
+        return target in ACTIVE_STUB_STATUSES or target == "created"
+    return current in ACTIVE_STUB_STATUSES
+
+
+def check_transition(current: StubStatus | None, target: StubStatus) -> None:
+    if not can_transition(current, target):
+        raise IllegalTransitionError(f"a stub cannot go from {current} to {target}")
+
+
+@dataclass(frozen=True)
+class Proposal:
+    start: datetime
+    end: datetime
+    all_day: bool
+
+
+@dataclass(frozen=True)
+class Incomplete:
+    status: Literal["needs_date", "needs_time"]
+    candidates: tuple[date, ...] = ()
+    # A single resolved day, pinned so a relative symbol ("D+1") cannot drift on a later reply.
+    pinned_date: date | None = None
+
+
+class UnresolvableError(ValueError):
+    """The resolver answered with nothing usable (neither a time, a date nor candidates)."""
+
+
+def plan(resolved: ResolveResult, slots: StubSlots, tz: ZoneInfo) -> Proposal | Incomplete:
+    """Turn a resolution plus slots into a concrete proposal, or say what is still missing."""
+    if len(resolved.candidates) > 1:
+        return Incomplete("needs_date", candidates=tuple(sorted(resolved.candidates)))
+    day: date | None = resolved.date
+    if day is None and resolved.candidates:
+        day = resolved.candidates[0]
+    if day is None and resolved.start is not None:
+        day = local_date(resolved.start, tz)
+    if day is None:
+        raise UnresolvableError("the resolver returned neither a time, a date nor candidates")
+    if slots.all_day:
+        start, end = local_day_span(day, tz)
+        return Proposal(start, end, all_day=True)
+    if resolved.start is None:
+        return Incomplete("needs_time", pinned_date=day)
+    start = resolved.start.astimezone(tz)
+    if slots.end_time:
+        end = end_from_clock(start, slots.end_time, tz)
+    elif slots.duration_minutes:
+        end = start + timedelta(minutes=slots.duration_minutes)
+    else:
+        end = start + DEFAULT_DURATION
+    return Proposal(start, end, all_day=False)
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Literal["created", "conflict", "held"]
+    conflicts: tuple[Event, ...] = ()
+    hold_reason: HoldReason | None = None
+
+
+def is_past(proposal: Proposal, now: datetime) -> bool:
+    # An all-day entry for today is not "in the past" just because its midnight has gone by.
+    if proposal.all_day:
+        return proposal.end <= now
+    return proposal.start < now
+
+
+def decide(
+    proposal: Proposal,
+    conflicts: tuple[Event, ...],
+    now: datetime,
+    *,
+    hold: HoldReason | None = None,
+    confirmed: bool = False,
+    override_conflict: bool = False,
+) -> Decision:
+    """Held beats conflict beats created: a write whose preconditions code cannot prove is never
+    run, and a confirmation lifts only the hold, never the conflict check."""
+    if not confirmed:
+        if hold is not None:
+            return Decision("held", conflicts, hold)
+        if is_past(proposal, now):
+            return Decision("held", conflicts, "past_start")
+    if conflicts and not override_conflict:
+        return Decision("conflict", conflicts)
+    return Decision("created", conflicts)

@@ -1,0 +1,59 @@
+"""Wall-clock arithmetic in the user's zone (DST-safe: always through `zoneinfo`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+
+class InvalidZoneError(ValueError):
+    pass
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidZoneError(f"unknown time zone {name!r}") from exc
+
+
+def parse_hhmm(value: str) -> time:
+    hours, _, minutes = value.partition(":")
+    if not (hours.isdigit() and minutes.isdigit() and len(minutes) == 2 and len(hours) in (1, 2)):
+        raise ValueError(f"not a HH:MM time: {value!r}")
+    return time(int(hours), int(minutes))
+
+
+def at_local(day: date, clock_time: time, tz: ZoneInfo) -> datetime:
+    """The instant `day clock_time` in `tz`; a wall time skipped by DST lands after the gap."""
+    naive = datetime.combine(day, clock_time)
+    aware = naive.replace(tzinfo=tz)
+    # Round-trip through UTC normalises a non-existent wall time (spring forward) to a real instant.
+    return aware.astimezone(UTC).astimezone(tz)
+
+
+def local_midnight(day: date, tz: ZoneInfo) -> datetime:
+    return at_local(day, time(0), tz)
+
+
+def local_day_span(day: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
+    """[00:00, next 00:00) of `day` in `tz` (23 or 25 hours long on DST days)."""
+    return local_midnight(day, tz), local_midnight(day + timedelta(days=1), tz)
+
+
+def local_date(instant: datetime, tz: ZoneInfo) -> date:
+    return instant.astimezone(tz).date()
+
+
+def iso_weekday(instant: datetime, tz: ZoneInfo) -> int:
+    return instant.astimezone(tz).isoweekday()
+
+
+def end_from_clock(start: datetime, end_time: str, tz: ZoneInfo) -> datetime:
+    """The end at `end_time` on the start's local day, or the next day when that is not after the
+    start (23:00–01:00 is an event crossing midnight, not a negative one)."""
+    start_local = start.astimezone(tz)
+    end = at_local(start_local.date(), parse_hhmm(end_time), tz)
+    if end <= start:
+        end = at_local(start_local.date() + timedelta(days=1), parse_hhmm(end_time), tz)
+    return end
