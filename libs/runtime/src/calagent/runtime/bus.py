@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -179,7 +179,7 @@ class Bus:
 
         self._tasks.append(asyncio.create_task(self._subscribe(subject, on_message)))
 
-    async def _subscribe(self, subject: str, cb: Callable[[Msg], Awaitable[None]]) -> None:
+    async def _subscribe(self, subject: str, cb: Callable[[Msg], Coroutine[Any, Any, None]]) -> None:
         # Each message is handled in its own task so one slow request (a model call, a big query)
         # never blocks the others that share this subscription.
         pending: set[asyncio.Task[None]] = set()
@@ -194,7 +194,7 @@ class Bus:
             await self._closing.wait()
         finally:
             with contextlib.suppress(Exception):
-                await sub.drain()
+                await sub.drain()  # type: ignore[no-untyped-call]
             if pending:
                 await asyncio.wait(pending, timeout=10)
 

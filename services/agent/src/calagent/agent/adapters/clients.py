@@ -1,0 +1,74 @@
+"""The agent's view of the commands and time services: requests over the bus.
+
+A `transient` or timed-out command is retried with the same idempotency key, so a retry can never
+write twice; commands sends "persisted" only after its commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from calagent.contracts import subjects
+from calagent.contracts.commands import (
+    CancelStub,
+    CommandRequest,
+    CommandResult,
+    GetActiveStub,
+    ListCalendars,
+    MergeStub,
+    PrepareOrCreate,
+    QueryRange,
+    QueryRequest,
+    QueryResult,
+    SuggestFree,
+)
+from calagent.contracts.time import ParseReplyRequest, SlotPatch
+from calagent.runtime.bus import Bus, BusRequestError
+
+log = logging.getLogger("calagent.agent.clients")
+
+RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+RETRYABLE = frozenset({"transient", "timeout", "unavailable"})
+
+
+class CommandsClient:
+    def __init__(self, bus: Bus, timeout: float = 10.0) -> None:
+        self.bus = bus
+        self.timeout = timeout
+
+    async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult:
+        request = CommandRequest(command=command)
+        for attempt, delay in enumerate((*RETRY_DELAYS, None)):
+            try:
+                return await self.bus.request(
+                    subjects.COMMAND_EXECUTE, request, CommandResult, timeout=self.timeout
+                )
+            except BusRequestError as exc:
+                if exc.code not in RETRYABLE or delay is None:
+                    raise
+                log.warning("command attempt %s failed (%s); retrying with the same key", attempt + 1, exc)
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult:
+        request = QueryRequest(query=query)
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                return await self.bus.request(subjects.COMMAND_QUERY, request, QueryResult, timeout=self.timeout)
+            except BusRequestError as exc:
+                if exc.code not in RETRYABLE or delay is None:
+                    raise
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+class TimeClient:
+    def __init__(self, bus: Bus, timeout: float = 5.0) -> None:
+        self.bus = bus
+        self.timeout = timeout
+
+    async def parse_reply(self, text: str) -> SlotPatch:
+        return await self.bus.request(
+            subjects.TIME_PARSE_REPLY, ParseReplyRequest(text=text[:4000]), SlotPatch, timeout=self.timeout
+        )

@@ -1,0 +1,180 @@
+"""The agent's persistence: archive, memories, turn answers, and the per-user turn lock."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import func, or_, select, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
+from calagent.agent.domain.search import rank, search_terms
+from calagent.agent.domain.session import ArchivedMessage
+from calagent.contracts.turns import TurnAnswer
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+@dataclass(frozen=True)
+class TurnClaim:
+    status: str  # "new" | "running" | "done"
+    answer: TurnAnswer | None
+
+
+def _lock_key(user_id: str) -> int:
+    digest = hashlib.blake2b(f"calagent-turn:{user_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _like(term: str) -> str:
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+class AgentStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    @asynccontextmanager
+    async def user_turn_lock(self, user_id: str) -> AsyncIterator[None]:
+        """Two turns of one user never interleave, whichever agent replicas pulled them: a session
+        advisory lock, held on its own connection for the length of the turn."""
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _lock_key(user_id)})
+            await conn.commit()
+            try:
+                yield
+            finally:
+                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(user_id)})
+                await conn.commit()
+
+    async def claim_turn(self, user_id: str, turn_key: str, turn_id: str, now: datetime) -> TurnClaim:
+        async with self.engine.begin() as conn:
+            inserted = await conn.execute(
+                insert(turns)
+                .values(
+                    user_id=user_id, turn_key=turn_key, turn_id=turn_id, status="running", created_at=now, updated_at=now
+                )
+                .on_conflict_do_nothing(constraint="pk_turns")
+                .returning(turns.c.turn_key)
+            )
+            if inserted.first() is not None:
+                return TurnClaim("new", None)
+            row = (
+                await conn.execute(
+                    select(turns.c.status, turns.c.answer).where(
+                        turns.c.user_id == user_id, turns.c.turn_key == turn_key
+                    )
+                )
+            ).one()
+        if row.status == "done" and row.answer is not None:
+            return TurnClaim("done", TurnAnswer.model_validate(row.answer))
+        return TurnClaim("running", None)
+
+    async def finish_turn(self, user_id: str, turn_key: str, answer: TurnAnswer, now: datetime) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                turns.update()
+                .where(turns.c.user_id == user_id, turns.c.turn_key == turn_key)
+                .values(status="done", answer=answer.model_dump(mode="json"), updated_at=now)
+            )
+
+    async def lookup_turn(self, user_id: str, turn_key: str) -> TurnClaim | None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(turns.c.status, turns.c.answer).where(
+                        turns.c.user_id == user_id, turns.c.turn_key == turn_key
+                    )
+                )
+            ).first()
+        if row is None:
+            return None
+        if row.status == "done" and row.answer is not None:
+            return TurnClaim("done", TurnAnswer.model_validate(row.answer))
+        return TurnClaim("running", None)
+
+    async def history(self, user_id: str, conversation_id: str, limit: int = 200) -> list[ArchivedMessage]:
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(messages.c.role, messages.c.content, messages.c.created_at)
+                    .where(messages.c.user_id == user_id, messages.c.conversation_id == conversation_id)
+                    .order_by(messages.c.created_at.desc(), messages.c.id.desc())
+                    .limit(limit)
+                )
+            ).all()
+        return [ArchivedMessage(r.role, r.content, r.created_at) for r in reversed(rows)]
+
+    async def archive(
+        self, user_id: str, conversation_id: str, role: str, content: str, turn_id: str, at: datetime
+    ) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(messages)
+                .values(
+                    user_id=user_id,
+                    conversation_id=conversation_id,
+                    role=role,
+                    content=content,
+                    turn_id=turn_id,
+                    created_at=at,
+                )
+                .on_conflict_do_nothing(constraint="uq_messages_turn_role")
+            )
+
+    async def save_memory(self, user_id: str, content: str, key: str, at: datetime) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(memories)
+                .values(user_id=user_id, content=content, idempotency_key=key, created_at=at)
+                .on_conflict_do_nothing(constraint="uq_memories_user_key")
+            )
+
+    async def search_memory(self, user_id: str, query: str) -> list[str]:
+        terms = search_terms(query)
+        if not terms:
+            return []
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(memories.c.content)
+                    .where(memories.c.user_id == user_id, or_(*[memories.c.content.ilike(_like(t)) for t in terms]))
+                    .order_by(memories.c.created_at.desc())
+                    .limit(200)
+                )
+            ).scalars()
+            return rank(list(rows), terms)
+
+    async def search_archive(self, user_id: str, query: str, before_turn: str) -> list[str]:
+        terms = search_terms(query)
+        if not terms:
+            return []
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    select(messages.c.role, messages.c.content, messages.c.created_at)
+                    .where(
+                        messages.c.user_id == user_id,
+                        messages.c.turn_id != before_turn,
+                        or_(*[messages.c.content.ilike(_like(t)) for t in terms]),
+                    )
+                    .order_by(messages.c.created_at.desc())
+                    .limit(200)
+                )
+            ).all()
+        texts = [f"[{r.created_at.isoformat()}] {r.role}: {r.content}" for r in rows]
+        return rank(texts, terms)
+
+    async def count_messages(self, user_id: str) -> int:
+        async with self.engine.connect() as conn:
+            value = await conn.scalar(select(func.count()).select_from(messages).where(messages.c.user_id == user_id))
+        return int(value or 0)
+
+
+__all__ = ["MIGRATIONS_DIR", "SCHEMA", "AgentStore", "TurnClaim"]

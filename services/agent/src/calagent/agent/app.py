@@ -1,0 +1,111 @@
+"""The agent service: consumes turns from JetStream (a pull consumer shared by replicas) and is the
+only caller of the model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.agent.adapters.clients import CommandsClient, TimeClient
+from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
+from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
+from calagent.agent.runner import TurnRunner
+from calagent.contracts import subjects
+from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
+from calagent.runtime.bus import Bus
+from calagent.runtime.clock import Clock, SystemClock
+from calagent.runtime.db import make_engine, upgrade_async
+from calagent.runtime.settings import Settings, load_settings
+
+log = logging.getLogger("calagent.agent")
+
+
+class AgentService:
+    name = "agent"
+
+    def __init__(self, settings: Settings, clock: Clock, model: ModelClient | None = None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.model = model
+        self.engine: AsyncEngine | None = None
+        self.bus: Bus | None = None
+        self.runner: TurnRunner | None = None
+        self.store: AgentStore | None = None
+        self._warm = False
+
+    async def start(self, bus: Bus) -> None:
+        database_url = self.settings.require_database()
+        await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
+        self.engine = make_engine(database_url)
+        self.store = AgentStore(self.engine)
+        self.bus = bus
+        if self.model is None and self.settings.openai_base_url:
+            self.model = OpenAIModelClient(
+                self.settings.openai_base_url,
+                self.settings.openai_api_key or "not-needed",
+                self.settings.model,
+                self.settings.model_timeout_s,
+            )
+        if self.model is None:
+            log.error("no model endpoint configured (OPENAI_BASE_URL): every model turn answers model_unavailable")
+        self.runner = TurnRunner(
+            clock=self.clock,
+            model=self.model,
+            commands=CommandsClient(bus),
+            time=TimeClient(bus),
+            store=self.store,
+            session_gap_minutes=self.settings.session_gap_minutes,
+        )
+        bus.serve(subjects.AGENT_TURN_LOOKUP, TurnLookup, self.on_lookup)
+        bus.consume(
+            stream=subjects.TURNS_STREAM,
+            durable=subjects.AGENT_CONSUMER,
+            subject=subjects.TURN_REQUESTED,
+            message_type=TurnRequested,
+            handler=self.on_turn,
+            max_deliver=3,
+            ack_wait=max(120.0, self.settings.turn_timeout_s + 30.0),
+        )
+
+    async def stop(self) -> None:
+        if isinstance(self.model, OpenAIModelClient):
+            await self.model.close()
+        if self.engine is not None:
+            await self.engine.dispose()
+
+    async def on_lookup(self, request: TurnLookup, _headers: Mapping[str, str]) -> TurnLookupResult:
+        assert self.store is not None
+        claim = await self.store.lookup_turn(request.user_id, request.client_message_id)
+        if claim is None:
+            return TurnLookupResult()
+        return TurnLookupResult(answer=claim.answer, pending=claim.status != "done")
+
+    async def on_turn(self, turn: TurnRequested, _headers: Mapping[str, str]) -> None:
+        assert self.store is not None and self.runner is not None and self.bus is not None
+        bus = self.bus
+        env = turn.envelope
+        turn_key = turn.client_message_id or env.turn_id
+
+        async def sink(event: TurnEvent) -> None:
+            await bus.publish(subjects.turn_events(env.turn_id), event)
+
+        async with self.store.user_turn_lock(env.user_id):
+            claim = await self.store.claim_turn(env.user_id, turn_key, env.turn_id, self.clock.now())
+            if claim.status == "done" and claim.answer is not None:
+                # A redelivered turn or a client retry: answer again, run nothing.
+                await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=claim.answer))
+                return
+            cold = not self._warm
+            self._warm = True
+            answer, record = await self.runner.run(turn, turn_key, sink, cold_start=cold)
+            await self.store.finish_turn(env.user_id, turn_key, answer, self.clock.now())
+        try:
+            await bus.js_publish(subjects.TURN_RECORDED, record, msg_id=f"record:{env.turn_id}")
+        except Exception:
+            log.exception("could not publish the record of turn %s", env.turn_id)
+
+
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> AgentService:
+    return AgentService(settings or load_settings(), clock or SystemClock())

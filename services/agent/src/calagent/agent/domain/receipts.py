@@ -1,0 +1,185 @@
+"""Receipts: the reply after a terminal tool, written by code from the real result.
+
+The model never re-narrates a result, so it cannot rewrite a date or claim a write that did not
+happen. Every date carries its weekday and zone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from calagent.contracts.commands import CommandResult, EventOut, FreeSlot, QueryResult, StubOut
+from calagent.contracts.display import Lang, format_day, format_moment, format_span
+
+
+def _local(at: datetime, tz: str) -> datetime:
+    return at.astimezone(ZoneInfo(tz))
+
+
+def _event_line(event: EventOut, lang: Lang) -> str:
+    span = format_span(_local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day)
+    done = (" ✓" if event.completed else "")
+    if lang == "zh":
+        return f"- {span} {event.title}（{event.calendar}）{done}"
+    return f"- {span} {event.title} ({event.calendar}){done}"
+
+
+def _conflict_names(stub: StubOut, lang: Lang) -> str:
+    sep = "、" if lang == "zh" else ", "
+    parts = []
+    for event in stub.conflicts_with:
+        span = format_span(_local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day)
+        parts.append(f"「{event.title}」({span})" if lang == "zh" else f'"{event.title}" ({span})')
+    return sep.join(parts)
+
+
+def _proposed(stub: StubOut, tz: str, lang: Lang) -> str:
+    if stub.proposed_start and stub.proposed_end:
+        return format_span(
+            _local(stub.proposed_start, tz), _local(stub.proposed_end, tz), tz, lang, bool(stub.slots.all_day)
+        )
+    return ""
+
+
+def command_receipt(result: CommandResult, tz: str, lang: Lang) -> str:
+    zh = lang == "zh"
+    stub = result.stub
+    if result.status == "created" and result.event is not None:
+        event = result.event
+        span = format_span(_local(event.start, tz), _local(event.end, tz), tz, lang, event.all_day)
+        text = (
+            f"已创建「{event.title}」：{span}，日历「{event.calendar}」。"
+            if zh
+            else f'Created "{event.title}": {span}, calendar "{event.calendar}".'
+        )
+        if result.calendar_fallback is not None:
+            fb = result.calendar_fallback
+            text += (
+                f"（你没有名为「{fb.requested}」的日历，已放入默认日历「{fb.used}」。）"
+                if zh
+                else f' (You have no calendar named "{fb.requested}", so it went to the default "{fb.used}".)'
+            )
+        return text
+    if stub is None:
+        if result.status == "cancelled":
+            return "好的，已取消。" if zh else "OK, cancelled."
+        if result.error is not None and result.error.code == "no_active_command":
+            return "现在没有待确认的日程。" if zh else "There is no pending schedule request."
+        return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
+    title = stub.title
+    if result.status == "needs_date":
+        if stub.candidates:
+            options = " / ".join(format_day(day, lang) for day in stub.candidates)
+            return (
+                f"「{title}」要安排在哪一天？可选：{options} ({tz})。可以直接回复，例如“周日下午2点”。"
+                if zh
+                else f'Which day for "{title}"? Options: {options} ({tz}). You can reply e.g. "Sunday 2pm".'
+            )
+        return f"「{title}」要安排在哪一天？" if zh else f'Which day should "{title}" be on?'
+    if result.status == "needs_time":
+        day = ""
+        if stub.candidates:
+            day = format_day(stub.candidates[0], lang) + f" ({tz})"
+        return (
+            f"「{title}」{day}几点开始？例如“下午两点”。"
+            if zh
+            else f'What time should "{title}" {("on " + day + " ") if day else ""}start? e.g. "2pm".'
+        )
+    if result.status == "conflict":
+        when = _proposed(stub, tz, lang)
+        names = _conflict_names(stub, lang)
+        return (
+            f"「{title}」{when} 与 {names} 时间冲突。要换个时间，还是仍按原时间创建？"
+            if zh
+            else f'"{title}" {when} conflicts with {names}. Pick another time, or keep this time anyway?'
+        )
+    if result.status == "held":
+        when = _proposed(stub, tz, lang)
+        if stub.hold_reason == "third_party_content":
+            return (
+                f"这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。"
+                if zh
+                else f'This comes from forwarded or quoted content, so I have not added it: "{title}" {when}. '
+                'Reply "confirm" to add it.'
+            )
+        return (
+            f"「{title}」{when} 已经过去了，我没有写入日历。如果确实要记录下来，请回复“确认”。"
+            if zh
+            else f'"{title}" {when} is in the past, so I have not added it. Reply "confirm" if you want it recorded.'
+        )
+    if result.status == "cancelled":
+        return f"好的，已取消「{title}」。" if zh else f'OK, cancelled "{title}".'
+    if result.status == "expired":
+        return (
+            f"「{title}」的待确认请求已过期，没有创建。请重新告诉我。"
+            if zh
+            else f'The pending request for "{title}" expired and nothing was created. Please tell me again.'
+        )
+    return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
+
+
+def query_receipt(result: QueryResult, tz: str, lang: Lang) -> str:
+    zh = lang == "zh"
+    if result.range_start is None or result.range_end is None:
+        return "没有查到。" if zh else "Nothing found."
+    start = _local(result.range_start, tz)
+    end = _local(result.range_end, tz)
+    window = f"{format_moment(start, tz, lang)} – {format_moment(end, tz, lang)}"
+    if not result.events:
+        return f"{window} 没有安排。" if zh else f"Nothing scheduled {window}."
+    lines = "\n".join(_event_line(event, lang) for event in result.events)
+    head = f"{window} 共 {len(result.events)} 项安排：" if zh else f"{len(result.events)} event(s) {window}:"
+    return f"{head}\n{lines}"
+
+
+def free_time_receipt(slots: Sequence[FreeSlot], duration: int, tz: str, lang: Lang) -> str:
+    zh = lang == "zh"
+    if not slots:
+        return (
+            f"这段时间里没有连续 {duration} 分钟的空闲（工作时间内）。"
+            if zh
+            else f"No free {duration}-minute slot in that range (within working hours)."
+        )
+    lines = "\n".join(f"- {format_span(_local(s.start, tz), _local(s.end, tz), tz, lang)}" for s in slots)
+    return f"可以考虑这些空闲时间：\n{lines}" if zh else f"Free slots you could use:\n{lines}"
+
+
+def memory_saved_receipt(content: str, lang: Lang) -> str:
+    return f"已记住：{content}" if lang == "zh" else f"Noted: {content}"
+
+
+def replaced_create_claim(lang: Lang) -> str:
+    return (
+        "抱歉，我刚才的回答不准确：这次并没有写入你的日历。请再说一次要安排的内容和时间，我会真正创建它。"
+        if lang == "zh"
+        else "Sorry, that was not accurate: nothing was written to your calendar. "
+        "Tell me again what to schedule and when, and I will actually create it."
+    )
+
+
+def replaced_read_claim(lang: Lang) -> str:
+    return (
+        "抱歉，我还没有查看你的日历，不能确定你的安排。要我查一下吗？例如“明天有什么安排”。"
+        if lang == "zh"
+        else "Sorry, I have not looked at your calendar yet, so I can't say what you have. "
+        'Shall I check? e.g. "what\'s on tomorrow".'
+    )
+
+
+def model_unavailable_reply(lang: Lang) -> str:
+    return (
+        "抱歉，模型服务暂时不可用，我这次没有做任何操作，日历没有变化。请稍后再试。"
+        if lang == "zh"
+        else "Sorry, the language model is unavailable right now. I did nothing and your calendar is unchanged. "
+        "Please try again shortly."
+    )
+
+
+def ask_user_after_errors(lang: Lang) -> str:
+    return (
+        "抱歉，我没能理解这个时间。能换个说法吗？例如“下周三下午3点”。"
+        if lang == "zh"
+        else 'Sorry, I could not work out that date or time. Could you say it another way, e.g. "next Wednesday 3pm"?'
+    )
