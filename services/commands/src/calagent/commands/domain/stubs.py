@@ -12,7 +12,7 @@ confirmed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
@@ -75,7 +75,7 @@ def plan(resolved: ResolveResult, slots: StubSlots, tz: ZoneInfo) -> Proposal | 
         return Proposal(start, end, all_day=True)
     if resolved.start is None:
         return Incomplete("needs_time", pinned_date=day)
-    start = resolved.start.astimezone(tz)
+    start = resolved.start.astimezone(UTC)
     if slots.end_time:
         end = end_from_clock(start, slots.end_time, tz)
     elif slots.duration_minutes:

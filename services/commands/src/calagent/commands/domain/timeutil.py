@@ -1,4 +1,8 @@
-"""Wall-clock arithmetic in the user's zone (DST-safe: always through `zoneinfo`)."""
+"""Wall-clock arithmetic in the user's zone (DST-safe: always through `zoneinfo`).
+
+Instants leave this module in UTC: Python subtracts and compares two datetimes that share a tzinfo
+by wall clock, which is wrong across a DST change; UTC arithmetic never is.
+"""
 
 from __future__ import annotations
 
@@ -25,11 +29,9 @@ def parse_hhmm(value: str) -> time:
 
 
 def at_local(day: date, clock_time: time, tz: ZoneInfo) -> datetime:
-    """The instant `day clock_time` in `tz`; a wall time skipped by DST lands after the gap."""
-    naive = datetime.combine(day, clock_time)
-    aware = naive.replace(tzinfo=tz)
-    # Round-trip through UTC normalises a non-existent wall time (spring forward) to a real instant.
-    return aware.astimezone(UTC).astimezone(tz)
+    """The instant (in UTC) of `day clock_time` in `tz`; a wall time skipped by DST lands after
+    the gap."""
+    return datetime.combine(day, clock_time, tzinfo=tz).astimezone(UTC)
 
 
 def local_midnight(day: date, tz: ZoneInfo) -> datetime:

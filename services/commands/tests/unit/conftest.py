@@ -1,0 +1,185 @@
+"""Hand-written fakes of the command service's ports: an in-memory store and a tiny resolver."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from calagent.commands.domain.model import Event, Stub
+from calagent.commands.service import CommandConfig, CommandService
+from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult
+from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SymbolError
+from calagent.runtime.clock import FrozenClock
+
+
+@dataclass
+class State:
+    events: dict[str, tuple[Event, str]] = field(default_factory=dict)  # id -> (event, key)
+    stubs: dict[str, Stub] = field(default_factory=dict)
+    calendars: dict[str, list[str]] = field(default_factory=dict)
+    keys: dict[tuple[str, str], CommandResult] = field(default_factory=dict)
+
+
+class FakeUnitOfWork:
+    def __init__(self, store: FakeStore) -> None:
+        self.store = store
+        self.state = copy.deepcopy(store.state)
+        self.committed = False
+
+    @property
+    def db_ms(self) -> float:
+        return 0.5
+
+    async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
+        return self.state.keys.get((user_id, key))
+
+    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
+        self.state.keys[(user_id, key)] = result
+
+    async def lock_user(self, user_id: str) -> None:
+        return None
+
+    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
+        return self.state.calendars.setdefault(user_id, list(defaults))
+
+    async def get_stub(self, user_id: str, stub_id: str) -> Stub | None:
+        stub = self.state.stubs.get(stub_id)
+        return stub if stub is not None and stub.user_id == user_id else None
+
+    async def active_stub(self, user_id: str) -> Stub | None:
+        for stub in self.state.stubs.values():
+            if stub.user_id == user_id and stub.status in ACTIVE_STUB_STATUSES:
+                return stub
+        return None
+
+    async def insert_stub(self, stub: Stub) -> None:
+        assert await self.active_stub(stub.user_id) is None, "one active stub per user"
+        self.state.stubs[stub.id] = stub
+
+    async def update_stub(self, stub: Stub) -> None:
+        self.state.stubs[stub.id] = stub
+
+    def _user_events(self, user_id: str) -> list[Event]:
+        found = [e for e, _ in self.state.events.values() if e.user_id == user_id]
+        return sorted(found, key=lambda e: (e.start, e.id))
+
+    async def events_overlapping(
+        self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
+    ) -> list[Event]:
+        return [
+            e
+            for e in self._user_events(user_id)
+            if e.start < end and e.end > start and not (incomplete_only and e.completed)
+        ]
+
+    async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
+        return [e for e in self._user_events(user_id) if e.id in ids]
+
+    async def all_events(self, user_id: str) -> list[Event]:
+        return self._user_events(user_id)
+
+    async def insert_event(self, event: Event, *, turn_id: str, key: str) -> None:
+        self.state.events[event.id] = (event, key)
+
+    async def commit(self) -> None:
+        self.store.state = self.state
+        self.committed = True
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.state = State()
+
+    @asynccontextmanager
+    async def unit_of_work(self) -> AsyncIterator[FakeUnitOfWork]:
+        yield FakeUnitOfWork(self)
+
+
+class FakeTime:
+    """Just enough of the symbol grammar for these tests: D±N, WE, ISO dates, M±N months."""
+
+    def _day(self, symbol: str, now: datetime) -> date | tuple[date, date] | None:
+        today = now.date()
+        if symbol == "D":
+            return today
+        if symbol.startswith(("D+", "D-")):
+            return today + timedelta(days=int(symbol[1:]))
+        if symbol == "WE":
+            saturday = today + timedelta(days=6 - today.isoweekday())
+            return saturday, saturday + timedelta(days=1)
+        try:
+            return date.fromisoformat(symbol)
+        except ValueError:
+            return None
+
+    async def resolve(self, request: ResolveRequest) -> ResolveResult:
+        tz = ZoneInfo(request.tz)
+        day = self._day(request.date, request.now.astimezone(tz))
+        if day is None:
+            return ResolveResult(error=SymbolError(code="invalid_symbol", message=request.date))
+        if isinstance(day, tuple):
+            return ResolveResult(candidates=day)
+        if request.time is None:
+            return ResolveResult(date=day)
+        hh, mm = request.time.split(":")
+        return ResolveResult(start=datetime.combine(day, time(int(hh), int(mm)), tzinfo=tz))
+
+    async def resolve_range(self, request: RangeRequest) -> RangeResult:
+        tz = ZoneInfo(request.tz)
+        now = request.now.astimezone(tz)
+
+        def bound(symbol: str) -> datetime | None:
+            if symbol.startswith("M"):
+                month = now.month - 1 + int(symbol[1:] or 0)
+                return datetime(now.year + month // 12, month % 12 + 1, 1, tzinfo=tz)
+            day = self._day(symbol, now)
+            if isinstance(day, date):
+                return datetime.combine(day, time(0), tzinfo=tz)
+            return None
+
+        start, end = bound(request.start), bound(request.end)
+        if start is None or end is None:
+            return RangeResult(error=SymbolError(code="invalid_symbol", message="bad range"))
+        return RangeResult(start=start, end=end)
+
+
+@dataclass
+class Harness:
+    service: CommandService
+    store: FakeStore
+    clock: FrozenClock
+
+    @property
+    def state(self) -> State:
+        return self.store.state
+
+    def events(self, user_id: str = "alice") -> list[Event]:
+        return sorted(
+            (e for e, _ in self.state.events.values() if e.user_id == user_id), key=lambda e: e.start
+        )
+
+    def stubs(self, user_id: str = "alice") -> dict[str, Any]:
+        return {s.id: s.status for s in self.state.stubs.values() if s.user_id == user_id}
+
+
+NOW = datetime.fromisoformat("2026-09-24T10:00:00+08:00")  # a Thursday
+
+
+@pytest.fixture
+def harness() -> Harness:
+    clock = FrozenClock(NOW)
+    store = FakeStore()
+    config = CommandConfig(
+        calendars=("工作", "家庭", "个人"),
+        stub_ttl=timedelta(minutes=30),
+        working_hours=(time(9), time(18)),
+        holiday_country="CN",
+    )
+    return Harness(CommandService(store, FakeTime(), config, clock), store, clock)

@@ -1,0 +1,277 @@
+"""The pure rules: overlap, planning and decisions, the stub state machine, slot merging, free time."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from typing import get_args
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from calagent.commands.domain.calendars import pick_calendar
+from calagent.commands.domain.freetime import free_slots, parse_working_hours
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.overlap import blocked_span, find_conflicts, overlaps
+from calagent.commands.domain.slots import merge_slots
+from calagent.commands.domain.stubs import (
+    IllegalTransitionError,
+    Incomplete,
+    Proposal,
+    UnresolvableError,
+    can_transition,
+    check_transition,
+    decide,
+    plan,
+)
+from calagent.commands.domain.timeutil import end_from_clock, local_day_span
+from calagent.contracts.commands import StubSlots, StubStatus
+from calagent.contracts.time import ResolveResult, SlotPatch
+
+pytestmark = pytest.mark.unit
+
+SH = ZoneInfo("Asia/Shanghai")
+NY = ZoneInfo("America/New_York")
+
+
+def at(day: int, hour: int, minute: int = 0, month: int = 9, tz: ZoneInfo = SH) -> datetime:
+    return datetime(2026, month, day, hour, minute, tzinfo=tz)
+
+
+def ev(
+    ident: str, start: datetime, end: datetime, *, all_day: bool = False, completed: bool = False
+) -> Event:
+    return Event(ident, "u", ident, start, end, "工作", all_day=all_day, completed=completed)
+
+
+# ---- overlap -------------------------------------------------------------------------------------
+
+
+def test_overlap_is_half_open_and_touching_ranges_do_not_meet() -> None:
+    assert overlaps(at(25, 9), at(25, 10), at(25, 9, 30), at(25, 11))
+    assert not overlaps(at(25, 9), at(25, 10), at(25, 10), at(25, 11))
+    assert not overlaps(at(25, 10), at(25, 11), at(25, 9), at(25, 10))
+    assert overlaps(at(25, 9), at(25, 12), at(25, 10), at(25, 11))  # containment
+
+
+def test_all_day_event_blocks_the_whole_local_day() -> None:
+    holiday = ev("vac", *local_day_span(date(2026, 9, 29), SH), all_day=True)
+    assert [e.id for e in find_conflicts(at(29, 23, 30), at(30, 0), False, [holiday], SH)] == ["vac"]
+    assert find_conflicts(at(30, 0), at(30, 1), False, [holiday], SH) == []
+    assert find_conflicts(at(28, 23), at(29, 0), False, [holiday], SH) == []
+
+
+def test_all_day_event_stored_in_another_zone_blocks_every_local_day_it_touches() -> None:
+    # Made as a New York all-day event: noon to noon in Shanghai, so both Shanghai days are busy.
+    ny_day = ev("ny", *local_day_span(date(2026, 9, 29), NY), all_day=True)
+    start, end = blocked_span(ny_day.start, ny_day.end, True, SH)
+    assert (start, end) == (at(29, 0), at(1, 0, month=10))
+
+
+def test_new_all_day_entry_meets_timed_events_that_day() -> None:
+    meeting = ev("m", at(29, 15), at(29, 16))
+    start, end = local_day_span(date(2026, 9, 29), SH)
+    assert [e.id for e in find_conflicts(start, end, True, [meeting], SH)] == ["m"]
+
+
+def test_event_crossing_midnight_conflicts_on_both_days() -> None:
+    night = ev("night", at(25, 23), at(26, 1))
+    assert find_conflicts(at(26, 0, 30), at(26, 2), False, [night], SH)
+    assert find_conflicts(at(25, 22), at(25, 23, 30), False, [night], SH)
+    assert not find_conflicts(at(26, 1), at(26, 2), False, [night], SH)
+
+
+def test_completed_events_do_not_conflict_and_results_are_in_start_order() -> None:
+    done = ev("done", at(25, 9), at(25, 10), completed=True)
+    b = ev("b", at(25, 9, 30), at(25, 11))
+    a = ev("a", at(25, 9), at(25, 9, 45))
+    assert [e.id for e in find_conflicts(at(25, 9), at(25, 12), False, [done, b, a], SH)] == ["a", "b"]
+
+
+def test_end_from_clock_crosses_midnight_and_survives_dst() -> None:
+    assert end_from_clock(at(25, 23), "01:00", SH) == at(26, 1)
+    assert end_from_clock(at(25, 9), "10:30", SH) == at(25, 10, 30)
+    # 2026-03-08: New York springs forward at 02:00; a day there is 23 hours long.
+    start, end = local_day_span(date(2026, 3, 8), NY)
+    assert end - start == timedelta(hours=23)
+    assert end_from_clock(at(7, 23, month=3, tz=NY), "01:00", NY) - at(7, 23, month=3, tz=NY) == timedelta(
+        hours=2
+    )
+
+
+# ---- plan and decide -----------------------------------------------------------------------------
+
+
+def test_plan_weekend_needs_a_date() -> None:
+    result = plan(ResolveResult(candidates=(date(2026, 9, 27), date(2026, 9, 26))), StubSlots(), SH)
+    assert result == Incomplete("needs_date", candidates=(date(2026, 9, 26), date(2026, 9, 27)))
+
+
+def test_plan_date_without_time_needs_time_and_pins_the_day() -> None:
+    result = plan(ResolveResult(date=date(2026, 9, 25)), StubSlots(date="D+1"), SH)
+    assert result == Incomplete("needs_time", pinned_date=date(2026, 9, 25))
+
+
+def test_plan_all_day_is_the_local_day() -> None:
+    result = plan(ResolveResult(date=date(2026, 9, 25)), StubSlots(all_day=True), SH)
+    assert result == Proposal(at(25, 0), at(26, 0), all_day=True)
+
+
+@pytest.mark.parametrize(
+    ("slots", "end"),
+    [
+        (StubSlots(end_time="16:30"), at(25, 16, 30)),
+        (StubSlots(duration_minutes=90), at(25, 16, 30)),
+        (StubSlots(), at(25, 16)),
+        (StubSlots(end_time="16:30", duration_minutes=10), at(25, 16, 30)),
+    ],
+)
+def test_plan_end_is_end_time_then_duration_then_an_hour(slots: StubSlots, end: datetime) -> None:
+    result = plan(ResolveResult(start=at(25, 15)), slots, SH)
+    assert result == Proposal(at(25, 15), end, all_day=False)
+
+
+def test_plan_with_nothing_resolved_is_refused() -> None:
+    with pytest.raises(UnresolvableError):
+        plan(ResolveResult(), StubSlots(), SH)
+
+
+def test_decide_order_held_then_conflict_then_created() -> None:
+    now = at(24, 10)
+    future = Proposal(at(25, 15), at(25, 16), False)
+    past = Proposal(at(23, 15), at(23, 16), False)
+    other = (ev("x", at(25, 15), at(25, 16)),)
+    assert decide(future, (), now).outcome == "created"
+    assert decide(future, other, now).outcome == "conflict"
+    assert decide(future, other, now, override_conflict=True).outcome == "created"
+    held = decide(past, other, now)
+    assert (held.outcome, held.hold_reason) == ("held", "past_start")
+    third = decide(future, (), now, hold="third_party_content")
+    assert (third.outcome, third.hold_reason) == ("held", "third_party_content")
+    # Confirmation lifts the hold only: conflicts are still checked.
+    assert decide(past, other, now, confirmed=True).outcome == "conflict"
+    assert decide(past, (), now, confirmed=True).outcome == "created"
+
+
+def test_all_day_today_is_not_in_the_past() -> None:
+    today = Proposal(*local_day_span(date(2026, 9, 24), SH), all_day=True)
+    yesterday = Proposal(*local_day_span(date(2026, 9, 23), SH), all_day=True)
+    assert decide(today, (), at(24, 10)).outcome == "created"
+    assert decide(yesterday, (), at(24, 10)).hold_reason == "past_start"
+
+
+# ---- the state machine ---------------------------------------------------------------------------
+
+
+def test_transitions() -> None:
+    for status in ("needs_date", "needs_time", "conflict", "held", "created"):
+        assert can_transition(None, status)
+    for target in ("cancelled", "expired"):
+        assert not can_transition(None, target)
+    every: tuple[StubStatus, ...] = get_args(StubStatus)
+    for active in ("needs_date", "needs_time", "conflict", "held"):
+        for target in every:
+            assert can_transition(active, target)
+    for final in ("created", "cancelled", "expired"):
+        with pytest.raises(IllegalTransitionError):
+            check_transition(final, "created")
+
+
+# ---- slot merging --------------------------------------------------------------------------------
+
+
+def test_merge_priority_patch_over_model_over_stub() -> None:
+    stub = StubSlots(date="WE", time="09:00", calendar="家庭")
+    model = StubSlots(date="WE", time="15:00")
+    patch = SlotPatch(time="14:00")
+    merged = merge_slots(stub, model, patch)
+    assert (merged.date, merged.time, merged.calendar) == ("WE", "14:00", "家庭")
+
+
+def test_patch_weekday_picks_a_candidate_and_patch_date_beats_it() -> None:
+    candidates = (date(2026, 9, 26), date(2026, 9, 27))
+    assert merge_slots(StubSlots(date="WE"), None, SlotPatch(weekday=7), candidates).date == "2026-09-27"
+    assert merge_slots(StubSlots(date="WE"), None, SlotPatch(weekday=3), candidates).date == "WE"
+    both = SlotPatch(weekday=7, date="D+1")
+    assert merge_slots(StubSlots(date="WE"), None, both, candidates).date == "D+1"
+
+
+def test_moving_the_start_keeps_the_length() -> None:
+    merged = merge_slots(StubSlots(date="D+1", time="14:00", end_time="15:30"), None, SlotPatch(time="16:00"))
+    assert (merged.time, merged.end_time, merged.duration_minutes) == ("16:00", None, 90)
+    explicit = merge_slots(
+        StubSlots(date="D+1", time="14:00", end_time="15:30"), None, SlotPatch(time="16:00", end_time="17:00")
+    )
+    assert (explicit.time, explicit.end_time) == ("16:00", "17:00")
+
+
+def test_empty_patch_and_model_keep_the_stub() -> None:
+    stub = StubSlots(date="2026-09-27", time="14:00")
+    assert merge_slots(stub, None, SlotPatch()) == stub
+    assert merge_slots(stub, StubSlots(), None) == stub
+
+
+# ---- calendars -----------------------------------------------------------------------------------
+
+
+def test_calendar_fallback() -> None:
+    names = ("工作", "家庭", "Personal")
+    assert pick_calendar(None, names) == ("工作", None)
+    assert pick_calendar("家庭", names) == ("家庭", None)
+    assert pick_calendar("personal", names) == ("Personal", None)
+    assert pick_calendar("运动", names) == ("工作", "运动")
+
+
+# ---- free time -----------------------------------------------------------------------------------
+
+
+def test_free_slots_respect_working_hours_events_and_now() -> None:
+    hours = parse_working_hours("09:00-18:00")
+    events = [ev("a", at(25, 9), at(25, 11)), ev("b", at(25, 11, 30), at(25, 17, 30))]
+    slots = free_slots(
+        at(25, 0),
+        at(27, 0),
+        events,
+        duration=timedelta(minutes=60),
+        working_hours=hours,
+        now=at(24, 10),
+        tz=SH,
+        limit=3,
+    )
+    # 25th: 11:00-11:30 and 17:30-18:00 are too short; the 26th is free from 09:00.
+    assert slots == [(at(26, 9), at(26, 10))]
+
+
+def test_free_slots_never_in_the_past_and_rounded() -> None:
+    slots = free_slots(
+        at(24, 0),
+        at(25, 0),
+        [ev("a", at(24, 11), at(24, 12))],
+        duration=timedelta(minutes=30),
+        working_hours=(time(9), time(18)),
+        now=at(24, 10, 7),
+        tz=SH,
+        limit=5,
+    )
+    assert slots == [(at(24, 10, 30), at(24, 11)), (at(24, 12), at(24, 12, 30))]
+
+
+def test_all_day_event_makes_the_day_busy_and_limit_is_honoured() -> None:
+    off = ev("off", *local_day_span(date(2026, 9, 25), SH), all_day=True)
+    slots = free_slots(
+        at(25, 0),
+        at(30, 0),
+        [off],
+        duration=timedelta(minutes=60),
+        working_hours=(time(9), time(18)),
+        now=at(24, 10),
+        tz=SH,
+        limit=2,
+    )
+    assert slots == [(at(26, 9), at(26, 10)), (at(27, 9), at(27, 10))]
+
+
+def test_working_hours_must_be_well_formed() -> None:
+    with pytest.raises(ValueError):
+        parse_working_hours("18:00-09:00")
+    with pytest.raises(ValueError):
+        parse_working_hours("nine to five")

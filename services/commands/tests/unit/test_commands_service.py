@@ -1,0 +1,270 @@
+"""The application layer over in-memory fakes: every status, transition and override rule."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from calagent.contracts.commands import (
+    CancelStub,
+    ExportIcs,
+    GetActiveStub,
+    ListCalendars,
+    MergeStub,
+    PrepareOrCreate,
+    QueryRange,
+    SuggestFree,
+)
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import SlotPatch
+from calagent.contracts.tools import PrepareOrCreateSchedule
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+_keys = itertools.count()
+
+
+def env(user: str = "alice", at: datetime = NOW, tz: str = "Asia/Shanghai") -> Envelope:
+    return Envelope(turn_id="t", user_id=user, conversation_id="c", occurred_at=at, tz=tz)
+
+
+def key() -> str:
+    return f"k{next(_keys)}"
+
+
+def create(
+    user: str = "alice",
+    *,
+    active: str | None = None,
+    patch: SlotPatch | None = None,
+    hold: Any = None,
+    idem: str | None = None,
+    at: datetime = NOW,
+    **args: Any,
+) -> PrepareOrCreate:
+    args.setdefault("title", "会议")
+    return PrepareOrCreate(
+        envelope=env(user, at),
+        idempotency_key=idem or key(),
+        args=PrepareOrCreateSchedule(**args),
+        active_command_id=active,
+        patch=patch,
+        hold=hold,
+    )
+
+
+def merge(stub_id: str, user: str = "alice", confirm: bool = False, **patch: Any) -> MergeStub:
+    return MergeStub(
+        envelope=env(user),
+        idempotency_key=key(),
+        command_id=stub_id,
+        patch=SlotPatch(**patch),
+        confirm=confirm,
+    )
+
+
+async def test_create_writes_and_returns_the_event_in_the_users_zone(harness: Any) -> None:
+    result = await harness.service.execute(create(date="D+1", time="15:00"))
+    assert (result.status, result.persisted) == ("created", True)
+    assert result.event.start.isoformat() == "2026-09-25T15:00:00+08:00"
+    assert result.event.end.isoformat() == "2026-09-25T16:00:00+08:00"
+    assert (result.event.weekday, result.event.tz, result.event.calendar) == (5, "Asia/Shanghai", "工作")
+    assert result.calendar_fallback is None
+    assert len(harness.events()) == 1
+
+
+async def test_weekend_needs_a_date_then_a_short_reply_creates(harness: Any) -> None:
+    first = await harness.service.execute(create(title="修汽车轮毂", date="WE"))
+    assert first.status == "needs_date"
+    assert [d.isoformat() for d in first.stub.candidates] == ["2026-09-26", "2026-09-27"]
+    done = await harness.service.execute(merge(first.stub.id, weekday=7, time="14:00"))
+    assert done.status == "created"
+    assert done.event.title == "修汽车轮毂"
+    assert done.event.start.isoformat() == "2026-09-27T14:00:00+08:00"
+    assert done.stub.status == "created"
+    assert harness.stubs() == {first.stub.id: "created"}
+
+
+async def test_needs_time_then_model_clarification_with_patch_over_model(harness: Any) -> None:
+    first = await harness.service.execute(create(date="D+1"))
+    assert first.status == "needs_time"
+    assert first.stub.slots.date == "2026-09-25"  # pinned
+    done = await harness.service.execute(
+        create(active=first.stub.id, date="D+1", time="09:00", patch=SlotPatch(time="14:00"))
+    )
+    assert done.status == "created"
+    assert done.event.start.isoformat() == "2026-09-25T14:00:00+08:00"
+
+
+async def test_resolver_error_writes_nothing(harness: Any) -> None:
+    result = await harness.service.execute(create(date="2026-02-30", time="10:00"))
+    assert result.status == "error"
+    assert result.error.code == "invalid_symbol"
+    assert harness.events() == []
+    assert harness.stubs() == {}
+    assert harness.state.keys == {}
+
+
+async def test_allow_conflict_needs_the_conflict_stub_and_the_flag(harness: Any) -> None:
+    await harness.service.execute(create(title="休假", date="2026-09-29", all_day=True))
+    first = await harness.service.execute(
+        create(title="体育公园", date="2026-09-29", time="10:00", allow_conflict=True)
+    )
+    assert first.status == "conflict"  # the first round ignores allow_conflict
+    assert [e.title for e in first.stub.conflicts_with] == ["休假"]
+    again = await harness.service.execute(
+        create(active=first.stub.id, title="体育公园", date="2026-09-29", time="10:00")
+    )
+    assert again.status == "conflict"  # no flag from the model
+    done = await harness.service.execute(
+        create(active=first.stub.id, title="体育公园", date="2026-09-29", time="10:00", allow_conflict=True)
+    )
+    assert (done.status, done.persisted) == ("created", True)
+    assert len(harness.events()) == 2
+
+
+async def test_a_new_time_in_the_override_reply_is_checked_again(harness: Any) -> None:
+    await harness.service.execute(create(title="A", date="D+1", time="10:00", duration_minutes=120))
+    first = await harness.service.execute(create(title="B", date="D+1", time="10:00"))
+    moved = await harness.service.execute(
+        create(active=first.stub.id, title="B", date="D+1", time="11:00", allow_conflict=True)
+    )
+    assert moved.status == "conflict"
+    free = await harness.service.execute(merge(first.stub.id, time="12:00"))
+    assert free.status == "created"  # touching 10:00–12:00 does not conflict
+
+
+async def test_past_start_is_held_until_confirmed(harness: Any) -> None:
+    held = await harness.service.execute(create(title="开会", date="D-1", time="15:00"))
+    assert (held.status, held.stub.hold_reason) == ("held", "past_start")
+    assert harness.events() == []
+    unconfirmed = await harness.service.execute(merge(held.stub.id))
+    assert unconfirmed.status == "held"
+    done = await harness.service.execute(merge(held.stub.id, confirm=True))
+    assert done.status == "created"
+    assert done.event.start.isoformat() == "2026-09-23T15:00:00+08:00"
+
+
+async def test_third_party_hold_survives_clarification_until_confirmed(harness: Any) -> None:
+    first = await harness.service.execute(create(date="WE", hold="third_party_content"))
+    assert first.status == "needs_date"
+    picked = await harness.service.execute(merge(first.stub.id, weekday=6, time="10:00"))
+    assert (picked.status, picked.stub.hold_reason) == ("held", "third_party_content")
+    done = await harness.service.execute(merge(first.stub.id, confirm=True))
+    assert done.status == "created"
+
+
+async def test_confirmed_hold_still_meets_conflicts(harness: Any) -> None:
+    await harness.service.execute(create(title="A", date="D+1", time="10:00"))
+    held = await harness.service.execute(
+        create(title="B", date="D+1", time="10:00", hold="third_party_content")
+    )
+    assert held.status == "held"
+    confirmed = await harness.service.execute(merge(held.stub.id, confirm=True))
+    assert confirmed.status == "conflict"
+    done = await harness.service.execute(
+        create(active=held.stub.id, title="B", date="D+1", time="10:00", allow_conflict=True)
+    )
+    assert done.status == "created"
+
+
+async def test_expired_stub_is_never_merged(harness: Any) -> None:
+    first = await harness.service.execute(create(date="WE"))
+    harness.clock.advance(timedelta(minutes=31))
+    late = await harness.service.execute(merge(first.stub.id, weekday=7, time="14:00"))
+    assert late.status == "expired"
+    assert harness.stubs() == {first.stub.id: "expired"}
+    assert harness.events() == []
+    assert (await harness.service.query(GetActiveStub(envelope=env()))).stub is None
+
+
+async def test_cancel_and_supersede(harness: Any) -> None:
+    nothing = await harness.service.execute(CancelStub(envelope=env(), idempotency_key=key()))
+    assert nothing.error.code == "no_active_command"
+    first = await harness.service.execute(create(date="WE"))
+    second = await harness.service.execute(create(date="D+2"))
+    assert harness.stubs() == {first.stub.id: "cancelled", second.stub.id: "needs_time"}
+    active = await harness.service.query(GetActiveStub(envelope=env()))
+    assert active.stub.id == second.stub.id
+    cancelled = await harness.service.execute(CancelStub(envelope=env(), idempotency_key=key()))
+    assert cancelled.status == "cancelled"
+    assert harness.stubs()[second.stub.id] == "cancelled"
+
+
+async def test_idempotent_replay(harness: Any) -> None:
+    one = await harness.service.execute(create(date="D+1", time="15:00", idem="same"))
+    two = await harness.service.execute(create(date="D+1", time="15:00", idem="same"))
+    assert (one.replayed, two.replayed) == (False, True)
+    assert two.event == one.event
+    assert len(harness.events()) == 1
+
+
+async def test_calendar_fallback_and_choice(harness: Any) -> None:
+    picked = await harness.service.execute(create(date="D+1", time="15:00", calendar="家庭"))
+    assert (picked.event.calendar, picked.calendar_fallback) == ("家庭", None)
+    fallback = await harness.service.execute(create(date="D+1", time="17:00", calendar="运动"))
+    assert fallback.event.calendar == "工作"
+    assert fallback.calendar_fallback.model_dump() == {"requested": "运动", "used": "工作"}
+
+
+async def test_other_users_cannot_touch_a_stub(harness: Any) -> None:
+    first = await harness.service.execute(create(date="WE"))
+    assert (
+        await harness.service.execute(merge(first.stub.id, user="bob", weekday=7, time="14:00"))
+    ).status == "error"
+    cancel = CancelStub(envelope=env("bob"), idempotency_key=key(), command_id=first.stub.id)
+    assert (await harness.service.execute(cancel)).error.code == "no_active_command"
+    # Bob naming Alice's stub as his active command is just a first-round request of his own.
+    bob = await harness.service.execute(create("bob", active=first.stub.id, date="D+1", time="10:00"))
+    assert bob.status == "created"
+    assert harness.stubs() == {first.stub.id: "needs_date"}
+
+
+async def test_queries(harness: Any) -> None:
+    await harness.service.execute(create(title="A", date="2026-09-30", time="23:00", duration_minutes=120))
+    await harness.service.execute(create(title="B", date="2026-10-02", time="09:00"))
+    month = await harness.service.query(QueryRange(envelope=env(), start_symbol="M+0", end_symbol="M+1"))
+    assert [e.title for e in month.events] == ["A"]  # crosses into October, starts in September
+    assert month.range_start.isoformat() == "2026-09-01T00:00:00+08:00"
+    absolute = await harness.service.query(
+        QueryRange(
+            envelope=env(),
+            start_at=datetime.fromisoformat("2026-10-01T00:00:00+08:00"),
+            end_at=datetime.fromisoformat("2026-10-03T00:00:00+08:00"),
+        )
+    )
+    assert [e.title for e in absolute.events] == ["A", "B"]
+    backwards = await harness.service.query(QueryRange(envelope=env(), start_symbol="M+1", end_symbol="M+0"))
+    assert backwards.error.code == "invalid_range"
+    too_long = await harness.service.query(QueryRange(envelope=env(), start_symbol="M+0", end_symbol="M+13"))
+    assert too_long.error.code == "invalid_range"
+    cals = await harness.service.query(ListCalendars(envelope=env()))
+    assert cals.calendars == ("工作", "家庭", "个人")
+    ics = await harness.service.query(ExportIcs(envelope=env()))
+    assert ics.ics is not None
+    assert ics.ics.count("BEGIN:VEVENT") == 2
+
+
+async def test_suggest_free(harness: Any) -> None:
+    await harness.service.execute(create(title="A", date="D+1", time="09:00", end_time="17:30"))
+    result = await harness.service.query(
+        SuggestFree(envelope=env(), start_symbol="D", end_symbol="D+3", duration_minutes=60)
+    )
+    assert [s.start.isoformat() for s in result.free_slots] == [
+        "2026-09-24T10:00:00+08:00",
+        "2026-09-26T09:00:00+08:00",
+    ]  # the 25th is busy beyond 17:30 and D+3 is exclusive
+
+
+async def test_invalid_zone_is_an_error(harness: Any) -> None:
+    bad = PrepareOrCreate(
+        envelope=env(tz="Mars/Olympus"),
+        idempotency_key=key(),
+        args=PrepareOrCreateSchedule(title="x", date="D+1", time="10:00"),
+    )
+    result = await harness.service.execute(bad)
+    assert result.error.code == "invalid_zone"
