@@ -33,7 +33,8 @@ Reading rules (decisions, each one a test):
   month), or a lone 天 all give `{}`.
 * Short means short: after removing the recognised tokens, filler words (好的, 吧, 改到, ok,
   please, let's ...) and punctuation, more than 12 other CJK characters or more than 6 other
-  words means a free sentence, not a reply -> `{}`.
+  words means a free sentence, not a reply -> `{}`; so does a leftover of more than 20 CJK
+  characters or 10 words fillers included.
 
 Transport wrappers are not the user's words: `strip_transport` removes quoted lines (`>`),
 channel tags (`<untrusted_channel_message ...>`, `[Telegram]`) and forwarded blocks before parsing,
@@ -54,6 +55,9 @@ __all__ = ["ReplyParse", "analyse_reply", "parse_reply", "strip_transport"]
 _MAX_TEXT = 300
 _MAX_CJK_LEFTOVER = 12
 _MAX_WORD_LEFTOVER = 6
+# Fillers are generous, so a free sentence made mostly of them is caught by its raw size.
+_MAX_CJK_RAW = 20
+_MAX_WORDS_RAW = 10
 
 # --------------------------------------------------------------------------- transport
 
@@ -192,9 +196,9 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ("zhndays", rf"(?P<nd>{_NUM})\s*天\s*(?:以后|之后|后)"),
     (
         "zhweek",
-        rf"(?P<wp>下下个?|下个?|这个?|本|上上个?|上个?)?\s*(?:周|星期|礼拜|禮拜)(?P<wd>[{_ZH_WD}])",
+        rf"(?P<wp>下下个?|下个?|这个?|本|上上个?|上个?)?\s*(?:周|週|星期|礼拜|禮拜)(?P<wd>[{_ZH_WD}])",
     ),
-    ("zhweekend", r"(?P<wep>下下个?|下个?|这个?|本|上个?)?\s*周末"),
+    ("zhweekend", r"(?P<wep>下下个?|下个?|这个?|本|上个?)?\s*[周週]末"),
     ("enrel", r"\b(?P<erel>(?:the\s+)?day\s+after\s+tomorrow|tomorrow|tmrw|tmr|today|tonight|yesterday)\b"),
     ("enndays", r"\bin\s+(?P<end>[0-9]{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+days?\b"),
     (
@@ -535,6 +539,10 @@ def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None
 
 
 def _leftover_is_small(leftover: str) -> str | None:
+    if len(_CJK_RE.findall(leftover)) > _MAX_CJK_RAW:
+        return "long free text"
+    if sum(1 for w in _WORD_RE.findall(leftover) if not _CJK_RE.match(w)) > _MAX_WORDS_RAW:
+        return "long free text"
     rest = _ZH_FILLER_RE.sub(" ", leftover)
     if _BLOCKER_RE.search(rest):
         return "unparsed date/time words or a negation"
