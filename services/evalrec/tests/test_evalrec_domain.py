@@ -57,7 +57,7 @@ class TestPercentile:
         assert percentile([3.0, 1.0, 2.0], 50) == 2.0
 
     def test_rejects_out_of_range(self) -> None:
-        with pytest.raises(ValueError, match="0..100"):
+        with pytest.raises(ValueError, match=r"0\.\.100"):
             percentile([1.0], 101)
 
     def test_summary_rounds_and_counts(self) -> None:
@@ -89,7 +89,8 @@ class TestCandidateReasons:
         assert candidate_reasons(t, None) == ["read_only_write_attempt", "unverified_create_claim", "held"]
 
     def test_unverified_read_claim(self) -> None:
-        assert candidate_reasons(turn("a", flags=("unverified_read_claim",)), None) == ["unverified_read_claim"]
+        claim = turn("a", flags=("unverified_read_claim",))
+        assert candidate_reasons(claim, None) == ["unverified_read_claim"]
 
     def test_held_and_model_unavailable_by_outcome_alone(self) -> None:
         assert candidate_reasons(turn("a", outcome="held"), None) == ["held"]
@@ -97,7 +98,8 @@ class TestCandidateReasons:
 
     def test_tool_error_by_flag_or_by_result(self) -> None:
         by_flag = turn("a", flags=("tool_error",))
-        by_result = turn("b", tool_calls=(ToolCallFact("prepare_or_create_schedule", "error:invalid_symbol"),))
+        bad_call = ToolCallFact("prepare_or_create_schedule", "error:invalid_symbol")
+        by_result = turn("b", tool_calls=(bad_call,))
         fine = turn("c", tool_calls=(ToolCallFact("prepare_or_create_schedule", "created"),))
         assert candidate_reasons(by_flag, None) == ["tool_error"]
         assert candidate_reasons(by_result, None) == ["tool_error"]

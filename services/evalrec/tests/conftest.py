@@ -1,0 +1,117 @@
+"""A running eval recorder against the session's real NATS and this module's own database."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from nats.js.errors import NotFoundError
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.contracts import subjects
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.turns import Segment, ToolCallOut, TurnDelivered, TurnRecord
+from calagent.evalrec.app import EvalrecService, create_app
+from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.clock import FrozenClock
+from calagent.runtime.db import make_engine
+from calagent.runtime.settings import Settings
+
+RECORDED_AT = datetime(2026, 9, 24, 3, 0, tzinfo=UTC)
+
+
+def make_record(
+    turn_id: str,
+    *,
+    user_id: str = "u1",
+    occurred_at: datetime = RECORDED_AT,
+    segments: tuple[Segment, ...] = (),
+    tool_calls: tuple[ToolCallOut, ...] = (),
+    **fields: Any,
+) -> TurnRecord:
+    values: dict[str, Any] = {
+        "text": "明天下午三点和张三开会",
+        "outcome": "created",
+        "intent": "schedule.create",
+        "reply": "已创建",
+        "model_calls": 1,
+        "total_ms": 1000.0,
+    }
+    values.update(fields)
+    return TurnRecord(
+        envelope=Envelope(
+            turn_id=turn_id,
+            user_id=user_id,
+            conversation_id=f"c-{user_id}",
+            occurred_at=occurred_at,
+            tz="Asia/Shanghai",
+        ),
+        segments=segments,
+        tool_calls=tool_calls,
+        **values,
+    )
+
+
+def make_delivered(
+    turn_id: str, *, user_id: str = "u1", total_ms: float = 1200.0, segments: tuple[Segment, ...] = ()
+) -> TurnDelivered:
+    return TurnDelivered(turn_id=turn_id, user_id=user_id, total_ms=total_ms, segments=segments)
+
+
+@dataclass
+class Recorder:
+    app: EvalrecService
+    bus: Bus  # the recorder's own connection
+    client: Bus  # a producer's connection, as the agent or the gateway would hold
+    engine: AsyncEngine
+
+    async def drained(self, within_s: float = 20.0) -> None:
+        """Wait until both consumers have acknowledged everything published so far."""
+        deadline = time.monotonic() + within_s
+        while True:
+            busy = False
+            for durable in (subjects.EVALREC_CONSUMER, subjects.EVALREC_DELIVERED_CONSUMER):
+                try:
+                    info = await self.client.js.consumer_info(subjects.RECORDS_STREAM, durable)
+                except NotFoundError:
+                    busy = True
+                    continue
+                if info.num_pending or info.num_ack_pending:
+                    busy = True
+            if not busy:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("the recorder did not drain its consumers in time")
+            await asyncio.sleep(0.05)
+
+    async def scalar(self, sql: str, **params: Any) -> Any:
+        async with self.engine.connect() as conn:
+            return (await conn.execute(text(sql), params)).scalar()
+
+
+@pytest.fixture(scope="module")
+async def recorder(nats_url: str, database_url: str) -> AsyncIterator[Recorder]:
+    clock = FrozenClock(RECORDED_AT)
+    settings = Settings(NATS_URL=nats_url, DATABASE_URL=database_url)
+    client = await Bus.connect(nats_url, "evalrec-test-producer", clock)
+    await ensure_streams(client.js)
+    # The records stream is shared by the whole test session; what earlier modules left in it
+    # would land in this module's database and skew its counts.
+    await client.js.purge_stream(subjects.RECORDS_STREAM)
+    bus = await Bus.connect(nats_url, "evalrec", clock)
+    app = create_app(settings, clock)
+    await app.start(bus)
+    engine = make_engine(database_url, pool_size=2)
+    try:
+        yield Recorder(app=app, bus=bus, client=client, engine=engine)
+    finally:
+        await bus.close()
+        await app.stop()
+        await client.close()
+        await engine.dispose()

@@ -1,0 +1,162 @@
+"""Records in through real JetStream, rows out of real PostgreSQL, timelines over request-reply."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.aio.msg import Msg
+
+from calagent.contracts import subjects
+from calagent.contracts.bus import DeadLetter
+from calagent.contracts.evalrec import TimelineRequest, TimelineResult
+from calagent.contracts.turns import Segment, ToolCallOut
+
+from .conftest import RECORDED_AT, Recorder, make_delivered, make_record
+
+pytestmark = pytest.mark.integration
+
+AGENT_SEGMENTS = (
+    Segment(name="bus.wait", start_ms=12.0, ms=8.0),
+    Segment(name="context.build", start_ms=20.0, ms=30.0),
+    Segment(name="model.request", start_ms=50.0, ms=700.0),
+    Segment(name="model.ttft", start_ms=50.0, ms=400.0),
+    Segment(name="tool.prepare_or_create_schedule", start_ms=760.0, ms=90.0),
+    Segment(name="receipt", start_ms=850.0, ms=2.0),
+)
+GATEWAY_SEGMENTS = (
+    Segment(name="gateway.receive", start_ms=0.0, ms=4.0),
+    Segment(name="gateway.done", start_ms=990.0, ms=10.0),
+)
+
+
+async def test_records_a_turn_with_its_facts_and_segments(recorder: Recorder) -> None:
+    record = make_record(
+        "rec-1",
+        flags=("fast_path",),
+        cold_start=True,
+        segments=AGENT_SEGMENTS,
+        tool_calls=(
+            ToolCallOut(name="prepare_or_create_schedule", arguments={"title": "开会"}, result="created"),
+        ),
+    )
+    await recorder.client.js_publish(subjects.TURN_RECORDED, record)
+    await recorder.drained()
+
+    assert await recorder.scalar("SELECT outcome FROM evalrec.turns WHERE turn_id = 'rec-1'") == "created"
+    assert await recorder.scalar("SELECT flags FROM evalrec.turns WHERE turn_id = 'rec-1'") == ["fast_path"]
+    assert await recorder.scalar("SELECT cold_start FROM evalrec.turns WHERE turn_id = 'rec-1'") is True
+    assert await recorder.scalar("SELECT tool_calls FROM evalrec.turns WHERE turn_id = 'rec-1'") == [
+        {"name": "prepare_or_create_schedule", "arguments": {"title": "开会"}, "result": "created"}
+    ]
+    assert (
+        await recorder.scalar("SELECT recorded_at FROM evalrec.turns WHERE turn_id = 'rec-1'") == RECORDED_AT
+    )
+    segments = await recorder.scalar(
+        "SELECT count(*) FROM evalrec.segments WHERE turn_id = 'rec-1' AND source = 'agent'"
+    )
+    assert segments == len(AGENT_SEGMENTS)
+
+
+async def test_a_redelivered_record_changes_nothing(recorder: Recorder) -> None:
+    record = make_record("rec-dup", segments=AGENT_SEGMENTS)
+    # No message id: JetStream keeps both copies, as after a producer retry outside the dedup window.
+    await recorder.client.js_publish(subjects.TURN_RECORDED, record)
+    await recorder.client.js_publish(subjects.TURN_RECORDED, record)
+    await recorder.drained()
+    # A later record with the same turn id but other content is a replay, not a correction.
+    await recorder.client.js_publish(subjects.TURN_RECORDED, make_record("rec-dup", outcome="held"))
+    delivered = make_delivered("rec-dup", segments=GATEWAY_SEGMENTS)
+    await recorder.client.js_publish(subjects.TURN_DELIVERED, delivered)
+    await recorder.client.js_publish(subjects.TURN_DELIVERED, delivered)
+    await recorder.drained()
+
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.turns WHERE turn_id = 'rec-dup'") == 1
+    assert await recorder.scalar("SELECT outcome FROM evalrec.turns WHERE turn_id = 'rec-dup'") == "created"
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.deliveries WHERE turn_id = 'rec-dup'") == 1
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.segments WHERE turn_id = 'rec-dup'") == len(
+        AGENT_SEGMENTS
+    ) + len(GATEWAY_SEGMENTS)
+
+
+async def timeline(recorder: Recorder, turn_id: str, user_id: str | None = None) -> TimelineResult:
+    return await recorder.client.request(
+        subjects.EVALREC_TIMELINE, TimelineRequest(turn_id=turn_id, user_id=user_id), TimelineResult
+    )
+
+
+async def test_the_gateway_record_may_arrive_before_the_agent_record(recorder: Recorder) -> None:
+    await recorder.client.js_publish(
+        subjects.TURN_DELIVERED, make_delivered("rec-ooo", total_ms=1000.0, segments=GATEWAY_SEGMENTS)
+    )
+    await recorder.drained()
+    early = (await timeline(recorder, "rec-ooo", "u1")).timeline
+    assert early is not None
+    assert early.total_ms == 1000.0
+    assert [s.name for s in early.segments] == ["gateway.receive", "gateway.done"]
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.turns WHERE turn_id = 'rec-ooo'") == 0
+
+    await recorder.client.js_publish(
+        subjects.TURN_RECORDED, make_record("rec-ooo", total_ms=900.0, segments=AGENT_SEGMENTS)
+    )
+    await recorder.drained()
+    full = (await timeline(recorder, "rec-ooo", "u1")).timeline
+    assert full is not None
+    assert full.total_ms == 1000.0  # the gateway's total: what the user waited
+    assert len(full.segments) == len(AGENT_SEGMENTS) + len(GATEWAY_SEGMENTS)
+    assert await recorder.scalar("SELECT outcome FROM evalrec.turns WHERE turn_id = 'rec-ooo'") == "created"
+
+
+async def test_timeline_is_sorted_and_scoped_to_its_user(recorder: Recorder) -> None:
+    await recorder.client.js_publish(
+        subjects.TURN_RECORDED,
+        make_record("rec-tl", user_id="alice", total_ms=900.0, segments=tuple(reversed(AGENT_SEGMENTS))),
+    )
+    await recorder.drained()
+
+    agent_only = (await timeline(recorder, "rec-tl", "alice")).timeline
+    assert agent_only is not None
+    assert agent_only.turn_id == "rec-tl"
+    assert agent_only.total_ms == 900.0
+    starts = [s.start_ms for s in agent_only.segments]
+    assert starts == sorted(starts)
+    assert [s.name for s in agent_only.segments][:2] == ["bus.wait", "context.build"]
+
+    await recorder.client.js_publish(
+        subjects.TURN_DELIVERED,
+        make_delivered("rec-tl", user_id="alice", total_ms=1000.0, segments=GATEWAY_SEGMENTS),
+    )
+    await recorder.drained()
+    merged = (await timeline(recorder, "rec-tl", "alice")).timeline
+    assert merged is not None
+    assert merged.total_ms == 1000.0
+    assert merged.segments[0].name == "gateway.receive"
+    assert merged.segments[-1].name == "gateway.done"
+
+    assert (await timeline(recorder, "rec-tl", "mallory")).timeline is None
+    assert (await timeline(recorder, "rec-tl")).timeline is not None  # operators see every turn
+    assert (await timeline(recorder, "no-such-turn")).timeline is None
+
+
+async def test_a_malformed_record_is_dead_lettered_and_stores_nothing(recorder: Recorder) -> None:
+    letters: asyncio.Queue[DeadLetter] = asyncio.Queue()
+
+    async def on_letter(msg: Msg) -> None:
+        await letters.put(DeadLetter.model_validate_json(msg.data))
+
+    sub = await recorder.client.nc.subscribe(subjects.deadletter("evalrec"), cb=on_letter)
+    try:
+        before = await recorder.scalar("SELECT count(*) FROM evalrec.turns")
+        await recorder.client.js.publish(
+            subjects.TURN_RECORDED, b'{"envelope": {"turn_id": "rec-bad"}, "outcome": "exploded"}'
+        )
+        letter = await asyncio.wait_for(letters.get(), timeout=20)
+        await recorder.drained()
+    finally:
+        await sub.unsubscribe()
+
+    assert letter.reason == "malformed"
+    assert letter.subject == subjects.TURN_RECORDED
+    assert "rec-bad" in letter.payload
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.turns") == before
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.segments WHERE turn_id = 'rec-bad'") == 0
