@@ -279,6 +279,34 @@ async def test_third_party_content_is_held(system: System, user: str) -> None:
     assert done.event.start.isoformat() == "2026-09-25T11:00:00+08:00"
 
 
+async def test_a_stub_walks_needs_date_needs_time_conflict_held_then_cancelled(
+    system: System, user: str
+) -> None:
+    await system.execute(create(user, title="已有", date="2026-09-27", time="14:00"))
+    first = await system.execute(create(user, title="修车", date="WE"))
+    assert first.stub is not None
+    stub_id = first.stub.id
+    seen = [first.status]
+    seen.append((await system.execute(merge(user, stub_id, weekday=7))).status)
+    conflict = await system.execute(merge(user, stub_id, time="14:30"))
+    seen.append(conflict.status)
+    assert conflict.stub is not None
+    assert [e.title for e in conflict.stub.conflicts_with] == ["已有"]
+    row = (
+        await system.rows("SELECT conflict_event_ids, slots FROM commands.stubs WHERE id = :i", i=stub_id)
+    )[0]
+    assert len(row.conflict_event_ids) == 1
+    assert row.slots["date"] == "2026-09-27"
+    seen.append((await system.execute(merge(user, stub_id, date="D-1", time="08:00"))).status)
+    cancel = await system.execute(
+        CancelStub(envelope=envelope(user), idempotency_key=key(), command_id=stub_id)
+    )
+    seen.append(cancel.status)
+    assert seen == ["needs_date", "needs_time", "conflict", "held", "cancelled"]
+    assert await stub_status(system, stub_id) == "cancelled"
+    assert len(await event_rows(system, user)) == 1
+
+
 # ---- expiry, cancel, supersede -------------------------------------------------------------------
 
 
