@@ -2,7 +2,8 @@
 
 `run_benchmark()` measures:
 
-* `resolve_ops_per_s`: `resolve(ResolveRequest)` over a mix of symbols (prebuilt requests);
+* `resolve_ops_per_s`: `resolve(ResolveRequest)` over a mix of symbols (prebuilt requests), and
+  `resolve_with_validation_ops_per_s` including the pydantic validation of each request;
 * `parse_reply_ops_per_s`: `parse_reply` over short replies;
 * `pipeline_ops_per_s` / `pipeline_accuracy`: phrase -> `parse_reply` -> `resolve` -> instant, on
   PHRASES (Chinese and English, each with its expected local time);
@@ -112,8 +113,21 @@ def _rate(fn: Callable[[Any], object], items: Sequence[Any], seconds: float, rou
     return statistics.median(rates)
 
 
-def _accuracy(answers: Sequence[str | None]) -> float:
-    return sum(1 for (_, want), got in zip(PHRASES, answers, strict=True) if got == want) / len(PHRASES)
+def _is_chinese(phrase: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in phrase)
+
+
+def _accuracy(answers: Sequence[str | None], chinese: bool | None = None) -> float:
+    pairs = [
+        (want, got)
+        for (phrase, want), got in zip(PHRASES, answers, strict=True)
+        if chinese is None or _is_chinese(phrase) == chinese
+    ]
+    return sum(1 for want, got in pairs if got == want) / len(pairs)
+
+
+def _validate_and_resolve(fields: tuple[str, str | None]) -> object:
+    return resolve(ResolveRequest(date=fields[0], time=fields[1], now=BENCH_NOW, tz=BENCH_TZ))
 
 
 def _dateparser_parser() -> Callable[[str], str | None] | None:
@@ -146,20 +160,27 @@ def run_benchmark(seconds: float = 0.5) -> dict[str, float]:
     for request in requests:  # warm the holiday cache: steady state is what a service sees
         resolve(request)
 
+    ours = [pipeline(p) for p in replies]
     out: dict[str, float] = {
         "resolve_ops_per_s": _rate(resolve, requests, seconds),
+        "resolve_with_validation_ops_per_s": _rate(_validate_and_resolve, SYMBOL_MIX, seconds),
         "parse_reply_ops_per_s": _rate(parse_reply, replies, seconds),
         "pipeline_ops_per_s": _rate(pipeline, replies, seconds),
-        "pipeline_accuracy": _accuracy([pipeline(p) for p in replies]),
+        "pipeline_accuracy": _accuracy(ours),
+        "pipeline_accuracy_en": _accuracy(ours, chinese=False),
+        "pipeline_accuracy_zh": _accuracy(ours, chinese=True),
         "phrases": float(len(PHRASES)),
     }
     dateparser_parse = _dateparser_parser()
     if dateparser_parse is None:
-        out.update(dateparser_installed=0.0, dateparser_ops_per_s=float("nan"))
-        out.update(dateparser_accuracy=float("nan"), speedup_vs_dateparser=float("nan"))
+        for key in ("ops_per_s", "accuracy", "accuracy_en", "accuracy_zh"):
+            out[f"dateparser_{key}"] = float("nan")
+        out.update(dateparser_installed=0.0, speedup_vs_dateparser=float("nan"))
         return out
     answers = [dateparser_parse(p) for p in replies]  # also the warm-up (language data loads lazily)
     rate = _rate(dateparser_parse, replies, seconds, rounds=3)
     out.update(dateparser_installed=1.0, dateparser_ops_per_s=rate, dateparser_accuracy=_accuracy(answers))
+    out["dateparser_accuracy_en"] = _accuracy(answers, chinese=False)
+    out["dateparser_accuracy_zh"] = _accuracy(answers, chinese=True)
     out["speedup_vs_dateparser"] = out["pipeline_ops_per_s"] / rate
     return out

@@ -579,6 +579,8 @@ def analyse_reply(text: str) -> ReplyParse:
             out.refuse("bad number")
             continue
         resolved = _apply_period(hour, own if own is not None else period)
+        if own is not None and period is not None and _apply_period(hour, period) != resolved:
+            out.refuse("two periods")  # 明天早上下午3点: which one?
         if resolved is None or minute > 59:
             out.refuse("time outside its period")
             continue

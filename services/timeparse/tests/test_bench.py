@@ -1,0 +1,30 @@
+"""Throughput of the resolver and the short-reply parser next to dateparser (prints, never times out).
+
+Run alone with `pytest services/timeparse -m benchmark -s` to see the table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from calagent.timeparse.bench import PHRASES, pipeline, run_benchmark
+
+pytestmark = pytest.mark.benchmark
+
+
+def test_benchmark_prints_rates_and_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
+    numbers = run_benchmark(seconds=0.6)
+    with capsys.disabled():
+        print()
+        print(f"{'measure':<36}{'value':>14}")
+        for key, value in numbers.items():
+            shown = "not installed" if math.isnan(value) else f"{value:,.2f}"
+            print(f"{key:<36}{shown:>14}")
+    # Only correctness is asserted; speed depends on the machine.
+    assert numbers["pipeline_accuracy"] == 1.0
+    for phrase, expected in PHRASES:
+        assert pipeline(phrase) == expected, phrase
+    assert numbers["resolve_ops_per_s"] > 0
+    assert numbers["parse_reply_ops_per_s"] > 0
