@@ -322,6 +322,8 @@ class Bus:
         finally:
             if running:
                 await asyncio.wait(running, timeout=30)
+            with contextlib.suppress(Exception):
+                await psub.unsubscribe()
 
     async def _process_js(
         self,
@@ -362,8 +364,13 @@ class Bus:
         self._closing.set()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=30)
+        # Every subscription has already been drained and every in-flight handler awaited above;
+        # flushing then closing sends what is buffered without nats-py's drain, which can stall
+        # on a pull subscription's inbox until its 30 s drain timeout.
         with contextlib.suppress(Exception):
-            await self.nc.drain()
+            await self.nc.flush(timeout=2)
+        with contextlib.suppress(Exception):
+            await self.nc.close()
 
 
 def new_id() -> str:

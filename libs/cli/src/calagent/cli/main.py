@@ -1,0 +1,245 @@
+"""The `calagent` command (contract §1)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from calagent.runtime.settings import Settings
+
+STATE_FILE = "up.json"
+
+
+def _state(settings: Settings) -> dict[str, Any]:
+    path = settings.data_dir.resolve() / STATE_FILE
+    if path.exists():
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    return {}
+
+
+def _gateway_url(settings: Settings, explicit: str | None) -> str:
+    if explicit:
+        return explicit.rstrip("/")
+    state = _state(settings)
+    if "url" in state:
+        return str(state["url"])
+    return f"http://127.0.0.1:{settings.http_port}"
+
+
+def _nats_url(settings: Settings) -> str:
+    if settings.nats_url:
+        return settings.nats_url
+    state = _state(settings)
+    if "nats_url" in state:
+        return str(state["nats_url"])
+    raise SystemExit("no running system found: start `calagent up` or set NATS_URL")
+
+
+def make_token(settings: Settings, user_id: str, tz: str | None) -> str:
+    from calagent.gateway.auth import issue_token
+
+    return issue_token(user_id, settings.auth_secret, tz=tz)
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    print(make_token(Settings(), args.user_id, args.tz))
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    settings = Settings()
+    url = _gateway_url(settings, args.url)
+    body: dict[str, Any] = {"message": args.message, "client_message_id": uuid.uuid4().hex}
+    if args.conversation:
+        body["conversation_id"] = args.conversation
+    if args.active_command:
+        body["active_command_id"] = args.active_command
+    request = urllib.request.Request(  # noqa: S310
+        f"{url}/v1/chat",
+        data=json.dumps(body).encode(),
+        headers={
+            "Authorization": f"Bearer {make_token(settings, args.user, args.tz)}",
+            "Content-Type": "application/json",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=settings.turn_timeout_s + 10) as response:  # noqa: S310
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        print(f"error {exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 1
+    except urllib.error.URLError as exc:
+        print(f"cannot reach the gateway at {url}: {exc.reason}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, indent=2))
+        return 0
+    print(answer["reply"])
+    if answer.get("command"):
+        command = answer["command"]
+        candidates = ", ".join(command.get("candidates") or [])
+        print(f"[command {command['id']} {command['status']}: {command['title']}{' — ' + candidates if candidates else ''}]")
+    print(f"[{answer['outcome']} · {answer['intent']} · model calls {answer['model_calls']} · turn {answer['turn_id']}]")
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    from calagent.timeparse.cli import resolve_main
+
+    return resolve_main(args.rest)
+
+
+def cmd_parse_reply(args: argparse.Namespace) -> int:
+    from calagent.timeparse.cli import parse_reply_main
+
+    return parse_reply_main(args.rest)
+
+
+async def _evalrec_request(subject: str, message: Any, reply_type: Any) -> Any:
+    from calagent.runtime.bus import Bus
+
+    bus = await Bus.connect(_nats_url(Settings()), "cli")
+    try:
+        return await bus.request(subject, message, reply_type, timeout=10)
+    finally:
+        await bus.close()
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    from calagent.cli.render import render_timeline
+    from calagent.contracts import subjects
+    from calagent.contracts.evalrec import TimelineRequest, TimelineResult
+
+    result = asyncio.run(
+        _evalrec_request(subjects.EVALREC_TIMELINE, TimelineRequest(turn_id=args.turn_id), TimelineResult)
+    )
+    if result.timeline is None:
+        print(f"no recorded turn {args.turn_id}", file=sys.stderr)
+        return 1
+    print(render_timeline(result.timeline.model_dump(mode="json")))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from calagent.cli.render import candidates_to_cases, render_candidates, render_report
+    from calagent.contracts import subjects
+    from calagent.contracts.evalrec import ReportRequest, ReportResult
+
+    result = asyncio.run(
+        _evalrec_request(
+            subjects.EVALREC_REPORT, ReportRequest(candidates=args.candidates or bool(args.cases)), ReportResult
+        )
+    )
+    if args.json:
+        print(json.dumps(result.report, ensure_ascii=False, indent=2))
+    elif args.cases:
+        Path(args.cases).write_text(candidates_to_cases(result.report))
+        print(f"wrote case skeletons to {args.cases}")
+    elif args.candidates:
+        print(render_candidates(result.report))
+    else:
+        print(render_report(result.report))
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from calagent.cli.up import run_up
+
+    try:
+        return run_up(args.port, args.scale)
+    except ValueError as exc:
+        print(f"calagent up: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from calagent.cli.evaluate import run_eval
+
+    return run_eval(args.mode, args.report, args.group, args.concurrency, args.cases_dir)
+
+
+def cmd_bench(_args: argparse.Namespace) -> int:
+    from calagent.timeparse.bench import run_benchmark
+
+    for key, value in run_benchmark().items():
+        print(f"{key:40s} {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="calagent", description="calendar chat agent backend")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start the whole system in the foreground")
+    up.add_argument("--port", type=int, default=None)
+    up.add_argument("--scale", default=None, help="replicas, e.g. agent=2,commands=2")
+    up.set_defaults(func=cmd_up)
+
+    token = sub.add_parser("token", help="print a bearer token for a user")
+    token.add_argument("user_id")
+    token.add_argument("--tz", default=None)
+    token.set_defaults(func=cmd_token)
+
+    chat = sub.add_parser("chat", help="send one turn to a running gateway")
+    chat.add_argument("message")
+    chat.add_argument("--user", default=os.environ.get("USER", "demo") or "demo")
+    chat.add_argument("--tz", default=None)
+    chat.add_argument("--conversation", default=None)
+    chat.add_argument("--active-command", default=None)
+    chat.add_argument("--url", default=None)
+    chat.add_argument("--json", action="store_true")
+    chat.set_defaults(func=cmd_chat)
+
+    for name, func in (("resolve", cmd_resolve), ("parse-reply", cmd_parse_reply)):
+        p = sub.add_parser(name, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=func)
+
+    timeline = sub.add_parser("timeline", help="the segmented latency timeline of one turn")
+    timeline.add_argument("turn_id")
+    timeline.set_defaults(func=cmd_timeline)
+
+    report = sub.add_parser("report", help="summary of recorded turns")
+    report.add_argument("--candidates", action="store_true")
+    report.add_argument("--cases", default=None, help="write candidate turns as an eval case skeleton file")
+    report.add_argument("--json", action="store_true")
+    report.set_defaults(func=cmd_report)
+
+    evaluate = sub.add_parser("eval", help="route eval: offline (scripted model) or live (configured model)")
+    evaluate.add_argument("mode", choices=("offline", "live"))
+    evaluate.add_argument("--report", default=None)
+    evaluate.add_argument("--group", default=None)
+    evaluate.add_argument("--concurrency", type=int, default=4)
+    evaluate.add_argument("--cases-dir", default=None)
+    evaluate.set_defaults(func=cmd_eval)
+
+    bench = sub.add_parser("bench", help="print benchmark numbers")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # These two hand their whole argument list to the time service's own parser, whose options
+    # (`--date`, `--now`) argparse's REMAINDER would otherwise try to interpret.
+    if argv and argv[0] == "resolve":
+        return cmd_resolve(argparse.Namespace(rest=argv[1:]))
+    if argv and argv[0] == "parse-reply":
+        return cmd_parse_reply(argparse.Namespace(rest=argv[1:]))
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
