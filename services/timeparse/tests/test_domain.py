@@ -176,7 +176,7 @@ def test_strip_transport_keeps_the_users_words_only() -> None:
         ("每周三", "recur"),
         ("晚一点", "shift"),
         ("midnight", "midnight"),
-        ("周六或周日", "unparsed date/time words or a negation"),
+        ("周六或周日", "unconsumed date/time, negation or question words"),
         ("周六 周日", "two dates"),
         ("下午2点 下午3点", "two times"),
         ("明天早上下午3点", "two periods"),

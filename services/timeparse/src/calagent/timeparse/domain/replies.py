@@ -29,8 +29,10 @@ Reading rules (decisions, each one a test):
   the end's am/pm (2-4pm); an end not after the start is `{}` (no crossing midnight).
 * Never a guess: two different dates, two times that are not a range, an impossible date
   (2月30日), a recurrence (每周三, every), a negation or alternative (不是, 或者, not, or), a relative
-  shift (早点, 晚一点, later), leftover digits or time words we did not consume (30号, 下个月, next
-  month), or a lone 天 all give `{}`.
+  shift (早点, 晚一点, later), a question word (几, 哪, 什么, 有空, what, which, when), leftover digits
+  or time words we did not consume (30号, 下个月, next month), or a lone 天 all give `{}`.
+  Abbreviated weekdays that are also words (sat, sun, wed ...) count only when nothing but fillers
+  surrounds them: "sat 10am" is Saturday, "I sat down" is not.
 * Short means short: after removing the recognised tokens, filler words (好的, 吧, 改到, ok,
   please, let's ...) and punctuation, more than 12 other CJK characters or more than 6 other
   words means a free sentence, not a reply -> `{}`; so does a leftover of more than 20 CJK
@@ -293,9 +295,10 @@ _ZH_FILLER_RE = re.compile("|".join(map(re.escape, sorted(_ZH_FILLER_TEXT.split(
 _EN_FILLERS = frozenset(_EN_FILLER_TEXT.split())
 _BLOCKER_RE = re.compile(
     r"[0-9]|不|别|没|未|非|否|或|还是|每|前|后|以|之|号|號|月|周|星期|礼拜|点|點|时|時|分|年|天|早|晚|取消"
+    r"|什么|几|哪|有空|有没有|忙"
     r"|\b(?:not|no|nope|don'?t|doesn'?t|isn'?t|can'?t|cannot|won'?t|never|cancel|or|every|before|after|until"
     r"|till|by|except|week|weeks|month|months|year|years|day|days|hour|hours|minutes?|next|last|coming|earlier"
-    r"|later|midnight|noon|am|pm|o'?clock|either|but|neither|nor)\b"
+    r"|later|midnight|noon|am|pm|o'?clock|either|but|neither|nor|what|which|when|where|available|busy)\b"
 )
 _CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD_RE = re.compile(r"[^\W\d_](?:[^\W\d_]|')*")
@@ -315,6 +318,8 @@ class ReplyParse:
     pending: list[_Clock] = field(default_factory=list)
     pending_ranges: list[tuple[_Clock, _Clock]] = field(default_factory=list)
     leftover: str = ""
+    # "sat", "sun", "wed" are also plain words: trusted only in a reply with no other words.
+    loose_weekday: bool = False
     reason: str | None = None
 
     def refuse(self, reason: str) -> None:
@@ -463,6 +468,7 @@ def _scan(text: str, out: ReplyParse) -> None:
             out.dates.append(("date", f"D+{_number(g('end'))}", None))
         elif kind == "enweek":
             weekday = _EN_WEEKDAY_PREFIX[g("ewd")[:3]]
+            out.loose_weekday = out.loose_weekday or len(g("ewd")) <= 3
             before, after = _week_offset(g("ewp")), _week_offset(g("ews"))
             if before is not None and after is not None:
                 out.refuse("two week words")
@@ -538,19 +544,22 @@ def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None
     out.ranges.append((start, a_min, end, b_min))
 
 
-def _leftover_is_small(leftover: str) -> str | None:
+def _leftover_is_small(leftover: str, loose_weekday: bool) -> str | None:
     if len(_CJK_RE.findall(leftover)) > _MAX_CJK_RAW:
         return "long free text"
     if sum(1 for w in _WORD_RE.findall(leftover) if not _CJK_RE.match(w)) > _MAX_WORDS_RAW:
         return "long free text"
     rest = _ZH_FILLER_RE.sub(" ", leftover)
     if _BLOCKER_RE.search(rest):
-        return "unparsed date/time words or a negation"
+        return "unconsumed date/time, negation or question words"
     if len(_CJK_RE.findall(rest)) > _MAX_CJK_LEFTOVER:
         return "long free text"
     words = [w for w in _WORD_RE.findall(rest) if not _CJK_RE.match(w)]
-    if sum(1 for w in words if w not in _EN_FILLERS) > _MAX_WORD_LEFTOVER:
+    others = sum(1 for w in words if w not in _EN_FILLERS)
+    if others > _MAX_WORD_LEFTOVER:
         return "long free text"
+    if loose_weekday and others:
+        return "abbreviated weekday inside other words"
     return None
 
 
@@ -587,7 +596,7 @@ def analyse_reply(text: str) -> ReplyParse:
         out.times.append((resolved, minute))
     for a, b in out.pending_ranges:
         _add_range(out, a, b, period)
-    reason = _leftover_is_small(out.leftover)
+    reason = _leftover_is_small(out.leftover, out.loose_weekday)
     if reason:
         out.refuse(reason)
     if len(set(out.dates)) > 1:
