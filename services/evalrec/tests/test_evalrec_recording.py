@@ -160,3 +160,25 @@ async def test_a_malformed_record_is_dead_lettered_and_stores_nothing(recorder: 
     assert "rec-bad" in letter.payload
     assert await recorder.scalar("SELECT count(*) FROM evalrec.turns") == before
     assert await recorder.scalar("SELECT count(*) FROM evalrec.segments WHERE turn_id = 'rec-bad'") == 0
+
+
+async def test_migrations_match_the_table_definitions(recorder: Recorder) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy.engine import Connection
+
+    from calagent.evalrec.adapters.models import SCHEMA, metadata
+
+    def only_evalrec(name: str | None, type_: str, _parent: object) -> bool:
+        if type_ == "schema":
+            return name == SCHEMA
+        return not (type_ == "table" and name == "alembic_version")
+
+    def diff(connection: Connection) -> list[object]:
+        context = MigrationContext.configure(
+            connection, opts={"include_schemas": True, "include_name": only_evalrec}
+        )
+        return list(compare_metadata(context, metadata))
+
+    async with recorder.engine.connect() as conn:
+        assert await conn.run_sync(diff) == []
