@@ -133,6 +133,7 @@ def test_results_survive_the_wire_models() -> None:
     assert SlotPatch.model_validate_json(patch.model_dump_json()) == patch
     assert patch.model_dump(exclude_none=True) == {"weekday": 7, "time": "14:00", "end_time": "16:00"}
     assert parse_reply("好的").is_empty()
+    assert patch.model_dump(exclude_unset=True) == patch.model_dump(exclude_none=True)
 
 
 def test_instants_keep_the_users_zone() -> None:

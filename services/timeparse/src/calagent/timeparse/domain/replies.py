@@ -521,11 +521,16 @@ def _scan(text: str, out: ReplyParse) -> None:
 def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None) -> None:
     a_hour, a_min, a_per = a
     b_hour, b_min, b_per = b
-    if a_per is None and b_per is None:
-        a_per = default_period
     if a_hour is None or b_hour is None:
         out.refuse("bad number")
         return
+    if default_period is not None:
+        for hour, own in ((a_hour, a_per), (b_hour, b_per)):
+            if own is not None and _apply_period(hour, own) != _apply_period(hour, default_period):
+                out.refuse("two periods")
+                return
+    if a_per is None and b_per is None:
+        a_per = default_period
     if b_per is None:
         b_per = a_per  # 下午2点到4点: the end is in the afternoon too
     if a_per is None and b_per in ("am", "pm"):
@@ -620,7 +625,15 @@ def _patch_of(out: ReplyParse) -> SlotPatch:
         start, end = _fmt(sh, sm), _fmt(eh, em)
     elif out.times:
         start = _fmt(*out.times[0])
-    return SlotPatch.model_construct(date=symbol, weekday=weekday, time=start, end_time=end)
+    values = {"date": symbol, "weekday": weekday, "time": start, "end_time": end}
+    # Only the slots the reply bound count as set, so `exclude_unset` and `exclude_none` agree.
+    return SlotPatch.model_construct(
+        _fields_set={key for key, value in values.items() if value is not None},
+        date=symbol,
+        weekday=weekday,
+        time=start,
+        end_time=end,
+    )
 
 
 def parse_reply(text: str) -> SlotPatch:
