@@ -28,3 +28,14 @@ def test_benchmark_prints_rates_and_accuracy(capsys: pytest.CaptureFixture[str])
         assert pipeline(phrase) == expected, phrase
     assert numbers["resolve_ops_per_s"] > 0
     assert numbers["parse_reply_ops_per_s"] > 0
+
+
+def test_bench_cli_prints_one_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from calagent.timeparse.cli import bench_main
+
+    assert bench_main(["--seconds", "0.05"]) == 0
+    numbers = json.loads(capsys.readouterr().out)
+    assert numbers["pipeline_accuracy"] == 1.0
+    assert {"resolve_ops_per_s", "parse_reply_ops_per_s", "dateparser_ops_per_s"} <= set(numbers)
