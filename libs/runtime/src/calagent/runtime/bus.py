@@ -28,6 +28,7 @@ from nats.js.api import ConsumerConfig, RetentionPolicy, StorageType, StreamConf
 from nats.js.errors import NotFoundError
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ValidationError
 
 from calagent.contracts import subjects
@@ -137,14 +138,17 @@ class Bus:
         headers: Mapping[str, str] | None = None,
     ) -> R:
         payload = message.model_dump_json().encode()
-        try:
-            reply = await self.nc.request(
-                subject, payload, timeout=timeout, headers=inject_trace_headers(dict(headers or {}))
-            )
-        except NoRespondersError as exc:
-            raise BusRequestError("unavailable", f"no service answers {subject}") from exc
-        except NatsTimeoutError as exc:
-            raise BusRequestError("timeout", f"{subject} did not answer within {timeout}s") from exc
+        with self.tracer.start_as_current_span(
+            f"bus.request {subject}", kind=SpanKind.CLIENT, attributes={"messaging.destination.name": subject}
+        ):
+            try:
+                reply = await self.nc.request(
+                    subject, payload, timeout=timeout, headers=inject_trace_headers(dict(headers or {}))
+                )
+            except NoRespondersError as exc:
+                raise BusRequestError("unavailable", f"no service answers {subject}") from exc
+            except NatsTimeoutError as exc:
+                raise BusRequestError("timeout", f"{subject} did not answer within {timeout}s") from exc
         data = reply.data
         if data.startswith(b'{"bus_error"'):
             err = BusErrorReply.model_validate_json(data).bus_error
@@ -166,6 +170,10 @@ class Bus:
                 await self._reply(msg, BusErrorReply(bus_error=BusError(code="malformed", message=str(exc))))
                 return
             token = otel_context.attach(extract_trace_context(headers))
+            span = self.tracer.start_span(
+                f"{self.service} {subject}", kind=SpanKind.SERVER, attributes={"messaging.destination.name": subject}
+            )
+            span_token = otel_context.attach(trace.set_span_in_context(span))
             try:
                 result = await handler(request, headers)
             except TransientError as exc:
@@ -174,6 +182,8 @@ class Bus:
                 log.exception("handler for %s failed", subject)
                 result = BusErrorReply(bus_error=BusError(code="internal", message=repr(exc)))
             finally:
+                otel_context.detach(span_token)
+                span.end()
                 otel_context.detach(token)
             await self._reply(msg, result)
 
@@ -226,10 +236,13 @@ class Bus:
         headers: Mapping[str, str] | None = None,
     ) -> None:
         """Publish to JetStream; `msg_id` makes a retried publish a no-op within the dedup window."""
-        hdrs = inject_trace_headers(dict(headers or {}))
-        if msg_id:
-            hdrs["Nats-Msg-Id"] = msg_id
-        await self.js.publish(subject, message.model_dump_json().encode(), headers=hdrs, timeout=10)
+        with self.tracer.start_as_current_span(
+            f"bus.publish {subject}", kind=SpanKind.PRODUCER, attributes={"messaging.destination.name": subject}
+        ):
+            hdrs = inject_trace_headers(dict(headers or {}))
+            if msg_id:
+                hdrs["Nats-Msg-Id"] = msg_id
+            await self.js.publish(subject, message.model_dump_json().encode(), headers=hdrs, timeout=10)
 
     async def dead_letter(self, subject: str, reason: str, error: str, payload: bytes, deliveries: int = 1) -> None:
         record = DeadLetter(
@@ -343,6 +356,12 @@ class Bus:
             return
         headers = dict(msg.headers or {})
         token = otel_context.attach(extract_trace_context(headers))
+        span = self.tracer.start_span(
+            f"{self.service} process {subject}",
+            kind=SpanKind.CONSUMER,
+            attributes={"messaging.destination.name": subject, "messaging.nats.deliveries": deliveries},
+        )
+        span_token = otel_context.attach(trace.set_span_in_context(span))
         try:
             await handler(message, headers)
         except Exception as exc:
@@ -355,6 +374,8 @@ class Bus:
                 await msg.nak(delay=delay)
             return
         finally:
+            otel_context.detach(span_token)
+            span.end()
             otel_context.detach(token)
         await msg.ack()
 

@@ -14,7 +14,7 @@ from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
 from calagent.agent.runner import TurnRunner
 from calagent.contracts import subjects
 from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
-from calagent.runtime.bus import Bus
+from calagent.runtime.bus import Bus, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
@@ -101,6 +101,7 @@ class AgentService:
             self._warm = True
             answer, record = await self.runner.run(turn, turn_key, sink, cold_start=cold)
             await self.store.finish_turn(env.user_id, turn_key, answer, self.clock.now())
+        log.info("turn %s processed by %s: %s", env.turn_id, instance_id(), answer.outcome)
         try:
             await bus.js_publish(subjects.TURN_RECORDED, record, msg_id=f"record:{env.turn_id}")
         except Exception:

@@ -1,0 +1,172 @@
+"""`calagent up` as a user runs it: real processes, real HTTP, the embedded servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from calagent.gateway.auth import issue_token
+from calagent.runtime.embedded import free_port
+from calagent.runtime.settings import DEV_AUTH_SECRET
+from calagent.scriptedmodel import Script, ScriptedModelServer
+
+pytestmark = pytest.mark.e2e
+
+NOW = "2026-09-24T10:00:00+08:00"
+
+
+class Up:
+    def __init__(self, data_dir: Path, extra: dict[str, str] | None = None, scale: str | None = None) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL"}}
+        env.update({"CALAGENT_DATA_DIR": str(data_dir), "CALAGENT_NOW": NOW, **(extra or {})})
+        argv = [sys.executable, "-m", "calagent.cli.main", "up", "--port", str(self.port)]
+        if scale:
+            argv += ["--scale", scale]
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.ready_after = 0.0
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith("calagent ready "):
+                assert line.strip() == f"calagent ready {self.url}"
+                self.ready_after = time.monotonic() - self.started
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        raise AssertionError(f"not ready: {self.proc.stderr.read() if self.proc.stderr else ''}")
+
+    def descendants(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+
+    def call(self, method: str, path: str, user: str = "alice", body: dict[str, Any] | None = None) -> Any:
+        request = urllib.request.Request(  # noqa: S310
+            self.url + path,
+            data=json.dumps(body).encode() if body is not None else None,
+            headers={
+                "Authorization": f"Bearer {issue_token(user, DEV_AUTH_SECRET)}",
+                "Content-Type": "application/json",
+            },
+            method=method,
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+            return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("calagent-up")
+
+
+def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> None:
+    up = Up(data_dir)
+    try:
+        up.wait_ready()
+        print(f"\ncalagent up ready after {up.ready_after:.2f}s")
+        with urllib.request.urlopen(up.url + "/healthz", timeout=5) as response:  # noqa: S310
+            health = json.loads(response.read())
+        assert health == {
+            "status": "ok",
+            "services": dict.fromkeys(("gateway", "agent", "commands", "timeparse", "evalrec"), "ok"),
+        }
+        timings = []
+        for i in range(5):
+            began = time.perf_counter()
+            answer = up.call("POST", "/v1/chat", user=f"slice-{i}", body={"message": "明天下午三点和张三开会"})
+            timings.append((time.perf_counter() - began) * 1000)
+            assert answer["outcome"] == "created", answer
+        timings.sort()
+        print(f"slice turn over HTTP with the demo model: median {timings[2]:.1f} ms")
+        events = up.call("GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0")
+        assert [e["title"] for e in events["events"]] == ["和张三开会"]
+        family = up.descendants()
+        assert len(family) >= 8  # nats, postgres (+ its workers), scripted model, five services
+    finally:
+        up.stop()
+    assert up.proc.returncode == 0
+    time.sleep(0.5)
+    alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], [p.cmdline() for p in alive]
+
+
+def test_data_survives_a_restart_on_the_same_data_dir(data_dir: Path) -> None:
+    up = Up(data_dir)
+    try:
+        up.wait_ready()
+        events = up.call("GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0")
+        assert [e["title"] for e in events["events"]] == ["和张三开会"]
+    finally:
+        up.stop()
+
+
+@pytest.fixture
+def counting_model() -> Iterator[ScriptedModelServer]:
+    script = Script.model_validate(
+        {
+            "rules": [
+                {
+                    "when": {"user_contains": "开会", "last_role": "user"},
+                    "respond": {
+                        "tool_calls": [
+                            {
+                                "name": "prepare_or_create_schedule",
+                                "arguments": {"title": "开会", "date": "D+1", "time": "15:00"},
+                            }
+                        ]
+                    },
+                }
+            ],
+            "default": {"text": "ok"},
+        }
+    )
+    with ScriptedModelServer(script) as server:
+        yield server
+
+
+def test_scaled_replicas_share_turns_and_process_each_once(
+    tmp_path: Path, counting_model: ScriptedModelServer
+) -> None:
+    up = Up(tmp_path, extra={"OPENAI_BASE_URL": counting_model.base_url, "OPENAI_API_KEY": "x"}, scale="agent=3,commands=2")
+    turns = 24
+    try:
+        up.wait_ready()
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(
+                pool.map(
+                    lambda i: up.call("POST", "/v1/chat", user=f"scale-{i}", body={"message": "明天下午三点开会"}),
+                    range(turns),
+                )
+            )
+    finally:
+        up.stop()
+    assert all(a["outcome"] == "created" for a in answers)
+    assert len({a["turn_id"] for a in answers}) == turns
+    assert len(counting_model.requests) == turns  # each turn reached the model exactly once
+    processed: dict[str, list[str]] = {}
+    for log_file in sorted((tmp_path / "logs").glob("agent-*.log")):
+        lines = [line for line in log_file.read_text().splitlines() if " processed by " in line]
+        processed[log_file.name] = [line.split("turn ", 1)[1].split(" ", 1)[0] for line in lines]
+    all_turns = [t for ids in processed.values() for t in ids]
+    assert sorted(all_turns) == sorted(a["turn_id"] for a in answers)  # none twice, none lost
+    assert sum(1 for ids in processed.values() if ids) >= 2, processed  # the work was shared
