@@ -22,7 +22,9 @@ def scripted() -> Iterator[ScriptedModelServer]:
 
 @pytest.fixture(scope="module")
 async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
-    system = await start_stack(nats_url=servers.nats_url, database_url=database_url, model_base_url=scripted.base_url)
+    system = await start_stack(
+        nats_url=servers.nats_url, database_url=database_url, model_base_url=scripted.base_url
+    )
     yield system
     await system.stop()
 
@@ -41,14 +43,18 @@ def user() -> str:
 
 async def count_events(db: AsyncEngine, user_id: str) -> int:
     async with db.connect() as conn:
-        value = await conn.scalar(text("select count(*) from commands.events where user_id = :u"), {"u": user_id})
+        value = await conn.scalar(
+            text("select count(*) from commands.events where user_id = :u"), {"u": user_id}
+        )
     return int(value or 0)
 
 
 async def event_rows(db: AsyncEngine, user_id: str) -> list[dict[str, object]]:
     async with db.connect() as conn:
         rows = await conn.execute(
-            text("select title, start_at, end_at, calendar from commands.events where user_id = :u order by start_at"),
+            text(
+                "select title, start_at, end_at, calendar from commands.events where user_id = :u order by start_at"
+            ),
             {"u": user_id},
         )
         return [dict(r._mapping) for r in rows]

@@ -34,7 +34,9 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
 
 CREATE_ZHANG = on_user(
     "和张三开会",
-    tool_calls=[call("prepare_or_create_schedule", title="和张三开会", date="D+1", time="15:00", calendar="工作")],
+    tool_calls=[
+        call("prepare_or_create_schedule", title="和张三开会", date="D+1", time="15:00", calendar="工作")
+    ],
 )
 
 
@@ -75,7 +77,9 @@ async def test_query_reads_and_writes_nothing(
     scripted.set_script(
         script(
             CREATE_ZHANG,
-            on_user("有什么安排", tool_calls=[call("query_schedule_range", start="D+1T12:00", end="D+1T18:00")]),
+            on_user(
+                "有什么安排", tool_calls=[call("query_schedule_range", start="D+1T12:00", end="D+1T18:00")]
+            ),
         )
     )
     await stack.chat(user, "明天下午三点和张三开会")
@@ -97,7 +101,9 @@ async def test_chit_chat_about_the_past_touches_nothing(
     assert await count_events(db, user) == 0
 
 
-WEEKEND = on_user("修汽车轮毂", tool_calls=[call("prepare_or_create_schedule", title="修汽车轮毂", date="WE")])
+WEEKEND = on_user(
+    "修汽车轮毂", tool_calls=[call("prepare_or_create_schedule", title="修汽车轮毂", date="WE")]
+)
 
 
 async def test_weekend_clarification_is_merged_by_code_with_zero_model_calls(
@@ -130,7 +136,10 @@ async def test_conflict_then_override_needs_both_facts(
 ) -> None:
     scripted.set_script(
         script(
-            on_user("休假", tool_calls=[call("prepare_or_create_schedule", title="休假", date="D+5", all_day=True)]),
+            on_user(
+                "休假",
+                tool_calls=[call("prepare_or_create_schedule", title="休假", date="D+5", all_day=True)],
+            ),
             on_user(
                 "体育公园",
                 tool_calls=[call("prepare_or_create_schedule", title="去体育公园", date="D+5", time="09:00")],
@@ -139,7 +148,11 @@ async def test_conflict_then_override_needs_both_facts(
                 "直接创建",
                 tool_calls=[
                     call(
-                        "prepare_or_create_schedule", title="去体育公园", date="D+5", time="09:00", allow_conflict=True
+                        "prepare_or_create_schedule",
+                        title="去体育公园",
+                        date="D+5",
+                        time="09:00",
+                        allow_conflict=True,
                     )
                 ],
             ),
@@ -165,7 +178,11 @@ async def test_first_round_allow_conflict_does_nothing(
                 "和李四",
                 tool_calls=[
                     call(
-                        "prepare_or_create_schedule", title="和李四吃饭", date="D+1", time="15:00", allow_conflict=True
+                        "prepare_or_create_schedule",
+                        title="和李四吃饭",
+                        date="D+1",
+                        time="15:00",
+                        allow_conflict=True,
                     )
                 ],
             ),
@@ -188,10 +205,15 @@ async def test_fabricated_create_claim_is_replaced_and_recorded(
     assert await count_events(db, user) == 0
     async with db.connect() as conn:
         archived = (
-            await conn.execute(
-                text("select content from agent.messages where user_id = :u and role = 'assistant'"), {"u": user}
+            (
+                await conn.execute(
+                    text("select content from agent.messages where user_id = :u and role = 'assistant'"),
+                    {"u": user},
+                )
             )
-        ).scalars().all()
+            .scalars()
+            .all()
+        )
     assert archived == [answer["reply"]]  # replaced, never appended
     record = await wait_for_record(db, answer["turn_id"])
     assert "unverified_create_claim" in record["flags"]
@@ -212,8 +234,14 @@ async def test_past_time_create_is_held_then_confirmed(
 ) -> None:
     scripted.set_script(
         script(
-            on_user("开了个会", tool_calls=[call("prepare_or_create_schedule", title="开会", date="D-1", time="15:00")]),
-            on_user("确认", tool_calls=[call("prepare_or_create_schedule", title="开会", date="D-1", time="15:00")]),
+            on_user(
+                "开了个会",
+                tool_calls=[call("prepare_or_create_schedule", title="开会", date="D-1", time="15:00")],
+            ),
+            on_user(
+                "确认",
+                tool_calls=[call("prepare_or_create_schedule", title="开会", date="D-1", time="15:00")],
+            ),
         )
     )
     held = (await stack.chat(user, "昨天下午三点开了个会")).json()
@@ -249,9 +277,13 @@ async def test_invalid_symbol_goes_back_to_the_model(
         script(
             {
                 "when": {"last_role": "tool", "tool_result_contains": "error"},
-                "respond": {"tool_calls": [call("prepare_or_create_schedule", title="看牙", date="D+1", time="09:00")]},
+                "respond": {
+                    "tool_calls": [call("prepare_or_create_schedule", title="看牙", date="D+1", time="09:00")]
+                },
             },
-            on_user("看牙", tool_calls=[call("prepare_or_create_schedule", title="看牙", date="天", time="09:00")]),
+            on_user(
+                "看牙", tool_calls=[call("prepare_or_create_schedule", title="看牙", date="天", time="09:00")]
+            ),
         )
     )
     scripted.clear_requests()
@@ -280,14 +312,18 @@ async def test_repeated_invalid_symbols_end_by_asking_the_user(
     assert await count_events(db, user) == 0
 
 
-async def test_cancel_ends_the_stub(stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str) -> None:
+async def test_cancel_ends_the_stub(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
     scripted.set_script(script(WEEKEND, on_user("不建了", tool_calls=[call("cancel_schedule_command")])))
     first = (await stack.chat(user, "这个周末去修汽车轮毂")).json()
     answer = (await stack.chat(user, "算了，不建了")).json()
     assert answer["outcome"] == "cancelled"
     assert answer["command"] is None
     async with db.connect() as conn:
-        status = await conn.scalar(text("select status from commands.stubs where id = :i"), {"i": first["command"]["id"]})
+        status = await conn.scalar(
+            text("select status from commands.stubs where id = :i"), {"i": first["command"]["id"]}
+        )
     assert status == "cancelled"
 
 
@@ -299,10 +335,20 @@ async def test_memory_search_feeds_a_create(
             on_user("请记住", tool_calls=[call("save_memory", content="妈妈的生日是10月3日")]),
             on_user("妈妈生日", tool_calls=[call("search_memory", query="妈妈生日")]),
             {
-                "when": {"last_role": "tool", "last_tool": "search_memory", "tool_result_contains": "10月3日"},
+                "when": {
+                    "last_role": "tool",
+                    "last_tool": "search_memory",
+                    "tool_result_contains": "10月3日",
+                },
                 "respond": {
                     "tool_calls": [
-                        call("prepare_or_create_schedule", title="请妈妈吃饭", date="--10-03", time="18:00", calendar="家庭")
+                        call(
+                            "prepare_or_create_schedule",
+                            title="请妈妈吃饭",
+                            date="--10-03",
+                            time="18:00",
+                            calendar="家庭",
+                        )
                     ]
                 },
             },
@@ -322,7 +368,10 @@ async def test_memory_search_feeds_a_create(
 
 async def test_two_users_are_isolated(stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine) -> None:
     scripted.set_script(
-        script(CREATE_ZHANG, on_user("有什么安排", tool_calls=[call("query_schedule_range", start="D", end="D+7")]))
+        script(
+            CREATE_ZHANG,
+            on_user("有什么安排", tool_calls=[call("query_schedule_range", start="D", end="D+7")]),
+        )
     )
     await stack.chat("iso-a", "明天下午三点和张三开会")
     answer = (await stack.chat("iso-b", "这周有什么安排")).json()
@@ -386,7 +435,9 @@ async def test_envelopes_do_not_change_the_decision(
     scripted.set_script(script(WEEKEND))
     await stack.chat(user, "这个周末去修汽车轮毂", channel="telegram")
     scripted.clear_requests()
-    wrapped = '<untrusted_channel_message channel="telegram" from="@me">\n周日下午2点\n</untrusted_channel_message>'
+    wrapped = (
+        '<untrusted_channel_message channel="telegram" from="@me">\n周日下午2点\n</untrusted_channel_message>'
+    )
     answer = (await stack.chat(user, wrapped, channel="telegram")).json()
     assert answer["outcome"] == "created", answer
     assert answer["model_calls"] == 0
@@ -430,21 +481,33 @@ async def test_healthz_names_all_five(stack: Stack) -> None:
     assert set(health.json()["services"]) == {"gateway", "agent", "commands", "timeparse", "evalrec"}
 
 
-async def test_timeline_has_the_segments(stack: Stack, scripted: ScriptedModelServer, user: str, db: AsyncEngine) -> None:
+async def test_timeline_has_the_segments(
+    stack: Stack, scripted: ScriptedModelServer, user: str, db: AsyncEngine
+) -> None:
     scripted.set_script(script(CREATE_ZHANG))
     answer = (await stack.chat(user, "明天下午三点和张三开会")).json()
     await wait_for_record(db, answer["turn_id"])
     names: list[str] = []
     for _ in range(50):
-        timeline = await stack.client.get(f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers(user))
+        timeline = await stack.client.get(
+            f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers(user)
+        )
         if timeline.status_code == 200:
             names = [s["name"] for s in timeline.json()["segments"]]
             if "gateway.done" in names:
                 break
         await asyncio.sleep(0.1)
-    for expected in ("bus.wait", "context.build", "model.request", "model.ttft", "tool.prepare_or_create_schedule"):
+    for expected in (
+        "bus.wait",
+        "context.build",
+        "model.request",
+        "model.ttft",
+        "tool.prepare_or_create_schedule",
+    ):
         assert expected in names
-    other = await stack.client.get(f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers("someone-else"))
+    other = await stack.client.get(
+        f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers("someone-else")
+    )
     assert other.status_code == 404
 
 

@@ -30,7 +30,9 @@ NOW = "2026-09-24T10:00:00+08:00"
 class Up:
     def __init__(self, data_dir: Path, extra: dict[str, str] | None = None, scale: str | None = None) -> None:
         self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL"}}
+        env = {
+            k: v for k, v in os.environ.items() if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL"}
+        }
         env.update({"CALAGENT_DATA_DIR": str(data_dir), "CALAGENT_NOW": NOW, **(extra or {})})
         argv = [sys.executable, "-m", "calagent.cli.main", "up", "--port", str(self.port)]
         if scale:
@@ -61,7 +63,7 @@ class Up:
         self.proc.wait(timeout=60)
 
     def call(self, method: str, path: str, user: str = "alice", body: dict[str, Any] | None = None) -> Any:
-        request = urllib.request.Request(  # noqa: S310
+        request = urllib.request.Request(
             self.url + path,
             data=json.dumps(body).encode() if body is not None else None,
             headers={
@@ -70,7 +72,7 @@ class Up:
             },
             method=method,
         )
-        with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
 
@@ -84,7 +86,7 @@ def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> N
     try:
         up.wait_ready()
         print(f"\ncalagent up ready after {up.ready_after:.2f}s")
-        with urllib.request.urlopen(up.url + "/healthz", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(up.url + "/healthz", timeout=5) as response:
             health = json.loads(response.read())
         assert health == {
             "status": "ok",
@@ -93,12 +95,16 @@ def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> N
         timings = []
         for i in range(5):
             began = time.perf_counter()
-            answer = up.call("POST", "/v1/chat", user=f"slice-{i}", body={"message": "明天下午三点和张三开会"})
+            answer = up.call(
+                "POST", "/v1/chat", user=f"slice-{i}", body={"message": "明天下午三点和张三开会"}
+            )
             timings.append((time.perf_counter() - began) * 1000)
             assert answer["outcome"] == "created", answer
         timings.sort()
         print(f"slice turn over HTTP with the demo model: median {timings[2]:.1f} ms")
-        events = up.call("GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0")
+        events = up.call(
+            "GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0"
+        )
         assert [e["title"] for e in events["events"]] == ["和张三开会"]
         family = up.descendants()
         assert len(family) >= 8  # nats, postgres (+ its workers), scripted model, five services
@@ -114,7 +120,9 @@ def test_data_survives_a_restart_on_the_same_data_dir(data_dir: Path) -> None:
     up = Up(data_dir)
     try:
         up.wait_ready()
-        events = up.call("GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0")
+        events = up.call(
+            "GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0"
+        )
         assert [e["title"] for e in events["events"]] == ["和张三开会"]
     finally:
         up.stop()
@@ -147,14 +155,20 @@ def counting_model() -> Iterator[ScriptedModelServer]:
 def test_scaled_replicas_share_turns_and_process_each_once(
     tmp_path: Path, counting_model: ScriptedModelServer
 ) -> None:
-    up = Up(tmp_path, extra={"OPENAI_BASE_URL": counting_model.base_url, "OPENAI_API_KEY": "x"}, scale="agent=3,commands=2")
+    up = Up(
+        tmp_path,
+        extra={"OPENAI_BASE_URL": counting_model.base_url, "OPENAI_API_KEY": "x"},
+        scale="agent=3,commands=2",
+    )
     turns = 24
     try:
         up.wait_ready()
         with ThreadPoolExecutor(max_workers=8) as pool:
             answers = list(
                 pool.map(
-                    lambda i: up.call("POST", "/v1/chat", user=f"scale-{i}", body={"message": "明天下午三点开会"}),
+                    lambda i: up.call(
+                        "POST", "/v1/chat", user=f"scale-{i}", body={"message": "明天下午三点开会"}
+                    ),
                     range(turns),
                 )
             )

@@ -88,8 +88,12 @@ def cmd_chat(args: argparse.Namespace) -> int:
     if answer.get("command"):
         command = answer["command"]
         candidates = ", ".join(command.get("candidates") or [])
-        print(f"[command {command['id']} {command['status']}: {command['title']}{' — ' + candidates if candidates else ''}]")
-    print(f"[{answer['outcome']} · {answer['intent']} · model calls {answer['model_calls']} · turn {answer['turn_id']}]")
+        print(
+            f"[command {command['id']} {command['status']}: {command['title']}{' — ' + candidates if candidates else ''}]"
+        )
+    print(
+        f"[{answer['outcome']} · {answer['intent']} · model calls {answer['model_calls']} · turn {answer['turn_id']}]"
+    )
     return 0
 
 
@@ -137,7 +141,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     result = asyncio.run(
         _evalrec_request(
-            subjects.EVALREC_REPORT, ReportRequest(candidates=args.candidates or bool(args.cases)), ReportResult
+            subjects.EVALREC_REPORT,
+            ReportRequest(candidates=args.candidates or bool(args.cases)),
+            ReportResult,
         )
     )
     if args.json:

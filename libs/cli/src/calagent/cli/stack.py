@@ -57,7 +57,9 @@ class Stack:
     def headers(self, user_id: str, tz: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(user_id, tz)}"}
 
-    async def chat(self, user_id: str, message: str, *, tz: str | None = None, **fields: Any) -> httpx.Response:
+    async def chat(
+        self, user_id: str, message: str, *, tz: str | None = None, **fields: Any
+    ) -> httpx.Response:
         body: dict[str, Any] = {"message": message, **{k: v for k, v in fields.items() if v is not None}}
         return await self.client.post("/v1/chat", json=body, headers=self.headers(user_id, tz))
 

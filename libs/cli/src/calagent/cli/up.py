@@ -48,7 +48,9 @@ def parse_scale(spec: str | None) -> dict[str, int]:
         if name not in scale:
             raise ValueError(f"unknown service {name!r} in --scale (known: {', '.join(SERVICES)})")
         if name == "gateway" and count.strip() not in ("", "1"):
-            raise ValueError("the gateway owns the HTTP port: run one per host (scale it behind a load balancer)")
+            raise ValueError(
+                "the gateway owns the HTTP port: run one per host (scale it behind a load balancer)"
+            )
         try:
             value = int(count)
         except ValueError as exc:
@@ -171,7 +173,9 @@ class Supervisor:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.2)
-        raise TimeoutError(f"the system did not become healthy within {timeout}s (logs in {self.settings.data_dir})")
+        raise TimeoutError(
+            f"the system did not become healthy within {timeout}s (logs in {self.settings.data_dir})"
+        )
 
     def reap(self) -> None:
         """Restart crashed children with exponential backoff (capped at 30 s)."""
@@ -237,7 +241,9 @@ def run_up(port: int | None, scale_spec: str | None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s up %(levelname)s %(message)s")
     settings = Settings()
     scale = parse_scale(scale_spec)
-    supervisor = Supervisor(settings=settings, port=port if port is not None else settings.http_port, scale=scale)
+    supervisor = Supervisor(
+        settings=settings, port=port if port is not None else settings.http_port, scale=scale
+    )
 
     def on_signal(_signum: int, _frame: object) -> None:
         supervisor.stopping = True

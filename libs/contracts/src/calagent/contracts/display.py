@@ -39,4 +39,6 @@ def format_span(start: datetime, end: datetime, tz: str, lang: Lang, all_day: bo
         return f"{format_day(start.date(), lang)} {label} ({tz})"
     if end.date() == start.date():
         return f"{format_day(start.date(), lang)} {start:%H:%M}–{end:%H:%M} ({tz})"
-    return f"{format_day(start.date(), lang)} {start:%H:%M} – {format_day(end.date(), lang)} {end:%H:%M} ({tz})"
+    return (
+        f"{format_day(start.date(), lang)} {start:%H:%M} – {format_day(end.date(), lang)} {end:%H:%M} ({tz})"
+    )

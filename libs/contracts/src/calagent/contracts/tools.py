@@ -52,8 +52,12 @@ class QueryScheduleRange(ToolArgs):
     """Read the user's events in a half-open range [start, end). Use for every question about what
     the user has or has not scheduled."""
 
-    start: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="inclusive: D, D+1T12:00, W1+0, M+0, 2026-09")
-    end: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="exclusive: D+1, D+1T18:00, W1+1, M+1, 2026-10")
+    start: str = Field(
+        pattern=RANGE_SYMBOL_PATTERN, description="inclusive: D, D+1T12:00, W1+0, M+0, 2026-09"
+    )
+    end: str = Field(
+        pattern=RANGE_SYMBOL_PATTERN, description="exclusive: D+1, D+1T18:00, W1+1, M+1, 2026-10"
+    )
     incomplete_only: bool = Field(default=False, description="only events not yet completed")
 
 

@@ -171,7 +171,9 @@ class Bus:
                 return
             token = otel_context.attach(extract_trace_context(headers))
             span = self.tracer.start_span(
-                f"{self.service} {subject}", kind=SpanKind.SERVER, attributes={"messaging.destination.name": subject}
+                f"{self.service} {subject}",
+                kind=SpanKind.SERVER,
+                attributes={"messaging.destination.name": subject},
             )
             span_token = otel_context.attach(trace.set_span_in_context(span))
             try:
@@ -222,7 +224,9 @@ class Bus:
 
     # ---- publish -------------------------------------------------------------------------------
 
-    async def publish(self, subject: str, message: BaseModel, headers: Mapping[str, str] | None = None) -> None:
+    async def publish(
+        self, subject: str, message: BaseModel, headers: Mapping[str, str] | None = None
+    ) -> None:
         await self.nc.publish(
             subject, message.model_dump_json().encode(), headers=inject_trace_headers(dict(headers or {}))
         )
@@ -237,14 +241,18 @@ class Bus:
     ) -> None:
         """Publish to JetStream; `msg_id` makes a retried publish a no-op within the dedup window."""
         with self.tracer.start_as_current_span(
-            f"bus.publish {subject}", kind=SpanKind.PRODUCER, attributes={"messaging.destination.name": subject}
+            f"bus.publish {subject}",
+            kind=SpanKind.PRODUCER,
+            attributes={"messaging.destination.name": subject},
         ):
             hdrs = inject_trace_headers(dict(headers or {}))
             if msg_id:
                 hdrs["Nats-Msg-Id"] = msg_id
             await self.js.publish(subject, message.model_dump_json().encode(), headers=hdrs, timeout=10)
 
-    async def dead_letter(self, subject: str, reason: str, error: str, payload: bytes, deliveries: int = 1) -> None:
+    async def dead_letter(
+        self, subject: str, reason: str, error: str, payload: bytes, deliveries: int = 1
+    ) -> None:
         record = DeadLetter(
             service=self.service,
             subject=subject,
@@ -279,7 +287,15 @@ class Bus:
         self._tasks.append(
             asyncio.create_task(
                 self._pull_loop(
-                    stream, durable, subject, message_type, handler, max_deliver, backoff, ack_wait, concurrency
+                    stream,
+                    durable,
+                    subject,
+                    message_type,
+                    handler,
+                    max_deliver,
+                    backoff,
+                    ack_wait,
+                    concurrency,
                 )
             )
         )
@@ -370,7 +386,13 @@ class Bus:
                 await msg.term()
             else:
                 delay = backoff[min(deliveries - 1, len(backoff) - 1)]
-                log.warning("transient failure on %s (delivery %s), retrying in %ss: %r", subject, deliveries, delay, exc)
+                log.warning(
+                    "transient failure on %s (delivery %s), retrying in %ss: %r",
+                    subject,
+                    deliveries,
+                    delay,
+                    exc,
+                )
                 await msg.nak(delay=delay)
             return
         finally:

@@ -51,7 +51,9 @@ def run_env(config: Config, target_metadata: MetaData) -> None:
 
         # Replicas of one service may start together: the advisory lock makes them migrate one
         # after the other, and the later ones find the schema already at head.
-        connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:name))"), {"name": f"migrate:{schema}"})
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(hashtext(:name))"), {"name": f"migrate:{schema}"}
+        )
         connection.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
         context.configure(
             connection=connection,

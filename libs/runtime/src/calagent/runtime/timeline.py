@@ -30,10 +30,16 @@ class Timeline:
 
     def add(self, name: str, start_ms: float, end_ms: float) -> None:
         self.segments.append(
-            Segment(name=name, start_ms=round(start_ms - self.origin_ms, 3), ms=round(max(0.0, end_ms - start_ms), 3))
+            Segment(
+                name=name,
+                start_ms=round(start_ms - self.origin_ms, 3),
+                ms=round(max(0.0, end_ms - start_ms), 3),
+            )
         )
 
-    def add_span(self, name: str, start_ms: float, end_ms: float, attributes: Mapping[str, Any] | None = None) -> None:
+    def add_span(
+        self, name: str, start_ms: float, end_ms: float, attributes: Mapping[str, Any] | None = None
+    ) -> None:
         """Record a segment that already happened, as a segment and as a span with its real times."""
         self.add(name, start_ms, end_ms)
         span = self.tracer.start_span(name, start_time=int(start_ms * 1e6), attributes=dict(attributes or {}))

@@ -49,7 +49,9 @@ class AgentService:
                 self.settings.model_timeout_s,
             )
         if self.model is None:
-            log.error("no model endpoint configured (OPENAI_BASE_URL): every model turn answers model_unavailable")
+            log.error(
+                "no model endpoint configured (OPENAI_BASE_URL): every model turn answers model_unavailable"
+            )
         self.runner = TurnRunner(
             clock=self.clock,
             model=self.model,

@@ -77,9 +77,7 @@ MAX_TOOL_ERRORS = 3
 class CommandsPort(Protocol):
     async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult: ...
 
-    async def query(
-        self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars
-    ) -> QueryResult: ...
+    async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult: ...
 
 
 class TimePort(Protocol):
@@ -157,7 +155,11 @@ def _stub_view(stub: StubOut | None) -> StubView | None:
     if stub is None or stub.status not in ACTIVE_STUB_STATUSES:
         return None
     return StubView(
-        id=stub.id, status=stub.status, title=stub.title, candidates=stub.candidates, expires_at=stub.expires_at
+        id=stub.id,
+        status=stub.status,
+        title=stub.title,
+        candidates=stub.candidates,
+        expires_at=stub.expires_at,
     )
 
 
@@ -199,7 +201,10 @@ class TurnRunner:
         consumed = epoch_ms()
         origin = turn.received_ms or turn.published_ms or consumed
         state = TurnState(
-            turn=turn, turn_key=turn_key, lang=detect_language(turn.text), timeline=Timeline(origin, self.tracer)
+            turn=turn,
+            turn_key=turn_key,
+            lang=detect_language(turn.text),
+            timeline=Timeline(origin, self.tracer),
         )
         if turn.published_ms:
             state.timeline.add_span("bus.wait", turn.published_ms, consumed)
@@ -259,9 +264,13 @@ class TurnRunner:
             calendars = await self.commands.query(ListCalendars(envelope=env))
             history = await self.store.history(env.user_id, env.conversation_id)
             now = self.clock.now()
-            await self.store.archive(env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now)
+            await self.store.archive(
+                env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now
+            )
         state.stub = stub_result.stub
-        if state.turn.active_command_id and (state.stub is None or state.stub.id != state.turn.active_command_id):
+        if state.turn.active_command_id and (
+            state.stub is None or state.stub.id != state.turn.active_command_id
+        ):
             # The stub this message answers has ended (expired, created, cancelled): nothing to merge.
             state.stub = None
         state.calendars = calendars.calendars
@@ -295,11 +304,15 @@ class TurnRunner:
         if patch.is_empty():
             return None
         state.flags.append("fast_path")
-        command = MergeStub(envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id, patch=patch)
+        command = MergeStub(
+            envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id, patch=patch
+        )
         with state.timeline.segment("tool.merge_stub"):
             result = await self.commands.execute(command)
         self._add_db_segment(state, result.db_ms)
-        call = ToolCallOut(name="merge_stub", arguments=patch.model_dump(exclude_none=True), result=result.status)
+        call = ToolCallOut(
+            name="merge_stub", arguments=patch.model_dump(exclude_none=True), result=result.status
+        )
         state.tool_calls.append(call)
         await sink(TurnEvent(turn_id=state.env.turn_id, type="tool.called", tool=call))
         if result.status == "error":
@@ -326,7 +339,11 @@ class TurnRunner:
                     "role": "assistant",
                     "content": response.text or None,
                     "tool_calls": [
-                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        }
                         for c in response.tool_calls
                     ],
                 }
@@ -345,7 +362,12 @@ class TurnRunner:
                     if writes > 1:
                         state.flags.append("write_refused")
                         outcome = self._tool_error(
-                            state, messages, call.id, call.name, call.arguments, "refused",
+                            state,
+                            messages,
+                            call.id,
+                            call.name,
+                            call.arguments,
+                            "refused",
                             "one write per model response: this second write was not executed",
                         )
                         await sink(TurnEvent(turn_id=env.turn_id, type="tool.called", tool=outcome))
@@ -412,7 +434,9 @@ class TurnRunner:
         env = state.env
         model = TOOL_MODELS.get(name)
         if model is None:
-            out = self._tool_error(state, messages, call_id, name, raw_arguments, "unknown_tool", f"no tool {name!r}")
+            out = self._tool_error(
+                state, messages, call_id, name, raw_arguments, "unknown_tool", f"no tool {name!r}"
+            )
             await sink(TurnEvent(turn_id=env.turn_id, type="tool.called", tool=out))
             return None
         try:
@@ -444,7 +468,10 @@ class TurnRunner:
         if isinstance(args, QueryScheduleRange):
             q = await self.commands.query(
                 QueryRange(
-                    envelope=env, start_symbol=args.start, end_symbol=args.end, incomplete_only=args.incomplete_only
+                    envelope=env,
+                    start_symbol=args.start,
+                    end_symbol=args.end,
+                    incomplete_only=args.incomplete_only,
                 )
             )
             self._add_db_segment(state, q.db_ms)
@@ -458,7 +485,10 @@ class TurnRunner:
         if isinstance(args, SuggestFreeTime):
             q = await self.commands.query(
                 SuggestFree(
-                    envelope=env, start_symbol=args.start, end_symbol=args.end, duration_minutes=args.duration_minutes
+                    envelope=env,
+                    start_symbol=args.start,
+                    end_symbol=args.end,
+                    duration_minutes=args.duration_minutes,
                 )
             )
             self._add_db_segment(state, q.db_ms)
@@ -477,11 +507,19 @@ class TurnRunner:
             state.stub_after = None
             with state.timeline.segment("receipt"):
                 reply = receipts.command_receipt(result, env.tz, state.lang)
-            return Finished("cancelled" if result.status == "cancelled" else "answered", reply), "", result.status
+            return (
+                Finished("cancelled" if result.status == "cancelled" else "answered", reply),
+                "",
+                result.status,
+            )
         if isinstance(args, SaveMemory):
             with state.timeline.segment("db.save_memory"):
                 await self.store.save_memory(env.user_id, args.content, state.next_key(), self.clock.now())
-            return Finished("memory_saved", receipts.memory_saved_receipt(args.content, state.lang)), "", "saved"
+            return (
+                Finished("memory_saved", receipts.memory_saved_receipt(args.content, state.lang)),
+                "",
+                "saved",
+            )
         if isinstance(args, SearchMemory):
             with state.timeline.segment("db.search_memory"):
                 found = await self.store.search_memory(env.user_id, args.query)
@@ -492,7 +530,9 @@ class TurnRunner:
             return None, json.dumps({"messages": found}, ensure_ascii=False), f"found:{len(found)}"
         raise AssertionError(f"unhandled tool arguments {type(args).__name__}")
 
-    async def _create(self, state: TurnState, args: PrepareOrCreateSchedule) -> tuple[Finished | None, str, str]:
+    async def _create(
+        self, state: TurnState, args: PrepareOrCreateSchedule
+    ) -> tuple[Finished | None, str, str]:
         env = state.env
         stub = state.stub
         command: PrepareOrCreate | MergeStub
@@ -500,7 +540,11 @@ class TurnRunner:
             # Code proves a held stub exists and this turn is the user's own words; the model's
             # renewed create is its reading that the user confirmed. Both facts → execute.
             command = MergeStub(
-                envelope=env, idempotency_key=state.next_key(), command_id=stub.id, patch=SlotPatch(), confirm=True
+                envelope=env,
+                idempotency_key=state.next_key(),
+                command_id=stub.id,
+                patch=SlotPatch(),
+                confirm=True,
             )
         else:
             command = PrepareOrCreate(

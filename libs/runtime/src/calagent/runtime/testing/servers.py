@@ -114,6 +114,8 @@ def provide_servers() -> Iterator[Servers]:
         def create(name: str) -> str:
             return _admin_create_database(database_url, name)
 
-        servers = Servers(nats_url=nats_url, database_url=database_url, source=",".join(sources), _create_db=create)
+        servers = Servers(
+            nats_url=nats_url, database_url=database_url, source=",".join(sources), _create_db=create
+        )
         log.info("test servers: %s", servers.source)
         yield servers

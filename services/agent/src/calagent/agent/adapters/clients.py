@@ -55,7 +55,9 @@ class CommandsClient:
         request = QueryRequest(query=query)
         for delay in (*RETRY_DELAYS, None):
             try:
-                return await self.bus.request(subjects.COMMAND_QUERY, request, QueryResult, timeout=self.timeout)
+                return await self.bus.request(
+                    subjects.COMMAND_QUERY, request, QueryResult, timeout=self.timeout
+                )
             except BusRequestError as exc:
                 if exc.code not in RETRYABLE or delay is None:
                     raise

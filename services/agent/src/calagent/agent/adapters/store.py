@@ -58,7 +58,12 @@ class AgentStore:
             inserted = await conn.execute(
                 insert(turns)
                 .values(
-                    user_id=user_id, turn_key=turn_key, turn_id=turn_id, status="running", created_at=now, updated_at=now
+                    user_id=user_id,
+                    turn_key=turn_key,
+                    turn_id=turn_id,
+                    status="running",
+                    created_at=now,
+                    updated_at=now,
                 )
                 .on_conflict_do_nothing(constraint="pk_turns")
                 .returning(turns.c.turn_key)
@@ -144,7 +149,10 @@ class AgentStore:
             rows = (
                 await conn.execute(
                     select(memories.c.content)
-                    .where(memories.c.user_id == user_id, or_(*[memories.c.content.ilike(_like(t)) for t in terms]))
+                    .where(
+                        memories.c.user_id == user_id,
+                        or_(*[memories.c.content.ilike(_like(t)) for t in terms]),
+                    )
                     .order_by(memories.c.created_at.desc())
                     .limit(200)
                 )
@@ -173,7 +181,9 @@ class AgentStore:
 
     async def count_messages(self, user_id: str) -> int:
         async with self.engine.connect() as conn:
-            value = await conn.scalar(select(func.count()).select_from(messages).where(messages.c.user_id == user_id))
+            value = await conn.scalar(
+                select(func.count()).select_from(messages).where(messages.c.user_id == user_id)
+            )
         return int(value or 0)
 
 

@@ -37,7 +37,9 @@ def describe_now(now: datetime, tz: str) -> str:
 def describe_stub(stub: StubOut, tz: str) -> str:
     parts = [f"Pending schedule request (active stub) id={stub.id} status={stub.status} title={stub.title!r}"]
     if stub.candidates:
-        parts.append("candidates: " + ", ".join(f"{d.isoformat()} ({format_day(d, 'en')})" for d in stub.candidates))
+        parts.append(
+            "candidates: " + ", ".join(f"{d.isoformat()} ({format_day(d, 'en')})" for d in stub.candidates)
+        )
     if stub.proposed_start is not None:
         parts.append(f"proposed start: {stub.proposed_start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M}")
     if stub.conflicts_with:
@@ -61,7 +63,9 @@ def build_messages(
     facts = [describe_now(now, tz)]
     if calendars:
         facts.append(
-            "The user's calendars: " + ", ".join(calendars) + f" (default when `calendar` is omitted: {calendars[0]})."
+            "The user's calendars: "
+            + ", ".join(calendars)
+            + f" (default when `calendar` is omitted: {calendars[0]})."
         )
     if stub is not None:
         facts.append(describe_stub(stub, tz))

@@ -18,7 +18,9 @@ _LABELS = {
 }
 
 
-def infer_post_hoc_intent(tool_names: Sequence[str], *, had_active_stub: bool, fast_path: bool = False) -> str:
+def infer_post_hoc_intent(
+    tool_names: Sequence[str], *, had_active_stub: bool, fast_path: bool = False
+) -> str:
     if fast_path:
         return "schedule.clarification_reply"
     # The last meaningful call decides: `search_memory` then `prepare_or_create_schedule` is a create

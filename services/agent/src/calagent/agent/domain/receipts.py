@@ -19,8 +19,10 @@ def _local(at: datetime, tz: str) -> datetime:
 
 
 def _event_line(event: EventOut, lang: Lang) -> str:
-    span = format_span(_local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day)
-    done = (" ✓" if event.completed else "")
+    span = format_span(
+        _local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day
+    )
+    done = " ✓" if event.completed else ""
     if lang == "zh":
         return f"- {span} {event.title}（{event.calendar}）{done}"
     return f"- {span} {event.title} ({event.calendar}){done}"
@@ -30,7 +32,9 @@ def _conflict_names(stub: StubOut, lang: Lang) -> str:
     sep = "、" if lang == "zh" else ", "
     parts = []
     for event in stub.conflicts_with:
-        span = format_span(_local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day)
+        span = format_span(
+            _local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day
+        )
         parts.append(f"「{event.title}」({span})" if lang == "zh" else f'"{event.title}" ({span})')
     return sep.join(parts)
 
