@@ -1,0 +1,52 @@
+"""`python -m calagent.gateway`: uvicorn on CALAGENT_HTTP_HOST (default 127.0.0.1) and the port
+from settings. Uvicorn turns SIGTERM/SIGINT into a graceful stop: it stops accepting, lets open
+requests finish (bounded), then runs the lifespan shutdown that closes the bus."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import uvicorn
+
+from calagent.gateway.app import create_app
+from calagent.runtime.clock import clock_from_env
+from calagent.runtime.service import configure_logging
+from calagent.runtime.settings import load_settings
+from calagent.runtime.telemetry import setup_tracing, shutdown_tracing
+
+GRACEFUL_SHUTDOWN_S = 15
+
+
+def _exit_normally(_signum: int, _frame: object) -> None:
+    sys.exit(0)
+
+
+def main() -> None:
+    configure_logging("gateway")
+    settings = load_settings()
+    provider = setup_tracing("gateway", settings)
+    app = create_app(settings, clock_from_env(settings.now))
+    config = uvicorn.Config(
+        app,
+        host=os.environ.get("CALAGENT_HTTP_HOST", "127.0.0.1"),
+        port=settings.http_port,
+        log_level="info",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        # Logging is configured above; uvicorn's own dictConfig would replace it.
+        log_config=None,
+    )
+    # uvicorn re-raises a captured SIGTERM/SIGINT once it has shut down; with the default handler
+    # that would kill the process before the span flush below. A handler of ours turns it into a
+    # normal exit so `finally` runs and no finished span is lost.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_normally)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        shutdown_tracing(provider)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,516 @@
+"""The HTTP gateway (contract §4): auth, input limits, channel envelopes, the SSE relay.
+
+It never calls the model and owns no data: chat turns go to the agent over JetStream, reads go to
+the commands and evalrec services over request-reply. Every failure of those becomes a JSON status
+(503 not answering, 502 answered badly, 504 turn timeout), never a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+from zoneinfo import ZoneInfo
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from opentelemetry import trace
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.trace import Span
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+from starlette.background import BackgroundTask
+
+from calagent.contracts import subjects
+from calagent.contracts.bus import HealthReply
+from calagent.contracts.commands import (
+    EventOut,
+    ExportIcs,
+    GetActiveStub,
+    QueryRange,
+    QueryRequest,
+    QueryResult,
+    StubOut,
+)
+from calagent.contracts.envelope import Channel, Envelope
+from calagent.contracts.evalrec import TimelineRequest, TimelineResult
+from calagent.contracts.turns import (
+    MAX_MESSAGE_CHARS,
+    EventView,
+    Segment,
+    StubView,
+    TurnDelivered,
+    TurnEvent,
+)
+from calagent.gateway.auth import AuthError, Principal, principal_from_header
+from calagent.gateway.envelopes import unwrap
+from calagent.gateway.turns import (
+    AgentUnreachableError,
+    ChatTurn,
+    TurnOutcome,
+    TurnRunner,
+    TurnTimeoutError,
+    epoch_ms,
+)
+from calagent.runtime.bus import Bus, BusRequestError, ensure_streams
+from calagent.runtime.clock import Clock, clock_from_env
+from calagent.runtime.settings import DEV_AUTH_SECRET, Settings, load_settings
+
+log = logging.getLogger("calagent.gateway")
+
+SERVICE = "gateway"
+DEFAULT_CONVERSATION = "default"
+HEALTH_TIMEOUT_S = 1.0
+QUERY_TIMEOUT_S = 10.0
+MAX_RANGE = timedelta(days=366)
+
+tracer = trace.get_tracer("calagent.gateway")
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+class DownstreamError(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+class UnprocessableError(Exception):
+    """A 422 in FastAPI's own shape: `{"detail": [{"loc", "msg", "type"}, …]}`."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(errors)
+        self.errors = errors
+
+    @classmethod
+    def one(cls, loc: list[str | int], msg: str, kind: str = "value_error") -> UnprocessableError:
+        return cls([{"loc": loc, "msg": msg, "type": kind}])
+
+
+def downstream(service: str, exc: BusRequestError) -> DownstreamError:
+    if exc.code in ("unavailable", "timeout", "transient"):
+        return DownstreamError(503, f"the {service} service is not answering ({exc.code})")
+    return DownstreamError(502, f"the {service} service could not answer ({exc.code})")
+
+
+# ---- input -------------------------------------------------------------------------------------
+
+
+class ChatRequest(BaseModel):
+    """`POST /v1/chat`; strict types so a number or a list is refused, not coerced into text."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    message: StrictStr
+    conversation_id: StrictStr | None = Field(default=None, min_length=1, max_length=128)
+    client_message_id: StrictStr | None = Field(default=None, min_length=1, max_length=200)
+    active_command_id: StrictStr | None = Field(default=None, min_length=1, max_length=64)
+    channel: Channel = "web"
+
+    @field_validator("message")
+    @classmethod
+    def _message_bounds(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("message is empty")
+        if len(value) > MAX_MESSAGE_CHARS:
+            raise ValueError(f"message is {len(value)} characters; at most {MAX_MESSAGE_CHARS} are accepted")
+        return value
+
+
+def parse_chat_body(raw: bytes) -> ChatRequest:
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UnprocessableError.one(["body"], f"the body is not valid JSON: {exc}", "json_invalid") from exc
+    if not isinstance(data, dict):
+        raise UnprocessableError.one(
+            ["body"], "the body must be a JSON object with a 'message' string", "dict_type"
+        )
+    try:
+        return ChatRequest.model_validate(data)
+    except ValidationError as exc:
+        raise UnprocessableError(
+            [
+                {"loc": ["body", *err["loc"]], "msg": err["msg"], "type": err["type"]}
+                for err in exc.errors(include_url=False)
+            ]
+        ) from exc
+
+
+def parse_instant(name: str, value: str | None, tz: str) -> datetime:
+    """An ISO 8601 instant; a date or a time without offset is read in the caller's zone."""
+    if not value:
+        raise UnprocessableError.one(["query", name], f"'{name}' is required (ISO 8601)", "missing")
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise UnprocessableError.one(
+            ["query", name], f"'{name}' is not an ISO 8601 date or date-time"
+        ) from exc
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=ZoneInfo(tz))
+    return at
+
+
+# ---- the app -----------------------------------------------------------------------------------
+
+
+class Gateway:
+    def __init__(self, settings: Settings, clock: Clock, bus: Bus | None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._bus = bus
+        self._runner: TurnRunner | None = TurnRunner(bus, settings, clock) if bus is not None else None
+        self._background: set[asyncio.Task[Any]] = set()
+
+    @property
+    def bus(self) -> Bus:
+        if self._bus is None:
+            raise DownstreamError(503, "the gateway is not connected to the bus")
+        return self._bus
+
+    @property
+    def runner(self) -> TurnRunner:
+        if self._runner is None:
+            raise DownstreamError(503, "the gateway is not connected to the bus")
+        return self._runner
+
+    def attach(self, bus: Bus) -> None:
+        self._bus = bus
+        self._runner = TurnRunner(bus, self.settings, self.clock)
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        # Kept referenced so a detached task (a turn whose client went away) is not collected.
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def drain(self, grace_s: float) -> None:
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=grace_s)
+        for task in list(self._background):
+            task.cancel()
+
+    def envelope(self, principal: Principal) -> Envelope:
+        """The envelope of a read request: its own id, the caller's identity and zone."""
+        return Envelope(
+            turn_id=uuid.uuid4().hex,
+            user_id=principal.user_id,
+            conversation_id=DEFAULT_CONVERSATION,
+            occurred_at=self.clock.now(),
+            tz=principal.tz,
+            channel="api",
+        )
+
+    async def query(self, principal: Principal, query: Any) -> QueryResult:
+        try:
+            result = await self.bus.request(
+                subjects.COMMAND_QUERY, QueryRequest(query=query), QueryResult, timeout=QUERY_TIMEOUT_S
+            )
+        except BusRequestError as exc:
+            raise downstream("commands", exc) from exc
+        if result.error is not None:
+            code = 422 if result.error.code in ("invalid_range", "invalid_time", "invalid_symbol") else 502
+            raise DownstreamError(code, result.error.message)
+        return result
+
+    async def deliver(self, turn: ChatTurn, outcome: TurnOutcome, done_span: Span | None) -> None:
+        """Report this gateway's latency segments; never fails the request it describes."""
+        written_ms = epoch_ms()
+        if done_span is not None:
+            done_span.end()
+        if outcome.replayed:
+            return
+        start = turn.received_ms
+        record = TurnDelivered(
+            turn_id=turn.turn_id,
+            user_id=turn.principal.user_id,
+            segments=(
+                Segment(name="gateway.receive", start_ms=0.0, ms=outcome.published_ms - start),
+                Segment(
+                    name="gateway.wait",
+                    start_ms=outcome.published_ms - start,
+                    ms=outcome.done_ms - outcome.published_ms,
+                ),
+                Segment(
+                    name="gateway.done", start_ms=outcome.done_ms - start, ms=written_ms - outcome.done_ms
+                ),
+            ),
+            total_ms=written_ms - start,
+        )
+        try:
+            await self.bus.js_publish(subjects.TURN_DELIVERED, record, msg_id=f"delivered:{turn.turn_id}")
+        except Exception:
+            log.warning("could not publish the delivery record of %s", turn.turn_id, exc_info=True)
+
+
+def _gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+def authenticate(request: Request) -> Principal:
+    gw = _gateway(request)
+    return principal_from_header(
+        request.headers.get("authorization"), gw.settings.auth_secret, gw.settings.default_tz
+    )
+
+
+AuthPrincipal = Annotated[Principal, Depends(authenticate)]
+
+
+def _error_json(status: int, detail: Any, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=status)
+
+
+def _sse(event: str, data: str) -> bytes:
+    return f"event: {event}\ndata: {data}\n\n".encode()
+
+
+def _event_json(event: TurnEvent) -> str:
+    return event.model_dump_json(exclude_none=True)
+
+
+def _stub_view(stub: StubOut | None) -> dict[str, Any] | None:
+    if stub is None:
+        return None
+    view = StubView(
+        id=stub.id,
+        status=stub.status,
+        title=stub.title,
+        candidates=stub.candidates,
+        expires_at=stub.expires_at,
+    )
+    return view.model_dump(mode="json")
+
+
+def _event_view(event: EventOut) -> dict[str, Any]:
+    view = EventView(
+        id=event.id,
+        title=event.title,
+        start=event.start,
+        end=event.end,
+        calendar=event.calendar,
+        completed=event.completed,
+        all_day=event.all_day,
+    )
+    return view.model_dump(mode="json")
+
+
+class _Ping(BaseModel):
+    pass
+
+
+def create_app(
+    settings: Settings | None = None, clock: Clock | None = None, bus: Bus | None = None
+) -> FastAPI:
+    """The gateway app. Without `bus` the lifespan connects one to `settings.nats_url`; a given bus
+    (created with service name `gateway`) is used as is and left open for its owner to close."""
+    settings = settings or load_settings()
+    clock = clock or clock_from_env(settings.now)
+    gw = Gateway(settings, clock, bus)
+    if settings.auth_secret == DEV_AUTH_SECRET:
+        log.warning("CALAGENT_AUTH_SECRET is not set: tokens are signed with the public development secret")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        own = bus is None
+        active = bus if bus is not None else await Bus.connect(settings.require_nats(), SERVICE, clock)
+        try:
+            await ensure_streams(active.js)
+            active.serve_health()
+            gw.attach(active)
+            yield
+        finally:
+            await gw.drain(grace_s=settings.turn_timeout_s if own else 5.0)
+            if own:
+                await active.close()
+
+    app = FastAPI(title="calagent gateway", version="0.1.0", lifespan=lifespan)
+    app.state.gateway = gw
+
+    # ---- error mapping ---------------------------------------------------------------------------
+
+    @app.exception_handler(AuthError)
+    async def on_auth_error(_request: Request, exc: AuthError) -> JSONResponse:
+        response = _error_json(401, str(exc))
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    @app.exception_handler(UnprocessableError)
+    async def on_unprocessable(_request: Request, exc: UnprocessableError) -> JSONResponse:
+        return _error_json(422, exc.errors)
+
+    @app.exception_handler(DownstreamError)
+    async def on_downstream(_request: Request, exc: DownstreamError) -> JSONResponse:
+        return _error_json(exc.status, exc.detail)
+
+    @app.exception_handler(TurnTimeoutError)
+    async def on_timeout(_request: Request, exc: TurnTimeoutError) -> JSONResponse:
+        return _error_json(504, "the agent did not answer in time", turn_id=exc.turn_id)
+
+    @app.exception_handler(AgentUnreachableError)
+    async def on_unreachable(_request: Request, exc: AgentUnreachableError) -> JSONResponse:
+        log.warning("%s", exc)
+        return _error_json(503, "the turn could not be handed to the agent; try again")
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error in the gateway", exc_info=exc)
+        return _error_json(500, "internal error in the gateway")
+
+    # ---- routes ----------------------------------------------------------------------------------
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        others = [s for s in subjects.SERVICES if s != SERVICE]
+
+        async def ask(service: str) -> str:
+            try:
+                await gw.bus.request(subjects.health(service), _Ping(), HealthReply, timeout=HEALTH_TIMEOUT_S)
+            except Exception:
+                return "missing"
+            return "ok"
+
+        answers = await asyncio.gather(*(ask(s) for s in others))
+        services = {SERVICE: "ok", **dict(zip(others, answers, strict=True))}
+        healthy = all(v == "ok" for v in services.values())
+        return JSONResponse(
+            {"status": "ok" if healthy else "degraded", "services": services},
+            status_code=200 if healthy else 503,
+        )
+
+    @app.post("/v1/chat", response_model=None)
+    async def chat(request: Request, principal: AuthPrincipal) -> Response:
+        received_ms = epoch_ms()
+        receive_span = tracer.start_span(
+            "gateway.receive", attributes={"calagent.user_id": principal.user_id}
+        )
+        try:
+            with trace.use_span(receive_span, end_on_exit=False):
+                body = parse_chat_body(await request.body())
+                unwrapped = unwrap(body.message)
+                if not unwrapped.text:
+                    raise UnprocessableError.one(
+                        ["body", "message"],
+                        "message has no text of its own once channel wrappers are removed",
+                    )
+                turn = ChatTurn(
+                    principal=principal,
+                    raw_text=body.message,
+                    unwrapped=unwrapped,
+                    conversation_id=body.conversation_id or DEFAULT_CONVERSATION,
+                    channel=body.channel,
+                    client_message_id=body.client_message_id,
+                    active_command_id=body.active_command_id,
+                    received_ms=received_ms,
+                    receive_span=receive_span,
+                )
+                receive_span.set_attribute("calagent.turn_id", turn.turn_id)
+                receive_span.set_attribute("calagent.third_party", unwrapped.third_party)
+                if "text/event-stream" in request.headers.get("accept", ""):
+                    return await _stream(turn)
+                task = gw.spawn(gw.runner.run(turn))
+                # Shielded: a client that hangs up does not cancel a turn other retries may await.
+                outcome: TurnOutcome = await asyncio.shield(task)
+        finally:
+            # Normally ended at publish; this covers a refusal or a replayed answer.
+            if receive_span.is_recording():
+                receive_span.end()
+        done_span = tracer.start_span("gateway.done", attributes={"calagent.turn_id": turn.turn_id})
+        return JSONResponse(
+            outcome.answer.model_dump(mode="json"),
+            background=BackgroundTask(gw.deliver, turn, outcome, done_span),
+        )
+
+    async def _stream(turn: ChatTurn) -> Response:
+        events: asyncio.Queue[TurnEvent | None] = asyncio.Queue()
+        task = gw.spawn(gw.runner.run(turn, events.put_nowait))
+        task.add_done_callback(lambda _t: events.put_nowait(None))
+        accepted = asyncio.ensure_future(turn.accepted.wait())
+        await asyncio.wait({task, accepted}, return_when=asyncio.FIRST_COMPLETED)
+        accepted.cancel()
+        failure = task.exception() if task.done() else None
+        if failure is not None:
+            # Failed before the agent had it (no stream, lock wait ran out): a real HTTP status.
+            raise failure
+
+        async def body() -> AsyncIterator[bytes]:
+            while (event := await events.get()) is not None:
+                yield _sse(event.type, _event_json(event))
+            exc = task.exception()
+            if isinstance(exc, TurnTimeoutError):
+                data = json.dumps({"detail": "the agent did not answer in time", "turn_id": exc.turn_id})
+                yield _sse("error", data)
+                return
+            if exc is not None:
+                yield _sse("error", json.dumps({"detail": "the turn failed in the gateway"}))
+                return
+            outcome: TurnOutcome = task.result()
+            done_span = tracer.start_span("gateway.done", attributes={"calagent.turn_id": turn.turn_id})
+            yield _sse("turn.done", outcome.answer.model_dump_json())
+            gw.spawn(gw.deliver(turn, outcome, done_span))
+
+        return StreamingResponse(
+            body(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get("/v1/events")
+    async def events(
+        principal: AuthPrincipal, start: str | None = None, end: str | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        start_at = parse_instant("start", start, principal.tz)
+        end_at = parse_instant("end", end, principal.tz)
+        if end_at <= start_at:
+            raise UnprocessableError.one(["query", "end"], "'end' must be after 'start'")
+        if end_at - start_at > MAX_RANGE:
+            raise UnprocessableError.one(["query", "end"], "a range spans at most 366 days")
+        result = await gw.query(
+            principal, QueryRange(envelope=gw.envelope(principal), start_at=start_at, end_at=end_at)
+        )
+        return {"events": [_event_view(e) for e in result.events]}
+
+    @app.get("/v1/commands/active")
+    async def active_command(principal: AuthPrincipal) -> dict[str, Any] | None:
+        result = await gw.query(principal, GetActiveStub(envelope=gw.envelope(principal)))
+        return _stub_view(result.stub)
+
+    @app.get("/v1/turns/{turn_id}/timeline", response_model=None)
+    async def timeline(principal: AuthPrincipal, turn_id: str) -> dict[str, Any] | JSONResponse:
+        if not 0 < len(turn_id) <= 64:
+            return _error_json(404, "no timeline for this turn")
+        try:
+            result = await gw.bus.request(
+                subjects.EVALREC_TIMELINE,
+                TimelineRequest(turn_id=turn_id, user_id=principal.user_id),
+                TimelineResult,
+                timeout=QUERY_TIMEOUT_S,
+            )
+        except BusRequestError as exc:
+            raise downstream("evalrec", exc) from exc
+        if result.timeline is None:
+            return _error_json(404, "no timeline for this turn")
+        return result.timeline.model_dump(mode="json")
+
+    @app.get("/v1/calendar.ics")
+    async def calendar_ics(principal: AuthPrincipal) -> Response:
+        result = await gw.query(principal, ExportIcs(envelope=gw.envelope(principal)))
+        if result.ics is None:
+            raise DownstreamError(502, "the commands service returned no calendar")
+        return Response(
+            result.ics,
+            media_type="text/calendar; charset=utf-8",
+            headers={"Content-Disposition": 'inline; filename="calendar.ics"'},
+        )
+
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz")
+    return app

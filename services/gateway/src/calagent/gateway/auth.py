@@ -1,0 +1,97 @@
+"""Bearer tokens: JWT HS256 signed with `CALAGENT_AUTH_SECRET` (contract §3).
+
+Claim `sub` is the user id, optional `tz` an IANA zone, `exp` is honoured when present. Token
+validity is checked against the real wall clock, never against `CALAGENT_NOW`: a frozen business
+clock must not resurrect or expire credentials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jwt
+
+ALGORITHM = "HS256"
+MAX_USER_ID_CHARS = 128  # the envelope's limit
+
+
+class AuthError(Exception):
+    """The request carries no usable credentials; the message is safe to show to the caller."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    user_id: str
+    tz: str
+
+
+def valid_zone(name: str) -> bool:
+    if not name or len(name) > 64:
+        return False
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def issue_token(
+    user_id: str,
+    secret: str,
+    tz: str | None = None,
+    ttl_days: float = 30,
+    now: datetime | None = None,
+) -> str:
+    """A signed bearer token for `user_id`; `now` defaults to the real wall clock."""
+    if not user_id or len(user_id) > MAX_USER_ID_CHARS:
+        raise ValueError(f"a user id is 1 to {MAX_USER_ID_CHARS} characters")
+    if tz is not None and not valid_zone(tz):
+        raise ValueError(f"{tz!r} is not an IANA time zone")
+    issued = now or datetime.now(UTC)
+    claims: dict[str, Any] = {
+        "sub": user_id,
+        "iat": int(issued.timestamp()),
+        "exp": int((issued + timedelta(days=ttl_days)).timestamp()),
+    }
+    if tz is not None:
+        claims["tz"] = tz
+    return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+def verify_token(token: str, secret: str, default_tz: str) -> Principal:
+    try:
+        claims = jwt.decode(
+            token,
+            secret,
+            algorithms=[ALGORITHM],
+            options={"require": ["sub"], "verify_exp": True, "verify_signature": True},
+        )
+    except jwt.ExpiredSignatureError as exc:
+        raise AuthError("the token has expired") from exc
+    except jwt.InvalidSignatureError as exc:
+        raise AuthError("the token signature is not valid") from exc
+    except jwt.MissingRequiredClaimError as exc:
+        raise AuthError("the token carries no subject (sub)") from exc
+    except jwt.InvalidTokenError as exc:
+        raise AuthError(f"the token is not valid: {exc}") from exc
+    user_id = claims.get("sub")
+    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > MAX_USER_ID_CHARS:
+        raise AuthError(f"the token subject must be a user id of 1 to {MAX_USER_ID_CHARS} characters")
+    tz = claims.get("tz")
+    if tz is None:
+        return Principal(user_id=user_id, tz=default_tz)
+    if not isinstance(tz, str) or not valid_zone(tz):
+        raise AuthError("the token's tz claim is not an IANA time zone")
+    return Principal(user_id=user_id, tz=tz)
+
+
+def principal_from_header(authorization: str | None, secret: str, default_tz: str) -> Principal:
+    if not authorization:
+        raise AuthError("missing Authorization: Bearer token")
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError("the Authorization header must be 'Bearer <token>'")
+    return verify_token(token.strip(), secret, default_tz)

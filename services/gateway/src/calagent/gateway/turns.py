@@ -1,0 +1,357 @@
+"""One chat turn from the gateway's side: hand it to the agent, wait for its answer, exactly once.
+
+Idempotency (invariant 9) has three layers, cheapest first:
+
+1. in-process: a retry that arrives while the first request with the same `client_message_id` is
+   still running awaits the first request's future instead of publishing again;
+2. a short-lived in-process cache of answers already given (the JetStream dedup window long);
+3. across gateway replicas and restarts: the agent is asked (`AGENT_TURN_LOOKUP`) for the stored
+   answer of that key. Whatever it says, the turn is published with `Nats-Msg-Id = user:key`, so
+   JetStream drops a duplicate inside its window, and the agent itself processes one turn per
+   (user, key) outside it. A keyed turn's id is derived from (user, key), so a retry waits on the
+   *same* events subject as the original; while the original may have finished before this wait
+   began, the lookup is polled as well.
+
+Per-user ordering: one `asyncio.Lock` per user in this process, held from publishing a turn until
+its `turn.done` (or the deadline), so one user's turns never interleave through one gateway. The
+agent serialises per user as well, which covers several gateway replicas and turns whose wait timed
+out here but are still running there.
+
+Latency stamps (`received_ms`, `published_ms`, …) are epoch milliseconds from `time.time()`: they
+measure segments only and are never business time, which comes from the injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from nats.aio.msg import Msg
+from opentelemetry.trace import Span
+from pydantic import ValidationError
+
+from calagent.contracts import subjects
+from calagent.contracts.envelope import Channel, Envelope
+from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
+from calagent.gateway.auth import Principal
+from calagent.gateway.envelopes import Unwrapped
+from calagent.runtime.bus import Bus, BusRequestError, inject_trace_headers
+from calagent.runtime.clock import Clock
+from calagent.runtime.settings import Settings
+
+log = logging.getLogger("calagent.gateway.turns")
+
+LOOKUP_TIMEOUT_S = 2.0
+LOOKUP_POLL_S = 0.5
+PUBLISH_TIMEOUT_S = 5.0
+ANSWER_CACHE_TTL_S = 600.0  # JetStream's duplicate window on the turns stream
+ANSWER_CACHE_SIZE = 10_000
+_TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
+
+EventSink = Callable[[TurnEvent], None]
+
+
+def epoch_ms() -> float:
+    return time.time() * 1000.0
+
+
+def turn_id_for(user_id: str, client_message_id: str | None) -> str:
+    """A fresh id per turn; a keyed turn's id is stable so every retry names the same turn."""
+    if client_message_id is None:
+        return uuid.uuid4().hex
+    return uuid.uuid5(_TURN_ID_NAMESPACE, f"{user_id}\n{client_message_id}").hex
+
+
+class TurnTimeoutError(Exception):
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"turn {turn_id} got no answer in time")
+        self.turn_id = turn_id
+
+
+class AgentUnreachableError(Exception):
+    """The turn could not be handed to JetStream (no stream, NATS down, publish timed out)."""
+
+
+@dataclass
+class ChatTurn:
+    principal: Principal
+    raw_text: str
+    unwrapped: Unwrapped
+    conversation_id: str
+    channel: Channel
+    client_message_id: str | None
+    active_command_id: str | None
+    received_ms: float
+    turn_id: str = ""
+    receive_span: Span | None = None
+    # Set once the turn is in the agent's hands (published, or joined to an earlier identical one):
+    # the SSE path waits for it so a failure to publish can still become an HTTP status.
+    accepted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        if not self.turn_id:
+            self.turn_id = turn_id_for(self.principal.user_id, self.client_message_id)
+
+    def end_receive(self) -> None:
+        span, self.receive_span = self.receive_span, None
+        if span is not None:
+            span.end()
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    answer: TurnAnswer
+    # True when this request did not wait for a turn of its own (a retry answered from the first).
+    replayed: bool = False
+    published_ms: float = 0.0
+    done_ms: float = 0.0
+
+
+class _UserLock:
+    __slots__ = ("holders", "lock")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.holders = 0
+
+
+class UserLocks:
+    """One FIFO lock per user, dropped again once nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, _UserLock] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, user_id: str, wait_s: float) -> AsyncIterator[None]:
+        entry = self._locks.get(user_id)
+        if entry is None:
+            entry = self._locks[user_id] = _UserLock()
+        entry.holders += 1
+        try:
+            async with asyncio.timeout(max(wait_s, 0.0)):
+                await entry.lock.acquire()
+            try:
+                yield
+            finally:
+                entry.lock.release()
+        finally:
+            entry.holders -= 1
+            if entry.holders == 0:
+                self._locks.pop(user_id, None)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+class AnswerCache:
+    """Answers already given for (user, client_message_id), for retries to the same process."""
+
+    def __init__(self, ttl_s: float = ANSWER_CACHE_TTL_S, size: int = ANSWER_CACHE_SIZE) -> None:
+        self._ttl = ttl_s
+        self._size = size
+        self._items: OrderedDict[tuple[str, str], tuple[float, TurnAnswer]] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> TurnAnswer | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        expires, answer = item
+        if expires < time.monotonic():
+            del self._items[key]
+            return None
+        return answer
+
+    def put(self, key: tuple[str, str], answer: TurnAnswer) -> None:
+        self._items[key] = (time.monotonic() + self._ttl, answer)
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+
+def _retrieve(fut: asyncio.Future[TurnOutcome]) -> None:
+    # A failed first request with no concurrent duplicate must not log "exception never retrieved".
+    if not fut.cancelled():
+        fut.exception()
+
+
+class TurnRunner:
+    def __init__(self, bus: Bus, settings: Settings, clock: Clock) -> None:
+        self.bus = bus
+        self.settings = settings
+        self.clock = clock
+        self.locks = UserLocks()
+        self.answers = AnswerCache()
+        self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
+
+    async def run(self, turn: ChatTurn, sink: EventSink | None = None) -> TurnOutcome:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.turn_timeout_s
+        if turn.client_message_id is None:
+            return await self._publish_and_wait(turn, deadline, sink, poll=False)
+
+        key = (turn.principal.user_id, turn.client_message_id)
+        first = self._inflight.get(key)
+        if first is not None:
+            turn.accepted.set()
+            try:
+                outcome = await asyncio.wait_for(asyncio.shield(first), deadline - loop.time())
+            except TimeoutError as exc:
+                raise TurnTimeoutError(turn.turn_id) from exc
+            return TurnOutcome(answer=outcome.answer, replayed=True)
+        cached = self.answers.get(key)
+        if cached is not None:
+            turn.accepted.set()
+            return TurnOutcome(answer=cached, replayed=True)
+
+        fut: asyncio.Future[TurnOutcome] = loop.create_future()
+        fut.add_done_callback(_retrieve)
+        self._inflight[key] = fut
+        try:
+            outcome = await self._keyed(turn, key, deadline, sink)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        except BaseException as exc:
+            fut.set_exception(exc)
+            raise
+        else:
+            self.answers.put(key, outcome.answer)
+            fut.set_result(outcome)
+            return outcome
+        finally:
+            self._inflight.pop(key, None)
+
+    async def _keyed(
+        self, turn: ChatTurn, key: tuple[str, str], deadline: float, sink: EventSink | None
+    ) -> TurnOutcome:
+        found = await self._lookup(key, deadline)
+        if found is not None and found.answer is not None:
+            turn.accepted.set()
+            return TurnOutcome(answer=found.answer, replayed=True)
+        pending = found is not None and found.pending
+        return await self._publish_and_wait(turn, deadline, sink, poll=pending)
+
+    async def _lookup(self, key: tuple[str, str], deadline: float) -> TurnLookupResult | None:
+        timeout = min(LOOKUP_TIMEOUT_S, deadline - asyncio.get_running_loop().time())
+        if timeout <= 0:
+            return None
+        try:
+            return await self.bus.request(
+                subjects.AGENT_TURN_LOOKUP,
+                TurnLookup(user_id=key[0], client_message_id=key[1]),
+                TurnLookupResult,
+                timeout=timeout,
+            )
+        except BusRequestError as exc:
+            # No agent to ask is not a reason to refuse the turn: JetStream dedup still holds.
+            log.info("turn lookup unavailable (%s); publishing with the dedup id", exc.code)
+            return None
+
+    async def _publish_and_wait(
+        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool
+    ) -> TurnOutcome:
+        loop = asyncio.get_running_loop()
+        user_id = turn.principal.user_id
+        try:
+            async with self.locks.hold(user_id, deadline - loop.time()):
+                return await self._locked_turn(turn, deadline, sink, poll=poll)
+        except TimeoutError as exc:
+            # Either waiting for the user's previous turn or for this one's answer ran out.
+            raise TurnTimeoutError(turn.turn_id) from exc
+
+    async def _locked_turn(
+        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool
+    ) -> TurnOutcome:
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[TurnEvent] = asyncio.Queue()
+
+        async def on_event(msg: Msg) -> None:
+            try:
+                event = TurnEvent.model_validate_json(msg.data)
+            except ValidationError:
+                log.warning("dropped a malformed event on %s", msg.subject)
+                return
+            if event.turn_id == turn.turn_id:
+                events.put_nowait(event)
+
+        # Subscribed before publishing: an agent that answers at once must not answer into the void.
+        sub = await self.bus.nc.subscribe(subjects.turn_events(turn.turn_id), cb=on_event)
+        try:
+            published_ms, duplicate = await self._publish(turn, deadline)
+            turn.end_receive()
+            turn.accepted.set()
+            poll = poll or duplicate
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise TurnTimeoutError(turn.turn_id)
+                try:
+                    event = await asyncio.wait_for(
+                        events.get(), min(remaining, LOOKUP_POLL_S) if poll else remaining
+                    )
+                except TimeoutError:
+                    if poll and turn.client_message_id is not None:
+                        found = await self._lookup((turn.principal.user_id, turn.client_message_id), deadline)
+                        if found is not None and found.answer is not None:
+                            return TurnOutcome(answer=found.answer, replayed=True)
+                    continue
+                if event.type == "turn.done":
+                    if event.answer is None:
+                        log.warning("turn.done without an answer for %s; still waiting", turn.turn_id)
+                        continue
+                    return TurnOutcome(answer=event.answer, published_ms=published_ms, done_ms=epoch_ms())
+                if sink is not None:
+                    sink(event)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def _publish(self, turn: ChatTurn, deadline: float) -> tuple[float, bool]:
+        """Publish the turn; returns when it was published and whether JetStream saw it before."""
+        loop = asyncio.get_running_loop()
+        trace_headers = inject_trace_headers()
+        envelope = Envelope(
+            turn_id=turn.turn_id,
+            user_id=turn.principal.user_id,
+            conversation_id=turn.conversation_id,
+            occurred_at=self.clock.now(),
+            tz=turn.principal.tz,
+            channel=turn.channel,
+            trace_headers=trace_headers,
+        )
+        published_ms = epoch_ms()
+        request = TurnRequested(
+            envelope=envelope,
+            text=turn.unwrapped.text,
+            raw_text=turn.raw_text,
+            quoted=turn.unwrapped.quoted,
+            forwarded=turn.unwrapped.forwarded,
+            third_party=turn.unwrapped.third_party,
+            client_message_id=turn.client_message_id,
+            active_command_id=turn.active_command_id,
+            received_ms=turn.received_ms,
+            published_ms=published_ms,
+        )
+        msg_id = (
+            f"{turn.principal.user_id}:{turn.client_message_id}"
+            if turn.client_message_id is not None
+            else turn.turn_id
+        )
+        headers = dict(trace_headers)
+        headers["Nats-Msg-Id"] = msg_id
+        timeout = max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
+        # The JetStream context is used directly (not `Bus.js_publish`) because the ack says
+        # whether this was a duplicate, and a duplicate means the answer may already exist.
+        try:
+            ack = await self.bus.js.publish(
+                subjects.TURN_REQUESTED, request.model_dump_json().encode(), headers=headers, timeout=timeout
+            )
+        except Exception as exc:
+            raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
+        return published_ms, bool(ack.duplicate)
