@@ -1,0 +1,334 @@
+"""Drive cases through the whole system and classify the results.
+
+The runner speaks only HTTP to the gateway (`Stack.chat`, `/v1/events`, `/v1/commands/active`) and
+reads the eval recorder's turn table for flags: there is no second dispatcher here, so what passes
+is what production does with the same model output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.cli.evaluation.cases import Case, EventSpec, Mode, Turn
+from calagent.cli.evaluation.checks import check_answer, check_events, write_attempts
+from calagent.cli.stack import Stack
+from calagent.scriptedmodel import Rule, Script, ScriptedModelServer
+
+STATUSES = ("passed", "flaky", "stale_known_issue", "known_issue", "unclassified", "skipped")
+PASSING = frozenset({"passed", "flaky", "stale_known_issue"})
+FAILING = frozenset({"known_issue", "unclassified"})
+
+
+class SetupError(RuntimeError):
+    pass
+
+
+@dataclass
+class CaseResult:
+    id: str
+    group: str
+    status: str
+    reason: str
+    safety: bool
+    known_issue: str | None
+    attempts: int = 1
+    seconds: float = 0.0
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "group": self.group,
+            "status": self.status,
+            "reason": self.reason,
+            "safety": self.safety,
+            "known_issue": self.known_issue,
+            "attempts": self.attempts,
+            "seconds": round(self.seconds, 3),
+            "turns": self.turns,
+        }
+
+
+@dataclass
+class Attempt:
+    ok: bool
+    reason: str
+    turns: list[dict[str, Any]]
+
+
+class ModelControl:
+    """How a turn's model behaviour is arranged: scripted per turn (offline) or keyed by message
+    text on a local scripted server for setup turns and outages (live)."""
+
+    async def before_setup(self, message: str, spec: EventSpec) -> None:
+        raise NotImplementedError
+
+    async def before_turn(self, turn: Turn) -> None:
+        raise NotImplementedError
+
+    async def after_turn(self, turn: Turn) -> None:
+        return None
+
+
+def setup_rule(message: str, spec: EventSpec) -> Rule:
+    return Rule.model_validate(
+        {
+            "when": {"user_equals": message},
+            "respond": {"tool_calls": [{"name": "prepare_or_create_schedule", "arguments": spec.arguments()}]},
+        }
+    )
+
+
+class OfflineControl(ModelControl):
+    def __init__(self, scripted: ScriptedModelServer) -> None:
+        self.scripted = scripted
+
+    async def before_setup(self, message: str, spec: EventSpec) -> None:
+        self.scripted.set_script(Script(rules=[setup_rule(message, spec)]))
+
+    async def before_turn(self, turn: Turn) -> None:
+        self.scripted.set_script(turn.scripted())
+        if turn.model_down:
+            self.scripted.down()
+
+    async def after_turn(self, turn: Turn) -> None:
+        if turn.model_down:
+            self.scripted.up()
+
+
+class Runner:
+    def __init__(
+        self,
+        stack: Stack,
+        engine: AsyncEngine,
+        control: ModelControl,
+        mode: Mode,
+        default_now: str,
+    ) -> None:
+        self.stack = stack
+        self.engine = engine
+        self.control = control
+        self.mode = mode
+        self.default_now = datetime.fromisoformat(default_now)
+
+    # ---- one case -----------------------------------------------------------------------------
+
+    async def attempt(self, case: Case) -> Attempt:
+        user = f"eval-{case.id[:40]}-{uuid.uuid4().hex[:8]}"
+        now = datetime.fromisoformat(case.now) if case.now else self.default_now
+        moved = case.exclusive
+        if moved:
+            self.stack.clock.set(now)
+        turns: list[dict[str, Any]] = []
+        try:
+            for index, spec in enumerate(case.setup):
+                await self._setup(user, case, index, spec)
+            previous: Mapping[str, Any] | None = None
+            for index, turn in enumerate(case.turns, start=1):
+                problems, answer = await self._turn(user, case, turn, previous)
+                turns.append(_summary(turn, answer))
+                if problems:
+                    return Attempt(False, f"turn {index}: " + "; ".join(problems), turns)
+                previous = answer
+            return Attempt(True, "", turns)
+        except SetupError as exc:
+            return Attempt(False, f"setup: {exc}", turns)
+        except Exception as exc:  # a crash is a failure of the case, never of the whole run
+            return Attempt(False, f"error: {type(exc).__name__}: {exc}", turns)
+        finally:
+            if moved:
+                self.stack.clock.set(self.default_now)
+
+    async def _setup(self, user: str, case: Case, index: int, spec: EventSpec) -> None:
+        # Unique per spec: the live proxy routes setup turns by their exact text.
+        message = "[eval setup] " + json.dumps(spec.arguments(), ensure_ascii=False, sort_keys=True)
+        await self.control.before_setup(message, spec)
+        response = await self.stack.chat(user, message, tz=case.tz, conversation_id="eval-setup")
+        answer = response.json() if response.status_code == 200 else {}
+        if answer.get("outcome") != "created":
+            raise SetupError(f"{spec.title}: {answer.get('outcome') or response.status_code} {answer.get('reply', '')}")
+
+    async def _turn(
+        self, user: str, case: Case, turn: Turn, previous: Mapping[str, Any] | None
+    ) -> tuple[list[str], dict[str, Any]]:
+        if turn.advance_minutes:
+            self.stack.clock.advance(timedelta(minutes=turn.advance_minutes))
+        fields: dict[str, Any] = {
+            "channel": turn.channel,
+            "client_message_id": turn.client_message_id,
+            "conversation_id": turn.conversation_id,
+        }
+        if turn.use_active_command:
+            command = (previous or {}).get("command") or {}
+            fields["active_command_id"] = command.get("id")
+        await self.control.before_turn(turn)
+        try:
+            responses = await asyncio.gather(
+                *[self.stack.chat(user, turn.user, tz=case.tz, **fields) for _ in range(turn.concurrent)]
+            )
+        finally:
+            await self.control.after_turn(turn)
+        problems: list[str] = []
+        for response in responses:
+            if response.status_code != 200:
+                return [f"HTTP {response.status_code}: {response.text[:200]}"], {}
+        answer: dict[str, Any] = responses[0].json()
+        if any(r.json() != answer for r in responses[1:]):
+            problems.append("concurrent retries got different answers")
+        expect = turn.expectation(self.mode)
+        now = self.stack.clock.now()
+        problems += check_answer(expect, answer, now, case.tz, mode=self.mode)
+        if case.read_only:
+            writes = write_attempts(answer)
+            if writes:
+                # A near miss is a failure: code blocking the write is the last line, not the plan.
+                problems.append(f"read-only request called write tool(s) {writes}")
+        if expect.same_as_previous and previous is not None and answer != previous:
+            problems.append("a retry with the same client_message_id answered differently")
+        if expect.events_after is not None:
+            events = await self._events(user, case, now)
+            problems += check_events(expect.events_after, events, now, case.tz)
+        if expect.given("stub_status_after"):
+            active = await self.stack.client.get("/v1/commands/active", headers=self.stack.headers(user, case.tz))
+            body = active.json()
+            status = body.get("status") if isinstance(body, dict) else None
+            if status != expect.stub_status_after:
+                problems.append(f"active stub {expect.stub_status_after} expected, got {status}")
+        if expect.flags or expect.flags_absent:
+            flags = await self._flags(str(answer.get("turn_id")))
+            missing = [f for f in expect.flags or [] if f not in flags]
+            present = [f for f in expect.flags_absent or [] if f in flags]
+            if missing:
+                problems.append(f"flags {missing} missing from the turn record {sorted(flags)}")
+            if present:
+                problems.append(f"flags {present} must not be recorded")
+        return problems, answer
+
+    async def _events(self, user: str, case: Case, now: datetime) -> list[dict[str, Any]]:
+        params = {"start": (now - timedelta(days=180)).isoformat(), "end": (now + timedelta(days=180)).isoformat()}
+        response = await self.stack.client.get("/v1/events", params=params, headers=self.stack.headers(user, case.tz))
+        response.raise_for_status()
+        events: list[dict[str, Any]] = response.json()["events"]
+        return events
+
+    async def _flags(self, turn_id: str) -> list[str]:
+        # The recorder consumes turn records from JetStream, so its row lands a moment after the reply.
+        for _ in range(100):
+            async with self.engine.connect() as conn:
+                flags = await conn.scalar(
+                    text("select flags from evalrec.turns where turn_id = :t"), {"t": turn_id}
+                )
+            if flags is not None:
+                return [str(f) for f in flags]
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"no turn record for {turn_id}")
+
+    # ---- classification -----------------------------------------------------------------------
+
+    async def run_case(self, case: Case) -> CaseResult:
+        started = time.perf_counter()
+        if self.mode not in case.modes:
+            return CaseResult(case.id, case.group, "skipped", f"not a {self.mode} case", case.safety, case.known_issue)
+        first = await self.attempt(case)
+        attempts, final = 1, first
+        # Live only: a model is sampled, so a non-safety failure gets one more try. Safety cases
+        # never do: one wrong write online is already an incident.
+        if not first.ok and self.mode == "live" and not case.safety and case.known_issue is None:
+            attempts, final = 2, await self.attempt(case)
+        if final.ok:
+            if case.known_issue is not None:
+                status, reason = "stale_known_issue", f"known issue no longer reproduces: {case.known_issue}"
+            elif attempts == 2:
+                status, reason = "flaky", f"passed on retry; first: {first.reason}"
+            else:
+                status, reason = "passed", ""
+        else:
+            status = "known_issue" if case.known_issue is not None else "unclassified"
+            reason = final.reason
+        return CaseResult(
+            case.id,
+            case.group,
+            status,
+            reason,
+            case.safety,
+            case.known_issue,
+            attempts,
+            time.perf_counter() - started,
+            final.turns,
+        )
+
+    async def run(
+        self,
+        cases: Sequence[Case],
+        concurrency: int = 1,
+        on_result: Callable[[CaseResult], Awaitable[None] | None] | None = None,
+    ) -> list[CaseResult]:
+        results: dict[str, CaseResult] = {}
+
+        async def one(case: Case) -> None:
+            result = await self.run_case(case)
+            results[case.id] = result
+            if on_result is not None:
+                maybe = on_result(result)
+                if maybe is not None:
+                    await maybe
+
+        shared = [c for c in cases if not c.exclusive]
+        exclusive = [c for c in cases if c.exclusive]
+        gate = asyncio.Semaphore(max(1, concurrency))
+
+        async def gated(case: Case) -> None:
+            async with gate:
+                await one(case)
+
+        await asyncio.gather(*[gated(c) for c in shared])
+        # These move the one frozen clock every service reads, so nothing else may run beside them.
+        for case in exclusive:
+            await one(case)
+        return [results[c.id] for c in cases]
+
+
+def _summary(turn: Turn, answer: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "user": turn.user,
+        "outcome": answer.get("outcome"),
+        "intent": answer.get("intent"),
+        "tools": [f"{c.get('name')}:{c.get('result')}" for c in answer.get("tool_calls") or []],
+        "model_calls": answer.get("model_calls"),
+        "reply": str(answer.get("reply", ""))[:200],
+    }
+
+
+def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
+    counts = {status: sum(1 for r in results if r.status == status) for status in STATUSES}
+    by_group: dict[str, dict[str, int]] = {}
+    for r in results:
+        group = by_group.setdefault(r.group, dict.fromkeys(("failed", *STATUSES), 0))
+        if r.status != "passed":
+            group[r.status] += 1
+        if r.status in PASSING:
+            group["passed"] += 1
+        elif r.status in FAILING:
+            group["failed"] += 1
+    return {
+        "cases": len(results),
+        "passed": sum(1 for r in results if r.status in PASSING),
+        "failed": sum(1 for r in results if r.status in FAILING),
+        "known_issue": counts["known_issue"],
+        "flaky": counts["flaky"],
+        "stale_known_issue": counts["stale_known_issue"],
+        "unclassified": counts["unclassified"],
+        "skipped": counts["skipped"],
+        "by_group": dict(sorted(by_group.items())),
+        "results": [r.to_json() for r in results],
+    }
