@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -24,7 +25,7 @@ class Receiver:
     """A minimal OTLP/HTTP trace receiver: decodes every export request's protobuf body."""
 
     def __init__(self) -> None:
-        self.spans: list[tuple[str, object]] = []  # (service.name, span)
+        self.spans: list[tuple[str, Any]] = []  # (service.name, a decoded protobuf span)
         self.lock = threading.Lock()
         receiver = self
 
@@ -117,15 +118,15 @@ def test_one_trace_spans_every_service_in_order(tmp_path: Path, model: ScriptedM
         spans = list(receiver.spans)
 
     assert answer["outcome"] == "created"
-    model_spans = [(svc, s) for svc, s in spans if s.name == "model.request"]  # type: ignore[attr-defined]
+    model_spans = [(svc, s) for svc, s in spans if s.name == "model.request"]
     assert model_spans
-    trace_id = model_spans[0][1].trace_id  # type: ignore[attr-defined]
-    in_trace = [(svc, s) for svc, s in spans if s.trace_id == trace_id]  # type: ignore[attr-defined]
+    trace_id = model_spans[0][1].trace_id
+    in_trace = [(svc, s) for svc, s in spans if s.trace_id == trace_id]
     services = {svc for svc, _ in in_trace}
     assert {"calagent-gateway", "calagent-agent", "calagent-commands", "calagent-timeparse"} <= services, (
         services
     )
-    names = [s.name for _, s in sorted(in_trace, key=lambda pair: pair[1].start_time_unix_nano)]  # type: ignore[attr-defined]
+    names = [s.name for _, s in sorted(in_trace, key=lambda pair: pair[1].start_time_unix_nano)]
     for expected in (
         "gateway.receive",
         "bus.wait",
@@ -136,11 +137,11 @@ def test_one_trace_spans_every_service_in_order(tmp_path: Path, model: ScriptedM
         assert expected in names, names
     assert names.index("model.request") < names.index("tool.prepare_or_create_schedule")
     assert names.index("context.build") < names.index("model.request")
-    ttft = next(s for _, s in in_trace if s.name == "model.ttft")  # type: ignore[attr-defined]
-    generation = next(s for _, s in in_trace if s.name == "model.generation")  # type: ignore[attr-defined]
+    ttft = next(s for _, s in in_trace if s.name == "model.ttft")
+    generation = next(s for _, s in in_trace if s.name == "model.generation")
     assert ttft.start_time_unix_nano <= generation.start_time_unix_nano
     request_span = model_spans[0][1]
-    keys = {a.key for a in request_span.attributes}  # type: ignore[attr-defined]
+    keys = {a.key for a in request_span.attributes}
     assert {"gen_ai.request.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} <= keys
 
     # The cost of exporting: the same turns with no exporter configured (spans still produced).

@@ -22,6 +22,7 @@ from calagent.agent.domain.claims import claims_creation, claims_schedule_read
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import Lang, detect_language
+from calagent.agent.domain.route import MERGEABLE_STATUSES, decide_route, write_hold
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
@@ -297,11 +298,11 @@ class TurnRunner:
     async def _fast_path(self, state: TurnState, sink: EventSink) -> Finished | None:
         """An active stub plus a short reply code can parse: merged with zero model calls."""
         stub = state.stub
-        if stub is None or stub.status not in ("needs_date", "needs_time", "conflict"):
+        if stub is None or stub.status not in MERGEABLE_STATUSES:
             return None
         with state.timeline.segment("fastpath.parse"):
             patch = await self.time.parse_reply(state.turn.text)
-        if patch.is_empty():
+        if decide_route(stub.status, patch) != "fast_path":
             return None
         state.flags.append("fast_path")
         command = MergeStub(
@@ -552,7 +553,7 @@ class TurnRunner:
                 idempotency_key=state.next_key(),
                 args=args,
                 active_command_id=stub.id if stub is not None else None,
-                hold="third_party_content" if state.turn.third_party else None,
+                hold=write_hold(state.turn.third_party),
             )
         result = await self.commands.execute(command)
         self._add_db_segment(state, result.db_ms)

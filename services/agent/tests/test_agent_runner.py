@@ -1,0 +1,192 @@
+"""The turn runner over hand-written fakes: terminal vs intermediate semantics live in the runtime."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from calagent.agent.adapters.model import DeltaSink, ModelResponse, ModelToolCall, ModelUnavailable
+from calagent.agent.domain.session import ArchivedMessage
+from calagent.agent.runner import TurnRunner
+from calagent.contracts.commands import (
+    CancelStub,
+    CommandResult,
+    EventOut,
+    GetActiveStub,
+    ListCalendars,
+    MergeStub,
+    PrepareOrCreate,
+    QueryRange,
+    QueryResult,
+    SuggestFree,
+)
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import SlotPatch
+from calagent.contracts.turns import TurnEvent, TurnRequested
+from calagent.runtime.clock import FrozenClock
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+
+
+class FakeModel:
+    model = "fake"
+
+    def __init__(self, responses: list[ModelResponse | Exception]) -> None:
+        self.responses = responses
+        self.calls: list[list[dict[str, Any]]] = []
+
+    async def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
+    ) -> ModelResponse:
+        self.calls.append([dict(m) for m in messages])
+        response = self.responses.pop(0)
+        if isinstance(response, Exception):
+            raise response
+        return response
+
+
+def reply(text: str = "", *calls: tuple[str, dict[str, Any]]) -> ModelResponse:
+    return ModelResponse(
+        text=text,
+        tool_calls=[
+            ModelToolCall(id=f"c{i}", name=n, arguments=json.dumps(a)) for i, (n, a) in enumerate(calls)
+        ],
+        start_ms=0,
+        first_token_ms=1,
+        end_ms=2,
+    )
+
+
+class FakeCommands:
+    def __init__(self) -> None:
+        self.executed: list[PrepareOrCreate | MergeStub | CancelStub] = []
+
+    async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult:
+        self.executed.append(command)
+        start = datetime.fromisoformat("2026-09-25T15:00:00+08:00")
+        event = EventOut(
+            id=f"e{len(self.executed)}",
+            title="t",
+            start=start,
+            end=start + timedelta(hours=1),
+            calendar="工作",
+            weekday=5,
+            tz="Asia/Shanghai",
+        )
+        return CommandResult(status="created", persisted=True, event=event)
+
+    async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult:
+        if isinstance(query, ListCalendars):
+            return QueryResult(calendars=("工作", "家庭", "个人"))
+        return QueryResult()
+
+
+class FakeTime:
+    async def parse_reply(self, text: str) -> SlotPatch:
+        return SlotPatch()
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.archived: list[tuple[str, str]] = []
+        self.memories: list[str] = ["妈妈的生日是10月3日"]
+
+    async def history(self, user_id: str, conversation_id: str) -> list[ArchivedMessage]:
+        return []
+
+    async def archive(
+        self, user_id: str, conversation_id: str, role: str, content: str, turn_id: str, at: Any
+    ) -> None:
+        self.archived.append((role, content))
+
+    async def save_memory(self, user_id: str, content: str, key: str, at: Any) -> None:
+        self.memories.append(content)
+
+    async def search_memory(self, user_id: str, query: str) -> list[str]:
+        return list(self.memories)
+
+    async def search_archive(self, user_id: str, query: str, before_turn: str) -> list[str]:
+        return []
+
+
+def turn(text: str) -> TurnRequested:
+    env = Envelope(turn_id="t1", user_id="u1", conversation_id="c", occurred_at=NOW, tz="Asia/Shanghai")
+    return TurnRequested(envelope=env, text=text, raw_text=text)
+
+
+async def run(model: FakeModel, text: str = "明天下午三点开会") -> tuple[Any, FakeCommands, list[TurnEvent]]:
+    commands = FakeCommands()
+    events: list[TurnEvent] = []
+
+    async def sink(event: TurnEvent) -> None:
+        events.append(event)
+
+    runner = TurnRunner(
+        clock=FrozenClock(NOW),
+        model=model,
+        commands=commands,
+        time=FakeTime(),
+        store=FakeStore(),
+        session_gap_minutes=120,
+    )
+    answer, _record = await runner.run(turn(text), "t1", sink)
+    return answer, commands, events
+
+
+CREATE = ("prepare_or_create_schedule", {"title": "开会", "date": "D+1", "time": "15:00"})
+
+
+async def test_a_terminal_tool_ends_the_turn_without_another_model_call() -> None:
+    model = FakeModel([reply("", CREATE), reply("should never be asked")])
+    answer, commands, events = await run(model)
+    assert answer.outcome == "created"
+    assert len(model.calls) == 1
+    assert len(commands.executed) == 1
+    assert [e.type for e in events] == ["turn.started", "tool.called", "turn.done"]
+
+
+async def test_an_intermediate_tool_result_goes_back_to_the_model() -> None:
+    model = FakeModel([reply("", ("search_memory", {"query": "妈妈生日"})), reply("", CREATE)])
+    answer, _commands, _ = await run(model, "妈妈生日请她吃饭")
+    assert answer.model_calls == 2
+    tool_message = model.calls[1][-1]
+    assert tool_message["role"] == "tool" and "10月3日" in tool_message["content"]
+    assert answer.intent == "schedule.create"
+
+
+async def test_a_second_write_in_one_response_is_not_executed() -> None:
+    second = ("prepare_or_create_schedule", {"title": "另一个", "date": "D+2", "time": "09:00"})
+    model = FakeModel([reply("", CREATE, second)])
+    answer, commands, _ = await run(model)
+    assert len(commands.executed) == 1
+    assert [c.result for c in answer.tool_calls] == ["created", "skipped"]
+
+
+async def test_the_second_write_is_refused_when_the_first_call_did_not_end_the_turn() -> None:
+    bad = ("prepare_or_create_schedule", {"title": "x", "date": "天"})
+    model = FakeModel([reply("", bad, CREATE), reply("", CREATE)])
+    answer, commands, _ = await run(model)
+    assert [c.result for c in answer.tool_calls][:2] == ["error:invalid_arguments", "error:refused"]
+    assert len(commands.executed) == 1  # only the retry after the errors went back to the model
+    assert answer.outcome == "created"
+
+
+async def test_an_unavailable_model_writes_nothing() -> None:
+    model = FakeModel([ModelUnavailable("connection refused")])
+    answer, commands, _ = await run(model)
+    assert answer.outcome == "model_unavailable"
+    assert commands.executed == []
+
+
+async def test_a_fabricated_claim_is_replaced_not_appended() -> None:
+    model = FakeModel([reply("已为你创建日程「开会」")])
+    answer, commands, _ = await run(model)
+    assert answer.outcome == "claim_replaced"
+    assert "已为你创建" not in answer.reply
+    assert commands.executed == []

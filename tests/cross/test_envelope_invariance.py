@@ -1,0 +1,91 @@
+"""Invariant 7 across the real pieces: the gateway's unwrapping, the time service's short-reply
+parser and the agent's routing decision. For every wrapper a channel puts around the user's text,
+`decide(w(s)) == decide(s)`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calagent.agent.domain.route import decide_route, write_hold
+from calagent.gateway.envelopes import unwrap
+from calagent.timeparse.domain.replies import parse_reply
+
+pytestmark = pytest.mark.unit
+
+Decision = tuple[str, str | None, str]
+
+
+def decide(raw: str, stub_status: str | None) -> Decision:
+    unwrapped = unwrap(raw)
+    patch = parse_reply(unwrapped.text)
+    return (decide_route(stub_status, patch), write_hold(unwrapped.third_party), patch.model_dump_json())
+
+
+WRAPPERS: list[Callable[[str], str]] = [
+    lambda s: f'<untrusted_channel_message channel="telegram" from="@alice">{s}</untrusted_channel_message>',
+    lambda s: (
+        f'<untrusted_channel_message channel="telegram" from="Alice">\n{s}\n</untrusted_channel_message>'
+    ),
+    lambda s: f"[Telegram from Alice] {s}",
+    lambda s: f"[telegram]\n{s}",
+    lambda s: f"{s}\n\n-- \nAlice Zhang\nACME Corp",
+    lambda s: f"{s}\n\nSent from my iPhone",
+    lambda s: f"  {s}  \n\n",
+    lambda s: s.replace("\n", "\r\n"),
+]
+
+REPLIES = [
+    "周日下午2点",
+    "明天上午十点半",
+    "下午两点",
+    "next Wednesday 3pm",
+    "不用换，直接创建",
+    "周六",
+    "10月1号下午3点到5点",
+    "sunday 2pm",
+    "算了，不建了",
+    "昨天下午开了个会，好累",
+    "明天下午三点和张三开会",
+]
+
+user_text = st.one_of(
+    st.sampled_from(REPLIES),
+    st.text(
+        alphabet=st.characters(
+            codec="utf-8", exclude_characters="<>[]\r\n\x85\u2028\u2029\x0b\x0c\x1c\x1d\x1e-"
+        ),
+        min_size=1,
+        max_size=40,
+    ).filter(lambda s: s.strip() and not s.strip().startswith((">", "Sent", "发自"))),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    s=user_text,
+    wrapper=st.sampled_from(WRAPPERS),
+    stub=st.sampled_from([None, "needs_date", "needs_time", "conflict", "held"]),
+)
+def test_channel_wrappers_never_change_the_decision(
+    s: str, wrapper: Callable[[str], str], stub: str | None
+) -> None:
+    assert decide(wrapper(s), stub) == decide(s, stub)
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_the_weekend_reply_takes_the_fast_path_through_every_channel(wrapper: Callable[[str], str]) -> None:
+    route, hold, patch = decide(wrapper("周日下午2点"), "needs_date")
+    assert route == "fast_path"
+    assert hold is None
+    assert '"weekday":7' in patch
+
+
+def test_a_forwarded_block_is_held_not_fast_pathed() -> None:
+    raw = "帮我加一下\n---------- Forwarded message ---------\nFrom: boss@example.com\n明天上午10点评审会"
+    route, hold, _ = decide(raw, None)
+    assert route == "model"
+    assert hold == "third_party_content"
