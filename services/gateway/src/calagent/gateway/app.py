@@ -67,6 +67,7 @@ DEFAULT_CONVERSATION = "default"
 HEALTH_TIMEOUT_S = 1.0
 QUERY_TIMEOUT_S = 10.0
 MAX_RANGE = timedelta(days=366)
+SHUTDOWN_GRACE_S = 5.0
 
 tracer = trace.get_tracer("calagent.gateway")
 
@@ -329,7 +330,8 @@ def create_app(
             gw.attach(active)
             yield
         finally:
-            await gw.drain(grace_s=settings.turn_timeout_s if own else 5.0)
+            # Turns still waiting have lost their clients by now (uvicorn closed them first).
+            await gw.drain(grace_s=SHUTDOWN_GRACE_S)
             if own:
                 await active.close()
 
