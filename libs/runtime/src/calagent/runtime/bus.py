@@ -37,6 +37,8 @@ from calagent.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger("calagent.bus")
 
+NO_RESPONDERS_GRACE_S = 2.0
+
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
 
@@ -141,14 +143,24 @@ class Bus:
         with self.tracer.start_as_current_span(
             f"bus.request {subject}", kind=SpanKind.CLIENT, attributes={"messaging.destination.name": subject}
         ):
-            try:
-                reply = await self.nc.request(
-                    subject, payload, timeout=timeout, headers=inject_trace_headers(dict(headers or {}))
-                )
-            except NoRespondersError as exc:
-                raise BusRequestError("unavailable", f"no service answers {subject}") from exc
-            except NatsTimeoutError as exc:
-                raise BusRequestError("timeout", f"{subject} did not answer within {timeout}s") from exc
+            loop = asyncio.get_running_loop()
+            # "No responders" is what a replica starting or restarting looks like for a moment
+            # (its queue subscription is not registered yet): wait briefly before calling it down.
+            give_up = loop.time() + min(timeout, NO_RESPONDERS_GRACE_S)
+            delay = 0.01
+            while True:
+                try:
+                    reply = await self.nc.request(
+                        subject, payload, timeout=timeout, headers=inject_trace_headers(dict(headers or {}))
+                    )
+                    break
+                except NoRespondersError as exc:
+                    if loop.time() + delay > give_up:
+                        raise BusRequestError("unavailable", f"no service answers {subject}") from exc
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.25)
+                except NatsTimeoutError as exc:
+                    raise BusRequestError("timeout", f"{subject} did not answer within {timeout}s") from exc
         data = reply.data
         if data.startswith(b'{"bus_error"'):
             err = BusErrorReply.model_validate_json(data).bus_error

