@@ -14,8 +14,9 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from calagent.runtime.embedded import free_port
-from calagent.scriptedmodel import Script, ScriptedModelServer
+from calagent.scriptedmodel import ScriptedModelServer
 
+from .scripts import create_meeting_script
 from .test_up import Up
 
 pytestmark = pytest.mark.e2e
@@ -68,24 +69,7 @@ class Receiver:
 
 @pytest.fixture
 def model() -> Iterator[ScriptedModelServer]:
-    script = Script.model_validate(
-        {
-            "rules": [
-                {
-                    "when": {"user_contains": "开会", "last_role": "user"},
-                    "respond": {
-                        "tool_calls": [
-                            {
-                                "name": "prepare_or_create_schedule",
-                                "arguments": {"title": "开会", "date": "W3+1", "time": "15:00"},
-                            }
-                        ]
-                    },
-                }
-            ],
-            "default": {"text": "ok"},
-        }
-    )
+    script = create_meeting_script("W3+1")
     with ScriptedModelServer(script) as server:
         yield server
 

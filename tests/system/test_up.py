@@ -20,7 +20,9 @@ import pytest
 from calagent.gateway.auth import issue_token
 from calagent.runtime.embedded import free_port
 from calagent.runtime.settings import DEV_AUTH_SECRET
-from calagent.scriptedmodel import Script, ScriptedModelServer
+from calagent.scriptedmodel import ScriptedModelServer
+
+from .scripts import create_meeting_script
 
 pytestmark = pytest.mark.e2e
 
@@ -130,24 +132,7 @@ def test_data_survives_a_restart_on_the_same_data_dir(data_dir: Path) -> None:
 
 @pytest.fixture
 def counting_model() -> Iterator[ScriptedModelServer]:
-    script = Script.model_validate(
-        {
-            "rules": [
-                {
-                    "when": {"user_contains": "开会", "last_role": "user"},
-                    "respond": {
-                        "tool_calls": [
-                            {
-                                "name": "prepare_or_create_schedule",
-                                "arguments": {"title": "开会", "date": "D+1", "time": "15:00"},
-                            }
-                        ]
-                    },
-                }
-            ],
-            "default": {"text": "ok"},
-        }
-    )
+    script = create_meeting_script("D+1")
     with ScriptedModelServer(script) as server:
         yield server
 

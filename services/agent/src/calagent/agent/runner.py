@@ -467,38 +467,35 @@ class TurnRunner:
         if isinstance(args, PrepareOrCreateSchedule):
             return await self._create(state, args)
         if isinstance(args, QueryScheduleRange):
-            q = await self.commands.query(
-                QueryRange(
-                    envelope=env,
-                    start_symbol=args.start,
-                    end_symbol=args.end,
-                    incomplete_only=args.incomplete_only,
-                )
+            query: QueryRange | SuggestFree = QueryRange(
+                envelope=env,
+                start_symbol=args.start,
+                end_symbol=args.end,
+                incomplete_only=args.incomplete_only,
             )
-            self._add_db_segment(state, q.db_ms)
-            if q.error is not None:
-                return None, _error_content(q.error.code, q.error.message), f"error:{q.error.code}"
-            state.read_ran = True
-            state.events.extend(_event_view(e) for e in q.events)
-            with state.timeline.segment("receipt"):
-                reply = receipts.query_receipt(q, env.tz, state.lang)
-            return Finished("queried", reply), "", "queried"
-        if isinstance(args, SuggestFreeTime):
-            q = await self.commands.query(
-                SuggestFree(
-                    envelope=env,
-                    start_symbol=args.start,
-                    end_symbol=args.end,
-                    duration_minutes=args.duration_minutes,
-                )
+        elif isinstance(args, SuggestFreeTime):
+            query = SuggestFree(
+                envelope=env,
+                start_symbol=args.start,
+                end_symbol=args.end,
+                duration_minutes=args.duration_minutes,
             )
-            self._add_db_segment(state, q.db_ms)
-            if q.error is not None:
-                return None, _error_content(q.error.code, q.error.message), f"error:{q.error.code}"
-            state.read_ran = True
-            with state.timeline.segment("receipt"):
-                reply = receipts.free_time_receipt(q.free_slots, args.duration_minutes, env.tz, state.lang)
+        else:
+            return await self._execute_other(state, args)
+        q = await self.commands.query(query)
+        self._add_db_segment(state, q.db_ms)
+        if q.error is not None:
+            return None, _error_content(q.error.code, q.error.message), f"error:{q.error.code}"
+        state.read_ran = True
+        with state.timeline.segment("receipt"):
+            if isinstance(query, QueryRange):
+                state.events.extend(_event_view(e) for e in q.events)
+                return Finished("queried", receipts.query_receipt(q, env.tz, state.lang)), "", "queried"
+            reply = receipts.free_time_receipt(q.free_slots, query.duration_minutes, env.tz, state.lang)
             return Finished("suggested", reply), "", "suggested"
+
+    async def _execute_other(self, state: TurnState, args: Any) -> tuple[Finished | None, str, str]:
+        env = state.env
         if isinstance(args, CancelScheduleCommand):
             result = await self.commands.execute(
                 CancelStub(envelope=env, idempotency_key=state.next_key(), command_id=args.command_id)

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
@@ -25,6 +26,12 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 class TurnClaim:
     status: str  # "new" | "running" | "done"
     answer: TurnAnswer | None
+
+
+def _claim(status: str, answer: Any) -> TurnClaim:
+    if status == "done" and answer is not None:
+        return TurnClaim("done", TurnAnswer.model_validate(answer))
+    return TurnClaim("running", None)
 
 
 def _lock_key(user_id: str) -> int:
@@ -77,9 +84,7 @@ class AgentStore:
                     )
                 )
             ).one()
-        if row.status == "done" and row.answer is not None:
-            return TurnClaim("done", TurnAnswer.model_validate(row.answer))
-        return TurnClaim("running", None)
+        return _claim(row.status, row.answer)
 
     async def finish_turn(self, user_id: str, turn_key: str, answer: TurnAnswer, now: datetime) -> None:
         async with self.engine.begin() as conn:
@@ -100,9 +105,7 @@ class AgentStore:
             ).first()
         if row is None:
             return None
-        if row.status == "done" and row.answer is not None:
-            return TurnClaim("done", TurnAnswer.model_validate(row.answer))
-        return TurnClaim("running", None)
+        return _claim(row.status, row.answer)
 
     async def history(self, user_id: str, conversation_id: str, limit: int = 200) -> list[ArchivedMessage]:
         async with self.engine.connect() as conn:
