@@ -78,6 +78,12 @@ class Expect(_Strict):
     reply_excludes: list[str] | None = None
     # The answer is identical to the previous turn's (a retried client_message_id).
     same_as_previous: bool | None = None
+    # The active stub's candidate days after the turn (ISO dates).
+    candidates: list[str] | None = None
+    # Offline only: text that must (not) reach the model in this turn's requests, e.g. an old
+    # session segment that must stay out of the prompt.
+    prompt_includes: list[str] | None = None
+    prompt_excludes: list[str] | None = None
 
     def merged(self, override: Expect | None) -> Expect:
         if override is None:
@@ -198,7 +204,10 @@ def _find_todo(value: Any, where: str) -> None:
 
 
 def parse_cases(text: str, source: str, default_group: str) -> list[Case]:
-    data = yaml.safe_load(text) or {}
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise CaseError(f"{source}: not valid YAML: {exc}") from exc
     raw = data.get("cases") if isinstance(data, dict) else data
     if raw is None:
         return []

@@ -23,6 +23,7 @@ from calagent.cli.evaluation.cases import Case, EventSpec, Mode, Turn
 from calagent.cli.evaluation.checks import check_answer, check_events, write_attempts
 from calagent.cli.stack import Stack
 from calagent.scriptedmodel import Rule, Script, ScriptedModelServer
+from calagent.scriptedmodel.script import message_text
 
 STATUSES = ("passed", "flaky", "stale_known_issue", "known_issue", "unclassified", "skipped")
 PASSING = frozenset({"passed", "flaky", "stale_known_issue"})
@@ -79,6 +80,10 @@ class ModelControl:
     async def after_turn(self, turn: Turn) -> None:
         return None
 
+    def prompts(self) -> list[str] | None:
+        """The text of every model request of the last turn, where the runner can see it."""
+        return None
+
 
 def setup_rule(message: str, spec: EventSpec) -> Rule:
     return Rule.model_validate(
@@ -98,12 +103,18 @@ class OfflineControl(ModelControl):
 
     async def before_turn(self, turn: Turn) -> None:
         self.scripted.set_script(turn.scripted())
+        self.scripted.clear_requests()
         if turn.model_down:
             self.scripted.down()
 
     async def after_turn(self, turn: Turn) -> None:
         if turn.model_down:
             self.scripted.up()
+
+    def prompts(self) -> list[str] | None:
+        return [
+            "\n".join(message_text(m.get("content")) for m in request.messages) for request in self.scripted.requests
+        ]
 
 
 class Runner:
@@ -193,6 +204,15 @@ class Runner:
             if writes:
                 # A near miss is a failure: code blocking the write is the last line, not the plan.
                 problems.append(f"read-only request called write tool(s) {writes}")
+        if expect.candidates is not None:
+            got = list(((answer.get("command") or {}).get("candidates")) or [])
+            if got != expect.candidates:
+                problems.append(f"candidates {expect.candidates} expected, got {got}")
+        prompts = self.control.prompts()
+        if prompts is not None:
+            seen = "\n".join(prompts)
+            problems += [f"prompt lacks {t!r}" for t in expect.prompt_includes or [] if t not in seen]
+            problems += [f"prompt carries {t!r}" for t in expect.prompt_excludes or [] if t in seen]
         if expect.same_as_previous and previous is not None and answer != previous:
             problems.append("a retry with the same client_message_id answered differently")
         if expect.events_after is not None:
