@@ -625,3 +625,18 @@ async def test_reads_without_responders_are_503(nats_url: str) -> None:
     for path, response in responses.items():
         assert response.status_code == 503, path
         assert "not answering" in response.json()["detail"], path
+
+
+async def test_sse_timeout_ends_with_an_error_event(nats_url: str, fake_agent: FakeAgent) -> None:
+    ola = user()
+    async with gateway(nats_url, CALAGENT_TURN_TIMEOUT_S=0.6) as client:
+        response = await client.post(
+            "/v1/chat", json={"message": "SILENT again"}, headers={**auth(ola), "Accept": "text/event-stream"}
+        )
+    assert response.status_code == 200  # the stream had begun: the agent had the turn
+    [(name, data)] = parse_sse(response.text)
+    assert name == "error"
+    assert json.loads(data) == {
+        "detail": "the agent did not answer in time",
+        "turn_id": fake_agent.of(ola)[0].turn.envelope.turn_id,
+    }
