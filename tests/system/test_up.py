@@ -29,6 +29,25 @@ pytestmark = pytest.mark.e2e
 NOW = "2026-09-24T10:00:00+08:00"
 
 
+def _argv(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone, or a zombie not yet reaped
+        return []
+
+
+def _cli(args: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "calagent.cli.main", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 class Up:
     def __init__(self, data_dir: Path, extra: dict[str, str] | None = None, scale: str | None = None) -> None:
         self.port = free_port()
@@ -110,6 +129,33 @@ def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> N
         assert [e["title"] for e in events["events"]] == ["和张三开会"]
         family = up.descendants()
         assert len(family) >= 8  # nats, postgres (+ its workers), scripted model, five services
+
+        # The operator's view of the same turn, through the CLI against the running system.
+        cli_env = {**os.environ, "CALAGENT_DATA_DIR": str(data_dir)}
+        cli_env.pop("NATS_URL", None)
+        timeline = _cli(["timeline", answer["turn_id"]], cli_env)
+        assert "model.request" in timeline and "tool.prepare_or_create_schedule" in timeline
+        print(timeline)
+        report = _cli(["report"], cli_env)
+        assert "created" in report
+        print(report)
+
+        # A crashed service is restarted with backoff and the system answers again.
+        timeparse = next(p for p in family if _argv(p)[-1:] == ["calagent.timeparse"])
+        timeparse.kill()
+        deadline = time.monotonic() + 30
+        restarted: list[psutil.Process] = []
+        while time.monotonic() < deadline and not restarted:
+            restarted = [
+                p
+                for p in up.descendants()
+                if _argv(p)[-1:] == ["calagent.timeparse"] and p.pid != timeparse.pid
+            ]
+            time.sleep(0.2)
+        assert restarted, "timeparse was not restarted"
+        again = up.call("POST", "/v1/chat", user="after-crash", body={"message": "明天下午三点和张三开会"})
+        assert again["outcome"] == "created"
+        family = up.descendants()
     finally:
         up.stop()
     assert up.proc.returncode == 0
