@@ -525,3 +525,51 @@ async def wait_for_record(db: AsyncEngine, turn_id: str) -> dict[str, Any]:
             return record
         await asyncio.sleep(0.05)
     raise AssertionError(f"no eval record for turn {turn_id}")
+
+
+async def test_sse_streams_the_turn_events_in_order(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    scripted.set_script(script(CREATE_ZHANG))
+    headers = {**stack.headers(user), "Accept": "text/event-stream"}
+    async with stack.client.stream(
+        "POST", "/v1/chat", json={"message": "明天下午三点和张三开会"}, headers=headers
+    ) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        body = (await response.aread()).decode()
+    names = [line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith("event:")]
+    assert names[0] == "turn.started"
+    assert "tool.called" in names
+    assert names[-1] == "turn.done"
+    done = json.loads(
+        next(line.split(":", 1)[1] for line in reversed(body.splitlines()) if line.startswith("data:"))
+    )
+    assert done["outcome"] == "created"
+
+
+async def test_archive_search_reaches_older_conversation(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("装修", text="好的，记下了你们在讨论装修预算。"),
+            on_user("上次", tool_calls=[call("search_chat_archive", query="装修预算")]),
+            {
+                "when": {
+                    "last_role": "tool",
+                    "last_tool": "search_chat_archive",
+                    "tool_result_contains": "装修",
+                },
+                "respond": {"text": "上次你提到装修预算是十万。"},
+            },
+        )
+    )
+    await stack.chat(user, "我们在讨论装修预算，大概十万")
+    scripted.clear_requests()
+    answer = (await stack.chat(user, "上次我们聊的那个是多少来着")).json()
+    assert answer["intent"] == "archive.search"
+    assert answer["model_calls"] == 2
+    tool_message = next(m for m in scripted.requests[1].messages if m["role"] == "tool")
+    assert "装修预算" in tool_message["content"]
+    assert await count_events(db, user) == 0
