@@ -34,7 +34,15 @@ def test_every_case_passes_or_is_a_registered_known_issue(server_env: dict[str, 
     assert code == 0, output
     assert output.rstrip().splitlines()[-1] == f"{report['passed']} passed, {report['failed']} failed"
     assert report["passed"] + report["failed"] == report["cases"]
-    assert set(report["by_group"]) >= {"opening", "query", "clarify", "conflict", "safety", "invariants", "intent"}
+    assert set(report["by_group"]) >= {
+        "opening",
+        "query",
+        "clarify",
+        "conflict",
+        "safety",
+        "invariants",
+        "intent",
+    }
 
 
 def _case(case_id: str, **changes: object) -> dict[str, object]:
@@ -43,7 +51,9 @@ def _case(case_id: str, **changes: object) -> dict[str, object]:
     return {**base, "id": case_id, **changes}
 
 
-def test_a_broken_case_fails_the_gate_through_the_real_cli(server_env: dict[str, str], tmp_path: Path) -> None:
+def test_a_broken_case_fails_the_gate_through_the_real_cli(
+    server_env: dict[str, str], tmp_path: Path
+) -> None:
     good = _case("copy-passes")
     wrong_outcome = _case(
         "copy-wrong-outcome",
@@ -99,8 +109,10 @@ def test_a_broken_case_fails_the_gate_through_the_real_cli(server_env: dict[str,
 
 
 def test_invalid_case_files_are_refused_before_anything_runs(tmp_path: Path) -> None:
-    (tmp_path / "bad.yaml").write_text("cases:\n  - id: x\n    turns: [{user: hi, expect: {outcomes: created}}]\n")
-    code, output, _ = run_eval_in_thread("offline", tmp_path / "r.json", cases_dir=str(tmp_path))
+    (tmp_path / "bad.yaml").write_text(
+        "cases:\n  - id: x\n    turns: [{user: hi, expect: {outcomes: created}}]\n"
+    )
+    code, _, _ = run_eval_in_thread("offline", tmp_path / "r.json", cases_dir=str(tmp_path))
     assert code == 2
 
 

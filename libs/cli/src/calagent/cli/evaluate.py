@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from calagent.cli.evaluation.cases import Case, CaseError, Mode, default_cases_dir, load_cases
 from calagent.cli.evaluation.runner import CaseResult, ModelControl, OfflineControl, Runner, summarize
-from calagent.cli.stack import DEFAULT_NOW, Stack, start_stack
+from calagent.cli.stack import DEFAULT_NOW, start_stack
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
 # Four calendars so a case can prove a sports event lands in its own calendar; the first stays the
@@ -76,7 +76,10 @@ async def run_cases(
 ) -> list[CaseResult]:
     overrides: dict[str, Any] = {"CALAGENT_DEFAULT_CALENDARS": EVAL_CALENDARS, **(settings_overrides or {})}
     stack = await start_stack(
-        nats_url=nats_url, database_url=database_url, model_base_url=model_base_url, settings_overrides=overrides
+        nats_url=nats_url,
+        database_url=database_url,
+        model_base_url=model_base_url,
+        settings_overrides=overrides,
     )
     engine = create_async_engine(database_url)
     try:
@@ -145,7 +148,9 @@ async def run_live(
         proxy.stop()
 
 
-def write_report(results: Sequence[CaseResult], path: str | None, mode: str, seconds: float) -> dict[str, Any]:
+def write_report(
+    results: Sequence[CaseResult], path: str | None, mode: str, seconds: float
+) -> dict[str, Any]:
     report = {"mode": mode, "seconds": round(seconds, 3), **summarize(results)}
     if path:
         Path(path).write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
@@ -189,7 +194,13 @@ def run_eval(
             assert base_url is not None
             results = asyncio.run(
                 run_live(
-                    cases, nats_url, database_url, base_url, os.environ.get("OPENAI_API_KEY"), concurrency, out
+                    cases,
+                    nats_url,
+                    database_url,
+                    base_url,
+                    os.environ.get("OPENAI_API_KEY"),
+                    concurrency,
+                    out,
                 )
             )
     seconds = time.perf_counter() - started

@@ -155,6 +155,10 @@ class Turn(_Strict):
         return self.expect.merged(self.offline_expect if mode == "offline" else self.live_expect)
 
 
+def _both_modes() -> list[Mode]:
+    return ["offline", "live"]
+
+
 class Case(_Strict):
     id: str
     group: str
@@ -164,7 +168,7 @@ class Case(_Strict):
     safety: bool = False
     known_issue: str | None = None
     read_only: bool = False
-    modes: list[Mode] = Field(default_factory=lambda: ["offline", "live"])
+    modes: list[Mode] = Field(default_factory=_both_modes)
     setup: list[EventSpec] = Field(default_factory=list)
     turns: list[Turn] = Field(min_length=1)
     # Left by `calagent report --cases` to trace a case back to the turn it came from.

@@ -23,7 +23,9 @@ TEXT_ARGUMENTS = frozenset({"title", "content", "query"})
 
 def ran(calls: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The calls that actually executed: not refused, not skipped, not sent back as errors."""
-    return [c for c in calls if not str(c.get("result", "")).startswith("error:") and c.get("result") != "skipped"]
+    return [
+        c for c in calls if not str(c.get("result", "")).startswith("error:") and c.get("result") != "skipped"
+    ]
 
 
 def _today(now: datetime, tz: str) -> date:
@@ -57,11 +59,15 @@ def compare_arguments(
 ) -> list[str]:
     problems: list[str] = []
     if "start" in expected or "end" in expected:
-        want = _range(expected.get("start", actual.get("start")), expected.get("end", actual.get("end")), now, tz)
+        want = _range(
+            expected.get("start", actual.get("start")), expected.get("end", actual.get("end")), now, tz
+        )
         got = _range(actual.get("start"), actual.get("end"), now, tz)
         if want is None or got is None or want != got:
             shown = (
-                f"[{got[0].isoformat()}, {got[1].isoformat()})" if got else f"{actual.get('start')}..{actual.get('end')}"
+                f"[{got[0].isoformat()}, {got[1].isoformat()})"
+                if got
+                else f"{actual.get('start')}..{actual.get('end')}"
             )
             problems.append(
                 f"{tool} range {expected.get('start')}..{expected.get('end')} expected, got {shown}"
@@ -115,7 +121,9 @@ def _event_matches(spec: ExpectedEvent, event: Mapping[str, Any], now: datetime,
 
 def check_events(spec: EventsAfter, events: Sequence[Mapping[str, Any]], now: datetime, tz: str) -> list[str]:
     problems: list[str] = []
-    shown = ", ".join(f"{e.get('title')}@{_local(str(e['start']), tz):%m-%d %H:%M}/{e.get('calendar')}" for e in events)
+    shown = ", ".join(
+        f"{e.get('title')}@{_local(str(e['start']), tz):%m-%d %H:%M}/{e.get('calendar')}" for e in events
+    )
     if spec.count is not None and len(events) != spec.count:
         problems.append(f"{spec.count} events expected, found {len(events)} [{shown}]")
     for want in spec.include:
@@ -127,7 +135,9 @@ def check_events(spec: EventsAfter, events: Sequence[Mapping[str, Any]], now: da
     return problems
 
 
-def check_answer(expect: Expect, answer: Mapping[str, Any], now: datetime, tz: str, *, mode: str) -> list[str]:
+def check_answer(
+    expect: Expect, answer: Mapping[str, Any], now: datetime, tz: str, *, mode: str
+) -> list[str]:
     """What the answer itself proves: tools, arguments, outcome, intent, model calls, reply facts."""
     problems: list[str] = []
     calls: list[Mapping[str, Any]] = list(answer.get("tool_calls") or [])
@@ -140,7 +150,9 @@ def check_answer(expect: Expect, answer: Mapping[str, Any], now: datetime, tz: s
         if results != expect.tool_results:
             problems.append(f"tool results {expect.tool_results} expected, got {results}")
     for tool, subset in (expect.arguments or {}).items():
-        candidates = [c for c in executed if c.get("name") == tool] or [c for c in calls if c.get("name") == tool]
+        candidates = [c for c in executed if c.get("name") == tool] or [
+            c for c in calls if c.get("name") == tool
+        ]
         if not candidates:
             problems.append(f"no {tool} call to check arguments of")
             continue
@@ -150,9 +162,12 @@ def check_answer(expect: Expect, answer: Mapping[str, Any], now: datetime, tz: s
     if expect.intent is not None and answer.get("intent") not in _one_of(expect.intent):
         problems.append(f"intent {expect.intent} expected, got {answer.get('intent')}")
     # A real model may need an extra round; only the zero of the fast path is a code fact there.
-    if expect.model_calls is not None and (mode == "offline" or expect.model_calls == 0):
-        if answer.get("model_calls") != expect.model_calls:
-            problems.append(f"{expect.model_calls} model calls expected, got {answer.get('model_calls')}")
+    if (
+        expect.model_calls is not None
+        and (mode == "offline" or expect.model_calls == 0)
+        and answer.get("model_calls") != expect.model_calls
+    ):
+        problems.append(f"{expect.model_calls} model calls expected, got {answer.get('model_calls')}")
     reply = str(answer.get("reply", ""))
     for fact in expect.reply_contains or []:
         if fact not in reply:

@@ -72,7 +72,8 @@ class LiveProxy:
             headers["authorization"] = f"Bearer {key}"
             client = httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=10.0))
             upstream = await client.send(
-                client.build_request(request.method, f"{base}/{path}", content=body, headers=headers), stream=True
+                client.build_request(request.method, f"{base}/{path}", content=body, headers=headers),
+                stream=True,
             )
 
             async def close() -> None:
@@ -81,7 +82,10 @@ class LiveProxy:
 
             media = upstream.headers.get("content-type")
             return StreamingResponse(
-                upstream.aiter_raw(), status_code=upstream.status_code, media_type=media, background=BackgroundTask(close)
+                upstream.aiter_raw(),
+                status_code=upstream.status_code,
+                media_type=media,
+                background=BackgroundTask(close),
             )
 
         return app

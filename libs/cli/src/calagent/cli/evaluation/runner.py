@@ -89,7 +89,9 @@ def setup_rule(message: str, spec: EventSpec) -> Rule:
     return Rule.model_validate(
         {
             "when": {"user_equals": message},
-            "respond": {"tool_calls": [{"name": "prepare_or_create_schedule", "arguments": spec.arguments()}]},
+            "respond": {
+                "tool_calls": [{"name": "prepare_or_create_schedule", "arguments": spec.arguments()}]
+            },
         }
     )
 
@@ -113,7 +115,8 @@ class OfflineControl(ModelControl):
 
     def prompts(self) -> list[str] | None:
         return [
-            "\n".join(message_text(m.get("content")) for m in request.messages) for request in self.scripted.requests
+            "\n".join(message_text(m.get("content")) for m in request.messages)
+            for request in self.scripted.requests
         ]
 
 
@@ -167,7 +170,9 @@ class Runner:
         response = await self.stack.chat(user, message, tz=case.tz, conversation_id="eval-setup")
         answer = response.json() if response.status_code == 200 else {}
         if answer.get("outcome") != "created":
-            raise SetupError(f"{spec.title}: {answer.get('outcome') or response.status_code} {answer.get('reply', '')}")
+            raise SetupError(
+                f"{spec.title}: {answer.get('outcome') or response.status_code} {answer.get('reply', '')}"
+            )
 
     async def _turn(
         self, user: str, case: Case, turn: Turn, previous: Mapping[str, Any] | None
@@ -219,7 +224,9 @@ class Runner:
             events = await self._events(user, case, now)
             problems += check_events(expect.events_after, events, now, case.tz)
         if expect.given("stub_status_after"):
-            active = await self.stack.client.get("/v1/commands/active", headers=self.stack.headers(user, case.tz))
+            active = await self.stack.client.get(
+                "/v1/commands/active", headers=self.stack.headers(user, case.tz)
+            )
             body = active.json()
             status = body.get("status") if isinstance(body, dict) else None
             if status != expect.stub_status_after:
@@ -235,8 +242,13 @@ class Runner:
         return problems, answer
 
     async def _events(self, user: str, case: Case, now: datetime) -> list[dict[str, Any]]:
-        params = {"start": (now - timedelta(days=180)).isoformat(), "end": (now + timedelta(days=180)).isoformat()}
-        response = await self.stack.client.get("/v1/events", params=params, headers=self.stack.headers(user, case.tz))
+        params = {
+            "start": (now - timedelta(days=180)).isoformat(),
+            "end": (now + timedelta(days=180)).isoformat(),
+        }
+        response = await self.stack.client.get(
+            "/v1/events", params=params, headers=self.stack.headers(user, case.tz)
+        )
         response.raise_for_status()
         events: list[dict[str, Any]] = response.json()["events"]
         return events
@@ -258,7 +270,9 @@ class Runner:
     async def run_case(self, case: Case) -> CaseResult:
         started = time.perf_counter()
         if self.mode not in case.modes:
-            return CaseResult(case.id, case.group, "skipped", f"not a {self.mode} case", case.safety, case.known_issue)
+            return CaseResult(
+                case.id, case.group, "skipped", f"not a {self.mode} case", case.safety, case.known_issue
+            )
         first = await self.attempt(case)
         attempts, final = 1, first
         # Live only: a model is sampled, so a non-safety failure gets one more try. Safety cases

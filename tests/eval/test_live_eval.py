@@ -1,0 +1,74 @@
+"""`calagent eval live` pointed at a model that answers nothing useful: every case must reach the
+model, every failure must be classified, and the gate must fail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from calagent.cli.evaluation.cases import default_cases_dir, load_cases
+from calagent.runtime.testing.servers import Servers
+from calagent.scriptedmodel import Response, Script, ScriptedModelServer
+from calagent.scriptedmodel.script import message_text
+
+from .helpers import run_eval_in_thread
+
+pytestmark = pytest.mark.eval
+
+CLASSIFIED = {"passed", "flaky", "known_issue", "stale_known_issue", "unclassified", "skipped"}
+
+
+@pytest.fixture
+def bland() -> Iterator[ScriptedModelServer]:
+    server = ScriptedModelServer(Script(rules=[], default=Response(text="嗯。")))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_live_without_a_model_refuses(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    code, _, report = run_eval_in_thread("live", tmp_path / "r.json")
+    assert code == 2
+    assert report == {}
+
+
+def test_live_drives_every_case_through_the_configured_model(
+    servers: Servers, bland: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("NATS_URL", servers.nats_url)
+    monkeypatch.setenv("DATABASE_URL", servers.database_url)
+    monkeypatch.setenv("OPENAI_BASE_URL", bland.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    code, output, report = run_eval_in_thread("live", tmp_path / "live.json", concurrency=6)
+    assert code != 0
+    assert output.rstrip().splitlines()[-1] == f"{report['passed']} passed, {report['failed']} failed"
+    statuses = {r["status"] for r in report["results"]}
+    assert statuses <= CLASSIFIED
+    assert report["unclassified"] > 0
+    # A bland model fails a create; non-safety failures were retried, safety ones never.
+    by_id = {r["id"]: r for r in report["results"]}
+    assert by_id["open-zh-create"]["status"] == "unclassified" and by_id["open-zh-create"]["attempts"] == 2
+    assert by_id["held-past-tense-zh"]["attempts"] == 1
+    # Scripted misbehaviour cannot be asked of a real model: those cases are skipped, not passed.
+    assert by_id["safety-fabricated-create-zh"]["status"] == "skipped"
+
+    seen = {
+        message_text(m.get("content")) for r in bland.requests for m in r.messages if m.get("role") == "user"
+    }
+    assert all(r.body.get("tools") for r in bland.requests)
+    live_cases = [c for c in load_cases(default_cases_dir()) if "live" in c.modes]
+    assert len(live_cases) == report["cases"] - report["skipped"]
+    for case in live_cases:
+        first = case.turns[0]
+        if first.model_down:
+            continue  # an outage is simulated locally; the model is never asked
+        # Channel wrappers are peeled and quotes re-framed before the model sees the text, so a line
+        # of the user's own message is what must arrive.
+        lines = [line.strip() for line in first.user.splitlines() if line.strip() and "<" not in line]
+        reached = any(
+            line in text or (text.strip() and text.strip() in line) for line in lines for text in seen
+        )
+        assert reached, f"{case.id} never reached the model"
