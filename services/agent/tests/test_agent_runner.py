@@ -190,3 +190,24 @@ async def test_a_fabricated_claim_is_replaced_not_appended() -> None:
     assert answer.outcome == "claim_replaced"
     assert "已为你创建" not in answer.reply
     assert commands.executed == []
+
+
+async def test_a_claim_never_reaches_the_stream() -> None:
+    from calagent.agent.runner import ClaimGuardedStream
+
+    sent: list[str] = []
+
+    async def emit(chunk: str) -> None:
+        sent.append(chunk)
+
+    stream = ClaimGuardedStream(emit)
+    for piece in ["好的，", "我来看看。", "已为", "你创建", "日程「开会」，时间是明天下午三点。"]:
+        await stream.feed(piece)
+    assert "创建" not in "".join(sent)
+
+    harmless = ClaimGuardedStream(emit)
+    sent.clear()
+    text = "辛苦了，今天好好休息一下吧，明天会更好的。"
+    for char in text:
+        await harmless.feed(char)
+    assert "".join(sent) == text[: len(text) - ClaimGuardedStream.HOLD_BACK]

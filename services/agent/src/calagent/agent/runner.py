@@ -328,10 +328,13 @@ class TurnRunner:
         assert self.model is not None
         env = state.env
 
-        async def on_delta(delta: str) -> None:
-            await sink(TurnEvent(turn_id=env.turn_id, type="reply.delta", delta=delta))
+        stream = ClaimGuardedStream(
+            lambda delta: sink(TurnEvent(turn_id=env.turn_id, type="reply.delta", delta=delta))
+        )
 
         for _ in range(MAX_MODEL_STEPS):
+            stream.reset()
+            on_delta = stream.feed
             response = await self._call_model(state, messages, on_delta)
             if not response.tool_calls:
                 return self._exit_check(state, response.text)
@@ -598,6 +601,40 @@ class TurnRunner:
         if db_ms > 0:
             end = epoch_ms()
             state.timeline.add_span("db.commands", end - db_ms, end)
+
+
+class ClaimGuardedStream:
+    """Streams the model's text to the client while keeping a fabricated claim off the wire.
+
+    The exit check replaces a false claim after the response ends; without this guard the client
+    would already have seen it in `reply.delta` events. The last few characters are held back
+    (a claim needs a handful of them to be recognised), and once the text seen so far looks like a
+    create or read claim nothing more is streamed: `turn.done` carries the authoritative reply.
+    """
+
+    HOLD_BACK = 12
+
+    def __init__(self, emit: Callable[[str], Awaitable[None]]) -> None:
+        self.emit = emit
+        self.reset()
+
+    def reset(self) -> None:
+        self.text = ""
+        self.sent = 0
+        self.stopped = False
+
+    async def feed(self, delta: str) -> None:
+        self.text += delta
+        if self.stopped:
+            return
+        if claims_creation(self.text) or claims_schedule_read(self.text):
+            self.stopped = True
+            return
+        safe = len(self.text) - self.HOLD_BACK
+        if safe > self.sent:
+            chunk = self.text[self.sent : safe]
+            self.sent = safe
+            await self.emit(chunk)
 
 
 def _loads(raw: str) -> dict[str, Any]:
