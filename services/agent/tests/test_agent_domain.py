@@ -192,3 +192,37 @@ def test_search_terms_split_chinese_into_bigrams() -> None:
     assert search_terms("妈妈生日") == ["妈妈", "妈生", "生日"]
     assert rank(["妈妈的生日是10月3日", "咖啡不加糖"], search_terms("妈妈生日")) == ["妈妈的生日是10月3日"]
     assert search_terms("coffee sugar") == ["coffee", "sugar"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["你好！有什么可以帮你安排的吗？", "我可以帮你创建、查询日程，记住你的偏好。", "要我帮你安排吗？"],
+)
+def test_offers_and_capabilities_are_not_creation_claims(text: str) -> None:
+    assert not claims_creation(text)
+
+
+def test_route_refuses_what_does_not_answer_the_stub() -> None:
+    from calagent.agent.domain.route import decide_route
+    from calagent.contracts.time import SlotPatch
+
+    weekend = frozenset({6, 7})
+    assert decide_route("needs_date", SlotPatch(weekday=7, time="14:00"), weekend) == "fast_path"
+    assert decide_route("needs_date", SlotPatch(weekday=3, time="14:00"), weekend) == "model"
+    assert decide_route("needs_date", SlotPatch(date="D-1", time="15:00"), weekend) == "model"
+    assert decide_route("needs_time", SlotPatch(time="14:00")) == "fast_path"
+    assert decide_route("held", SlotPatch(time="14:00")) == "model"
+    assert decide_route(None, SlotPatch(time="14:00")) == "model"
+    assert decide_route("conflict", SlotPatch()) == "model"
+
+
+@pytest.mark.parametrize(
+    "text", ["你明天有安排吗？", "Do you have anything planned tomorrow?", "你好！有什么可以帮你安排的吗？"]
+)
+def test_questions_back_to_the_user_claim_nothing(text: str) -> None:
+    assert not claims_schedule_read(text)
+    assert not claims_creation(text)
+
+
+def test_a_claim_after_a_question_is_still_found() -> None:
+    assert claims_creation("要我再确认吗？已经帮你创建好了。")

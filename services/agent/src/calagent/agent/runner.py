@@ -302,7 +302,8 @@ class TurnRunner:
             return None
         with state.timeline.segment("fastpath.parse"):
             patch = await self.time.parse_reply(state.turn.text)
-        if decide_route(stub.status, patch) != "fast_path":
+        weekdays = frozenset(day.isoweekday() for day in stub.candidates)
+        if decide_route(stub.status, patch, weekdays) != "fast_path":
             return None
         state.flags.append("fast_path")
         command = MergeStub(

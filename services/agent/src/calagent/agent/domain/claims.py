@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 
 _CREATE_CLAIMS = re.compile(
-    r"(已|已经|帮你|为你|给你).{0,8}(创建|建好|添加|加入|安排|记录|预约|预定|设置|写入|加到|排上|放进)"
+    # A claim reports a completed write: 已/已经 … 创建, or 帮你 … 好了/了/成功. An offer or a
+    # capability ("有什么可以帮你安排的吗", "我可以帮你创建日程") is not a claim.
+    r"(已|已经).{0,10}(创建|建好|添加|加入|安排|记录|预约|预定|设置|写入|加到|排上|放进|保存)"
+    r"|(帮你|为你|给你)(创建|建|添加|加|安排|记|预约|预定|设置|写|排|放)(好|了|上|进|成功)"
     r"|(创建|添加|安排|预约|设置)(成功|好了|完成)"
     r"|日程.{0,6}(已|已经)"
     r"|\b(i|i've|i have|we've|we have)\s+(just\s+)?(created|scheduled|added|booked|put|set up|saved)\b"
@@ -33,9 +36,19 @@ _READ_CLAIMS = re.compile(
 )
 
 
+_SENTENCE = re.compile(r"[^。！？!?\n]+[。！？!?]?")
+_QUESTION_END = re.compile(r"([？?]|[吗呢吧][。！!]?)\s*$")
+
+
+def _statements(text: str) -> list[str]:
+    """Sentences that state something; a question back to the user ("有什么可以帮你安排的吗？",
+    "Do you have anything tomorrow?") asserts nothing about the calendar."""
+    return [s for s in _SENTENCE.findall(text) if s.strip() and not _QUESTION_END.search(s.strip())]
+
+
 def claims_creation(text: str) -> bool:
-    return bool(_CREATE_CLAIMS.search(text))
+    return any(_CREATE_CLAIMS.search(sentence) for sentence in _statements(text))
 
 
 def claims_schedule_read(text: str) -> bool:
-    return bool(_READ_CLAIMS.search(text))
+    return any(_READ_CLAIMS.search(sentence) for sentence in _statements(text))
