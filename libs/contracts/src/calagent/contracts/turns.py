@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from calagent.contracts.base import WireModel
+from calagent.contracts.commands import EventOut, StubOut
 from calagent.contracts.envelope import Envelope
 
 MAX_MESSAGE_CHARS = 4000
@@ -80,6 +81,29 @@ class EventView(WireModel):
     calendar: str
     completed: bool = False
     all_day: bool = False
+
+
+def event_view(event: EventOut) -> EventView:
+    """The client's view of an event row (contract §4), shared by every door that shows events."""
+    return EventView(
+        id=event.id,
+        title=event.title,
+        start=event.start,
+        end=event.end,
+        calendar=event.calendar,
+        completed=event.completed,
+        all_day=event.all_day,
+    )
+
+
+def stub_view(stub: StubOut) -> StubView:
+    return StubView(
+        id=stub.id,
+        status=stub.status,
+        title=stub.title,
+        candidates=stub.candidates,
+        expires_at=stub.expires_at,
+    )
 
 
 class TurnAnswer(WireModel):

@@ -28,7 +28,6 @@ from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
     CancelStub,
     CommandResult,
-    EventOut,
     GetActiveStub,
     ListCalendars,
     MergeStub,
@@ -38,7 +37,6 @@ from calagent.contracts.commands import (
     StubOut,
     SuggestFree,
 )
-from calagent.contracts.display import format_span
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
@@ -64,6 +62,8 @@ from calagent.contracts.turns import (
     TurnEvent,
     TurnRecord,
     TurnRequested,
+    event_view,
+    stub_view,
 )
 from calagent.runtime.clock import Clock
 from calagent.runtime.timeline import Timeline, epoch_ms
@@ -140,40 +140,10 @@ class Finished:
     reply: str
 
 
-def _event_view(event: EventOut) -> EventView:
-    return EventView(
-        id=event.id,
-        title=event.title,
-        start=event.start,
-        end=event.end,
-        calendar=event.calendar,
-        completed=event.completed,
-        all_day=event.all_day,
-    )
-
-
-def _stub_view(stub: StubOut | None) -> StubView | None:
+def _active_stub_view(stub: StubOut | None) -> StubView | None:
     if stub is None or stub.status not in ACTIVE_STUB_STATUSES:
         return None
-    return StubView(
-        id=stub.id,
-        status=stub.status,
-        title=stub.title,
-        candidates=stub.candidates,
-        expires_at=stub.expires_at,
-    )
-
-
-def _event_fact(event: EventOut) -> dict[str, Any]:
-    return {
-        "id": event.id,
-        "title": event.title,
-        "when": format_span(event.start, event.end, event.tz, "en", event.all_day),
-        "start": event.start.isoformat(),
-        "end": event.end.isoformat(),
-        "calendar": event.calendar,
-        "completed": event.completed,
-    }
+    return stub_view(stub)
 
 
 class TurnRunner:
@@ -233,7 +203,7 @@ class TurnRunner:
             reply=finished.reply,
             intent=intent,
             tool_calls=tuple(state.tool_calls),
-            command=_stub_view(stub_after),
+            command=_active_stub_view(stub_after),
             events=tuple(state.events),
             model_calls=state.model_calls,
         )
@@ -493,7 +463,7 @@ class TurnRunner:
         state.read_ran = True
         with state.timeline.segment("receipt"):
             if isinstance(query, QueryRange):
-                state.events.extend(_event_view(e) for e in q.events)
+                state.events.extend(event_view(e) for e in q.events)
                 return Finished("queried", receipts.query_receipt(q, env.tz, state.lang)), "", "queried"
             reply = receipts.free_time_receipt(q.free_slots, query.duration_minutes, env.tz, state.lang)
             return Finished("suggested", reply), "", "suggested"
@@ -568,7 +538,7 @@ class TurnRunner:
         state.stub_touched = True
         state.stub_after = result.stub
         if result.event is not None:
-            state.events.append(_event_view(result.event))
+            state.events.append(event_view(result.event))
         # The only source of "persisted": a commands reply sent after its commit.
         state.persisted = state.persisted or (result.status == "created" and result.persisted)
         if result.status == "held":

@@ -40,11 +40,11 @@ from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.evalrec import TimelineRequest, TimelineResult
 from calagent.contracts.turns import (
     MAX_MESSAGE_CHARS,
-    EventView,
     Segment,
-    StubView,
     TurnDelivered,
     TurnEvent,
+    event_view,
+    stub_view,
 )
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
 from calagent.gateway.envelopes import unwrap
@@ -280,29 +280,11 @@ def _event_json(event: TurnEvent) -> str:
 
 
 def _stub_view(stub: StubOut | None) -> dict[str, Any] | None:
-    if stub is None:
-        return None
-    view = StubView(
-        id=stub.id,
-        status=stub.status,
-        title=stub.title,
-        candidates=stub.candidates,
-        expires_at=stub.expires_at,
-    )
-    return view.model_dump(mode="json")
+    return None if stub is None else stub_view(stub).model_dump(mode="json")
 
 
 def _event_view(event: EventOut) -> dict[str, Any]:
-    view = EventView(
-        id=event.id,
-        title=event.title,
-        start=event.start,
-        end=event.end,
-        calendar=event.calendar,
-        completed=event.completed,
-        all_day=event.all_day,
-    )
-    return view.model_dump(mode="json")
+    return event_view(event).model_dump(mode="json")
 
 
 class _Ping(BaseModel):
