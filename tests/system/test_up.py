@@ -189,7 +189,7 @@ def test_scaled_replicas_share_turns_and_process_each_once(
     up = Up(
         tmp_path,
         extra={"OPENAI_BASE_URL": counting_model.base_url, "OPENAI_API_KEY": "x"},
-        scale="agent=3,commands=2",
+        scale="gateway=2,agent=3,commands=2",
     )
     turns = 24
     try:
@@ -215,3 +215,9 @@ def test_scaled_replicas_share_turns_and_process_each_once(
     all_turns = [t for ids in processed.values() for t in ids]
     assert sorted(all_turns) == sorted(a["turn_id"] for a in answers)  # none twice, none lost
     assert sum(1 for ids in processed.values() if ids) >= 2, processed  # the work was shared
+    served = [
+        sum(1 for line in log.read_text().splitlines() if '"POST /v1/chat' in line)
+        for log in sorted((tmp_path / "logs").glob("gateway-*.log"))
+    ]
+    assert len(served) == 2 and sum(served) == turns, served
+    assert min(served) > 0, served  # both gateways on one port took connections

@@ -47,10 +47,6 @@ def parse_scale(spec: str | None) -> dict[str, int]:
         name, _, count = part.strip().partition("=")
         if name not in scale:
             raise ValueError(f"unknown service {name!r} in --scale (known: {', '.join(SERVICES)})")
-        if name == "gateway" and count.strip() not in ("", "1"):
-            raise ValueError(
-                "the gateway owns the HTTP port: run one per host (scale it behind a load balancer)"
-            )
         try:
             value = int(count)
         except ValueError as exc:

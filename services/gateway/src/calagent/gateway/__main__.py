@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 
 import uvicorn
@@ -23,14 +24,28 @@ def _exit_normally(_signum: int, _frame: object) -> None:
     sys.exit(0)
 
 
+def _shared_socket(host: str, port: int) -> socket.socket:
+    """A listening socket with SO_REUSEPORT: several gateway replicas on one host bind the same
+    port and the kernel spreads connections across them (`calagent up --scale gateway=N`)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
 def main() -> None:
     configure_logging("gateway")
     settings = load_settings()
     provider = setup_tracing("gateway", settings)
     app = create_app(settings, clock_from_env(settings.now))
+    host = os.environ.get("CALAGENT_HTTP_HOST", "127.0.0.1")
     config = uvicorn.Config(
         app,
-        host=os.environ.get("CALAGENT_HTTP_HOST", "127.0.0.1"),
+        host=host,
         port=settings.http_port,
         log_level="info",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
@@ -43,7 +58,7 @@ def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_normally)
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=[_shared_socket(host, settings.http_port)])
     finally:
         shutdown_tracing(provider)
 
