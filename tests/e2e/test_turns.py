@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -572,4 +572,39 @@ async def test_archive_search_reaches_older_conversation(
     assert answer["model_calls"] == 2
     tool_message = next(m for m in scripted.requests[1].messages if m["role"] == "tool")
     assert "装修预算" in tool_message["content"]
+    assert await count_events(db, user) == 0
+
+
+async def test_an_older_session_stays_out_of_the_prompt(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    scripted.set_script(script(on_user("你好", text="你好！")))
+    start = stack.clock.now()
+    try:
+        await stack.chat(user, "你好，明天去开会的事先放一放")
+        stack.clock.advance(timedelta(minutes=stack.settings.session_gap_minutes + 1))
+        scripted.clear_requests()
+        await stack.chat(user, "你好")
+    finally:
+        stack.clock.set(start)
+    messages = scripted.requests[0].messages
+    assert all("明天去开会" not in str(m.get("content")) for m in messages)
+    assert "search_chat_archive" in messages[0]["content"]  # the one-line marker for older history
+    assert [m["role"] for m in messages] == ["system", "user"]
+
+
+async def test_an_expired_stub_is_never_merged(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    scripted.set_script(script(WEEKEND))
+    start = stack.clock.now()
+    try:
+        first = (await stack.chat(user, "这个周末去修汽车轮毂")).json()
+        stack.clock.advance(timedelta(minutes=stack.settings.stub_ttl_minutes + 1))
+        scripted.clear_requests()
+        answer = (await stack.chat(user, "周日下午2点", active_command_id=first["command"]["id"])).json()
+    finally:
+        stack.clock.set(start)
+    assert answer["outcome"] != "created"
+    assert answer["model_calls"] == 1  # no fast path: the stub it answered is gone
     assert await count_events(db, user) == 0
