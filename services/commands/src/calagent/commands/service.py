@@ -459,6 +459,7 @@ class CommandService:
     async def _range(
         self, envelope: Envelope, tz: ZoneInfo, start_symbol: str | None, end_symbol: str | None
     ) -> tuple[datetime, datetime] | QueryResult:
+        """Resolve range symbols into validated bounds, or the error result to answer with."""
         if not (start_symbol and end_symbol):
             return query_error("invalid_range", "a range needs both a start and an end")
         resolved = await self.time.resolve_range(
@@ -474,7 +475,7 @@ class CommandService:
             return query_error(resolved.error.code, resolved.error.message)
         if resolved.start is None or resolved.end is None:
             return query_error("invalid_range", "the range did not resolve")
-        return resolved.start, resolved.end
+        return self._check_range(resolved.start, resolved.end) or (resolved.start, resolved.end)
 
     @staticmethod
     def _check_range(start: datetime, end: datetime) -> QueryResult | None:
@@ -489,14 +490,14 @@ class CommandService:
             # Absolute bounds (the gateway's GET /v1/events); a naive one is read in the user's zone.
             start = query.start_at if query.start_at.tzinfo else query.start_at.replace(tzinfo=tz)
             end = query.end_at if query.end_at.tzinfo else query.end_at.replace(tzinfo=tz)
+            invalid = self._check_range(start, end)
+            if invalid is not None:
+                return invalid
         else:
             bounds = await self._range(query.envelope, tz, query.start_symbol, query.end_symbol)
             if isinstance(bounds, QueryResult):
                 return bounds
             start, end = bounds
-        invalid = self._check_range(start, end)
-        if invalid is not None:
-            return invalid
         async with self.store.unit_of_work() as uow:
             events = await uow.events_overlapping(
                 query.envelope.user_id, start, end, incomplete_only=query.incomplete_only
@@ -513,9 +514,6 @@ class CommandService:
         if isinstance(bounds, QueryResult):
             return bounds
         start, end = bounds
-        invalid = self._check_range(start, end)
-        if invalid is not None:
-            return invalid
         async with self.store.unit_of_work() as uow:
             events = await uow.events_overlapping(
                 query.envelope.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
