@@ -13,9 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from calagent.cli.up import STATE_FILE
 from calagent.runtime.settings import Settings
-
-STATE_FILE = "up.json"
 
 
 def _state(settings: Settings) -> dict[str, Any]:

@@ -13,9 +13,8 @@ import contextlib
 import logging
 import os
 import socket
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any, TypeVar
 
 import nats
@@ -426,11 +425,3 @@ class Bus:
             await self.nc.flush(timeout=2)
         with contextlib.suppress(Exception):
             await self.nc.close()
-
-
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
-def utcnow_from(clock: Clock) -> datetime:
-    return clock.now().astimezone(UTC)

@@ -54,11 +54,11 @@ from calagent.gateway.turns import (
     TurnOutcome,
     TurnRunner,
     TurnTimeoutError,
-    epoch_ms,
 )
 from calagent.runtime.bus import Bus, BusRequestError, ensure_streams
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import DEV_AUTH_SECRET, Settings, load_settings
+from calagent.runtime.timeline import epoch_ms
 
 log = logging.getLogger("calagent.gateway")
 

@@ -44,6 +44,7 @@ from calagent.gateway.envelopes import Unwrapped
 from calagent.runtime.bus import Bus, BusRequestError, inject_trace_headers
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
+from calagent.runtime.timeline import epoch_ms
 
 log = logging.getLogger("calagent.gateway.turns")
 
@@ -55,10 +56,6 @@ ANSWER_CACHE_SIZE = 10_000
 _TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
 
 EventSink = Callable[[TurnEvent], None]
-
-
-def epoch_ms() -> float:
-    return time.time() * 1000.0
 
 
 def turn_id_for(user_id: str, client_message_id: str | None) -> str:

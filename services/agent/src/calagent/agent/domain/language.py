@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 
-Lang = Literal["zh", "en"]
+from calagent.contracts.display import Lang
+
+__all__ = ["Lang", "detect_language"]
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
