@@ -41,6 +41,10 @@ Reading rules (decisions, each one a test):
 Transport wrappers are not the user's words: `strip_transport` removes quoted lines (`>`),
 channel tags (`<untrusted_channel_message ...>`, `[Telegram]`) and forwarded blocks before parsing,
 so `parse_reply(wrapper(s)) == parse_reply(s)` (the gateway does the primary stripping).
+
+Layout: the words live in `lexicon`, the token regular expressions in `grammar`, the wrappers in
+`transport`; this module reads the tokens of one message into a patch. `strip_transport` is
+re-exported here so existing imports keep working.
 """
 
 from __future__ import annotations
@@ -51,6 +55,24 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from calagent.contracts.time import SlotPatch
+from calagent.timeparse.domain.grammar import TOKEN_RE
+from calagent.timeparse.domain.lexicon import (
+    BLOCKER_RE,
+    CJK_RE,
+    EN_FILLERS,
+    EN_MONTHS,
+    EN_REL,
+    EN_WEEKDAY_PREFIX,
+    PERIODS,
+    WEEK_WORDS,
+    WORD_RE,
+    ZH_FILLER_RE,
+    ZH_HOLIDAYS,
+    ZH_REL,
+    ZH_WEEKDAY,
+    number,
+)
+from calagent.timeparse.domain.transport import strip_transport
 
 __all__ = ["ReplyParse", "analyse_reply", "parse_reply", "strip_transport"]
 
@@ -60,248 +82,6 @@ _MAX_WORD_LEFTOVER = 6
 # Fillers are generous, so a free sentence made mostly of them is caught by its raw size.
 _MAX_CJK_RAW = 20
 _MAX_WORDS_RAW = 10
-
-# --------------------------------------------------------------------------- transport
-
-
-_FORWARD_START = re.compile(
-    r"^\s*(?:-{2,}\s*(?:forwarded message|original message|转发的?邮件|原始邮件|转发消息)\s*-{2,}"
-    r"|(?:fwd?|转发)\s*[:：]|begin forwarded message:?)",
-    re.IGNORECASE,
-)
-_CHANNEL_TAG = re.compile(r"</?\s*untrusted_channel_message\b[^>]*>", re.IGNORECASE)
-_CHANNEL_PREFIX = re.compile(
-    r"^\s*\[(?:telegram|wechat|weixin|微信|email|e-mail|邮件|slack|whatsapp|signal|sms|短信|web)\]\s*",
-    re.IGNORECASE,
-)
-_REPLY_HEADER = re.compile(
-    r"^\s*(?:on\b.{0,200}\bwrote:|在.{0,200}(?:写道|wrote)\s*[:：])\s*$", re.IGNORECASE
-)
-
-
-def strip_transport(text: str) -> str:
-    """The user's own words of a message: without quotes, channel tags and forwarded blocks.
-
-    Line based and deliberately simple: a line starting with `>` is a quote; an
-    `<untrusted_channel_message ...>` tag (not its content) and a leading `[Telegram]`-style tag are
-    envelope; from a `Fwd:` / `---------- Forwarded message ----------` line to the end is someone
-    else's text; an "On ... wrote:" header line belongs to the quote below it.
-    """
-    text = _CHANNEL_TAG.sub("\n", text)
-    kept: list[str] = []
-    for line in text.splitlines():
-        if _FORWARD_START.match(line):
-            break
-        if line.lstrip().startswith((">", "＞")) or _REPLY_HEADER.match(line):
-            continue
-        kept.append(_CHANNEL_PREFIX.sub("", line))
-    return "\n".join(kept).strip()
-
-
-# --------------------------------------------------------------------------- numbers
-
-_CN_DIGITS = {
-    "零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3,
-    "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
-}  # fmt: skip
-_EN_NUMBERS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}  # fmt: skip
-
-
-def _number(text: str) -> int | None:
-    """Arabic or Chinese numerals up to 99 (十, 十二, 二十三, 两, 零五)."""
-    if text.isdigit():
-        return int(text)
-    if text in _EN_NUMBERS:
-        return _EN_NUMBERS[text]
-    if "十" in text:
-        tens_text, _, ones_text = text.partition("十")
-        if tens_text in ("", "一"):
-            tens = 1
-        elif len(tens_text) == 1 and tens_text in _CN_DIGITS and tens_text not in "零〇两":
-            tens = _CN_DIGITS[tens_text]
-        else:
-            return None
-        if ones_text == "":
-            return tens * 10
-        if len(ones_text) == 1 and ones_text in _CN_DIGITS and ones_text not in "零〇两":
-            return tens * 10 + _CN_DIGITS[ones_text]
-        return None
-    if len(text) == 2 and text[0] in "零〇" and text[1] in _CN_DIGITS:
-        return _CN_DIGITS[text[1]]
-    if len(text) == 1 and text in _CN_DIGITS:
-        return _CN_DIGITS[text]
-    return None
-
-
-# --------------------------------------------------------------------------- the token grammar
-
-_CN = "[零〇一二两三四五六七八九十]"
-_NUM = rf"(?:[0-9]{{1,2}}|{_CN}{{1,3}})"
-# Two-character words before 早/晚 so 晚上 is not read as 晚 + 上.
-_ZH_PERIOD = "凌晨|清晨|早上|早晨|上午|中午|午间|下午|午后|傍晚|黄昏|晚上|晚间|夜里|夜晚|夜间|深夜|半夜|早|晚"
-_MER = r"(?:[ap]\.?m\b\.?|[ap]\.m\.)"
-_ZH_WD = "一二三四五六日天1234567"
-_EN_WD = (
-    r"(?:monday|mon|tuesday|tues|tue|wednesday|weds|wed|thursday|thurs|thur|thu"
-    r"|friday|fri|saturday|sat|sunday|sun)"
-)
-_EN_MONTH = (
-    r"(?:january|jan|february|feb|march|mar|april|apr|may|june|jun|july|jul|august|aug"
-    r"|september|sept|sep|october|oct|november|nov|december|dec)"
-)
-
-
-def _clock(p: str) -> str:
-    """One clock time; group names carry the prefix `p` so two can sit in one range pattern."""
-    return (
-        rf"(?:(?P<{p}per>{_ZH_PERIOD})\s*)?"
-        r"(?:"
-        rf"(?P<{p}h>{_NUM})\s*(?:点钟?|點鐘?|时|時)\s*"
-        rf"(?:(?P<{p}half>半)|(?P<{p}q>[一三])刻|(?P<{p}m>{_NUM})\s*(?P<{p}fen>分)?|整)?"
-        rf"|(?P<{p}ch>[0-9]{{1,2}})(?::|\.(?=[0-9]{{2}}\s*{_MER}))(?P<{p}cm>[0-9]{{2}})"
-        rf"|(?P<{p}eh>[0-9]{{1,2}})(?=\s*(?:{_MER}|o'?clock\b))"
-        r")"
-        rf"(?:\s*(?P<{p}mer>{_MER}|o'?clock\b))?"
-    )
-
-
-_RANGE_SEP = r"\s*(?:到|至|~|〜|-|—|–|\bto\b|\buntil\b|\btill\b|\bthrough\b)\s*"
-
-_TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
-    # Phrases that look like times but shift or blur them: "a bit later", "a little".
-    ("shift", r"早一点|晚一点|早点|晚点|一点点|一点儿|有点|有一点|差一点|快一点|慢一点|早些|晚些"),
-    ("recur", r"每天|每周|每个?星期|每个?礼拜|每月|每年|每晚|每早|\bevery\b|\bdaily\b|\bweekly\b"),
-    ("midnight", r"\bmidnight\b|午夜|半夜十二点|半夜12点"),
-    # Dates -----------------------------------------------------------------------------------
-    (
-        "zhymd",
-        rf"(?P<zy>[0-9]{{4}})\s*年\s*(?P<zm>{_NUM})\s*月\s*(?P<zd>{_NUM})\s*[日号號]?",
-    ),
-    ("isod", r"(?P<iy>[0-9]{4})[-/.](?P<im>[0-9]{1,2})[-/.](?P<id>[0-9]{1,2})(?![0-9])"),
-    ("zhmd", rf"(?P<zm2>{_NUM})\s*月\s*(?P<zd2>{_NUM})\s*[日号號]?"),
-    ("slashd", r"(?<![0-9])(?P<sm>[0-9]{1,2})/(?P<sd>[0-9]{1,2})(?:/(?P<sy>[0-9]{4}))?(?![0-9/])"),
-    (
-        "enmd",
-        rf"\b(?P<em>{_EN_MONTH})\b\.?\s*(?P<ed>[0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:\s*,?\s*(?P<ey>[0-9]{{4}})\b)?",
-    ),
-    (
-        "endm",
-        rf"\b(?P<ed2>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<em2>{_EN_MONTH})\b\.?(?:\s*,?\s*(?P<ey2>[0-9]{{4}})\b)?",
-    ),
-    ("zhhol", r"(?P<hol>国庆节?|春节|除夕|中秋节?|清明节?|端午节?|元旦|劳动节|五一劳动节|五一)"),
-    ("enhol", r"\bnew year'?s day\b"),
-    ("zhrel", r"(?P<rel>大后天|后天|明天|明日|明儿|今天|今日|今儿|昨天|前天)"),
-    ("zhdp", r"(?P<dpd>今|明|昨)(?P<dpp>晚|早)(?:上)?"),
-    ("zhndays", rf"(?P<nd>{_NUM})\s*天\s*(?:以后|之后|后)"),
-    (
-        "zhweek",
-        rf"(?P<wp>下下个?|下个?|这个?|本|上上个?|上个?)?\s*(?:周|週|星期|礼拜|禮拜)(?P<wd>[{_ZH_WD}])",
-    ),
-    ("zhweekend", r"(?P<wep>下下个?|下个?|这个?|本|上个?)?\s*[周週]末"),
-    ("enrel", r"\b(?P<erel>(?:the\s+)?day\s+after\s+tomorrow|tomorrow|tmrw|tmr|today|tonight|yesterday)\b"),
-    ("enndays", r"\bin\s+(?P<end>[0-9]{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+days?\b"),
-    (
-        "enweek",
-        rf"\b(?:(?P<ewp>next|this|last)\s+(?:week\s+(?:on\s+)?)?)?(?P<ewd>{_EN_WD})\b\.?"
-        r"(?:\s+(?P<ews>next|this|last)\s+week\b)?",
-    ),
-    ("enweekend", r"\b(?:(?P<ewep>next|this)\s+)?weekend\b"),
-    ("enthisper", r"\bthis\s+(?P<etp>morning|afternoon|evening)\b"),
-    # Times -----------------------------------------------------------------------------------
-    (
-        "zhrange2",
-        rf"(?:(?P<r2per>{_ZH_PERIOD})\s*)?(?P<r2a>{_NUM})\s*(?:-|~|到|至)\s*(?P<r2b>{_NUM})\s*(?:点钟?|时)",
-    ),
-    (
-        "enrange2",
-        r"(?P<r3a>[0-9]{1,2})(?::(?P<r3am>[0-9]{2}))?\s*(?:-|–|—|\bto\b|\buntil\b|\btill\b)\s*"
-        rf"(?P<r3b>[0-9]{{1,2}})(?::(?P<r3bm>[0-9]{{2}}))?\s*(?P<r3mer>{_MER})",
-    ),
-    ("range", rf"{_clock('a')}{_RANGE_SEP}{_clock('b')}"),
-    ("clock", _clock("c")),
-    (
-        "enat",
-        r"\bat\s+(?P<ath>[0-9]{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b"
-        rf"(?![:.][0-9])(?!\s*(?:{_MER}|o'?clock\b))",
-    ),
-    ("noon", r"\b(?:12\s*)?(?:noon|midday)\b|正午|中午12点整"),
-    ("zhper", rf"(?P<zp>{_ZH_PERIOD}|早上好)"),
-    ("enper", r"\b(?:in\s+the\s+|at\s+)?(?P<ep>morning|afternoon|evening|night)\b"),
-)
-
-_TOKEN_RE = re.compile("|".join(f"(?P<T_{name}>{body})" for name, body in _TOKEN_ALTERNATIVES))
-
-_ZH_WEEKDAY = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "日": 7, "天": 7}
-_EN_WEEKDAY_PREFIX = {"mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6, "sun": 7}
-_EN_MONTHS = {
-    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
-    "jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12,
-}  # fmt: skip
-_ZH_HOLIDAYS = {
-    "国庆": "national_day", "国庆节": "national_day", "春节": "spring_festival", "除夕": "new_years_eve",
-    "中秋": "mid_autumn", "中秋节": "mid_autumn", "清明": "qingming", "清明节": "qingming",
-    "端午": "dragon_boat", "端午节": "dragon_boat", "元旦": "new_year", "劳动节": "labor_day",
-    "五一劳动节": "labor_day", "五一": "labor_day",
-}  # fmt: skip
-_ZH_REL = {
-    "今天": 0, "今日": 0, "今儿": 0, "明天": 1, "明日": 1, "明儿": 1, "后天": 2, "大后天": 3,
-    "昨天": -1, "前天": -2,
-}  # fmt: skip
-_EN_REL = {"today": 0, "tonight": 0, "tomorrow": 1, "tmr": 1, "tmrw": 1, "yesterday": -1}
-
-# Period -> which written hours it accepts and how each maps to 24h; an hour outside is ambiguous.
-_AM = {h: h for h in range(13)}
-_PM = {**{h: h + 12 for h in range(1, 12)}, 12: 12, **{h: h for h in range(13, 24)}}
-_EVENING = {**{h: h + 12 for h in range(5, 12)}, **{h: h for h in range(17, 24)}}
-_PERIODS: dict[str, dict[int, int]] = {
-    "凌晨": {**{h: h for h in range(7)}, 12: 0},
-    "清晨": {h: h for h in range(4, 9)},
-    "早上": _AM, "早晨": _AM, "上午": _AM, "早": _AM, "morning": {h: h for h in range(1, 12)},
-    "中午": {11: 11, 12: 12, 1: 13, 2: 14, 3: 15, 13: 13, 14: 14},
-    "午间": {11: 11, 12: 12, 1: 13, 2: 14, 13: 13, 14: 14},
-    "下午": _PM, "午后": _PM, "afternoon": {**{h: h + 12 for h in range(1, 8)}, 12: 12},
-    "傍晚": {**{h: h + 12 for h in range(4, 9)}, **{h: h for h in range(16, 21)}},
-    "黄昏": {**{h: h + 12 for h in range(4, 9)}, **{h: h for h in range(16, 21)}},
-    "晚上": _EVENING, "晚间": _EVENING, "夜晚": _EVENING, "夜间": _EVENING, "晚": _EVENING,
-    "evening": _EVENING, "night": {h: h + 12 for h in range(6, 12)},
-    "夜里": {**{h: h + 12 for h in range(8, 12)}, **{h: h for h in range(20, 24)}},
-    "深夜": {**{h: h + 12 for h in range(9, 12)}, **{h: h for h in (1, 2, 3, 4, 21, 22, 23)}},
-    "半夜": {h: h for h in range(1, 5)},
-    "am": {**{h: h for h in range(1, 12)}, 12: 0},
-    "pm": {**{h: h + 12 for h in range(1, 12)}, 12: 12},
-}  # fmt: skip
-
-# Words that carry no slot and do not make a reply long. Longest first so 好的 wins over 好.
-_ZH_FILLER_TEXT = """
-没问题 没关系 不错 好的 好吧 好啊 好呀 好 行吧 行 可以的 可以 对的 对 是的
-嗯嗯 嗯 哦 噢 啊 呀 吧 呢 啦 了 的 哈 嘛 那就 那 就 改到 改成 改为 改在 改
-换到 换成 换 定到 定在 定 放到 放在 约在 约 安排到 安排在 安排 在 是 到
-要 我们 我 咱们 请 麻烦 帮我 帮忙 一下 吗 时候 那天 这天 当天 那一天
-左右 大概 差不多 开始 直接 创建 建 把 它 时间 日期 这个 那个 这样 就这样
-确认 也行 都行 还行 谢谢 谢了 辛苦 和 跟 从 起 整
-"""
-_EN_FILLER_TEXT = """
-ok okay k sure yes yeah yep yup fine great good perfect cool alright right please pls plz then
-let's lets let us make it do on at the a an for from in how about maybe move change to reschedule
-schedule set that this one works work sounds sound go with instead i we me can could should would
-will be is it's its thanks thank you thx around approx approximately starting start and hi hey hello
-put book
-"""
-# Longest first so 好的 is removed as a whole before 好.
-_ZH_FILLER_RE = re.compile("|".join(map(re.escape, sorted(_ZH_FILLER_TEXT.split(), key=len, reverse=True))))
-_EN_FILLERS = frozenset(_EN_FILLER_TEXT.split())
-_BLOCKER_RE = re.compile(
-    r"[0-9]|不|别|没|未|非|否|或|还是|每|前|后|以|之|号|號|月|周|星期|礼拜|点|點|时|時|分|年|天|早|晚|取消"
-    r"|什么|几|哪|有空|有没有|忙"
-    r"|\b(?:not|no|nope|don'?t|doesn'?t|isn'?t|can'?t|cannot|won'?t|never|cancel|or|every|before|after|until"
-    r"|till|by|except|week|weeks|month|months|year|years|day|days|hour|hours|minutes?|next|last|coming|earlier"
-    r"|later|midnight|noon|am|pm|o'?clock|either|but|neither|nor|what|which|when|where|available|busy)\b"
-)
-_CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_WORD_RE = re.compile(r"[^\W\d_](?:[^\W\d_]|')*")
 
 
 _Clock = tuple[int | None, int, str | None]  # written hour, minute, period word or am/pm
@@ -349,13 +129,10 @@ def _add_date(out: ReplyParse, month: int | None, day: int | None, year: int | N
         out.dates.append(("date", f"--{month:02d}-{day:02d}", None))
 
 
-_WEEK_WORDS = {"下下": 2, "下": 1, "这": 0, "本": 0, "上": -1, "上上": -2, "next": 1, "this": 0, "last": -1}
-
-
 def _week_offset(word: str | None) -> int | None:
     if word is None:
         return None
-    return _WEEK_WORDS.get(word.rstrip("个"))
+    return WEEK_WORDS.get(word.rstrip("个"))
 
 
 def _signed(n: int) -> str:
@@ -365,7 +142,7 @@ def _signed(n: int) -> str:
 def _apply_period(hour: int, period: str | None) -> int | None:
     if period is None:
         return hour if 0 <= hour <= 23 else None
-    return _PERIODS.get(period, {}).get(hour)
+    return PERIODS.get(period, {}).get(hour)
 
 
 def _clock_parts(m: re.Match[str], p: str) -> _Clock | None:
@@ -382,14 +159,14 @@ def _clock_parts(m: re.Match[str], p: str) -> _Clock | None:
         else:
             period = mer
     if g(f"{p}h") is not None:
-        hour = _number(g(f"{p}h"))
+        hour = number(g(f"{p}h"))
         if g(f"{p}half"):
             minute: int | None = 30
         elif g(f"{p}q"):
             minute = 15 if g(f"{p}q") == "一" else 45
         elif g(f"{p}m") is not None:
             text = g(f"{p}m")
-            minute = _number(text)
+            minute = number(text)
             # 三点五 / 3点5 could be 3:05 or 3:30; 三点零五, 3点05, 3点5分, 三点十 are not.
             if len(text) == 1 and minute is not None and minute < 10 and not g(f"{p}fen"):
                 return None
@@ -406,7 +183,7 @@ def _clock_parts(m: re.Match[str], p: str) -> _Clock | None:
 def _scan(text: str, out: ReplyParse) -> None:
     leftover: list[str] = []
     pos = 0
-    for m in _TOKEN_RE.finditer(text):
+    for m in TOKEN_RE.finditer(text):
         leftover.append(text[pos : m.start()])
         pos = m.end()
         kind = m.lastgroup
@@ -417,36 +194,36 @@ def _scan(text: str, out: ReplyParse) -> None:
         if kind in ("shift", "recur", "midnight"):
             out.refuse(kind)
         elif kind == "zhymd":
-            _add_date(out, _number(g("zm")), _number(g("zd")), int(g("zy")))
+            _add_date(out, number(g("zm")), number(g("zd")), int(g("zy")))
         elif kind == "isod":
             _add_date(out, int(g("im")), int(g("id")), int(g("iy")))
         elif kind == "zhmd":
-            _add_date(out, _number(g("zm2")), _number(g("zd2")), None)
+            _add_date(out, number(g("zm2")), number(g("zd2")), None)
         elif kind == "slashd":
             _add_date(out, int(g("sm")), int(g("sd")), int(g("sy")) if g("sy") else None)
         elif kind in ("enmd", "endm"):
             suffix = "" if kind == "enmd" else "2"
-            month, year = _EN_MONTHS[g(f"em{suffix}")[:3]], g(f"ey{suffix}")
+            month, year = EN_MONTHS[g(f"em{suffix}")[:3]], g(f"ey{suffix}")
             _add_date(out, month, int(g(f"ed{suffix}")), int(year) if year else None)
         elif kind == "zhhol":
-            out.dates.append(("date", f"H:{_ZH_HOLIDAYS[g('hol')]}", None))
+            out.dates.append(("date", f"H:{ZH_HOLIDAYS[g('hol')]}", None))
         elif kind == "enhol":
             out.dates.append(("date", "H:new_year", None))
         elif kind == "zhrel":
-            out.dates.append(("date", f"D{_signed(_ZH_REL[g('rel')])}" if _ZH_REL[g("rel")] else "D", None))
+            out.dates.append(("date", f"D{_signed(ZH_REL[g('rel')])}" if ZH_REL[g("rel")] else "D", None))
         elif kind == "zhdp":
             shift = {"今": 0, "明": 1, "昨": -1}[g("dpd")]
             out.dates.append(("date", f"D{_signed(shift)}" if shift else "D", None))
             out.periods.append("晚上" if g("dpp") == "晚" else "早上")
         elif kind == "zhndays":
-            n = _number(g("nd"))
+            n = number(g("nd"))
             if n is None:
                 out.refuse("bad number")
             else:
                 out.dates.append(("date", f"D+{n}", None))
         elif kind == "zhweek":
             wd = g("wd")
-            weekday = _ZH_WEEKDAY[wd] if wd in _ZH_WEEKDAY else int(wd)
+            weekday = ZH_WEEKDAY[wd] if wd in ZH_WEEKDAY else int(wd)
             offset = _week_offset(g("wp"))
             if offset is None:
                 out.dates.append(("weekday", None, weekday))
@@ -460,14 +237,14 @@ def _scan(text: str, out: ReplyParse) -> None:
             if word.endswith("after tomorrow"):
                 out.dates.append(("date", "D+2", None))
             else:
-                shift = _EN_REL[word]
+                shift = EN_REL[word]
                 out.dates.append(("date", f"D{_signed(shift)}" if shift else "D", None))
                 if word == "tonight":
                     out.periods.append("evening")
         elif kind == "enndays":
-            out.dates.append(("date", f"D+{_number(g('end'))}", None))
+            out.dates.append(("date", f"D+{number(g('end'))}", None))
         elif kind == "enweek":
-            weekday = _EN_WEEKDAY_PREFIX[g("ewd")[:3]]
+            weekday = EN_WEEKDAY_PREFIX[g("ewd")[:3]]
             out.loose_weekday = out.loose_weekday or len(g("ewd")) <= 3
             before, after = _week_offset(g("ewp")), _week_offset(g("ews"))
             if before is not None and after is not None:
@@ -484,7 +261,7 @@ def _scan(text: str, out: ReplyParse) -> None:
             out.dates.append(("date", "D", None))
             out.periods.append(g("etp"))
         elif kind == "zhrange2":
-            a, b = _number(g("r2a")), _number(g("r2b"))
+            a, b = number(g("r2a")), number(g("r2b"))
             if a is None or b is None:
                 out.refuse("bad number")
             else:
@@ -506,7 +283,7 @@ def _scan(text: str, out: ReplyParse) -> None:
             else:
                 out.pending.append(parts)
         elif kind == "enat":
-            out.pending.append((_number(g("ath")), 0, None))
+            out.pending.append((number(g("ath")), 0, None))
         elif kind == "noon":
             out.times.append((12, 0))
         elif kind == "zhper":
@@ -550,17 +327,17 @@ def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None
 
 
 def _leftover_is_small(leftover: str, loose_weekday: bool) -> str | None:
-    if len(_CJK_RE.findall(leftover)) > _MAX_CJK_RAW:
+    if len(CJK_RE.findall(leftover)) > _MAX_CJK_RAW:
         return "long free text"
-    if sum(1 for w in _WORD_RE.findall(leftover) if not _CJK_RE.match(w)) > _MAX_WORDS_RAW:
+    if sum(1 for w in WORD_RE.findall(leftover) if not CJK_RE.match(w)) > _MAX_WORDS_RAW:
         return "long free text"
-    rest = _ZH_FILLER_RE.sub(" ", leftover)
-    if _BLOCKER_RE.search(rest):
+    rest = ZH_FILLER_RE.sub(" ", leftover)
+    if BLOCKER_RE.search(rest):
         return "unconsumed date/time, negation or question words"
-    if len(_CJK_RE.findall(rest)) > _MAX_CJK_LEFTOVER:
+    if len(CJK_RE.findall(rest)) > _MAX_CJK_LEFTOVER:
         return "long free text"
-    words = [w for w in _WORD_RE.findall(rest) if not _CJK_RE.match(w)]
-    others = sum(1 for w in words if w not in _EN_FILLERS)
+    words = [w for w in WORD_RE.findall(rest) if not CJK_RE.match(w)]
+    others = sum(1 for w in words if w not in EN_FILLERS)
     if others > _MAX_WORD_LEFTOVER:
         return "long free text"
     if loose_weekday and others:

@@ -1,0 +1,138 @@
+"""The words of the short-reply parser: numerals, weekdays, months, holidays, relative days, periods
+and fillers. Data and tiny lookups only; the token grammar is in `grammar`, the reading in `replies`.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "BLOCKER_RE",
+    "CJK_RE",
+    "EN_FILLERS",
+    "EN_MONTHS",
+    "EN_REL",
+    "EN_WEEKDAY_PREFIX",
+    "PERIODS",
+    "WEEK_WORDS",
+    "WORD_RE",
+    "ZH_FILLER_RE",
+    "ZH_HOLIDAYS",
+    "ZH_REL",
+    "ZH_WEEKDAY",
+    "number",
+]
+
+# --------------------------------------------------------------------------- numbers
+
+_CN_DIGITS = {
+    "零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3,
+    "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
+}  # fmt: skip
+_EN_NUMBERS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+}  # fmt: skip
+
+
+def number(text: str) -> int | None:
+    """Arabic or Chinese numerals up to 99 (十, 十二, 二十三, 两, 零五)."""
+    if text.isdigit():
+        return int(text)
+    if text in _EN_NUMBERS:
+        return _EN_NUMBERS[text]
+    if "十" in text:
+        tens_text, _, ones_text = text.partition("十")
+        if tens_text in ("", "一"):
+            tens = 1
+        elif len(tens_text) == 1 and tens_text in _CN_DIGITS and tens_text not in "零〇两":
+            tens = _CN_DIGITS[tens_text]
+        else:
+            return None
+        if ones_text == "":
+            return tens * 10
+        if len(ones_text) == 1 and ones_text in _CN_DIGITS and ones_text not in "零〇两":
+            return tens * 10 + _CN_DIGITS[ones_text]
+        return None
+    if len(text) == 2 and text[0] in "零〇" and text[1] in _CN_DIGITS:
+        return _CN_DIGITS[text[1]]
+    if len(text) == 1 and text in _CN_DIGITS:
+        return _CN_DIGITS[text]
+    return None
+
+
+# --------------------------------------------------------------------------- dates
+
+ZH_WEEKDAY = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "日": 7, "天": 7}
+EN_WEEKDAY_PREFIX = {"mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6, "sun": 7}
+EN_MONTHS = {
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
+    "jul": 7, "aug": 8, "sep": 9, "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+ZH_HOLIDAYS = {
+    "国庆": "national_day", "国庆节": "national_day", "春节": "spring_festival", "除夕": "new_years_eve",
+    "中秋": "mid_autumn", "中秋节": "mid_autumn", "清明": "qingming", "清明节": "qingming",
+    "端午": "dragon_boat", "端午节": "dragon_boat", "元旦": "new_year", "劳动节": "labor_day",
+    "五一劳动节": "labor_day", "五一": "labor_day",
+}  # fmt: skip
+ZH_REL = {
+    "今天": 0, "今日": 0, "今儿": 0, "明天": 1, "明日": 1, "明儿": 1, "后天": 2, "大后天": 3,
+    "昨天": -1, "前天": -2,
+}  # fmt: skip
+EN_REL = {"today": 0, "tonight": 0, "tomorrow": 1, "tmr": 1, "tmrw": 1, "yesterday": -1}
+WEEK_WORDS = {"下下": 2, "下": 1, "这": 0, "本": 0, "上": -1, "上上": -2, "next": 1, "this": 0, "last": -1}
+
+# --------------------------------------------------------------------------- periods
+
+# Period -> which written hours it accepts and how each maps to 24h; an hour outside is ambiguous.
+_AM = {h: h for h in range(13)}
+_PM = {**{h: h + 12 for h in range(1, 12)}, 12: 12, **{h: h for h in range(13, 24)}}
+_EVENING = {**{h: h + 12 for h in range(5, 12)}, **{h: h for h in range(17, 24)}}
+PERIODS: dict[str, dict[int, int]] = {
+    "凌晨": {**{h: h for h in range(7)}, 12: 0},
+    "清晨": {h: h for h in range(4, 9)},
+    "早上": _AM, "早晨": _AM, "上午": _AM, "早": _AM, "morning": {h: h for h in range(1, 12)},
+    "中午": {11: 11, 12: 12, 1: 13, 2: 14, 3: 15, 13: 13, 14: 14},
+    "午间": {11: 11, 12: 12, 1: 13, 2: 14, 13: 13, 14: 14},
+    "下午": _PM, "午后": _PM, "afternoon": {**{h: h + 12 for h in range(1, 8)}, 12: 12},
+    "傍晚": {**{h: h + 12 for h in range(4, 9)}, **{h: h for h in range(16, 21)}},
+    "黄昏": {**{h: h + 12 for h in range(4, 9)}, **{h: h for h in range(16, 21)}},
+    "晚上": _EVENING, "晚间": _EVENING, "夜晚": _EVENING, "夜间": _EVENING, "晚": _EVENING,
+    "evening": _EVENING, "night": {h: h + 12 for h in range(6, 12)},
+    "夜里": {**{h: h + 12 for h in range(8, 12)}, **{h: h for h in range(20, 24)}},
+    "深夜": {**{h: h + 12 for h in range(9, 12)}, **{h: h for h in (1, 2, 3, 4, 21, 22, 23)}},
+    "半夜": {h: h for h in range(1, 5)},
+    "am": {**{h: h for h in range(1, 12)}, 12: 0},
+    "pm": {**{h: h + 12 for h in range(1, 12)}, 12: 12},
+}  # fmt: skip
+
+# --------------------------------------------------------------------------- what a reply may hold
+
+# Words that carry no slot and do not make a reply long. Longest first so 好的 wins over 好.
+_ZH_FILLER_TEXT = """
+没问题 没关系 不错 好的 好吧 好啊 好呀 好 行吧 行 可以的 可以 对的 对 是的
+嗯嗯 嗯 哦 噢 啊 呀 吧 呢 啦 了 的 哈 嘛 那就 那 就 改到 改成 改为 改在 改
+换到 换成 换 定到 定在 定 放到 放在 约在 约 安排到 安排在 安排 在 是 到
+要 我们 我 咱们 请 麻烦 帮我 帮忙 一下 吗 时候 那天 这天 当天 那一天
+左右 大概 差不多 开始 直接 创建 建 把 它 时间 日期 这个 那个 这样 就这样
+确认 也行 都行 还行 谢谢 谢了 辛苦 和 跟 从 起 整
+"""
+_EN_FILLER_TEXT = """
+ok okay k sure yes yeah yep yup fine great good perfect cool alright right please pls plz then
+let's lets let us make it do on at the a an for from in how about maybe move change to reschedule
+schedule set that this one works work sounds sound go with instead i we me can could should would
+will be is it's its thanks thank you thx around approx approximately starting start and hi hey hello
+put book
+"""
+# Longest first so 好的 is removed as a whole before 好.
+ZH_FILLER_RE = re.compile("|".join(map(re.escape, sorted(_ZH_FILLER_TEXT.split(), key=len, reverse=True))))
+EN_FILLERS = frozenset(_EN_FILLER_TEXT.split())
+BLOCKER_RE = re.compile(
+    r"[0-9]|不|别|没|未|非|否|或|还是|每|前|后|以|之|号|號|月|周|星期|礼拜|点|點|时|時|分|年|天|早|晚|取消"
+    r"|什么|几|哪|有空|有没有|忙"
+    r"|\b(?:not|no|nope|don'?t|doesn'?t|isn'?t|can'?t|cannot|won'?t|never|cancel|or|every|before|after|until"
+    r"|till|by|except|week|weeks|month|months|year|years|day|days|hour|hours|minutes?|next|last|coming|earlier"
+    r"|later|midnight|noon|am|pm|o'?clock|either|but|neither|nor|what|which|when|where|available|busy)\b"
+)
+CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+WORD_RE = re.compile(r"[^\W\d_](?:[^\W\d_]|')*")
