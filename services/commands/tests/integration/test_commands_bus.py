@@ -100,7 +100,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0001"
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0002"
 
 
 # ---- create and every stub status ------------------------------------------------------------------
@@ -332,7 +332,8 @@ async def test_cancel_and_supersede(system: System, user: str) -> None:
     second = await system.execute(create(user, date="D+3"))
     assert first.stub is not None
     assert second.stub is not None
-    assert await stub_status(system, first.stub.id) == "cancelled"
+    # The database accepts the final status `superseded` (migration 0002).
+    assert await stub_status(system, first.stub.id) == "superseded"
     assert await stub_status(system, second.stub.id) == "needs_time"
     active = await system.query(GetActiveStub(envelope=envelope(user)))
     assert active.stub is not None
@@ -534,16 +535,16 @@ async def test_users_are_isolated_even_with_each_others_ids(system: System, user
 
 async def test_database_failure_is_transient_and_the_retry_writes_once(system: System, user: str) -> None:
     assert system.app.service is not None
-    healthy = system.app.service.store
+    healthy = system.app.service.writes.store
     dead = make_engine("postgresql+asyncpg://nobody:nothing@127.0.0.1:1/nowhere")
-    system.app.service.store = SqlStore(dead)
+    system.app.service.writes.store = SqlStore(dead)
     command = create(user, title="重试", date="D+1", time="10:00", idem="retry-me")
     try:
         with pytest.raises(BusRequestError) as failure:
             await system.execute(command)
         assert failure.value.code == "transient"
     finally:
-        system.app.service.store = healthy
+        system.app.service.writes.store = healthy
         await dead.dispose()
     first = await system.execute(command)
     second = await system.execute(command)

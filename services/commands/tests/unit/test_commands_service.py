@@ -187,7 +187,9 @@ async def test_cancel_and_supersede(harness: Any) -> None:
     assert nothing.error.code == "no_active_command"
     first = await harness.service.execute(create(date="WE"))
     second = await harness.service.execute(create(date="D+2"))
-    assert harness.stubs() == {first.stub.id: "cancelled", second.stub.id: "needs_time"}
+    # Not an answer to the first (no active_command_id): the first ends superseded, and says so.
+    assert harness.stubs() == {first.stub.id: "superseded", second.stub.id: "needs_time"}
+    assert second.superseded is not None and second.superseded.id == first.stub.id
     active = await harness.service.query(GetActiveStub(envelope=env()))
     assert active.stub.id == second.stub.id
     cancelled = await harness.service.execute(CancelStub(envelope=env(), idempotency_key=key()))
@@ -268,3 +270,74 @@ async def test_invalid_zone_is_an_error(harness: Any) -> None:
     )
     result = await harness.service.execute(bad)
     assert result.error.code == "invalid_zone"
+
+
+# ---- contract §8: continuing or superseding the pending stub ---------------------------------------
+
+
+async def test_a_create_with_another_title_supersedes_the_stub_and_never_borrows_its_title(
+    harness: Any,
+) -> None:
+    weekend = await harness.service.execute(create(title="修汽车轮毂", date="WE"))
+    other = await harness.service.execute(
+        create(active=weekend.stub.id, title="和张三开会", date="D+1", time="15:00")
+    )
+    assert other.status == "created"
+    assert other.event.title == "和张三开会"
+    assert other.event.start.isoformat() == "2026-09-25T15:00:00+08:00"
+    assert other.superseded is not None and other.superseded.id == weekend.stub.id
+    assert harness.stubs() == {weekend.stub.id: "superseded"}
+    assert [e.title for e in harness.events()] == ["和张三开会"]
+
+
+async def test_the_same_title_after_normalising_continues_the_stub(harness: Any) -> None:
+    weekend = await harness.service.execute(create(title="修汽车轮毂", date="WE"))
+    done = await harness.service.execute(
+        create(active=weekend.stub.id, title=" 修汽车轮毂。", date="2026-09-27", time="10:00")
+    )
+    assert done.status == "created"
+    assert done.stub is not None and done.stub.id == weekend.stub.id
+    assert done.superseded is None
+
+
+async def test_a_create_naming_the_stub_id_continues_it_under_the_stub_title(harness: Any) -> None:
+    weekend = await harness.service.execute(create(title="修汽车轮毂", date="WE"))
+    done = await harness.service.execute(
+        create(
+            active=weekend.stub.id,
+            title="轮毂",
+            command_id=weekend.stub.id,
+            date="2026-09-26",
+            time="10:00",
+        )
+    )
+    assert done.status == "created"
+    assert done.event.title == "修汽车轮毂"
+
+
+async def test_a_held_stub_is_never_executed_by_a_create_of_something_else(harness: Any) -> None:
+    past = await harness.service.execute(create(title="开会", date="D-1", time="15:00"))
+    assert past.status == "held"
+    swim = await harness.service.execute(
+        create(active=past.stub.id, title="游泳", date="2026-09-26", time="10:00")
+    )
+    assert swim.status == "created"
+    assert [e.title for e in harness.events()] == ["游泳"]
+    assert harness.stubs()[past.stub.id] == "superseded"
+
+
+async def test_a_renewed_create_of_the_held_title_does_not_confirm_it(harness: Any) -> None:
+    past = await harness.service.execute(create(title="开会", date="D-1", time="15:00"))
+    again = await harness.service.execute(create(active=past.stub.id, title="开会", date="D-1", time="15:00"))
+    assert again.status == "held"
+    assert harness.events() == []
+
+
+async def test_confirming_a_conflict_keeps_the_proposed_time(harness: Any) -> None:
+    await harness.service.execute(create(title="评审", date="D+1", time="15:00"))
+    clash = await harness.service.execute(create(title="和张三开会", date="D+1", time="15:30"))
+    assert clash.status == "conflict"
+    done = await harness.service.execute(merge(clash.stub.id, confirm=True))
+    assert done.status == "created"
+    assert done.event.start.isoformat() == "2026-09-25T15:30:00+08:00"
+    assert sorted(e.title for e in harness.events()) == ["和张三开会", "评审"]

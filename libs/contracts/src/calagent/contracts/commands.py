@@ -16,8 +16,13 @@ from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule
 
-StubStatus = Literal["needs_date", "needs_time", "conflict", "held", "created", "cancelled", "expired"]
+StubStatus = Literal[
+    "needs_date", "needs_time", "conflict", "held", "created", "cancelled", "expired", "superseded"
+]
 ACTIVE_STUB_STATUSES: frozenset[str] = frozenset({"needs_date", "needs_time", "conflict", "held"})
+FINAL_STUB_STATUSES: frozenset[str] = frozenset({"created", "cancelled", "expired", "superseded"})
+# The stubs whose receipt ends with a proposed action a bare "好"/"yes" can accept (contract §8).
+OFFER_STUB_STATUSES: frozenset[str] = frozenset({"conflict", "held"})
 HoldReason = Literal["past_start", "third_party_content"]
 
 
@@ -100,7 +105,9 @@ class MergeStub(WireModel):
     idempotency_key: str = Field(min_length=1, max_length=200)
     command_id: str
     patch: SlotPatch
-    confirm: bool = False  # executes a `held` stub the user has confirmed
+    # The user accepted the stub's offer: a `held` stub's hold is lifted, a `conflict` stub keeps its
+    # proposed time. Set only by code (confirm_command, the timed gate), never from slot wording.
+    confirm: bool = False
 
 
 class CancelStub(WireModel):
@@ -127,6 +134,8 @@ class CommandResult(WireModel):
     stub: StubOut | None = None
     calendar_fallback: CalendarFallback | None = None
     error: CommandError | None = None
+    # The stub this command ended as `superseded` because it was a new request, not an answer.
+    superseded: StubOut | None = None
     replayed: bool = False  # the idempotency key was seen before: this is the first answer again
     db_ms: float = 0.0
 

@@ -46,6 +46,14 @@ class PrepareOrCreateSchedule(ToolArgs):
         default=None,
         description="only when the user, answering a conflict question, agrees to keep the original time",
     )
+    command_id: str | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "the pending request's id when this call answers it; a call with another title and no "
+            "command_id is a new request and the pending one is dropped"
+        ),
+    )
 
 
 class QueryScheduleRange(ToolArgs):
@@ -75,6 +83,13 @@ class CancelScheduleCommand(ToolArgs):
     command_id: str | None = Field(default=None, max_length=64, description="default: the active stub")
 
 
+class ConfirmCommand(ToolArgs):
+    """Carry out the pending request the user has just agreed to in their own words (a held write,
+    or keeping a conflicting time). Never for forwarded or quoted content."""
+
+    command_id: str | None = Field(default=None, max_length=64, description="default: the active stub")
+
+
 class SaveMemory(ToolArgs):
     """Remember a fact or preference the user asked to be remembered."""
 
@@ -98,6 +113,7 @@ TOOL_MODELS: Final[dict[str, type[ToolArgs]]] = {
     "query_schedule_range": QueryScheduleRange,
     "suggest_free_time": SuggestFreeTime,
     "cancel_schedule_command": CancelScheduleCommand,
+    "confirm_command": ConfirmCommand,
     "save_memory": SaveMemory,
     "search_memory": SearchMemory,
     "search_chat_archive": SearchChatArchive,
@@ -108,12 +124,15 @@ TOOL_KINDS: Final[dict[str, ToolKind]] = {
     "query_schedule_range": "terminal",
     "suggest_free_time": "terminal",
     "cancel_schedule_command": "terminal",
+    "confirm_command": "terminal",
     "save_memory": "terminal",
     "search_memory": "intermediate",
     "search_chat_archive": "intermediate",
 }
 
-WRITE_TOOLS: Final = frozenset({"prepare_or_create_schedule", "cancel_schedule_command", "save_memory"})
+WRITE_TOOLS: Final = frozenset(
+    {"prepare_or_create_schedule", "cancel_schedule_command", "confirm_command", "save_memory"}
+)
 READ_TOOLS: Final = frozenset({"query_schedule_range", "suggest_free_time"})
 
 

@@ -75,7 +75,8 @@ stubs = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     CheckConstraint(
-        "status IN ('needs_date', 'needs_time', 'conflict', 'held', 'created', 'cancelled', 'expired')",
+        "status IN ('needs_date', 'needs_time', 'conflict', 'held', 'created', 'cancelled', 'expired', "
+        "'superseded')",
         name="ck_stubs_status",
     ),
     # At most one active stub per user, enforced by the database as well as by the code.

@@ -1,0 +1,153 @@
+"""Reads: ranges, free time, the active stub, calendars and the feed. Nothing here writes events
+or stubs; an expired stub is simply not reported (commands end it on the next write)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from calagent.commands.domain.freetime import free_slots
+from calagent.commands.ports import Store, TimePort
+from calagent.commands.views import event_out, render_ics, stub_out
+from calagent.contracts.commands import (
+    CommandError,
+    ExportIcs,
+    FreeSlot,
+    GetActiveStub,
+    ListCalendars,
+    QueryRange,
+    QueryResult,
+    SuggestFree,
+)
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import RangeRequest
+from calagent.runtime.clock import Clock
+
+MAX_RANGE = timedelta(days=366)
+# All-day events are stored as instants of the zone they were made in; widen the search so a
+# user who moved zones still sees the whole local day blocked.
+ALL_DAY_SLACK = timedelta(days=1)
+
+Query = QueryRange | SuggestFree | GetActiveStub | ListCalendars | ExportIcs
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    calendars: tuple[str, ...]
+    working_hours: tuple[time, time]
+    holiday_country: str
+
+
+def query_error(code: str, message: str) -> QueryResult:
+    return QueryResult(error=CommandError.model_validate({"code": code, "message": message}))
+
+
+def check_range(start: datetime, end: datetime) -> QueryResult | None:
+    if end <= start:
+        return query_error("invalid_range", "the end of a range must be after its start")
+    if end - start > MAX_RANGE:
+        return query_error("invalid_range", "a range may span at most 366 days")
+    return None
+
+
+class Queries:
+    def __init__(self, store: Store, time_port: TimePort, config: QueryConfig, clock: Clock) -> None:
+        self.store = store
+        self.time = time_port
+        self.config = config
+        self.clock = clock
+
+    async def run(self, query: Query, tz: ZoneInfo) -> QueryResult:
+        if isinstance(query, QueryRange):
+            return await self._query_range(query, tz)
+        if isinstance(query, SuggestFree):
+            return await self._suggest_free(query, tz)
+        user_id = query.envelope.user_id
+        async with self.store.unit_of_work() as uow:
+            if isinstance(query, GetActiveStub):
+                stub = await uow.active_stub(user_id)
+                if stub is None or stub.expired_at(self.clock.now()):
+                    return QueryResult(db_ms=uow.db_ms)
+                conflicts = await uow.events_by_ids(user_id, stub.conflict_event_ids)
+                return QueryResult(stub=stub_out(stub, conflicts, tz), db_ms=uow.db_ms)
+            if isinstance(query, ListCalendars):
+                names = await uow.calendars(user_id, self.config.calendars)
+                await uow.commit()
+                return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
+            events = await uow.all_events(user_id)
+            return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
+
+    async def _range(
+        self, envelope: Envelope, start_symbol: str | None, end_symbol: str | None
+    ) -> tuple[datetime, datetime] | QueryResult:
+        """Resolve range symbols into validated bounds, or the error result to answer with."""
+        if not (start_symbol and end_symbol):
+            return query_error("invalid_range", "a range needs both a start and an end")
+        resolved = await self.time.resolve_range(
+            RangeRequest(
+                start=start_symbol,
+                end=end_symbol,
+                now=envelope.occurred_at,
+                tz=envelope.tz,
+                holiday_country=self.config.holiday_country,
+            )
+        )
+        if resolved.error is not None:
+            return query_error(resolved.error.code, resolved.error.message)
+        if resolved.start is None or resolved.end is None:
+            return query_error("invalid_range", "the range did not resolve")
+        return check_range(resolved.start, resolved.end) or (resolved.start, resolved.end)
+
+    async def _query_range(self, query: QueryRange, tz: ZoneInfo) -> QueryResult:
+        if query.start_at is not None and query.end_at is not None:
+            # Absolute bounds (the gateway's GET /v1/events); a naive one is read in the user's zone.
+            start = query.start_at if query.start_at.tzinfo else query.start_at.replace(tzinfo=tz)
+            end = query.end_at if query.end_at.tzinfo else query.end_at.replace(tzinfo=tz)
+            invalid = check_range(start, end)
+            if invalid is not None:
+                return invalid
+        else:
+            bounds = await self._range(query.envelope, query.start_symbol, query.end_symbol)
+            if isinstance(bounds, QueryResult):
+                return bounds
+            start, end = bounds
+        async with self.store.unit_of_work() as uow:
+            events = await uow.events_overlapping(
+                query.envelope.user_id, start, end, incomplete_only=query.incomplete_only
+            )
+        return QueryResult(
+            events=tuple(event_out(ev, tz) for ev in events),
+            range_start=start.astimezone(tz),
+            range_end=end.astimezone(tz),
+            db_ms=uow.db_ms,
+        )
+
+    async def _suggest_free(self, query: SuggestFree, tz: ZoneInfo) -> QueryResult:
+        bounds = await self._range(query.envelope, query.start_symbol, query.end_symbol)
+        if isinstance(bounds, QueryResult):
+            return bounds
+        start, end = bounds
+        async with self.store.unit_of_work() as uow:
+            events = await uow.events_overlapping(
+                query.envelope.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
+            )
+        slots = free_slots(
+            start,
+            end,
+            events,
+            duration=timedelta(minutes=query.duration_minutes),
+            working_hours=self.config.working_hours,
+            now=query.envelope.occurred_at,
+            tz=tz,
+            limit=query.max_suggestions,
+        )
+        return QueryResult(
+            range_start=start.astimezone(tz),
+            range_end=end.astimezone(tz),
+            free_slots=tuple(
+                FreeSlot(start=s.astimezone(tz), end=e.astimezone(tz), weekday=s.astimezone(tz).isoweekday())
+                for s, e in slots
+            ),
+            db_ms=uow.db_ms,
+        )
