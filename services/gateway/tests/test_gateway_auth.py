@@ -124,5 +124,7 @@ async def test_every_route_needs_a_token(method: str, path: str, header: str | N
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
         response = await client.request(method, path, headers=headers, json={"message": "hi"})
     assert response.status_code == 401
-    assert isinstance(response.json()["detail"], str)
+    error = response.json()["error"]
+    assert error["code"] == "unauthorized"
+    assert isinstance(error["message"], str) and error["message"]
     assert response.headers["www-authenticate"] == "Bearer"

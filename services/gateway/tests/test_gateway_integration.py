@@ -39,6 +39,7 @@ from calagent.contracts.turns import (
 )
 from calagent.gateway.app import create_app
 from calagent.gateway.auth import issue_token
+from calagent.gateway.turns import KEY_CLAIMS_BUCKET
 from calagent.runtime.bus import Bus, ensure_streams
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import Settings
@@ -305,9 +306,11 @@ async def test_refused_requests_publish_nothing(nats_url: str, fake_agent: FakeA
             await client.post("/v1/chat", json={"message": "hi", "channel": "pigeon"}, headers=auth(dave)),
         ]
     assert [r.status_code for r in unauthorized] == [401, 401, 401]
-    assert all(isinstance(r.json()["detail"], str) for r in unauthorized)
+    assert [r.json()["error"]["code"] for r in unauthorized] == ["unauthorized"] * 3
+    assert all(isinstance(r.json()["error"]["message"], str) for r in unauthorized)
     assert [r.status_code for r in invalid] == [422] * 5
-    assert all(r.json()["detail"][0]["msg"] for r in invalid)
+    assert [r.json()["error"]["code"] for r in invalid] == ["invalid_request"] * 5
+    assert all(r.json()["error"]["message"] for r in invalid)
     await asyncio.sleep(0.2)
     assert await last_seq(admin) == before
     assert fake_agent.of(dave) == []
@@ -377,6 +380,117 @@ async def test_a_retry_while_another_gateway_waits_joins_that_turn(
     assert [r.pending for q, r in fake_agent.lookups if q.user_id == jack] == [False, True]
 
 
+# ---- a client_message_id names one message (contract §11) -----------------------------------------
+
+
+def reused(response: httpx.Response) -> bool:
+    return response.status_code == 409 and response.json()["error"]["code"] == "idempotency_key_reused"
+
+
+async def test_a_reused_key_with_the_same_message_is_a_retry(nats_url: str, fake_agent: FakeAgent) -> None:
+    pia = user()
+    body = {"message": "SLOW 周日下午2点", "client_message_id": "k-same", "conversation_id": "c1"}
+    async with gateway(nats_url) as a, gateway(nats_url) as b:
+        first = await a.post("/v1/chat", json={**body, "active_command_id": "stub-1"}, headers=auth(pia))
+        # The stub is answered by now, so a client rebuilding the request no longer names it: it is
+        # still the same message.
+        same_gateway = await a.post("/v1/chat", json=body, headers=auth(pia))
+        other_gateway = await b.post("/v1/chat", json=body, headers=auth(pia))
+        streamed = await b.post("/v1/chat", json=body, headers={**auth(pia), "Accept": "text/event-stream"})
+    assert [r.status_code for r in (first, same_gateway, other_gateway, streamed)] == [200] * 4
+    assert first.json() == same_gateway.json() == other_gateway.json()
+    [(name, data)] = parse_sse(streamed.text)
+    assert name == "turn.done" and json.loads(data) == first.json()
+    [seen] = fake_agent.of(pia)
+    assert seen.turn.envelope.turn_id == first.json()["turn_id"]
+    assert seen.turn.active_command_id == "stub-1"
+
+
+async def test_a_reused_key_with_another_message_is_409_and_publishes_nothing(
+    nats_url: str, fake_agent: FakeAgent, admin: Any
+) -> None:
+    quin = user()
+    body = {"message": "dentist at 3", "client_message_id": "k-reused"}
+    async with gateway(nats_url) as a, gateway(nats_url) as b:
+        first = await a.post("/v1/chat", json=body, headers=auth(quin))
+        await asyncio.sleep(0.1)
+        before = await last_seq(admin)
+        refused = [
+            await a.post("/v1/chat", json={**body, "message": "dentist at 4"}, headers=auth(quin)),
+            await b.post("/v1/chat", json={**body, "message": "dentist at 4"}, headers=auth(quin)),
+            await b.post("/v1/chat", json={**body, "conversation_id": "elsewhere"}, headers=auth(quin)),
+            await a.post(
+                "/v1/chat",
+                json={**body, "message": "dentist at 5"},
+                headers={**auth(quin), "Accept": "text/event-stream"},
+            ),
+        ]
+        await asyncio.sleep(0.2)
+        after = await last_seq(admin)
+        # The key still belongs to the first message.
+        retry = await b.post("/v1/chat", json=body, headers=auth(quin))
+    assert first.status_code == 200
+    assert [reused(r) for r in refused] == [True] * 4, [r.text for r in refused]
+    assert all(r.json()["error"]["message"] for r in refused)
+    assert after == before, "a refused request reached the turns stream"
+    assert [s.turn.text for s in fake_agent.of(quin)] == ["dentist at 3"]
+    assert retry.status_code == 200 and retry.json() == first.json()
+
+
+async def test_concurrent_first_requests_with_one_key_make_one_turn(
+    nats_url: str, fake_agent: FakeAgent
+) -> None:
+    messages = ["SLOW lunch with A", "SLOW lunch with B", "SLOW lunch with C"]
+    async with gateway(nats_url) as a, gateway(nats_url) as b:
+        for attempt in range(5):
+            rae = user()
+            gateways = [a, b]
+            responses = await asyncio.gather(
+                *(
+                    gateways[i % 2].post(
+                        "/v1/chat",
+                        json={"message": messages[i % 3], "client_message_id": f"race-{attempt}"},
+                        headers=auth(rae),
+                    )
+                    for i in range(6)
+                )
+            )
+            [seen] = fake_agent.of(rae)
+            winner = seen.turn.text
+            for i, response in enumerate(responses):
+                if messages[i % 3] == winner:
+                    assert response.status_code == 200, response.text
+                    assert response.json()["turn_id"] == seen.turn.envelope.turn_id
+                else:
+                    assert reused(response), response.text
+
+
+async def test_one_key_used_by_two_users_does_not_collide(nats_url: str, fake_agent: FakeAgent) -> None:
+    sam, tia = user(), user()
+    async with gateway(nats_url) as a, gateway(nats_url) as b:
+        answers = await asyncio.gather(
+            a.post("/v1/chat", json={"message": "swim", "client_message_id": "shared"}, headers=auth(sam)),
+            b.post("/v1/chat", json={"message": "run", "client_message_id": "shared"}, headers=auth(tia)),
+        )
+    assert [r.status_code for r in answers] == [200, 200]
+    assert [s.turn.text for s in fake_agent.of(sam)] == ["swim"]
+    assert [s.turn.text for s in fake_agent.of(tia)] == ["run"]
+
+
+async def test_a_key_is_bound_for_the_dedup_window(nats_url: str, fake_agent: FakeAgent, admin: Any) -> None:
+    uma = user()
+    async with gateway(nats_url) as client:
+        response = await client.post(
+            "/v1/chat", json={"message": "hi", "client_message_id": "ttl"}, headers=auth(uma)
+        )
+    assert response.status_code == 200
+    bucket = await admin.key_value(KEY_CLAIMS_BUCKET)
+    turns = await admin.stream_info(subjects.TURNS_STREAM)
+    assert (await bucket.status()).ttl == turns.config.duplicate_window
+    entry = await bucket.get(response.json()["turn_id"])
+    assert entry.value  # the claim is keyed by the turn id, which is derived from (user, key)
+
+
 async def test_one_users_turns_never_interleave(nats_url: str, fake_agent: FakeAgent) -> None:
     kim, lee = user(), user()
     async with gateway(nats_url) as client:
@@ -403,8 +517,11 @@ async def test_no_answer_in_time_is_504(nats_url: str, fake_agent: FakeAgent) ->
         after = await client.post("/v1/chat", json={"message": "hello again"}, headers=auth(mia))
     assert response.status_code == 504
     assert response.json() == {
-        "detail": "the agent did not answer in time",
-        "turn_id": fake_agent.of(mia)[0].turn.envelope.turn_id,
+        "error": {
+            "code": "turn_timeout",
+            "message": "the agent did not answer in time",
+            "turn_id": fake_agent.of(mia)[0].turn.envelope.turn_id,
+        }
     }
     assert 0.7 < elapsed < 5
     assert after.status_code == 200
@@ -600,6 +717,7 @@ async def test_timeline_is_scoped_to_the_caller(nats_url: str, readers: FakeRead
         ],
     }
     assert theirs.status_code == unknown.status_code == 404
+    assert theirs.json()["error"]["code"] == unknown.json()["error"]["code"] == "not_found"
     assert [r.user_id for r in readers.timelines] == ["owner", "intruder", "owner"]
 
 
@@ -624,7 +742,8 @@ async def test_reads_without_responders_are_503(nats_url: str) -> None:
         }
     for path, response in responses.items():
         assert response.status_code == 503, path
-        assert "not answering" in response.json()["detail"], path
+        assert response.json()["error"]["code"] == "service_unavailable", path
+        assert "not answering" in response.json()["error"]["message"], path
 
 
 async def test_sse_timeout_ends_with_an_error_event(nats_url: str, fake_agent: FakeAgent) -> None:
@@ -637,6 +756,9 @@ async def test_sse_timeout_ends_with_an_error_event(nats_url: str, fake_agent: F
     [(name, data)] = parse_sse(response.text)
     assert name == "error"
     assert json.loads(data) == {
-        "detail": "the agent did not answer in time",
-        "turn_id": fake_agent.of(ola)[0].turn.envelope.turn_id,
+        "error": {
+            "code": "turn_timeout",
+            "message": "the agent did not answer in time",
+            "turn_id": fake_agent.of(ola)[0].turn.envelope.turn_id,
+        }
     }

@@ -88,8 +88,9 @@ async def test_chat_422_over_http(content: bytes, needle: str) -> None:
             "/v1/chat", content=content, headers={**HEADERS, "Content-Type": "application/json"}
         )
     assert response.status_code == 422
-    detail = response.json()["detail"]
-    assert any(needle in item["msg"] for item in detail), detail
+    error = response.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert needle in error["message"], error
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,8 @@ async def test_events_range_422(query: str) -> None:
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
         response = await client.get(f"/v1/events{query}", headers=HEADERS)
     assert response.status_code == 422
-    assert response.json()["detail"][0]["msg"]
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert response.json()["error"]["message"]
 
 
 async def test_without_a_bus_reads_are_503_not_500() -> None:
@@ -118,4 +120,17 @@ async def test_without_a_bus_reads_are_503_not_500() -> None:
         chat = await client.post("/v1/chat", json={"message": "hi"}, headers=HEADERS)
     assert response.status_code == 503
     assert chat.status_code == 503
-    assert "bus" in response.json()["detail"]
+    assert response.json()["error"]["code"] == chat.json()["error"]["code"] == "service_unavailable"
+    assert "bus" in response.json()["error"]["message"]
+
+
+async def test_framework_errors_use_the_error_body() -> None:
+    app = create_app_without_bus()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+        unknown = await client.get("/v1/nothing-here", headers=HEADERS)
+        wrong_method = await client.delete("/v1/chat", headers=HEADERS)
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "not_found"
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["error"]["code"] == "method_not_allowed"
+    assert "allow" in wrong_method.headers

@@ -2,7 +2,8 @@
 
 It never calls the model and owns no data: chat turns go to the agent over JetStream, reads go to
 the commands and evalrec services over request-reply. Every failure of those becomes a JSON status
-(503 not answering, 502 answered badly, 504 turn timeout), never a stack trace.
+(503 not answering, 502 answered badly, 504 turn timeout), never a stack trace. Every error body,
+whatever raised it, is `{"error": {"code": …, "message": …}}` (contract §11).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import trace
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import Span
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from calagent.contracts import subjects
 from calagent.contracts.bus import HealthReply
@@ -51,6 +54,7 @@ from calagent.gateway.envelopes import unwrap
 from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
+    IdempotencyKeyReusedError,
     TurnOutcome,
     TurnRunner,
     TurnTimeoutError,
@@ -75,6 +79,29 @@ tracer = trace.get_tracer("calagent.gateway")
 # ---- errors ------------------------------------------------------------------------------------
 
 
+# The `code` of an error body by HTTP status, where the status alone says what went wrong.
+ERROR_CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    422: "invalid_request",
+    500: "internal_error",
+    502: "bad_gateway",
+    503: "service_unavailable",
+    504: "turn_timeout",
+}
+
+
+def error_code(status: int) -> str:
+    return ERROR_CODES.get(status, "http_error")
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
 class DownstreamError(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
@@ -83,7 +110,7 @@ class DownstreamError(Exception):
 
 
 class UnprocessableError(Exception):
-    """A 422 in FastAPI's own shape: `{"detail": [{"loc", "msg", "type"}, …]}`."""
+    """A 422; `errors` are `{"loc", "msg", "type"}` items, sent as one message naming each field."""
 
     def __init__(self, errors: list[dict[str, Any]]) -> None:
         super().__init__(errors)
@@ -92,6 +119,10 @@ class UnprocessableError(Exception):
     @classmethod
     def one(cls, loc: list[str | int], msg: str, kind: str = "value_error") -> UnprocessableError:
         return cls([{"loc": loc, "msg": msg, "type": kind}])
+
+    @property
+    def message(self) -> str:
+        return "; ".join(f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in self.errors)
 
 
 def downstream(service: str, exc: BusRequestError) -> DownstreamError:
@@ -267,8 +298,8 @@ def authenticate(request: Request) -> Principal:
 AuthPrincipal = Annotated[Principal, Depends(authenticate)]
 
 
-def _error_json(status: int, detail: Any, **extra: Any) -> JSONResponse:
-    return JSONResponse({"detail": detail, **extra}, status_code=status)
+def _error_json(status: int, message: str, code: str | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse(error_body(code or error_code(status), message, **extra), status_code=status)
 
 
 def _sse(event: str, data: str) -> bytes:
@@ -330,7 +361,25 @@ def create_app(
 
     @app.exception_handler(UnprocessableError)
     async def on_unprocessable(_request: Request, exc: UnprocessableError) -> JSONResponse:
-        return _error_json(422, exc.errors)
+        return _error_json(422, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Routes parse their own input; this keeps any validation FastAPI does in the same shape.
+        errors = [{"loc": e.get("loc", ()), "msg": e.get("msg", "invalid")} for e in exc.errors()]
+        return _error_json(422, UnprocessableError(errors).message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # Unknown paths and methods: FastAPI's default body would be `{"detail": …}`.
+        response = _error_json(exc.status_code, str(exc.detail))
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(IdempotencyKeyReusedError)
+    async def on_key_reused(_request: Request, exc: IdempotencyKeyReusedError) -> JSONResponse:
+        return _error_json(409, str(exc), "idempotency_key_reused")
 
     @app.exception_handler(DownstreamError)
     async def on_downstream(_request: Request, exc: DownstreamError) -> JSONResponse:
@@ -431,11 +480,12 @@ def create_app(
                 yield _sse(event.type, _event_json(event))
             exc = task.exception()
             if isinstance(exc, TurnTimeoutError):
-                data = json.dumps({"detail": "the agent did not answer in time", "turn_id": exc.turn_id})
-                yield _sse("error", data)
+                data = error_body(error_code(504), "the agent did not answer in time", turn_id=exc.turn_id)
+                yield _sse("error", json.dumps(data))
                 return
             if exc is not None:
-                yield _sse("error", json.dumps({"detail": "the turn failed in the gateway"}))
+                data = error_body(error_code(500), "the turn failed in the gateway")
+                yield _sse("error", json.dumps(data))
                 return
             outcome: TurnOutcome = task.result()
             done_span = tracer.start_span("gateway.done", attributes={"calagent.turn_id": turn.turn_id})

@@ -1,6 +1,11 @@
 """One chat turn from the gateway's side: hand it to the agent, wait for its answer, exactly once.
 
-Idempotency (invariant 9) has three layers, cheapest first:
+A `client_message_id` names one message (contract §11): before any layer below runs, the key is
+claimed for this request's fingerprint in a JetStream KV bucket shared by every gateway replica (see
+`KeyClaims`). The same key with a different message is refused (`IdempotencyKeyReusedError`, 409)
+before anything is published; only a request that matches the claim goes on.
+
+Idempotency (invariant 9) then has three layers, cheapest first:
 
 1. in-process: a retry that arrives while the first request with the same `client_message_id` is
    still running awaits the first request's future instead of publishing again;
@@ -25,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import time
 import uuid
@@ -33,6 +40,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from nats.aio.msg import Msg
+from nats.js.api import StorageType
+from nats.js.client import JetStreamContext
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
 from opentelemetry.trace import Span
 from pydantic import ValidationError
 
@@ -53,6 +64,8 @@ LOOKUP_POLL_S = 0.5
 PUBLISH_TIMEOUT_S = 5.0
 ANSWER_CACHE_TTL_S = 600.0  # JetStream's duplicate window on the turns stream
 ANSWER_CACHE_SIZE = 10_000
+KEY_CLAIMS_BUCKET = "calagent_gateway_message_keys"
+KEY_CLAIM_TTL_S = ANSWER_CACHE_TTL_S
 _TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
 
 EventSink = Callable[[TurnEvent], None]
@@ -63,6 +76,28 @@ def turn_id_for(user_id: str, client_message_id: str | None) -> str:
     if client_message_id is None:
         return uuid.uuid4().hex
     return uuid.uuid5(_TURN_ID_NAMESPACE, f"{user_id}\n{client_message_id}").hex
+
+
+def request_fingerprint(raw_text: str, conversation_id: str) -> str:
+    """What a `client_message_id` is bound to: the message as the client sent it, in its conversation.
+
+    The text is hashed before unwrapping, so a retry of the identical body always matches whatever
+    the envelope rules become. `active_command_id` and `channel` are left out on purpose: they are
+    context, not the message. A client retrying after the first attempt answered its stub has
+    re-read `/v1/commands/active` and no longer names the stub, yet it is the same message and must
+    get the first answer; the same words through another transport decide the same (invariant 7).
+    """
+    canonical = json.dumps([raw_text, conversation_id], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class IdempotencyKeyReusedError(Exception):
+    def __init__(self, client_message_id: str) -> None:
+        super().__init__(
+            f"client_message_id {client_message_id!r} was already used for a different message; "
+            "send a new client_message_id with a new message"
+        )
+        self.client_message_id = client_message_id
 
 
 class TurnTimeoutError(Exception):
@@ -171,6 +206,61 @@ class AnswerCache:
             self._items.popitem(last=False)
 
 
+class KeyClaims:
+    """Which message each (user, client_message_id) belongs to, shared by all gateway replicas.
+
+    Why a KV bucket and not the layers below: the in-process future and answer cache exist in one
+    replica only, JetStream's dedup drops a duplicate without saying what it carried, and the agent
+    knows a key only once the turn reached it. Two first requests on two replicas must agree on one
+    winner before either publishes; `kv.create` is create-only on the server, so exactly one claim
+    succeeds and the loser reads the winner's fingerprint. Entries live as long as the turns
+    stream's duplicate window; after that the agent's own per-key claim still keeps a reused key
+    from writing anything (it answers with the first turn's answer instead of 409).
+    """
+
+    def __init__(self, js: JetStreamContext) -> None:
+        self._js = js
+        self._kv: KeyValue | None = None
+        self._opening = asyncio.Lock()
+
+    async def _bucket(self) -> KeyValue:
+        # Opened lazily: an app given a bus works without its lifespan having run.
+        async with self._opening:
+            if self._kv is None:
+                try:
+                    self._kv = await self._js.key_value(KEY_CLAIMS_BUCKET)
+                except BucketNotFoundError:
+                    # Replicas racing here send the same stream config, which JetStream accepts.
+                    self._kv = await self._js.create_key_value(
+                        bucket=KEY_CLAIMS_BUCKET,
+                        ttl=KEY_CLAIM_TTL_S,
+                        history=1,
+                        storage=StorageType.FILE,
+                        description="gateway: the message each client_message_id was first used for",
+                    )
+            return self._kv
+
+    async def claim(self, key: str, fingerprint: str) -> bool:
+        """True when `key` is now, or already was, bound to `fingerprint`; False when to another."""
+        try:
+            kv = await self._bucket()
+            for _ in range(3):
+                try:
+                    await kv.create(key, fingerprint.encode())
+                    return True
+                except KeyWrongLastSequenceError:
+                    pass
+                try:
+                    entry = await kv.get(key)
+                except KeyNotFoundError:
+                    continue  # expired between the two calls: claim it afresh
+                return entry.value == fingerprint.encode()
+        except Exception as exc:
+            # Unchecked keys would let a reused key through; refuse the turn as not deliverable.
+            raise AgentUnreachableError(f"could not check the client_message_id: {exc!r}") from exc
+        raise AgentUnreachableError("could not check the client_message_id: the claim kept changing")
+
+
 def _retrieve(fut: asyncio.Future[TurnOutcome]) -> None:
     # A failed first request with no concurrent duplicate must not log "exception never retrieved".
     if not fut.cancelled():
@@ -184,6 +274,7 @@ class TurnRunner:
         self.clock = clock
         self.locks = UserLocks()
         self.answers = AnswerCache()
+        self.claims = KeyClaims(bus.js)
         self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
 
     async def run(self, turn: ChatTurn, sink: EventSink | None = None) -> TurnOutcome:
@@ -193,6 +284,12 @@ class TurnRunner:
             return await self._publish_and_wait(turn, deadline, sink, poll=False)
 
         key = (turn.principal.user_id, turn.client_message_id)
+        # The claim is keyed by the turn id, which is derived from (user, key): subject-safe, and one
+        # user's key never meets another's.
+        if not await self.claims.claim(
+            turn.turn_id, request_fingerprint(turn.raw_text, turn.conversation_id)
+        ):
+            raise IdempotencyKeyReusedError(turn.client_message_id)
         first = self._inflight.get(key)
         if first is not None:
             turn.accepted.set()
