@@ -65,7 +65,8 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ),
     ("zhhol", r"(?P<hol>国庆节?|春节|除夕|中秋节?|清明节?|端午节?|元旦|劳动节|五一劳动节|五一)"),
     ("enhol", r"\bnew year'?s day\b"),
-    ("zhrel", r"(?P<rel>大后天|后天|明天|明日|明儿|今天|今日|今儿|昨天|前天)"),
+    # 大 only ever lengthens 后天/前天; before any other day word it is not a word we know (大明天).
+    ("zhrel", r"(?P<rel>大*[后前]天|大*(?:[今明]天|[今明昨]日|[今明昨]儿个?|昨天))"),
     ("zhdp", r"(?P<dpd>今|明|昨)(?P<dpp>晚|早)(?:上)?"),
     ("zhndays", rf"(?P<nd>{NUM})\s*天\s*(?:以后|之后|后)"),
     (
@@ -73,7 +74,11 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
         rf"(?P<wp>下下个?|下个?|这个?|本|上上个?|上个?)?\s*(?:周|週|星期|礼拜|禮拜)(?P<wd>[{_ZH_WD}])",
     ),
     ("zhweekend", r"(?P<wep>下下个?|下个?|这个?|本|上个?)?\s*[周週]末"),
-    ("enrel", r"\b(?P<erel>(?:the\s+)?day\s+after\s+tomorrow|tomorrow|tmrw|tmr|today|tonight|yesterday)\b"),
+    (
+        "enrel",
+        r"\b(?:the\s+)?(?P<erel>day\s+after\s+tomorrow|day\s+before\s+yesterday"
+        r"|tomorrow|tmrw|tmr|today|tonight|yesterday)\b",
+    ),
     ("enndays", r"\bin\s+(?P<end>[0-9]{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+days?\b"),
     (
         "enweek",

@@ -75,11 +75,20 @@ ZH_HOLIDAYS = {
     "端午": "dragon_boat", "端午节": "dragon_boat", "元旦": "new_year", "劳动节": "labor_day",
     "五一劳动节": "labor_day", "五一": "labor_day",
 }  # fmt: skip
+# Each 大 moves one day further out: 后天 D+2, 大后天 D+3, 大大后天 D+4; 前天 D-2, 大前天 D-3,
+# 大大前天 D-4. The grammar reads any run of 大 before 后天/前天 as one token, so a form missing
+# here (大大大后天) is refused rather than read as a shorter word with a stray 大 beside it.
 ZH_REL = {
-    "今天": 0, "今日": 0, "今儿": 0, "明天": 1, "明日": 1, "明儿": 1, "后天": 2, "大后天": 3,
-    "昨天": -1, "前天": -2,
+    "今天": 0, "今日": 0, "今儿": 0,
+    "明天": 1, "明日": 1, "明儿": 1,
+    "后天": 2, "大后天": 3, "大大后天": 4,
+    "昨天": -1, "昨日": -1, "昨儿": -1,
+    "前天": -2, "大前天": -3, "大大前天": -4,
 }  # fmt: skip
-EN_REL = {"today": 0, "tonight": 0, "tomorrow": 1, "tmr": 1, "tmrw": 1, "yesterday": -1}
+EN_REL = {
+    "today": 0, "tonight": 0, "tomorrow": 1, "tmr": 1, "tmrw": 1, "yesterday": -1,
+    "day after tomorrow": 2, "day before yesterday": -2,
+}  # fmt: skip
 WEEK_WORDS = {"下下": 2, "下": 1, "这": 0, "本": 0, "上": -1, "上上": -2, "next": 1, "this": 0, "last": -1}
 
 # --------------------------------------------------------------------------- periods

@@ -9,8 +9,10 @@ What it understands (Chinese and English):
   bare; with an explicit week word they become date symbols: 这周三/本周三/this Wednesday/Wednesday
   this week -> `W3+0`, 下周三/next Wednesday -> `W3+1`, 下下周三 -> `W3+2`, 上周三/last Wednesday ->
   `W3-1`; 周末/weekend -> `WE+0`, 下周末/next weekend -> `WE+1`;
-* relative days 今天 明天 后天 大后天 (today tomorrow "day after tomorrow") -> `D` .. `D+3`,
-  三天后/in 3 days -> `D+3`; explicit dates 9月30日, 十月一号, 9/30, Sept 30, 30 September ->
+* relative days, each 大 one day further: 大大前天 `D-4`, 大前天 `D-3`, 前天 `D-2`, 昨天/昨日 `D-1`,
+  今天/今日 `D`, 明天/明日 `D+1`, 后天 `D+2`, 大后天 `D+3`, 大大后天 `D+4` (a 大 before any other
+  day word, 大明天, is refused); yesterday today tomorrow, "the day before yesterday" / "the day
+  after tomorrow"; 三天后/in 3 days -> `D+3`; explicit dates 9月30日, 十月一号, 9/30, Sept 30, 30 September ->
   `--09-30`, and with a year (2026年9月30日, 2026-09-30, September 30, 2026) -> `2026-09-30`;
   Chinese holidays (国庆节, 春节, 中秋 ...) -> `H:<name>`;
 * times: 24-hour (14:00, 14点, 14点30), Chinese numerals with 两 十 半 一刻 三刻 零, minutes after
@@ -139,6 +141,10 @@ def _signed(n: int) -> str:
     return f"+{n}" if n >= 0 else str(n)
 
 
+def _day_symbol(shift: int) -> str:
+    return f"D{_signed(shift)}" if shift else "D"
+
+
 def _apply_period(hour: int, period: str | None) -> int | None:
     if period is None:
         return hour if 0 <= hour <= 23 else None
@@ -210,10 +216,13 @@ def _scan(text: str, out: ReplyParse) -> None:
         elif kind == "enhol":
             out.dates.append(("date", "H:new_year", None))
         elif kind == "zhrel":
-            out.dates.append(("date", f"D{_signed(ZH_REL[g('rel')])}" if ZH_REL[g("rel")] else "D", None))
+            shift_days = ZH_REL.get(g("rel").removesuffix("个"))
+            if shift_days is None:
+                out.refuse("unknown relative day")  # 大明天, 大大大后天: not a word, not a guess
+            else:
+                out.dates.append(("date", _day_symbol(shift_days), None))
         elif kind == "zhdp":
-            shift = {"今": 0, "明": 1, "昨": -1}[g("dpd")]
-            out.dates.append(("date", f"D{_signed(shift)}" if shift else "D", None))
+            out.dates.append(("date", _day_symbol({"今": 0, "明": 1, "昨": -1}[g("dpd")]), None))
             out.periods.append("晚上" if g("dpp") == "晚" else "早上")
         elif kind == "zhndays":
             n = number(g("nd"))
@@ -233,14 +242,10 @@ def _scan(text: str, out: ReplyParse) -> None:
             offset = _week_offset(g("wep"))
             out.dates.append(("date", f"WE{_signed(offset if offset is not None else 0)}", None))
         elif kind == "enrel":
-            word = g("erel")
-            if word.endswith("after tomorrow"):
-                out.dates.append(("date", "D+2", None))
-            else:
-                shift = EN_REL[word]
-                out.dates.append(("date", f"D{_signed(shift)}" if shift else "D", None))
-                if word == "tonight":
-                    out.periods.append("evening")
+            word = " ".join(g("erel").split())
+            out.dates.append(("date", _day_symbol(EN_REL[word]), None))
+            if word == "tonight":
+                out.periods.append("evening")
         elif kind == "enndays":
             out.dates.append(("date", f"D+{number(g('end'))}", None))
         elif kind == "enweek":
