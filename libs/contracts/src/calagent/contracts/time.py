@@ -4,10 +4,12 @@ The service is stateless; `now` and `tz` always travel with the request so every
 function of its input (and so every test and eval can freeze time).
 """
 
-import datetime as dt
-from typing import Literal
+from __future__ import annotations
 
-from pydantic import Field
+import datetime as dt
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
 
 from calagent.contracts.base import WireModel
 
@@ -57,13 +59,67 @@ class ParseReplyRequest(WireModel):
     text: str = Field(max_length=4000)
 
 
+# The a.m. reading of an hour written without its half of the day: 01..11, so that adding 12 hours
+# (the p.m. reading) is still a time of the same day.
+_AM_READING = r"^(?:0[1-9]|1[01]):[0-5][0-9]$"
+
+
 class SlotPatch(WireModel):
-    """What the short-reply parser extracts; every key optional, `{}` means nothing bounded."""
+    """What the short-reply parser extracts; every key optional, `{}` means nothing bounded.
+
+    `ambiguous_time` / `ambiguous_end_time` hold an hour written without any period word or am/pm
+    ("3点一刻", "at 3", "3点到4点"): people usually mean the afternoon, so it is not written as
+    `time`. They hold the a.m. reading ("03:15"); whoever knows which half of the day is meant
+    (the user, asked) calls `resolve_period`. A patch carries at most one of `time` and
+    `ambiguous_time`, and at most one of `end_time` and `ambiguous_end_time`.
+    """
 
     date: str | None = None
     weekday: int | None = Field(default=None, ge=1, le=7)
     time: str | None = None
     end_time: str | None = None
+    ambiguous_time: str | None = Field(default=None, pattern=_AM_READING)
+    ambiguous_end_time: str | None = Field(default=None, pattern=_AM_READING)
+
+    @model_validator(mode="after")
+    def _one_reading_per_slot(self) -> Self:
+        if self.time is not None and self.ambiguous_time is not None:
+            raise ValueError("time and ambiguous_time are exclusive")
+        if self.end_time is not None and self.ambiguous_end_time is not None:
+            raise ValueError("end_time and ambiguous_end_time are exclusive")
+        return self
 
     def is_empty(self) -> bool:
+        """True only when nothing at all was extracted (an ambiguous hour is something)."""
         return not self.model_dump(exclude_none=True)
+
+    def has_ambiguous_hour(self) -> bool:
+        return self.ambiguous_time is not None or self.ambiguous_end_time is not None
+
+    def resolve_period(self, pm: bool) -> SlotPatch:
+        """This patch with its ambiguous hours read as a.m. (`pm=False`) or p.m. (12 hours later):
+        they move into `time` / `end_time` and the ambiguous fields are cleared. Pure; a patch
+        without ambiguous hours is returned as it is."""
+        if not self.has_ambiguous_hour():
+            return self
+        values = self.model_dump(exclude_none=True)
+        for ambiguous, slot in (("ambiguous_time", "time"), ("ambiguous_end_time", "end_time")):
+            reading = values.pop(ambiguous, None)
+            if reading is not None:
+                hour, minute = reading.split(":")
+                values[slot] = f"{int(hour) + (12 if pm else 0):02d}:{minute}"
+        # Built from the bound keys only, so `exclude_unset` and `exclude_none` still agree.
+        return SlotPatch(**values)
+
+
+class ParsedReply(WireModel):
+    """The answer on `calagent.time.parse_reply`.
+
+    `complete` is True only when the reply grammar plus a small filler lexicon consumed the whole
+    message (contract section 8): only then may code merge `patch` with zero model calls.
+    "删除明天下午四点的会" has a patch but is not complete. It lives here and not in `SlotPatch`
+    because a patch also travels inside merge commands, where completeness means nothing.
+    """
+
+    patch: SlotPatch
+    complete: bool
