@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SlotPatch
 from calagent.timeparse.domain import replies, symbols
@@ -182,6 +183,8 @@ def test_strip_transport_keeps_the_users_words_only() -> None:
         ("下午2点 下午3点", "two times"),
         ("明天早上下午3点", "two periods"),
         ("下午4点到2点", "range end not after start"),
+        ("3点到晚上8点", "ambiguous start, explicit end"),
+        ("大明天", "unknown relative day"),
         ("我周日下午要去医院看望我奶奶顺便去超市买菜吧", "long free text"),
         ("x" * 400, "too long"),
         ("", "empty"),
@@ -190,6 +193,56 @@ def test_strip_transport_keeps_the_users_words_only() -> None:
 def test_refusals_say_why(text: str, reason: str) -> None:
     assert analyse_reply(text).reason == reason
     assert parse_reply(text).is_empty()
+
+
+def test_an_ambiguous_hour_is_something_but_not_a_time() -> None:
+    patch = parse_reply("3点一刻")
+    assert patch.model_dump(exclude_none=True) == {"ambiguous_time": "03:15"}
+    assert patch.model_dump(exclude_unset=True) == patch.model_dump(exclude_none=True)
+    assert patch.time is None
+    assert patch.has_ambiguous_hour()
+    assert not patch.is_empty()
+    assert not parse_reply("下午3点一刻").has_ambiguous_hour()
+    assert not SlotPatch().has_ambiguous_hour()
+    assert SlotPatch().is_empty()
+    assert not SlotPatch(ambiguous_end_time="04:00").is_empty()
+
+
+def test_resolve_period_moves_the_ambiguous_hours_into_the_slots() -> None:
+    patch = parse_reply("周日3点到4点半")
+    assert patch.model_dump(exclude_none=True) == {
+        "weekday": 7,
+        "ambiguous_time": "03:00",
+        "ambiguous_end_time": "04:30",
+    }
+    pm = patch.resolve_period(pm=True)
+    assert pm.model_dump(exclude_none=True) == {"weekday": 7, "time": "15:00", "end_time": "16:30"}
+    assert pm.model_dump(exclude_unset=True) == pm.model_dump(exclude_none=True)
+    am = patch.resolve_period(pm=False)
+    assert am.model_dump(exclude_none=True) == {"weekday": 7, "time": "03:00", "end_time": "04:30"}
+    assert not pm.has_ambiguous_hour()
+    assert patch.has_ambiguous_hour()  # pure: the original is unchanged
+    explicit = parse_reply("明天下午3点")
+    assert explicit.resolve_period(pm=False) == explicit
+    assert SlotPatch(ambiguous_time="06:59").resolve_period(pm=True).time == "18:59"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"time": "15:00", "ambiguous_time": "03:00"},
+        {"end_time": "16:00", "ambiguous_end_time": "04:00"},
+        {"ambiguous_time": "13:00"},
+        {"ambiguous_time": "00:30"},
+        {"ambiguous_time": "3:15"},
+        {"ambiguous_end_time": "12:00"},
+    ],
+)
+def test_a_slot_patch_has_one_reading_per_slot_and_ambiguous_hours_are_am_readings(
+    fields: dict[str, str],
+) -> None:
+    with pytest.raises(ValidationError):
+        SlotPatch.model_validate(fields)
 
 
 def test_a_lone_tian_is_never_a_date() -> None:

@@ -178,6 +178,7 @@ _REPLYISH = st.lists(
             "十点半", "一刻", "到", "4点",
             "14:00", "-", "16:00", "天", "next", "Wednesday", "3pm", "at", "noon", "tomorrow", "9月30日",
             "Sept 30", "好的", "吧", "不", "或", "每", "号", "点", " ", "，", "2-4pm", "12am", "凌晨", "半",
+            "大", "前天", "3:15", "03:15", "7点", "就", "的会", "删除", "make it", "then", "5点",
         ]
     ),
     max_size=6,
@@ -185,6 +186,17 @@ _REPLYISH = st.lists(
 
 
 def _check_patch(patch: SlotPatch) -> None:
+    if patch.has_ambiguous_hour():
+        # An hour without its half of the day: both readings must be valid, resolvable patches.
+        assert patch.time is None
+        assert patch.end_time is None
+        assert patch.ambiguous_time is not None
+        SlotPatch.model_validate(patch.model_dump())
+        for pm in (False, True):
+            resolved = patch.resolve_period(pm)
+            assert not resolved.has_ambiguous_hour()
+            _check_patch(resolved)
+        return
     if patch.time is not None:
         assert re.fullmatch(TIME_RE, patch.time)
     if patch.end_time is not None:

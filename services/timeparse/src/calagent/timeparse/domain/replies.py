@@ -22,13 +22,22 @@ What it understands (Chinese and English):
 
 Reading rules (decisions, each one a test):
 
-* An hour without any period word or am/pm is read literally on the 24-hour clock: 三点 -> 03:00,
-  15点 -> 15:00. 12am -> 00:00, 12pm / 中午12点 -> 12:00, 上午12点 -> 12:00.
+* An hour 1..6 without any period word, am/pm or leading zero (3点一刻, 三点, 3:15, at 3) is
+  ambiguous: people mean the afternoon far more often, and a confident 03:15 writes the wrong
+  time. The patch carries its a.m. reading as `ambiguous_time` (never `time`); whoever learns the
+  half of the day calls `SlotPatch.resolve_period`. Hours 7..12 keep their literal reading
+  (八点 -> 08:00, 十二点 -> 12:00); 0, 13..23 and a leading zero are the 24-hour clock (0点,
+  15点, 15:00, 03:15). 12am -> 00:00, 12pm / 中午12点 -> 12:00, 上午12点 -> 12:00.
+* In a range whose start is ambiguous the end shares its unknown half of the day
+  (3点到4点 -> `ambiguous_time` 03:00, `ambiguous_end_time` 04:00): the end must then be a bare
+  hour 1..11 too, else `{}` (3点到晚上8点, 3点到15点).
 * 晚上 covers 5..11 (晚上8点 -> 20:00). 晚上12点, 半夜12点, midnight, and 晚上1..4点 are not
   bounded - which calendar day is meant is exactly the question - so the reply is `{}`.
 * A single-digit minute with neither 分 nor 零 (三点五) is ambiguous (3:05 or 3:30) -> `{}`.
 * In a range the end inherits the start's period (下午2点到4点 -> 14:00-16:00) and the start inherits
-  the end's am/pm (2-4pm); an end not after the start is `{}` (no crossing midnight).
+  the end's period when that keeps it before the end (2-4pm, 3点到下午5点 -> 15:00-17:00; 11-1pm
+  flips to 11am; 10点到下午2点 keeps 10:00); an end not after the start is `{}` (no crossing
+  midnight).
 * Never a guess: two different dates, two times that are not a range, an impossible date
   (2月30日), a recurrence (每周三, every), a negation or alternative (不是, 或者, not, or), a relative
   shift (早点, 晚一点, later), a question word (几, 哪, 什么, 有空, what, which, when), leftover digits
@@ -55,6 +64,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
+from typing import NamedTuple
 
 from calagent.contracts.time import SlotPatch
 from calagent.timeparse.domain.grammar import TOKEN_RE
@@ -86,7 +96,25 @@ _MAX_CJK_RAW = 20
 _MAX_WORDS_RAW = 10
 
 
-_Clock = tuple[int | None, int, str | None]  # written hour, minute, period word or am/pm
+class _Clock(NamedTuple):
+    """One written clock time before its period is applied."""
+
+    hour: int | None  # as written: 3 in 下午3点, 15 in 15:00
+    minute: int
+    period: str | None  # its own period word or am/pm
+    # Written with a leading zero (03:15, 03点): the 24-hour clock, so never an ambiguous hour.
+    padded: bool = False
+
+
+class _Time(NamedTuple):
+    hour: int  # 24-hour; for an ambiguous hour its a.m. reading
+    minute: int
+    ambiguous: bool = False
+
+
+class _Range(NamedTuple):
+    start: _Time
+    end: _Time
 
 
 @dataclass(slots=True)
@@ -94,8 +122,8 @@ class ReplyParse:
     """What the scan found; `patch()` is `{}` unless the reply is bounded and unambiguous."""
 
     dates: list[tuple[str, str | None, int | None]] = field(default_factory=list)  # (kind, symbol, weekday)
-    times: list[tuple[int, int]] = field(default_factory=list)
-    ranges: list[tuple[int, int, int, int]] = field(default_factory=list)
+    times: list[_Time] = field(default_factory=list)
+    ranges: list[_Range] = field(default_factory=list)
     periods: list[str] = field(default_factory=list)
     pending: list[_Clock] = field(default_factory=list)
     pending_ranges: list[tuple[_Clock, _Clock]] = field(default_factory=list)
@@ -151,8 +179,19 @@ def _apply_period(hour: int, period: str | None) -> int | None:
     return PERIODS.get(period, {}).get(hour)
 
 
+def _padded(hour_text: str) -> bool:
+    return len(hour_text) == 2 and hour_text[0] in "0零〇"
+
+
+def _is_ambiguous_hour(hour: int, padded: bool) -> bool:
+    """An hour 1..6 with no period word, am/pm or leading zero: 3点一刻 is far more often 15:15
+    than 03:15, so neither is written; 7..12 keep their literal reading (八点 is 08:00), and
+    0, 13..23 and 03:15 are the 24-hour clock."""
+    return 1 <= hour <= 6 and not padded
+
+
 def _clock_parts(m: re.Match[str], p: str) -> _Clock | None:
-    """(written hour, minute, own period) of one clock match; None if malformed."""
+    """(written hour, minute, own period, padded) of one clock match; None if malformed."""
     g = m.group
     period: str | None = g(f"{p}per")
     mer = g(f"{p}mer")
@@ -180,10 +219,10 @@ def _clock_parts(m: re.Match[str], p: str) -> _Clock | None:
             minute = 0
         if hour is None or minute is None:
             return None
-        return hour, minute, period
+        return _Clock(hour, minute, period, _padded(g(f"{p}h")))
     if g(f"{p}ch") is not None:
-        return int(g(f"{p}ch")), int(g(f"{p}cm")), period
-    return int(g(f"{p}eh")), 0, period
+        return _Clock(int(g(f"{p}ch")), int(g(f"{p}cm")), period, _padded(g(f"{p}ch")))
+    return _Clock(int(g(f"{p}eh")), 0, period, _padded(g(f"{p}eh")))
 
 
 def _scan(text: str, out: ReplyParse) -> None:
@@ -270,11 +309,13 @@ def _scan(text: str, out: ReplyParse) -> None:
             if a is None or b is None:
                 out.refuse("bad number")
             else:
-                out.pending_ranges.append(((a, 0, g("r2per")), (b, 0, None)))
+                a_part = _Clock(a, 0, g("r2per"), _padded(g("r2a")))
+                out.pending_ranges.append((a_part, _Clock(b, 0, None, _padded(g("r2b")))))
         elif kind == "enrange2":
             mer = g("r3mer").replace(".", "")
-            a_part: _Clock = (int(g("r3a")), int(g("r3am") or 0), None)
-            out.pending_ranges.append((a_part, (int(g("r3b")), int(g("r3bm") or 0), mer)))
+            a_part = _Clock(int(g("r3a")), int(g("r3am") or 0), None, _padded(g("r3a")))
+            b_part = _Clock(int(g("r3b")), int(g("r3bm") or 0), mer, _padded(g("r3b")))
+            out.pending_ranges.append((a_part, b_part))
         elif kind == "range":
             a_clock, b_clock = _clock_parts(m, "a"), _clock_parts(m, "b")
             if a_clock is None or b_clock is None:
@@ -288,9 +329,9 @@ def _scan(text: str, out: ReplyParse) -> None:
             else:
                 out.pending.append(parts)
         elif kind == "enat":
-            out.pending.append((number(g("ath")), 0, None))
+            out.pending.append(_Clock(number(g("ath")), 0, None, _padded(g("ath"))))
         elif kind == "noon":
-            out.times.append((12, 0))
+            out.times.append(_Time(12, 0))
         elif kind == "zhper":
             if g("zp") != "早上好":
                 out.periods.append(g("zp"))
@@ -301,8 +342,8 @@ def _scan(text: str, out: ReplyParse) -> None:
 
 
 def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None) -> None:
-    a_hour, a_min, a_per = a
-    b_hour, b_min, b_per = b
+    a_hour, a_min, a_per, a_padded = a
+    b_hour, b_min, b_per, b_padded = b
     if a_hour is None or b_hour is None:
         out.refuse("bad number")
         return
@@ -315,20 +356,36 @@ def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None
         a_per = default_period
     if b_per is None:
         b_per = a_per  # 下午2点到4点: the end is in the afternoon too
-    if a_per is None and b_per in ("am", "pm"):
-        # 2-4pm: the start shares the end's am/pm, unless that puts it after the end (11-1pm).
-        a_per = b_per
-        shared, end_hour = _apply_period(a_hour, a_per), _apply_period(b_hour, b_per)
-        if shared is not None and end_hour is not None and (shared, a_min) >= (end_hour, b_min):
+    if a_per is None and b_per is not None:
+        # 2-4pm, 3点到下午5点: the start shares the end's period when that keeps it before the end;
+        # 11-1pm flips to the other half of the day; 10点到下午2点 keeps its bare 10.
+        shared, end_hour = _apply_period(a_hour, b_per), _apply_period(b_hour, b_per)
+        if shared is not None and end_hour is not None and (shared, a_min) < (end_hour, b_min):
+            a_per = b_per
+        elif b_per in ("am", "pm"):
             a_per = "am" if b_per == "pm" else "pm"
+    if a_min > 59 or b_min > 59:
+        out.refuse("time outside its period")
+        return
+    if a_per is None and _is_ambiguous_hour(a_hour, a_padded):
+        # 3点到4点: the end shares the start's unknown half of the day, so it must be a bare hour
+        # whose p.m. reading is still the same day; 3点到晚上8点 or 3点到15点 is not guessed.
+        if b_per is not None or b_padded or not 1 <= b_hour <= 11:
+            out.refuse("ambiguous start, explicit end")
+            return
+        if (b_hour, b_min) <= (a_hour, a_min):
+            out.refuse("range end not after start")
+            return
+        out.ranges.append(_Range(_Time(a_hour, a_min, True), _Time(b_hour, b_min, True)))
+        return
     start, end = _apply_period(a_hour, a_per), _apply_period(b_hour, b_per)
-    if start is None or end is None or a_min > 59 or b_min > 59:
+    if start is None or end is None:
         out.refuse("time outside its period")
         return
     if (end, b_min) <= (start, a_min):
         out.refuse("range end not after start")
         return
-    out.ranges.append((start, a_min, end, b_min))
+    out.ranges.append(_Range(_Time(start, a_min), _Time(end, b_min)))
 
 
 def _leftover_is_small(leftover: str, loose_weekday: bool) -> str | None:
@@ -370,17 +427,18 @@ def analyse_reply(text: str) -> ReplyParse:
     if len(set(out.periods)) > 1:
         out.refuse("two periods")
     period = out.periods[0] if out.periods else None
-    for hour, minute, own in out.pending:
+    for hour, minute, own, padded in out.pending:
         if hour is None:
             out.refuse("bad number")
             continue
-        resolved = _apply_period(hour, own if own is not None else period)
+        effective = own if own is not None else period
+        resolved = _apply_period(hour, effective)
         if own is not None and period is not None and _apply_period(hour, period) != resolved:
             out.refuse("two periods")  # 明天早上下午3点: which one?
         if resolved is None or minute > 59:
             out.refuse("time outside its period")
             continue
-        out.times.append((resolved, minute))
+        out.times.append(_Time(resolved, minute, effective is None and _is_ambiguous_hour(hour, padded)))
     for a, b in out.pending_ranges:
         _add_range(out, a, b, period)
     reason = _leftover_is_small(out.leftover, out.loose_weekday)
@@ -393,28 +451,41 @@ def analyse_reply(text: str) -> ReplyParse:
     return out
 
 
+def _slot(at: _Time | None, ambiguous: bool) -> str | None:
+    """`at` formatted for the slot that matches its ambiguity, else None."""
+    return _fmt(at.hour, at.minute) if at is not None and at.ambiguous == ambiguous else None
+
+
 def _patch_of(out: ReplyParse) -> SlotPatch:
     if out.reason is not None:
         return SlotPatch.model_construct()
     symbol: str | None = None
     weekday: int | None = None
-    start: str | None = None
-    end: str | None = None
+    start: _Time | None = None
+    end: _Time | None = None
     if out.dates:
         _, symbol, weekday = out.dates[0]
     if out.ranges:
-        sh, sm, eh, em = out.ranges[0]
-        start, end = _fmt(sh, sm), _fmt(eh, em)
+        start, end = out.ranges[0]
     elif out.times:
-        start = _fmt(*out.times[0])
-    values = {"date": symbol, "weekday": weekday, "time": start, "end_time": end}
+        start = out.times[0]
+    values = {
+        "date": symbol,
+        "weekday": weekday,
+        "time": _slot(start, ambiguous=False),
+        "end_time": _slot(end, ambiguous=False),
+        "ambiguous_time": _slot(start, ambiguous=True),
+        "ambiguous_end_time": _slot(end, ambiguous=True),
+    }
     # Only the slots the reply bound count as set, so `exclude_unset` and `exclude_none` agree.
     return SlotPatch.model_construct(
         _fields_set={key for key, value in values.items() if value is not None},
         date=symbol,
         weekday=weekday,
-        time=start,
-        end_time=end,
+        time=_slot(start, ambiguous=False),
+        end_time=_slot(end, ambiguous=False),
+        ambiguous_time=_slot(start, ambiguous=True),
+        ambiguous_end_time=_slot(end, ambiguous=True),
     )
 
 
