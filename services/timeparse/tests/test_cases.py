@@ -11,7 +11,7 @@ import yaml
 
 from calagent.contracts.time import RangeRequest, ResolveRequest
 from calagent.timeparse.cli import result_json
-from calagent.timeparse.domain.replies import analyse_reply, parse_reply
+from calagent.timeparse.domain.replies import analyse_reply, parse_reply, parsed_reply
 from calagent.timeparse.domain.symbols import resolve, resolve_range
 
 pytestmark = pytest.mark.unit
@@ -91,18 +91,39 @@ def test_range_case(case: dict[str, Any]) -> None:
     assert got == _expected(case["want"])
 
 
+_WHOLE = {"complete": True, "partial": False}
+
+
 def _reply_params() -> list[Any]:
     cases = _load("replies.yaml")["cases"]
-    texts = [text for text, _ in cases]
+    texts = [case[0] for case in cases]
     assert len(texts) == len(set(texts)), "duplicate reply case"
-    return [pytest.param(text, want, id=text[:40]) for text, want in cases]
+    params = []
+    for case in cases:
+        # [text, patch] or [text, patch, complete|partial]: the third labels contract section 8.
+        text, want, *whole = case
+        assert len(whole) <= 1 and set(whole) <= set(_WHOLE), f"{text}: bad completeness label {whole}"
+        params.append(pytest.param(text, want, _WHOLE[whole[0]] if whole else None, id=text[:40]))
+    return params
 
 
-@pytest.mark.parametrize(("text", "want"), _reply_params())
-def test_reply_case(text: str, want: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("text", "want", "complete"), _reply_params())
+def test_reply_case(text: str, want: dict[str, Any], complete: bool | None) -> None:
     _strings_only(want, text)
-    got = parse_reply(text).model_dump(exclude_none=True)
+    reply = parsed_reply(text)
+    assert reply.patch == parse_reply(text)
+    got = reply.patch.model_dump(exclude_none=True)
     assert got == want, f"refused because: {analyse_reply(text).reason}"
+    if reply.complete:
+        assert got, "a complete reply always carries something to merge"
+    if complete is not None:
+        assert reply.complete is complete, f"leftover: {analyse_reply(text).leftover!r}"
+
+
+def test_enough_replies_are_labelled_complete_or_partial() -> None:
+    labels = [case[2] for case in _load("replies.yaml")["cases"] if len(case) > 2]
+    assert labels.count("complete") >= 20
+    assert labels.count("partial") >= 20
 
 
 def test_there_are_enough_labelled_cases() -> None:

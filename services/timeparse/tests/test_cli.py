@@ -150,6 +150,11 @@ def test_naive_now_is_local_wall_time(capsys: pytest.CaptureFixture[str]) -> Non
         ("不用换，直接创建", "{}"),
         ("下午2点到4点", '{"time":"14:00","end_time":"16:00"}'),
         ("下周三上午10点到12点", '{"date":"W3+1","time":"10:00","end_time":"12:00"}'),
+        # An hour 1-6 without a period word: its a.m. reading, not a time; no `complete` key here.
+        ("3点一刻", '{"ambiguous_time":"03:15"}'),
+        ("3点到4点", '{"ambiguous_time":"03:00","ambiguous_end_time":"04:00"}'),
+        ("删除明天下午四点的会", '{"date":"D+1","time":"16:00"}'),
+        ("大前天", '{"date":"D-3"}'),
     ],
 )
 def test_parse_reply_prints_the_contract_json(

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from calagent.contracts.symbols import DATE_SYMBOL_RE, RANGE_SYMBOL_RE, TIME_RE
-from calagent.contracts.time import RangeRequest, ResolveRequest, SlotPatch
-from calagent.timeparse.domain.replies import parse_reply, strip_transport
+from calagent.contracts.time import ParsedReply, RangeRequest, ResolveRequest, SlotPatch
+from calagent.timeparse.domain.replies import parse_reply, parsed_reply, strip_transport
 from calagent.timeparse.domain.symbols import local_today, resolve, resolve_range, resolve_symbol
 
 pytestmark = pytest.mark.unit
@@ -236,6 +236,18 @@ def test_transport_wrappers_do_not_change_the_patch(text: str, wrapper: tuple[st
     assume("\n" not in text)
     before, after = wrapper
     assert parse_reply(before + text + after) == parse_reply(text)
+    assert parsed_reply(before + text + after) == parsed_reply(text)  # completeness too
+
+
+@PROFILE
+@given(text=_REPLYISH, extra=st.sampled_from(["开会", "删除", "的会", "张三", "dentist", "please", "🙂"]))
+def test_a_complete_reply_carries_a_patch_and_any_other_word_makes_it_partial(text: str, extra: str) -> None:
+    reply = parsed_reply(text)
+    ParsedReply.model_validate_json(reply.model_dump_json())
+    if reply.complete:
+        assert not reply.patch.is_empty()
+    assert not parsed_reply(text + " " + extra).complete
+    assert not parsed_reply(extra + " " + text).complete
 
 
 @PROFILE

@@ -6,17 +6,17 @@ from collections.abc import Mapping
 
 from calagent.contracts import subjects
 from calagent.contracts.time import (
+    ParsedReply,
     ParseReplyRequest,
     RangeRequest,
     RangeResult,
     ResolveRequest,
     ResolveResult,
-    SlotPatch,
 )
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.settings import Settings, load_settings
-from calagent.timeparse.domain.replies import parse_reply
+from calagent.timeparse.domain.replies import parsed_reply
 from calagent.timeparse.domain.symbols import resolve, resolve_range
 
 
@@ -41,8 +41,10 @@ class TimeparseService:
     async def on_resolve_range(self, request: RangeRequest, _headers: Mapping[str, str]) -> RangeResult:
         return resolve_range(request)
 
-    async def on_parse_reply(self, request: ParseReplyRequest, _headers: Mapping[str, str]) -> SlotPatch:
-        return parse_reply(request.text)
+    async def on_parse_reply(self, request: ParseReplyRequest, _headers: Mapping[str, str]) -> ParsedReply:
+        # The patch and whether it is the whole message: the caller may merge with zero model
+        # calls only a complete reply (contract section 8).
+        return parsed_reply(request.text)
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> TimeparseService:

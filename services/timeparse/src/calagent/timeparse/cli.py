@@ -152,6 +152,7 @@ def parse_reply_main(argv: list[str]) -> int:
         return 2
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int | None) else 2
+    # Only the patch, as contract section 7 prints it; `complete` is for the fast path over the bus.
     print(_dumps(patch_json(parse_reply(args.text))))
     return 0
 

@@ -14,6 +14,8 @@ __all__ = [
     "EN_REL",
     "EN_WEEKDAY_PREFIX",
     "PERIODS",
+    "REPLY_FILLERS",
+    "REPLY_FILLER_RE",
     "WEEK_WORDS",
     "WORD_RE",
     "ZH_FILLER_RE",
@@ -145,3 +147,27 @@ BLOCKER_RE = re.compile(
 )
 CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 WORD_RE = re.compile(r"[^\W\d_](?:[^\W\d_]|')*")
+
+# --------------------------------------------------------------------------- a complete reply
+
+# The only words besides recognised date/time phrases a *complete* reply may contain (contract
+# section 8: the zero-model fast path merges a reply only when the grammar plus these consume the
+# whole message). Bounded on purpose, unlike the generous fillers above (which only decide whether
+# a message is short enough to parse at all): every word here lets more messages skip the model, so
+# it holds only words that cannot change what a date/time answer means. A verb with an object of
+# its own (删除, 开会, cancel) or a pronoun (把它改到周五) must leave the message to the model.
+REPLY_FILLERS: tuple[str, ...] = (
+    "就", "吧", "那", "那就", "改成", "改到", "换成", "换到", "定在", "放在",
+    "呢", "啊", "嗯", "好", "的", "行",
+    "then", "make it", "let's do", "how about", "ok", "okay", "at", "on",
+)  # fmt: skip
+
+
+def _filler_pattern(word: str) -> str:
+    if word.isascii():  # whole words only: "on" must not eat the end of "afternoon"
+        return r"\b" + r"\s+".join(map(re.escape, word.split())) + r"\b"
+    return re.escape(word)
+
+
+# Longest first so 那就 is removed as a whole before 那 and 就.
+REPLY_FILLER_RE = re.compile("|".join(map(_filler_pattern, sorted(REPLY_FILLERS, key=len, reverse=True))))

@@ -49,6 +49,11 @@ Reading rules (decisions, each one a test):
   words means a free sentence, not a reply -> `{}`; so does a leftover of more than 20 CJK
   characters or 10 words fillers included.
 
+Whole message (contract section 8): `parsed_reply` also says whether the reply is `complete` -
+every character outside the recognised tokens is one of `lexicon.REPLY_FILLERS` (就 吧 那就 改到
+then, make it ...), whitespace or punctuation, and the patch holds something. "删除明天下午四点的会"
+still yields its date and time, but is not complete, so the fast path leaves it to the model.
+
 Transport wrappers are not the user's words: `strip_transport` removes quoted lines (`>`),
 channel tags (`<untrusted_channel_message ...>`, `[Telegram]`) and forwarded blocks before parsing,
 so `parse_reply(wrapper(s)) == parse_reply(s)` (the gateway does the primary stripping).
@@ -66,7 +71,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import NamedTuple
 
-from calagent.contracts.time import SlotPatch
+from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.timeparse.domain.grammar import TOKEN_RE
 from calagent.timeparse.domain.lexicon import (
     BLOCKER_RE,
@@ -76,6 +81,7 @@ from calagent.timeparse.domain.lexicon import (
     EN_REL,
     EN_WEEKDAY_PREFIX,
     PERIODS,
+    REPLY_FILLER_RE,
     WEEK_WORDS,
     WORD_RE,
     ZH_FILLER_RE,
@@ -86,7 +92,7 @@ from calagent.timeparse.domain.lexicon import (
 )
 from calagent.timeparse.domain.transport import strip_transport
 
-__all__ = ["ReplyParse", "analyse_reply", "parse_reply", "strip_transport"]
+__all__ = ["ReplyParse", "analyse_reply", "parse_reply", "parsed_reply", "strip_transport"]
 
 _MAX_TEXT = 300
 _MAX_CJK_LEFTOVER = 12
@@ -130,6 +136,8 @@ class ReplyParse:
     leftover: str = ""
     # "sat", "sun", "wed" are also plain words: trusted only in a reply with no other words.
     loose_weekday: bool = False
+    # Every character outside the recognised tokens is a reply filler, whitespace or punctuation.
+    whole_message: bool = False
     reason: str | None = None
 
     def refuse(self, reason: str) -> None:
@@ -407,6 +415,11 @@ def _leftover_is_small(leftover: str, loose_weekday: bool) -> str | None:
     return None
 
 
+def _only_reply_fillers(leftover: str) -> bool:
+    rest = REPLY_FILLER_RE.sub(" ", leftover)
+    return all(ch.isspace() or unicodedata.category(ch).startswith("P") for ch in rest)
+
+
 def _normalise(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
     return text.replace("’", "'").replace("：", ":")
@@ -444,6 +457,7 @@ def analyse_reply(text: str) -> ReplyParse:
     reason = _leftover_is_small(out.leftover, out.loose_weekday)
     if reason:
         out.refuse(reason)
+    out.whole_message = _only_reply_fillers(out.leftover)
     if len(set(out.dates)) > 1:
         out.refuse("two dates")
     if len(set(out.times)) + len(set(out.ranges)) > 1:
@@ -489,9 +503,19 @@ def _patch_of(out: ReplyParse) -> SlotPatch:
     )
 
 
+def parsed_reply(text: str) -> ParsedReply:
+    """The patch of a reply and whether it is `complete`: the whole message (after transport
+    stripping, whitespace and punctuation aside) is recognised date/time phrases plus
+    `lexicon.REPLY_FILLERS`, and the patch holds something. Only a complete reply may be merged
+    with zero model calls; "删除明天下午四点的会" has a patch but is not complete."""
+    try:
+        out = analyse_reply(text)
+        patch = _patch_of(out)
+        return ParsedReply(patch=patch, complete=out.whole_message and not patch.is_empty())
+    except Exception:  # a parser bug must degrade to "the model decides", never crash the turn
+        return ParsedReply(patch=SlotPatch.model_construct(), complete=False)
+
+
 def parse_reply(text: str) -> SlotPatch:
     """The slot patch of a short reply; `{}` when nothing bounded and unambiguous was said."""
-    try:
-        return _patch_of(analyse_reply(text))
-    except Exception:  # a parser bug must degrade to "the model decides", never crash the turn
-        return SlotPatch.model_construct()
+    return parsed_reply(text).patch
