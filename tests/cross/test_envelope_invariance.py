@@ -5,24 +5,57 @@ parser and the agent's routing decision. For every wrapper a channel puts around
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calagent.agent.domain.route import decide_route, write_hold
+from calagent.agent.domain.pending import LastAssistant, fast_path_patch, timed_gate, write_hold
+from calagent.contracts.commands import StubOut, StubSlots
 from calagent.gateway.envelopes import unwrap
-from calagent.timeparse.domain.replies import parse_reply
+from calagent.timeparse.domain.replies import parsed_reply
 
 pytestmark = pytest.mark.unit
 
-Decision = tuple[str, str | None, str]
+NOW = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+# (fast path or model, hold, patch, timed-gate answer)
+Decision = tuple[str, str | None, str, str | None]
+
+
+def _stub(status: str | None) -> StubOut | None:
+    if status is None:
+        return None
+    return StubOut(
+        id="s1",
+        status=status,
+        title="修汽车轮毂",
+        slots=StubSlots(date="WE", time="15:00") if status != "needs_date" else StubSlots(date="WE"),
+        candidates=(date(2026, 9, 26), date(2026, 9, 27)) if status == "needs_date" else (),
+        expires_at=NOW + timedelta(minutes=30),
+    )
 
 
 def decide(raw: str, stub_status: str | None) -> Decision:
+    """Every code-side decision of a turn on an active stub, from the raw channel text."""
     unwrapped = unwrap(raw)
-    patch = parse_reply(unwrapped.text)
-    return (decide_route(stub_status, patch), write_hold(unwrapped.third_party), patch.model_dump_json())
+    parsed = parsed_reply(unwrapped.text)
+    stub = _stub(stub_status)
+    patch = fast_path_patch(stub, parsed)
+    gate = timed_gate(
+        unwrapped.text,
+        stub=stub,
+        last_assistant=LastAssistant(at=NOW, offer_command_id="s1"),
+        now=NOW,
+        window=timedelta(minutes=30),
+        third_party=unwrapped.third_party,
+    )
+    return (
+        "fast_path" if patch is not None else "model",
+        write_hold(unwrapped.third_party),
+        parsed.model_dump_json(),
+        gate,
+    )
 
 
 WRAPPERS: list[Callable[[str], str]] = [
@@ -50,6 +83,11 @@ REPLIES = [
     "算了，不建了",
     "昨天下午开了个会，好累",
     "明天下午三点和张三开会",
+    "好的",
+    "确认！",
+    "算了",
+    "删除明天下午四点的会",
+    "3点一刻",
 ]
 
 user_text = st.one_of(
@@ -78,7 +116,7 @@ def test_channel_wrappers_never_change_the_decision(
 
 @pytest.mark.parametrize("wrapper", WRAPPERS)
 def test_the_weekend_reply_takes_the_fast_path_through_every_channel(wrapper: Callable[[str], str]) -> None:
-    route, hold, patch = decide(wrapper("周日下午2点"), "needs_date")
+    route, hold, patch, _gate = decide(wrapper("周日下午2点"), "needs_date")
     assert route == "fast_path"
     assert hold is None
     assert '"weekday":7' in patch
@@ -86,6 +124,12 @@ def test_the_weekend_reply_takes_the_fast_path_through_every_channel(wrapper: Ca
 
 def test_a_forwarded_block_is_held_not_fast_pathed() -> None:
     raw = "帮我加一下\n---------- Forwarded message ---------\nFrom: boss@example.com\n明天上午10点评审会"
-    route, hold, _ = decide(raw, None)
+    route, hold, _, _gate = decide(raw, None)
     assert route == "model"
     assert hold == "third_party_content"
+
+
+@pytest.mark.parametrize("wrapper", WRAPPERS)
+def test_a_bare_yes_answers_the_offer_through_every_channel(wrapper: Callable[[str], str]) -> None:
+    assert decide(wrapper("好的"), "held")[3] == "confirm"
+    assert decide(wrapper("好的，改到周五"), "held")[3] is None

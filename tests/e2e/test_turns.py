@@ -238,10 +238,7 @@ async def test_past_time_create_is_held_then_confirmed(
                 "开了个会",
                 tool_calls=[call("prepare_or_create_schedule", title="开会", date="D-1", time="15:00")],
             ),
-            on_user(
-                "确认",
-                tool_calls=[call("prepare_or_create_schedule", title="开会", date="D-1", time="15:00")],
-            ),
+            on_user("确认", tool_calls=[call("confirm_command")]),
         )
     )
     held = (await stack.chat(user, "昨天下午三点开了个会")).json()
@@ -423,9 +420,11 @@ async def test_second_write_in_one_response_is_refused(
         )
     )
     answer = (await stack.chat(user, "明天两个会，九点和十一点")).json()
-    assert [c["result"] for c in answer["tool_calls"]] == ["created", "skipped"] or [
-        c["result"] for c in answer["tool_calls"]
-    ] == ["created", "error:refused"]
+    # The second write is not executed; the model is told why and may issue it next (it does not
+    # here), and the reply still names the write that happened.
+    assert [c["result"] for c in answer["tool_calls"]] == ["created", "refused:one_write_per_response"]
+    assert answer["model_calls"] == 2
+    assert "会一" in answer["reply"]
     assert [r["title"] for r in await event_rows(db, user)] == ["会一"]
 
 

@@ -11,7 +11,7 @@ from calagent.agent.domain.claims import claims_creation, claims_schedule_read
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.receipts import command_receipt, query_receipt
+from calagent.agent.domain.receipts import View, command_receipt, query_receipt
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.contracts.commands import CommandResult, EventOut, QueryResult, StubOut, StubSlots
@@ -19,6 +19,8 @@ from calagent.contracts.commands import CommandResult, EventOut, QueryResult, St
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)  # 10:00 in Asia/Shanghai, a Thursday
+ZH = View("Asia/Shanghai", "zh", date(2026, 9, 24))
+EN = View("Asia/Shanghai", "en", date(2026, 9, 24))
 
 
 def msg(minutes: int, role: str = "user", content: str = "x") -> ArchivedMessage:
@@ -125,13 +127,9 @@ def event(title: str = "和张三开会") -> EventOut:
 
 
 def test_created_receipt_carries_weekday_date_and_zone() -> None:
-    text = command_receipt(
-        CommandResult(status="created", persisted=True, event=event()), "Asia/Shanghai", "zh"
-    )
+    text = command_receipt(CommandResult(status="created", persisted=True, event=event()), ZH)
     assert "周三 9月30日 15:00–16:00 (Asia/Shanghai)" in text
-    english = command_receipt(
-        CommandResult(status="created", persisted=True, event=event()), "Asia/Shanghai", "en"
-    )
+    english = command_receipt(CommandResult(status="created", persisted=True, event=event()), EN)
     assert "Wed Sep 30 15:00–16:00 (Asia/Shanghai)" in english
 
 
@@ -144,7 +142,7 @@ def test_needs_date_receipt_lists_the_candidates_with_weekdays() -> None:
         candidates=(date(2026, 9, 26), date(2026, 9, 27)),
         expires_at=T0,
     )
-    text = command_receipt(CommandResult(status="needs_date", stub=stub), "Asia/Shanghai", "zh")
+    text = command_receipt(CommandResult(status="needs_date", stub=stub), ZH)
     assert "周六 9月26日" in text and "周日 9月27日" in text
 
 
@@ -154,7 +152,7 @@ def test_query_receipt_names_the_window_and_events() -> None:
         range_start=datetime.fromisoformat("2026-09-30T12:00:00+08:00"),
         range_end=datetime.fromisoformat("2026-09-30T18:00:00+08:00"),
     )
-    text = query_receipt(result, "Asia/Shanghai", "zh")
+    text = query_receipt(result, ZH)
     assert "周三 9月30日 12:00 (Asia/Shanghai)" in text and "和张三开会" in text
 
 
@@ -200,20 +198,6 @@ def test_search_terms_split_chinese_into_bigrams() -> None:
 )
 def test_offers_and_capabilities_are_not_creation_claims(text: str) -> None:
     assert not claims_creation(text)
-
-
-def test_route_refuses_what_does_not_answer_the_stub() -> None:
-    from calagent.agent.domain.route import decide_route
-    from calagent.contracts.time import SlotPatch
-
-    weekend = frozenset({6, 7})
-    assert decide_route("needs_date", SlotPatch(weekday=7, time="14:00"), weekend) == "fast_path"
-    assert decide_route("needs_date", SlotPatch(weekday=3, time="14:00"), weekend) == "model"
-    assert decide_route("needs_date", SlotPatch(date="D-1", time="15:00"), weekend) == "model"
-    assert decide_route("needs_time", SlotPatch(time="14:00")) == "fast_path"
-    assert decide_route("held", SlotPatch(time="14:00")) == "model"
-    assert decide_route(None, SlotPatch(time="14:00")) == "model"
-    assert decide_route("conflict", SlotPatch()) == "model"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import pytest
 
 from calagent.agent.adapters.model import DeltaSink, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.domain.session import ArchivedMessage
-from calagent.agent.runner import TurnRunner
+from calagent.agent.loop import TurnRunner
 from calagent.contracts.commands import (
     CancelStub,
     CommandResult,
@@ -25,7 +25,7 @@ from calagent.contracts.commands import (
     SuggestFree,
 )
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.time import SlotPatch
+from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.turns import TurnEvent, TurnRequested
 from calagent.runtime.clock import FrozenClock
 
@@ -66,6 +66,7 @@ def reply(text: str = "", *calls: tuple[str, dict[str, Any]]) -> ModelResponse:
 class FakeCommands:
     def __init__(self) -> None:
         self.executed: list[PrepareOrCreate | MergeStub | CancelStub] = []
+        self.queried: list[QueryRange | SuggestFree | GetActiveStub | ListCalendars] = []
 
     async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult:
         self.executed.append(command)
@@ -82,14 +83,15 @@ class FakeCommands:
         return CommandResult(status="created", persisted=True, event=event)
 
     async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult:
+        self.queried.append(query)
         if isinstance(query, ListCalendars):
             return QueryResult(calendars=("工作", "家庭", "个人"))
         return QueryResult()
 
 
 class FakeTime:
-    async def parse_reply(self, text: str) -> SlotPatch:
-        return SlotPatch()
+    async def parse_reply(self, text: str) -> ParsedReply:
+        return ParsedReply(patch=SlotPatch(), complete=False)
 
 
 class FakeStore:
@@ -101,7 +103,14 @@ class FakeStore:
         return []
 
     async def archive(
-        self, user_id: str, conversation_id: str, role: str, content: str, turn_id: str, at: Any
+        self,
+        user_id: str,
+        conversation_id: str,
+        role: str,
+        content: str,
+        turn_id: str,
+        at: Any,
+        offer_command_id: str | None = None,
     ) -> None:
         self.archived.append((role, content))
 
@@ -160,19 +169,34 @@ async def test_an_intermediate_tool_result_goes_back_to_the_model() -> None:
     assert answer.intent == "schedule.create"
 
 
-async def test_a_second_write_in_one_response_is_not_executed() -> None:
+async def test_a_second_write_in_one_response_is_refused_back_to_the_model_and_issued_next() -> None:
     second = ("prepare_or_create_schedule", {"title": "另一个", "date": "D+2", "time": "09:00"})
-    model = FakeModel([reply("", CREATE, second)])
+    model = FakeModel([reply("", CREATE, second), reply("", second)])
     answer, commands, _ = await run(model)
-    assert len(commands.executed) == 1
-    assert [c.result for c in answer.tool_calls] == ["created", "skipped"]
+    assert [c.result for c in answer.tool_calls] == [
+        "created",
+        "refused:one_write_per_response",
+        "created",
+    ]
+    assert len(commands.executed) == 2
+    assert answer.model_calls == 2
+    # The model learnt why the second write did not run, and got the first one's result.
+    tool_messages = [m for m in model.calls[1] if m["role"] == "tool"]
+    assert "one_write_per_response" in tool_messages[1]["content"]
+    assert '"outcome": "created"' in tool_messages[0]["content"]
+    # Both writes are in the reply the user sees.
+    assert answer.reply.count("已创建") == 2
+    assert len(answer.events) == 2
 
 
 async def test_the_second_write_is_refused_when_the_first_call_did_not_end_the_turn() -> None:
     bad = ("prepare_or_create_schedule", {"title": "x", "date": "天"})
     model = FakeModel([reply("", bad, CREATE), reply("", CREATE)])
     answer, commands, _ = await run(model)
-    assert [c.result for c in answer.tool_calls][:2] == ["error:invalid_arguments", "error:refused"]
+    assert [c.result for c in answer.tool_calls][:2] == [
+        "error:invalid_arguments",
+        "refused:one_write_per_response",
+    ]
     assert len(commands.executed) == 1  # only the retry after the errors went back to the model
     assert answer.outcome == "created"
 
@@ -193,7 +217,7 @@ async def test_a_fabricated_claim_is_replaced_not_appended() -> None:
 
 
 async def test_a_claim_never_reaches_the_stream() -> None:
-    from calagent.agent.runner import ClaimGuardedStream
+    from calagent.agent.exit_check import ClaimGuardedStream
 
     sent: list[str] = []
 
@@ -211,3 +235,33 @@ async def test_a_claim_never_reaches_the_stream() -> None:
     for char in text:
         await harmless.feed(char)
     assert "".join(sent) == text[: len(text) - ClaimGuardedStream.HOLD_BACK]
+
+
+VALID_CALLS: dict[str, tuple[dict[str, Any], str]] = {
+    # tool → (valid arguments, what its handler must have sent or touched)
+    "prepare_or_create_schedule": ({"title": "开会", "date": "D+1", "time": "15:00"}, "PrepareOrCreate"),
+    "query_schedule_range": ({"start": "D+1", "end": "D+2"}, "QueryRange"),
+    "suggest_free_time": ({"start": "D+1", "end": "D+2", "duration_minutes": 30}, "SuggestFree"),
+    "cancel_schedule_command": ({}, "CancelStub"),
+    "confirm_command": ({"command_id": "s1"}, "MergeStub"),
+    "save_memory": ({"content": "咖啡不加糖"}, "memory"),
+    "search_memory": ({"query": "生日"}, "memory"),
+    "search_chat_archive": ({"query": "上次"}, "archive"),
+}
+
+
+@pytest.mark.parametrize("name", list(VALID_CALLS))
+async def test_every_contract_tool_runs_through_the_real_dispatch(name: str) -> None:
+    from calagent.contracts.tools import TOOL_MODELS
+
+    assert set(VALID_CALLS) == set(TOOL_MODELS)
+    arguments, touched = VALID_CALLS[name]
+    model = FakeModel([reply("", (name, arguments)), reply("好的。")])
+    answer, commands, _ = await run(model)
+    assert answer.tool_calls[0].name == name
+    assert not answer.tool_calls[0].result.startswith(("error:unknown_tool", "error:invalid_arguments"))
+    sent = [type(c).__name__ for c in commands.executed] + [type(q).__name__ for q in commands.queried]
+    if touched in ("memory", "archive"):
+        assert answer.tool_calls[0].result in ("saved",) or answer.tool_calls[0].result.startswith("found:")
+    else:
+        assert touched in sent, sent

@@ -38,6 +38,8 @@ Flag = Literal[
     "tool_error",
     "write_refused",
     "fast_path",
+    "timed_gate",
+    "stub_superseded",
     "read_only_write_attempt",
 ]
 

@@ -25,6 +25,7 @@ class Settings(BaseSettings):
     holiday_country: str = Field(default="CN", alias="CALAGENT_HOLIDAY_COUNTRY")
     now: str | None = Field(default=None, alias="CALAGENT_NOW")
     session_gap_minutes: int = Field(default=120, ge=1, alias="CALAGENT_SESSION_GAP_MINUTES")
+    offer_window_minutes: int = Field(default=30, ge=0, alias="CALAGENT_OFFER_WINDOW_MINUTES")
     otlp_endpoint: str | None = Field(default=None, alias="OTEL_EXPORTER_OTLP_ENDPOINT")
     http_port: int = Field(default=8080, ge=0, le=65535, alias="CALAGENT_HTTP_PORT")
     stub_ttl_minutes: int = Field(default=30, ge=1, alias="CALAGENT_STUB_TTL_MINUTES")

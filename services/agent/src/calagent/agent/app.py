@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.agent.adapters.clients import CommandsClient, TimeClient
 from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
-from calagent.agent.runner import TurnRunner
+from calagent.agent.loop import TurnRunner
 from calagent.contracts import subjects
 from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.runtime.bus import Bus, instance_id
@@ -59,6 +59,7 @@ class AgentService:
             time=TimeClient(bus),
             store=self.store,
             session_gap_minutes=self.settings.session_gap_minutes,
+            offer_window_minutes=self.settings.offer_window_minutes,
         )
         bus.serve(subjects.AGENT_TURN_LOOKUP, TurnLookup, self.on_lookup)
         bus.consume(

@@ -23,7 +23,7 @@ from calagent.contracts.commands import (
     QueryResult,
     SuggestFree,
 )
-from calagent.contracts.time import ParseReplyRequest, SlotPatch
+from calagent.contracts.time import ParsedReply, ParseReplyRequest
 from calagent.runtime.bus import Bus, BusRequestError
 
 log = logging.getLogger("calagent.agent.clients")
@@ -70,7 +70,7 @@ class TimeClient:
         self.bus = bus
         self.timeout = timeout
 
-    async def parse_reply(self, text: str) -> SlotPatch:
+    async def parse_reply(self, text: str) -> ParsedReply:
         return await self.bus.request(
-            subjects.TIME_PARSE_REPLY, ParseReplyRequest(text=text[:4000]), SlotPatch, timeout=self.timeout
+            subjects.TIME_PARSE_REPLY, ParseReplyRequest(text=text[:4000]), ParsedReply, timeout=self.timeout
         )

@@ -111,16 +111,28 @@ class AgentStore:
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    select(messages.c.role, messages.c.content, messages.c.created_at)
+                    select(
+                        messages.c.role,
+                        messages.c.content,
+                        messages.c.created_at,
+                        messages.c.offer_command_id,
+                    )
                     .where(messages.c.user_id == user_id, messages.c.conversation_id == conversation_id)
                     .order_by(messages.c.created_at.desc(), messages.c.id.desc())
                     .limit(limit)
                 )
             ).all()
-        return [ArchivedMessage(r.role, r.content, r.created_at) for r in reversed(rows)]
+        return [ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id) for r in reversed(rows)]
 
     async def archive(
-        self, user_id: str, conversation_id: str, role: str, content: str, turn_id: str, at: datetime
+        self,
+        user_id: str,
+        conversation_id: str,
+        role: str,
+        content: str,
+        turn_id: str,
+        at: datetime,
+        offer_command_id: str | None = None,
     ) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(
@@ -132,6 +144,7 @@ class AgentStore:
                     content=content,
                     turn_id=turn_id,
                     created_at=at,
+                    offer_command_id=offer_command_id,
                 )
                 .on_conflict_do_nothing(constraint="uq_messages_turn_role")
             )

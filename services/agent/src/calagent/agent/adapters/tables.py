@@ -28,6 +28,9 @@ messages = Table(
     Column("role", String(16), nullable=False),
     Column("content", Text, nullable=False),
     Column("turn_id", String(64), nullable=False),
+    # The stub this assistant message offered (held write, conflicting time): the timed gate
+    # answers it only when it is the last thing the assistant said.
+    Column("offer_command_id", String(64), nullable=True),
     # Authoritative server time of the message: what session segments are cut by.
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("turn_id", "role", name="uq_messages_turn_role"),

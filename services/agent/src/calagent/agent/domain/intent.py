@@ -12,6 +12,7 @@ _LABELS = {
     "query_schedule_range": "schedule.query_range",
     "suggest_free_time": "schedule.suggest_free_time",
     "cancel_schedule_command": "schedule.cancel",
+    "confirm_command": "schedule.confirm",
     "save_memory": "memory.save",
     "search_memory": "memory.search",
     "search_chat_archive": "archive.search",

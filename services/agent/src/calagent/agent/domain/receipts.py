@@ -1,58 +1,99 @@
 """Receipts: the reply after a terminal tool, written by code from the real result.
 
 The model never re-narrates a result, so it cannot rewrite a date or claim a write that did not
-happen. Every date carries its weekday and zone.
+happen. Every date carries its weekday and zone, its year when it is not this year, and both UTC
+offsets when a DST change makes the clock time ambiguous.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from zoneinfo import ZoneInfo
+from dataclasses import dataclass
+from datetime import date, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from calagent.contracts.commands import CommandResult, EventOut, FreeSlot, QueryResult, StubOut
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
 
 
-def _local(at: datetime, tz: str) -> datetime:
-    return at.astimezone(ZoneInfo(tz))
+@dataclass(frozen=True)
+class View:
+    """Who reads the receipt: their zone, their language, and their today (for the year)."""
+
+    tz: str
+    lang: Lang
+    today: date
+
+    @classmethod
+    def at(cls, moment: datetime, tz: str, lang: Lang) -> View:
+        try:
+            today = moment.astimezone(ZoneInfo(tz)).date()
+        except (ZoneInfoNotFoundError, ValueError):
+            # An unknown zone is refused by commands with a clear error; the receipt still renders.
+            today = moment.date()
+        return cls(tz, lang, today)
+
+    @property
+    def zh(self) -> bool:
+        return self.lang == "zh"
+
+    def local(self, at: datetime) -> datetime:
+        return at.astimezone(ZoneInfo(self.tz))
+
+    def span(self, start: datetime, end: datetime, all_day: bool = False) -> str:
+        return format_span(self.local(start), self.local(end), self.tz, self.lang, all_day, self.today)
+
+    def day(self, day: date) -> str:
+        return format_day(day, self.lang, self.today)
+
+    def moment(self, at: datetime) -> str:
+        return format_moment(self.local(at), self.tz, self.lang, self.today)
 
 
-def _event_line(event: EventOut, lang: Lang) -> str:
-    span = format_span(
-        _local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day
-    )
+def _event_line(event: EventOut, view: View) -> str:
+    span = view.span(event.start, event.end, event.all_day)
     done = " ✓" if event.completed else ""
-    if lang == "zh":
+    if view.zh:
         return f"- {span} {event.title}（{event.calendar}）{done}"
     return f"- {span} {event.title} ({event.calendar}){done}"
 
 
-def _conflict_names(stub: StubOut, lang: Lang) -> str:
-    sep = "、" if lang == "zh" else ", "
+def _conflict_names(stub: StubOut, view: View) -> str:
     parts = []
     for event in stub.conflicts_with:
-        span = format_span(
-            _local(event.start, event.tz), _local(event.end, event.tz), event.tz, lang, event.all_day
-        )
-        parts.append(f"「{event.title}」({span})" if lang == "zh" else f'"{event.title}" ({span})')
-    return sep.join(parts)
+        span = view.span(event.start, event.end, event.all_day)
+        parts.append(f"「{event.title}」({span})" if view.zh else f'"{event.title}" ({span})')
+    return ("、" if view.zh else ", ").join(parts)
 
 
-def _proposed(stub: StubOut, tz: str, lang: Lang) -> str:
+def _proposed(stub: StubOut, view: View) -> str:
     if stub.proposed_start and stub.proposed_end:
-        return format_span(
-            _local(stub.proposed_start, tz), _local(stub.proposed_end, tz), tz, lang, bool(stub.slots.all_day)
-        )
+        return view.span(stub.proposed_start, stub.proposed_end, bool(stub.slots.all_day))
     return ""
 
 
-def command_receipt(result: CommandResult, tz: str, lang: Lang) -> str:
-    zh = lang == "zh"
+def superseded_clause(stub: StubOut, view: View) -> str:
+    """One clause, so the user knows the earlier pending request was dropped, not merged."""
+    return (
+        f"（之前待定的「{stub.title}」已放弃。）"
+        if view.zh
+        else f' (The pending request "{stub.title}" was dropped.)'
+    )
+
+
+def command_receipt(result: CommandResult, view: View) -> str:
+    text = _command_text(result, view)
+    if result.superseded is not None:
+        text += superseded_clause(result.superseded, view)
+    return text
+
+
+def _command_text(result: CommandResult, view: View) -> str:
+    zh = view.zh
     stub = result.stub
     if result.status == "created" and result.event is not None:
         event = result.event
-        span = format_span(_local(event.start, tz), _local(event.end, tz), tz, lang, event.all_day)
+        span = view.span(event.start, event.end, event.all_day)
         text = (
             f"已创建「{event.title}」：{span}，日历「{event.calendar}」。"
             if zh
@@ -75,32 +116,32 @@ def command_receipt(result: CommandResult, tz: str, lang: Lang) -> str:
     title = stub.title
     if result.status == "needs_date":
         if stub.candidates:
-            options = " / ".join(format_day(day, lang) for day in stub.candidates)
+            options = " / ".join(view.day(day) for day in stub.candidates)
             return (
-                f"「{title}」要安排在哪一天？可选：{options} ({tz})。可以直接回复，例如“周日下午2点”。"
+                f"「{title}」要安排在哪一天？可选：{options} ({view.tz})。可以直接回复，例如“周日下午2点”。"
                 if zh
-                else f'Which day for "{title}"? Options: {options} ({tz}). You can reply e.g. "Sunday 2pm".'
+                else f'Which day for "{title}"? Options: {options} ({view.tz}). You can reply e.g. "Sunday 2pm".'
             )
         return f"「{title}」要安排在哪一天？" if zh else f'Which day should "{title}" be on?'
     if result.status == "needs_time":
         day = ""
         if stub.candidates:
-            day = format_day(stub.candidates[0], lang) + f" ({tz})"
+            day = view.day(stub.candidates[0]) + f" ({view.tz})"
         return (
             f"「{title}」{day}几点开始？例如“下午两点”。"
             if zh
             else f'What time should "{title}" {("on " + day + " ") if day else ""}start? e.g. "2pm".'
         )
     if result.status == "conflict":
-        when = _proposed(stub, tz, lang)
-        names = _conflict_names(stub, lang)
+        when = _proposed(stub, view)
+        names = _conflict_names(stub, view)
         return (
             f"「{title}」{when} 与 {names} 时间冲突。要换个时间，还是仍按原时间创建？"
             if zh
             else f'"{title}" {when} conflicts with {names}. Pick another time, or keep this time anyway?'
         )
     if result.status == "held":
-        when = _proposed(stub, tz, lang)
+        when = _proposed(stub, view)
         if stub.hold_reason == "third_party_content":
             return (
                 f"这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。"
@@ -124,29 +165,27 @@ def command_receipt(result: CommandResult, tz: str, lang: Lang) -> str:
     return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
 
 
-def query_receipt(result: QueryResult, tz: str, lang: Lang) -> str:
-    zh = lang == "zh"
+def query_receipt(result: QueryResult, view: View) -> str:
+    zh = view.zh
     if result.range_start is None or result.range_end is None:
         return "没有查到。" if zh else "Nothing found."
-    start = _local(result.range_start, tz)
-    end = _local(result.range_end, tz)
-    window = f"{format_moment(start, tz, lang)} – {format_moment(end, tz, lang)}"
+    window = f"{view.moment(result.range_start)} – {view.moment(result.range_end)}"
     if not result.events:
         return f"{window} 没有安排。" if zh else f"Nothing scheduled {window}."
-    lines = "\n".join(_event_line(event, lang) for event in result.events)
+    lines = "\n".join(_event_line(event, view) for event in result.events)
     head = f"{window} 共 {len(result.events)} 项安排：" if zh else f"{len(result.events)} event(s) {window}:"
     return f"{head}\n{lines}"
 
 
-def free_time_receipt(slots: Sequence[FreeSlot], duration: int, tz: str, lang: Lang) -> str:
-    zh = lang == "zh"
+def free_time_receipt(slots: Sequence[FreeSlot], duration: int, view: View) -> str:
+    zh = view.zh
     if not slots:
         return (
             f"这段时间里没有连续 {duration} 分钟的空闲（工作时间内）。"
             if zh
             else f"No free {duration}-minute slot in that range (within working hours)."
         )
-    lines = "\n".join(f"- {format_span(_local(s.start, tz), _local(s.end, tz), tz, lang)}" for s in slots)
+    lines = "\n".join(f"- {view.span(s.start, s.end)}" for s in slots)
     return f"可以考虑这些空闲时间：\n{lines}" if zh else f"Free slots you could use:\n{lines}"
 
 
@@ -154,12 +193,20 @@ def memory_saved_receipt(content: str, lang: Lang) -> str:
     return f"已记住：{content}" if lang == "zh" else f"Noted: {content}"
 
 
+def confirmation_not_own_words(lang: Lang) -> str:
+    return (
+        "确认需要你本人的话，转发或引用的内容不能确认待定的日程。请直接回复“确认”。"
+        if lang == "zh"
+        else 'A confirmation has to be your own words, not forwarded or quoted content. Reply "confirm" yourself.'
+    )
+
+
 def replaced_create_claim(lang: Lang) -> str:
     return (
-        "抱歉，我刚才的回答不准确：这次并没有写入你的日历。请再说一次要安排的内容和时间，我会真正创建它。"
+        "抱歉，我刚才的回答不准确：这次并没有改动你的日历。请再说一次要做的事和时间，我会真正去做。"
         if lang == "zh"
-        else "Sorry, that was not accurate: nothing was written to your calendar. "
-        "Tell me again what to schedule and when, and I will actually create it."
+        else "Sorry, that was not accurate: nothing on your calendar was changed. "
+        "Tell me again what to do and when, and I will actually do it."
     )
 
 

@@ -12,6 +12,8 @@ class ArchivedMessage:
     role: str  # "user" | "assistant"
     content: str
     created_at: datetime
+    # The stub an assistant message offered for a bare "好"/"no" (the timed gate), if any.
+    offer_command_id: str | None = None
 
 
 @dataclass(frozen=True)

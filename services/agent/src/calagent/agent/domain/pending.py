@@ -1,0 +1,141 @@
+"""The pending-command rules the agent owns (contract §8), as pure functions of facts.
+
+Two ways a message reaches a pending stub without the model:
+
+- the **timed gate**: the assistant's last message really offered this stub (a held write, a
+  conflicting time), the offer is younger than the window, and the user's whole message is one
+  bounded confirmation or refusal word. Anything else — a later "好", a "好" after chit-chat,
+  "好，但是改到周五" — is ordinary chat for the model.
+- the **short-reply fast path**: the time service's grammar plus its filler lexicon consumed the
+  whole message, and what it extracted answers the stub as asked.
+
+Both read only the user's own words (unwrapped by the gateway), so a transport envelope cannot
+change them: `decide(w(s)) == decide(s)` for every wrapper `w` (invariant 7). What the stub itself
+becomes (continued, superseded, executed) is decided by the commands service.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
+from calagent.contracts.time import ParsedReply, SlotPatch
+
+Route = Literal["fast_path", "model"]
+GateAnswer = Literal["confirm", "refuse"]
+MERGEABLE_STATUSES = frozenset({"needs_date", "needs_time", "conflict"})
+
+# The bounded answers to an offer. Deliberately tiny: a word that needs context to mean yes
+# ("就这样吧", "go ahead and book it") is the model's to read, through `confirm_command`.
+CONFIRM_WORDS = frozenset(
+    {
+        "确认", "确定", "好", "好的", "好啊", "好吧", "可以", "行", "要", "是", "是的", "对", "嗯", "嗯嗯",
+        "没问题", "yes", "y", "yep", "yeah", "ok", "okay", "sure", "confirm", "do it", "go ahead",
+    }
+)  # fmt: skip
+REFUSE_WORDS = frozenset(
+    {
+        "不要", "不要了", "不用", "不用了", "算了", "算了吧", "取消", "不", "不了", "别", "no", "n", "nope", "cancel",
+        "never mind", "nevermind", "dont",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LastAssistant:
+    """What the agent said last in this conversation, and which stub (if any) it offered."""
+
+    at: datetime
+    offer_command_id: str | None
+
+
+def _chunks(text: str) -> list[str]:
+    """The message cut at punctuation, casefolded, inner whitespace collapsed ("Do  it!" → "do it")."""
+    folded = text.casefold().replace("'", "").replace("\u2019", "")  # don't → dont
+    marked = "".join("|" if unicodedata.category(ch).startswith("P") else ch for ch in folded)
+    return [" ".join(piece.split()) for piece in marked.split("|") if piece.strip()]
+
+
+def bare_answer(text: str) -> GateAnswer | None:
+    """ "好的！" → confirm, "算了。" → refuse, "好，改到周五" → None: the whole message, and nothing
+    but words of one polarity, or it is not a bare answer."""
+    chunks = _chunks(text)
+    if not chunks:
+        return None
+    words: list[str] = []
+    for chunk in chunks:
+        if chunk in CONFIRM_WORDS or chunk in REFUSE_WORDS:
+            words.append(chunk)
+            continue
+        # "ok ok", "好的 好的": a repeated word separated by spaces.
+        parts = chunk.split(" ")
+        if len(parts) > 1 and all(p in CONFIRM_WORDS or p in REFUSE_WORDS for p in parts):
+            words.extend(parts)
+            continue
+        return None
+    if all(w in CONFIRM_WORDS for w in words):
+        return "confirm"
+    if all(w in REFUSE_WORDS for w in words):
+        return "refuse"
+    return None
+
+
+def timed_gate(
+    text: str,
+    *,
+    stub: StubOut | None,
+    last_assistant: LastAssistant | None,
+    now: datetime,
+    window: timedelta,
+    third_party: bool,
+) -> GateAnswer | None:
+    """Code answers the offer only when every fact holds; otherwise None (the model decides)."""
+    if stub is None or stub.status not in OFFER_STUB_STATUSES or third_party:
+        return None
+    if last_assistant is None or last_assistant.offer_command_id != stub.id:
+        return None
+    if now - last_assistant.at > window:
+        return None
+    return bare_answer(text)
+
+
+def known_period_is_pm(stub: StubOut) -> bool:
+    """The afternoon/evening the stub already knows: its slot time, else its proposed start."""
+    if stub.slots.time:
+        return int(stub.slots.time[:2]) >= 12
+    if stub.proposed_start is not None:
+        return stub.proposed_start.hour >= 12
+    return False
+
+
+def fast_path_patch(stub: StubOut | None, parsed: ParsedReply) -> SlotPatch | None:
+    """The patch code may merge with zero model calls, or None when the model must decide.
+
+    Only a message the reply grammar consumed whole ("周日下午2点", "就周日吧"), never one with
+    other content ("删除明天下午四点的会"); never a weekday outside the stub's candidates, nor a
+    past date (a remark, not an answer); and an hour 1–6 without 上午/下午/am/pm is never taken
+    as a.m.: it follows the stub's known afternoon, or the model reads it.
+    """
+    if stub is None or stub.status not in MERGEABLE_STATUSES or not parsed.complete:
+        return None
+    patch = parsed.patch
+    if patch.is_empty():
+        return None
+    if patch.has_ambiguous_hour():
+        if not known_period_is_pm(stub):
+            return None
+        patch = patch.resolve_period(pm=True)
+    candidate_weekdays = frozenset(day.isoweekday() for day in stub.candidates)
+    if patch.weekday is not None and candidate_weekdays and patch.weekday not in candidate_weekdays:
+        return None
+    if patch.date is not None and patch.date.startswith("D-"):
+        return None
+    return patch
+
+
+def write_hold(third_party: bool) -> Literal["third_party_content"] | None:
+    """Writes driven by forwarded or quoted content are held, never executed on the first turn."""
+    return "third_party_content" if third_party else None

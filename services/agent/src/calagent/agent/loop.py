@@ -1,0 +1,417 @@
+"""One turn, end to end: context, the pending-command gates, the tool loop, the reply.
+
+Terminal versus intermediate tools is decided here, in the runtime, not by prompts: after a
+terminal tool code writes the reply from the real result and the model is not called again —
+unless a second write in the same response was refused, in which case the results go back to the
+model so it can issue that write in its next step (one write per model response, contract §8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from opentelemetry import trace
+from pydantic import ValidationError
+
+from calagent.agent.adapters.model import ModelClient, ModelResponse, ModelToolCall, ModelUnavailable
+from calagent.agent.domain import receipts
+from calagent.agent.domain.context import build_messages
+from calagent.agent.domain.intent import infer_post_hoc_intent
+from calagent.agent.domain.language import detect_language
+from calagent.agent.domain.pending import LastAssistant, fast_path_patch, timed_gate
+from calagent.agent.domain.session import ArchivedMessage, latest_segment
+from calagent.agent.exit_check import ClaimGuardedStream, exit_check
+from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort
+from calagent.agent.state import Finished, TurnState
+from calagent.agent.tools import (
+    ToolResult,
+    Tools,
+    add_db_segment,
+    apply_command_result,
+    confirm_command,
+    error_content,
+    finished_content,
+)
+from calagent.contracts.commands import (
+    ACTIVE_STUB_STATUSES,
+    CancelStub,
+    GetActiveStub,
+    ListCalendars,
+    MergeStub,
+    StubOut,
+)
+from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
+from calagent.contracts.turns import (
+    StubView,
+    ToolCallOut,
+    TurnAnswer,
+    TurnEvent,
+    TurnRecord,
+    TurnRequested,
+    stub_view,
+)
+from calagent.runtime.clock import Clock
+from calagent.runtime.timeline import Timeline, epoch_ms
+
+MAX_MODEL_STEPS = 6
+# An invalid tool call goes back to the model; after two failed retries the turn asks the user.
+MAX_TOOL_ERRORS = 3
+ONE_WRITE = "one_write_per_response"
+
+
+def _active_stub_view(stub: StubOut | None) -> StubView | None:
+    if stub is None or stub.status not in ACTIVE_STUB_STATUSES:
+        return None
+    return stub_view(stub)
+
+
+def _last_assistant(history: Sequence[ArchivedMessage]) -> LastAssistant | None:
+    """The assistant's message right before this one; if the user spoke since, there is no offer
+    pending an answer."""
+    if not history or history[-1].role != "assistant":
+        return None
+    last = history[-1]
+    return LastAssistant(at=last.created_at, offer_command_id=last.offer_command_id)
+
+
+def _loads(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": raw[:500]}
+    return value if isinstance(value, dict) else {"_raw": raw[:500]}
+
+
+def _combined(finished: Sequence[Finished]) -> Finished:
+    """Every terminal result of the turn in one reply; the last one names the outcome."""
+    return Finished(finished[-1].outcome, "\n".join(f.reply for f in finished))
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        model: ModelClient | None,
+        commands: CommandsPort,
+        time: TimePort,
+        store: StorePort,
+        session_gap_minutes: int,
+        offer_window_minutes: int = 30,
+    ) -> None:
+        self.clock = clock
+        self.model = model
+        self.commands = commands
+        self.time = time
+        self.store = store
+        self.session_gap = timedelta(minutes=session_gap_minutes)
+        self.offer_window = timedelta(minutes=offer_window_minutes)
+        self.tools = Tools(commands, store, clock)
+        self.schemas = tool_schemas()
+        self.tracer = trace.get_tracer("calagent.agent")
+
+    async def run(
+        self, turn: TurnRequested, turn_key: str, sink: EventSink, *, cold_start: bool = False
+    ) -> tuple[TurnAnswer, TurnRecord]:
+        consumed = epoch_ms()
+        origin = turn.received_ms or turn.published_ms or consumed
+        lang = detect_language(turn.text)
+        state = TurnState(
+            turn=turn,
+            turn_key=turn_key,
+            lang=lang,
+            timeline=Timeline(origin, self.tracer),
+            view=receipts.View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
+        )
+        if turn.published_ms:
+            state.timeline.add_span("bus.wait", turn.published_ms, consumed)
+        await sink(TurnEvent(turn_id=turn.envelope.turn_id, type="turn.started"))
+        try:
+            finished = await self._run(state, sink)
+        except ModelUnavailable as exc:
+            state.flag("model_unavailable")
+            state.error = str(exc)
+            finished = Finished("model_unavailable", receipts.model_unavailable_reply(state.lang))
+
+        env = state.env
+        await self.store.archive(
+            env.user_id,
+            env.conversation_id,
+            "assistant",
+            finished.reply,
+            env.turn_id,
+            self.clock.now(),
+            offer_command_id=state.offered_stub_id,
+        )
+        intent = infer_post_hoc_intent(
+            [c.name for c in state.tool_calls],
+            had_active_stub=state.stub is not None,
+            fast_path="fast_path" in state.flags,
+        )
+        answer = TurnAnswer(
+            turn_id=env.turn_id,
+            conversation_id=env.conversation_id,
+            outcome=finished.outcome,
+            reply=finished.reply,
+            intent=intent,
+            tool_calls=tuple(state.tool_calls),
+            command=_active_stub_view(state.current_stub),
+            events=tuple(state.events),
+            model_calls=state.model_calls,
+        )
+        with state.timeline.segment("reply.publish"):
+            await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer))
+        record = TurnRecord(
+            envelope=env,
+            text=turn.text,
+            outcome=finished.outcome,
+            intent=intent,
+            reply=finished.reply,
+            tool_calls=tuple(state.tool_calls),
+            flags=tuple(state.flags),
+            model_calls=state.model_calls,
+            segments=tuple(state.timeline.segments),
+            total_ms=round(epoch_ms() - origin, 3),
+            cold_start=cold_start,
+            replaced_reply=state.replaced_reply,
+            error=state.error,
+        )
+        return answer, record
+
+    # ---- the turn ---------------------------------------------------------------------------------
+
+    async def _run(self, state: TurnState, sink: EventSink) -> Finished:
+        env = state.env
+        with state.timeline.segment("context.build"):
+            # Independent reads: one round trip's worth of waiting instead of three. The user's
+            # message is archived only after the history read so it is not its own history.
+            stub_result, calendars, history = await asyncio.gather(
+                self.commands.query(GetActiveStub(envelope=env)),
+                self.commands.query(ListCalendars(envelope=env)),
+                self.store.history(env.user_id, env.conversation_id),
+            )
+            now = self.clock.now()
+            await self.store.archive(
+                env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now
+            )
+        state.stub = stub_result.stub
+        if state.turn.active_command_id and (
+            state.stub is None or state.stub.id != state.turn.active_command_id
+        ):
+            # The stub this message answers has ended (expired, created, cancelled): nothing to merge.
+            state.stub = None
+        state.calendars = calendars.calendars
+        state.last_assistant = _last_assistant(history)
+
+        pending = await self._answer_pending(state, sink, now)
+        if pending is not None:
+            return pending
+        if self.model is None:
+            raise ModelUnavailable("no model is configured")
+
+        segment = latest_segment(history, now, self.session_gap)
+        messages = build_messages(
+            now=env.occurred_at,
+            tz=env.tz,
+            calendars=state.calendars,
+            stub=state.stub,
+            segment=segment,
+            text=state.turn.text,
+            quoted=state.turn.quoted,
+            forwarded=state.turn.forwarded,
+        )
+        return await self._tool_loop(state, messages, sink)
+
+    async def _answer_pending(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
+        """Zero-model answers to the active stub: the timed gate, then the short-reply fast path."""
+        stub = state.stub
+        if stub is None:
+            return None
+        gate = timed_gate(
+            state.turn.text,
+            stub=stub,
+            last_assistant=state.last_assistant,
+            now=now,
+            window=self.offer_window,
+            third_party=state.turn.third_party,
+        )
+        if gate is not None:
+            state.flag("timed_gate")
+            command: MergeStub | CancelStub
+            if gate == "confirm":
+                name, command = "confirm_command", confirm_command(state, stub.id)
+            else:
+                name = "cancel_schedule_command"
+                command = CancelStub(envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id)
+            with state.timeline.segment(f"tool.{name}"):
+                result = await self.commands.execute(command)
+            add_db_segment(state, result.db_ms)
+            await self._record_call(
+                state, sink, ToolCallOut(name=name, arguments={"command_id": stub.id}, result=result.status)
+            )
+            return apply_command_result(state, result)
+
+        with state.timeline.segment("fastpath.parse"):
+            parsed = await self.time.parse_reply(state.turn.text)
+        patch = fast_path_patch(stub, parsed)
+        if patch is None:
+            return None
+        merge = MergeStub(
+            envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id, patch=patch
+        )
+        with state.timeline.segment("tool.merge_stub"):
+            result = await self.commands.execute(merge)
+        add_db_segment(state, result.db_ms)
+        if result.status == "error":
+            # A patch the resolver refuses is not guessed into a date: the model, which sees the
+            # stub and the message, takes over instead.
+            return None
+        state.flag("fast_path")
+        call = ToolCallOut(
+            name="merge_stub", arguments=patch.model_dump(exclude_none=True), result=result.status
+        )
+        await self._record_call(state, sink, call)
+        return apply_command_result(state, result)
+
+    async def _record_call(self, state: TurnState, sink: EventSink, call: ToolCallOut) -> None:
+        state.tool_calls.append(call)
+        await sink(TurnEvent(turn_id=state.env.turn_id, type="tool.called", tool=call))
+
+    async def _tool_loop(self, state: TurnState, messages: list[dict[str, Any]], sink: EventSink) -> Finished:
+        env = state.env
+        stream = ClaimGuardedStream(
+            lambda delta: sink(TurnEvent(turn_id=env.turn_id, type="reply.delta", delta=delta))
+        )
+        for _ in range(MAX_MODEL_STEPS):
+            stream.reset()
+            response = await self._call_model(state, messages, stream.feed)
+            if not response.tool_calls:
+                return self._final_text(state, response.text)
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": response.text or None,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments},
+                        }
+                        for c in response.tool_calls
+                    ],
+                }
+            )
+            finished_before = len(state.finished)
+            refused = await self._run_calls(state, messages, response.tool_calls, sink)
+            if len(state.finished) > finished_before and not refused:
+                return _combined(state.finished)
+            if state.tool_errors >= MAX_TOOL_ERRORS:
+                break
+        if state.finished:
+            return _combined(state.finished)
+        return Finished("rejected", receipts.ask_user_after_errors(state.lang))
+
+    async def _run_calls(
+        self,
+        state: TurnState,
+        messages: list[dict[str, Any]],
+        calls: Sequence[ModelToolCall],
+        sink: EventSink,
+    ) -> bool:
+        """Run one response's calls in order; at most one write. Returns whether a write was
+        refused (then the turn goes on so the model can issue it again)."""
+        writes = 0
+        refused = False
+        for call in calls:
+            if call.name in WRITE_TOOLS:
+                writes += 1
+                if writes > 1:
+                    refused = True
+                    state.flag("write_refused")
+                    result = ToolResult(
+                        f"refused:{ONE_WRITE}",
+                        error_content(
+                            ONE_WRITE,
+                            "one write per model response: this write was not executed; issue it again in your next step",
+                        ),
+                    )
+                    await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
+                    continue
+            await self._dispatch(state, messages, call, sink)
+        return refused
+
+    async def _dispatch(
+        self, state: TurnState, messages: list[dict[str, Any]], call: ModelToolCall, sink: EventSink
+    ) -> None:
+        model = TOOL_MODELS.get(call.name)
+        if model is None:
+            result = ToolResult("error:unknown_tool", error_content("unknown_tool", f"no tool {call.name!r}"))
+            await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
+            return
+        try:
+            args = model.model_validate_json(call.arguments or "{}")
+        except ValidationError as exc:
+            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
+            await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
+            return
+        with state.timeline.segment(f"tool.{call.name}"):
+            result = await self.tools.run(state, args)
+        await self._answer_call(state, messages, sink, call, args.model_dump(exclude_none=True), result)
+
+    async def _answer_call(
+        self,
+        state: TurnState,
+        messages: list[dict[str, Any]],
+        sink: EventSink,
+        call: ModelToolCall,
+        arguments: dict[str, Any],
+        result: ToolResult,
+    ) -> None:
+        if result.label.startswith("error:"):
+            state.tool_errors += 1
+            state.flag("tool_error")
+        await self._record_call(
+            state, sink, ToolCallOut(name=call.name, arguments=arguments, result=result.label)
+        )
+        content = result.content
+        if result.finished is not None and TOOL_KINDS.get(call.name) == "terminal":
+            state.finished.append(result.finished)
+            content = finished_content(result.finished)
+        # Every call gets its answer in the conversation, so the model can be asked again.
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+
+    def _final_text(self, state: TurnState, text: str) -> Finished:
+        """The model answered in words: checked against the facts; after earlier writes of this
+        turn, their receipts come first so no write goes unmentioned."""
+        checked = exit_check(state, text)
+        if not state.finished:
+            return checked
+        done = _combined(state.finished)
+        if checked.outcome == "claim_replaced" or not text.strip():
+            return done
+        return Finished(done.outcome, f"{done.reply}\n{checked.reply}")
+
+    async def _call_model(
+        self, state: TurnState, messages: list[dict[str, Any]], on_delta: Callable[[str], Awaitable[None]]
+    ) -> ModelResponse:
+        assert self.model is not None
+        start = epoch_ms()
+        try:
+            response = await self.model.complete(messages, self.schemas, on_delta)
+        finally:
+            state.model_calls += 1
+        attrs = {
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": self.model.model,
+            "gen_ai.usage.input_tokens": response.prompt_tokens,
+            "gen_ai.usage.output_tokens": response.completion_tokens,
+        }
+        state.timeline.add_span("model.request", start, response.end_ms, attrs)
+        state.timeline.add_span("model.ttft", response.start_ms, response.first_token_ms)
+        state.timeline.add_span("model.generation", response.first_token_ms, response.end_ms)
+        return response

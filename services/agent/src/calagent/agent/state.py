@@ -1,0 +1,75 @@
+"""What one turn knows as it runs: the facts code decides on, gathered in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from calagent.agent.domain.language import Lang
+from calagent.agent.domain.pending import LastAssistant
+from calagent.agent.domain.receipts import View
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.turns import EventView, Flag, Outcome, ToolCallOut, TurnRequested
+from calagent.runtime.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class Finished:
+    outcome: Outcome
+    reply: str
+
+
+@dataclass
+class TurnState:
+    turn: TurnRequested
+    turn_key: str
+    lang: Lang
+    timeline: Timeline
+    view: View
+    stub: StubOut | None = None  # the active stub as the turn found it
+    calendars: tuple[str, ...] = ()
+    last_assistant: LastAssistant | None = None
+    tool_calls: list[ToolCallOut] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
+    model_calls: int = 0
+    write_index: int = 0
+    # Facts the exit check compares a free-text reply with: only commands replies sent after a
+    # commit set `persisted`; only a read that really ran sets `read_ran`.
+    persisted: bool = False
+    read_ran: bool = False
+    tool_errors: int = 0
+    events: list[EventView] = field(default_factory=list)
+    # Every terminal result of the turn, in order: a turn may write once per model response, and
+    # the reply lists every one of them.
+    finished: list[Finished] = field(default_factory=list)
+    stub_after: StubOut | None = None
+    stub_touched: bool = False
+    replaced_reply: str | None = None
+    error: str | None = None
+
+    @property
+    def env(self) -> Envelope:
+        return self.turn.envelope
+
+    def next_key(self) -> str:
+        # Deterministic per turn, so a redelivered turn re-run after a crash reuses the same keys
+        # and commands answers the first result instead of writing again.
+        self.write_index += 1
+        return f"{self.turn_key}:w{self.write_index}"
+
+    def flag(self, flag: Flag) -> None:
+        if flag not in self.flags:
+            self.flags.append(flag)
+
+    @property
+    def current_stub(self) -> StubOut | None:
+        return self.stub_after if self.stub_touched else self.stub
+
+    @property
+    def offered_stub_id(self) -> str | None:
+        """The stub this turn's reply offers for a bare "好"/"no" (a held write, a conflicting time).
+        A stub the turn did not touch was offered by an earlier message, not by this one."""
+        stub = self.stub_after
+        if self.stub_touched and stub is not None and stub.status in OFFER_STUB_STATUSES:
+            return stub.id
+        return None

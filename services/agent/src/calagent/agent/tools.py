@@ -1,0 +1,227 @@
+"""The tool table: one handler per argument model of `libs/contracts` (contract §5, §8).
+
+A handler runs one validated call and says what happened: the label recorded for the call, the
+content the model sees if the conversation goes on, and — for a terminal tool that produced a
+result for the user — the outcome and the code-written receipt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from calagent.agent.domain import receipts
+from calagent.agent.domain.pending import write_hold
+from calagent.agent.ports import CommandsPort, StorePort
+from calagent.agent.state import Finished, TurnState
+from calagent.contracts.commands import (
+    CancelStub,
+    CommandResult,
+    MergeStub,
+    PrepareOrCreate,
+    QueryRange,
+    SuggestFree,
+)
+from calagent.contracts.time import SlotPatch
+from calagent.contracts.tools import (
+    CancelScheduleCommand,
+    ConfirmCommand,
+    PrepareOrCreateSchedule,
+    QueryScheduleRange,
+    SaveMemory,
+    SearchChatArchive,
+    SearchMemory,
+    SuggestFreeTime,
+    ToolArgs,
+)
+from calagent.contracts.turns import Outcome, event_view
+from calagent.runtime.clock import Clock
+from calagent.runtime.timeline import epoch_ms
+
+COMMAND_OUTCOMES: frozenset[str] = frozenset(
+    {"created", "needs_date", "needs_time", "conflict", "held", "cancelled"}
+)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    label: str
+    content: str = ""
+    finished: Finished | None = None
+
+
+def error_content(code: str, message: str) -> str:
+    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+
+
+def finished_content(finished: Finished) -> str:
+    """What the model sees of a terminal result when the turn goes on (one write per response)."""
+    return json.dumps({"outcome": finished.outcome, "receipt": finished.reply}, ensure_ascii=False)
+
+
+def add_db_segment(state: TurnState, db_ms: float) -> None:
+    if db_ms > 0:
+        end = epoch_ms()
+        state.timeline.add_span("db.commands", end - db_ms, end)
+
+
+def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
+    """Record a commands reply in the turn's facts and write its receipt."""
+    state.stub_touched = True
+    state.stub_after = result.stub
+    if result.event is not None:
+        state.events.append(event_view(result.event))
+    # The only source of "persisted": a commands reply sent after its commit.
+    state.persisted = state.persisted or (result.status == "created" and result.persisted)
+    if result.status == "held":
+        state.flag("held")
+    if result.superseded is not None:
+        state.flag("stub_superseded")
+    with state.timeline.segment("receipt"):
+        reply = receipts.command_receipt(result, state.view)
+    outcome: Outcome = cast(Outcome, result.status) if result.status in COMMAND_OUTCOMES else "answered"
+    if result.status == "created" and not result.persisted:
+        outcome = "answered"
+    return Finished(outcome, reply)
+
+
+Handler = Callable[[TurnState, Any], Awaitable[ToolResult]]
+
+
+class Tools:
+    def __init__(self, commands: CommandsPort, store: StorePort, clock: Clock) -> None:
+        self.commands = commands
+        self.store = store
+        self.clock = clock
+        self.table: dict[type[ToolArgs], Handler] = {
+            PrepareOrCreateSchedule: self.prepare_or_create,
+            QueryScheduleRange: self.query_range,
+            SuggestFreeTime: self.suggest_free_time,
+            CancelScheduleCommand: self.cancel,
+            ConfirmCommand: self.confirm,
+            SaveMemory: self.save_memory,
+            SearchMemory: self.search_memory,
+            SearchChatArchive: self.search_archive,
+        }
+
+    async def run(self, state: TurnState, args: ToolArgs) -> ToolResult:
+        return await self.table[type(args)](state, args)
+
+    async def execute(
+        self, state: TurnState, command: PrepareOrCreate | MergeStub | CancelStub
+    ) -> ToolResult:
+        result = await self.commands.execute(command)
+        add_db_segment(state, result.db_ms)
+        if result.status == "error" and result.error is not None and result.error.code != "no_active_command":
+            # Bad symbols are never guessed into correctness: the model gets the error and retries.
+            return ToolResult(
+                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
+            )
+        return ToolResult(result.status, finished=apply_command_result(state, result))
+
+    # ---- writes --------------------------------------------------------------------------------
+
+    async def prepare_or_create(self, state: TurnState, args: PrepareOrCreateSchedule) -> ToolResult:
+        # The stub the turn saw; commands decides from facts (title, id) whether the call continues
+        # it or supersedes it, and never executes a held stub as a side effect of a create.
+        return await self.execute(
+            state,
+            PrepareOrCreate(
+                envelope=state.env,
+                idempotency_key=state.next_key(),
+                args=args,
+                active_command_id=state.stub.id if state.stub is not None else None,
+                hold=write_hold(state.turn.third_party),
+            ),
+        )
+
+    async def confirm(self, state: TurnState, args: ConfirmCommand) -> ToolResult:
+        if state.turn.third_party:
+            # A held write is confirmed only by the user's own words (contract §8).
+            return ToolResult(
+                "refused:third_party",
+                finished=Finished("answered", receipts.confirmation_not_own_words(state.lang)),
+            )
+        stub = state.current_stub
+        command_id = args.command_id or (stub.id if stub is not None else "")
+        return await self.execute(state, confirm_command(state, command_id))
+
+    async def cancel(self, state: TurnState, args: CancelScheduleCommand) -> ToolResult:
+        return await self.execute(
+            state,
+            CancelStub(envelope=state.env, idempotency_key=state.next_key(), command_id=args.command_id),
+        )
+
+    async def save_memory(self, state: TurnState, args: SaveMemory) -> ToolResult:
+        env = state.env
+        with state.timeline.segment("db.save_memory"):
+            await self.store.save_memory(env.user_id, args.content, state.next_key(), self.clock.now())
+        return ToolResult(
+            "saved",
+            finished=Finished("memory_saved", receipts.memory_saved_receipt(args.content, state.lang)),
+        )
+
+    # ---- reads ---------------------------------------------------------------------------------
+
+    async def query_range(self, state: TurnState, args: QueryScheduleRange) -> ToolResult:
+        result = await self.commands.query(
+            QueryRange(
+                envelope=state.env,
+                start_symbol=args.start,
+                end_symbol=args.end,
+                incomplete_only=args.incomplete_only,
+            )
+        )
+        add_db_segment(state, result.db_ms)
+        if result.error is not None:
+            return ToolResult(
+                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
+            )
+        state.read_ran = True
+        state.events.extend(event_view(e) for e in result.events)
+        with state.timeline.segment("receipt"):
+            return ToolResult(
+                "queried", finished=Finished("queried", receipts.query_receipt(result, state.view))
+            )
+
+    async def suggest_free_time(self, state: TurnState, args: SuggestFreeTime) -> ToolResult:
+        result = await self.commands.query(
+            SuggestFree(
+                envelope=state.env,
+                start_symbol=args.start,
+                end_symbol=args.end,
+                duration_minutes=args.duration_minutes,
+            )
+        )
+        add_db_segment(state, result.db_ms)
+        if result.error is not None:
+            return ToolResult(
+                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
+            )
+        state.read_ran = True
+        with state.timeline.segment("receipt"):
+            reply = receipts.free_time_receipt(result.free_slots, args.duration_minutes, state.view)
+        return ToolResult("suggested", finished=Finished("suggested", reply))
+
+    async def search_memory(self, state: TurnState, args: SearchMemory) -> ToolResult:
+        with state.timeline.segment("db.search_memory"):
+            found = await self.store.search_memory(state.env.user_id, args.query)
+        return ToolResult(f"found:{len(found)}", json.dumps({"memories": found}, ensure_ascii=False))
+
+    async def search_archive(self, state: TurnState, args: SearchChatArchive) -> ToolResult:
+        with state.timeline.segment("db.search_chat_archive"):
+            found = await self.store.search_archive(state.env.user_id, args.query, state.env.turn_id)
+        return ToolResult(f"found:{len(found)}", json.dumps({"messages": found}, ensure_ascii=False))
+
+
+def confirm_command(state: TurnState, command_id: str) -> MergeStub:
+    """The one way a pending offer is accepted: by the model's confirm_command or the timed gate."""
+    return MergeStub(
+        envelope=state.env,
+        idempotency_key=state.next_key(),
+        command_id=command_id,
+        patch=SlotPatch(),
+        confirm=True,
+    )
