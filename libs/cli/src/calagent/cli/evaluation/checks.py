@@ -23,9 +23,7 @@ TEXT_ARGUMENTS = frozenset({"title", "content", "query"})
 
 def ran(calls: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The calls that actually executed: not refused, not skipped, not sent back as errors."""
-    return [
-        c for c in calls if not str(c.get("result", "")).startswith("error:") and c.get("result") != "skipped"
-    ]
+    return [c for c in calls if not str(c.get("result", "")).startswith(("error:", "refused:", "skipped"))]
 
 
 def _today(now: datetime, tz: str) -> date:
