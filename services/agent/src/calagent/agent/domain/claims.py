@@ -136,7 +136,7 @@ _ZH_AFTER_STOP = re.compile(
     r"就|才|再|吗|呢|吧|的话|太|真|挺|得|要|能|可以|如果|还是|或者|无法|没法|不能|"
     r"(?<![开例站晨周早晚组个场次的班])会(?!议)"
 )
-_ZH_PERFECTIVE = re.compile(r"了(?!解|不起)|啦|咯|喽|成功|完成|完毕|搞定|妥当|妥了")
+_ZH_PERFECTIVE = re.compile(r"了(?!解|不起|就|之后|以后|后|再)|啦|咯|喽|成功|完成|完毕|搞定|妥当|妥了")
 # A change that did not happen: failure after the verb (取消失败, 删不了).
 _ZH_FAILED = re.compile(r"失败|不了|不成|没有?成功|未能?成功|没能成功|不成功|没有?生效|未生效|不到")
 # Negation before the verb (没/未/还没/不/无法/没能...), minus set phrases that only look negative.
@@ -160,9 +160,9 @@ _ZH_QUESTION_OPEN = re.compile(
     r"^(?:要不要|需不需要|是否|请问|你确定|您确定|确定要|你是想|您是想|想不想|能不能|可不可以|要不)"
 )
 # Tag questions: the clause before them is put to the user, not asserted ("改到周五，对吗？").
-_ZH_TAG = re.compile(
-    r"^(?:对吗|对吧|是吗|是吧|没错吧|可以吗|行吗|好吗|对不对|是不是|你看行吗|你看可以吗)[？?]?$"
-)
+# Only tags that question the truth of the clause ("对吗"); acceptance tags ("可以吗", "行吗") leave
+# a reported change a claim ("已经帮你挪到周五了，可以吗？").
+_ZH_TAG = re.compile(r"^(?:对吗|对吧|是吗|是吧|没错吧|对不对|是不是|对么)[？?]?$")
 # Conditionals: the protasis and, when it opens the clause, the clause after it.
 _ZH_COND = re.compile(
     _alt(
@@ -231,10 +231,14 @@ _ZH_PRONOUN = re.compile(r"我们|我|(?<![帮给为替跟和陪让找请诉])(?
 # Possession/existence: 你…有/没有…<calendar noun> and <time>…有/没有…<calendar noun>.
 _ZH_HAVE = re.compile(r"还有|只有|也有|都有|共有|一共有|各有|有|没有|没|只剩|剩下|还剩")
 # Availability and emptiness, asserted of the user or a time.
+_ZH_AVAIL_WORDS = (
+    "有空", "没空", "空闲", "空着", "是空的", "空的", "很空", "全空", "空白", "没事", "没什么事", "没有事",
+    "有事", "排满", "满了", "很满", "挺满", "满满", "安排满", "冲突", "撞了", "重叠", "没有安排", "没安排",
+    "无安排", "没有任何安排", "没什么安排", "什么安排都没有", "没有会", "没会", "没有日程", "没有行程",
+    "空档", "空当", "有时间", "没时间", "闲", "忙",
+)  # fmt: skip
 _ZH_AVAIL = re.compile(
-    r"有空|没空|空闲|空着|是空的|空的|很空|全空|空白|没事|没什么事|没有事|有事|排满|满了|很满|"
-    r"挺满|满满|安排满|冲突|撞了|重叠|没有安排|没安排|无安排|没有任何安排|没什么安排|什么安排都没有|"
-    r"没有会|没会|没有日程|没有行程|空档|空当|有时间|没时间|闲|忙|(?:一个|一场|一件|任何|什么)[^，。]{0,4}?[都也]没有?"
+    _alt(_ZH_AVAIL_WORDS) + "|(?:一个|一场|一件|任何|什么)[^，。]{0,4}?[都也]没有?"  # "一个会都没有"
 )
 # After 没有/没: a change that did not happen ("日程没有变化"), not emptiness.
 _ZH_NO_CHANGE = re.compile(r"(?:任何)?(?:变化|变动|改动|更改|修改|调整|动过|动|被|成功|改|删|加)")
@@ -307,18 +311,46 @@ _EN_HEADLINE = re.compile(
     r"(?=[\W_]*$|\s*[!.]|\s+(?:to|for|from|on|at|until|till|and|successfully|as|off|back|forward|up|in)\b)"
 )
 # Generic completions: done / all set / consider it done / taken care of / it's on your calendar.
-_EN_DONE = re.compile(
-    r"^(?:(?:ok|okay|sure|great|alright|perfect|and|all|yes|yep)\s+)*done\b(?!\s+(?:with|by|yet|for|so))"
-    r"|\b(?:it's|it is|that's|that is|consider it|everything's|everything is|all)\s+(?:all\s+)?done\b"
-    r"|\ball set\b|\byou(?:'re| are)\s+(?:all\s+)?(?:booked|confirmed|registered|signed up)\s+(?:in|for|at|on)\b"
-    r"|\b(?:taken|took)\s+care\s+of\b"
-    r"|\b(?:got|have got|'ve got|put)\s+(?:you|it|that|this|them)\s+(?:down|in)\b"
-    r"|\b(?:it|that|this|they|those|both|everything)(?:'s| is|'re| are)\s+(?:now\s+|all\s+|already\s+)*(?:on|in)\s+(?:your|the)\s+(?:calendar|schedule|agenda|diary)\b"
-    r"|\b(?:is|are|'s|'re)\s+now\s+(?:on|in)\s+(?:your|the)\s+(?:calendar|schedule|agenda|diary)\b"
-    r"|\bgot\s+(?:it|that|this|them)\s+(?:on|in|into)\s+your\b"
-    r"|\b(?:is|are|'s)\s+gone\s+from\s+your\b"
-    r"|\b(?:is|are|'s|'re)\s+now\s+(?:at|on|from|in)\b"
-    r"|\bnow\s+(?:runs|starts|begins|ends|falls|takes place|happens|lasts|repeats|recurs|occurs|sits|goes)\b"
+# Generic completions: done / all set / consider it done / taken care of / it's on your calendar.
+# Each part runs only when its anchor word is among the clause's tokens.
+_EN_DONE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
+    (
+        frozenset({"done"}),
+        re.compile(
+            r"^(?:(?:ok|okay|sure|great|alright|perfect|and|all|yes|yep)\s+)*done\b(?!\s+(?:with|by|yet|for|so))"
+            r"|\b(?:it's|it is|that's|that is|consider it|everything's|everything is|all)\s+(?:all\s+)?done\b"
+        ),
+    ),
+    (frozenset({"set"}), re.compile(r"\ball set\b")),
+    (
+        frozenset({"booked", "confirmed", "registered", "signed"}),
+        re.compile(
+            r"\byou(?:'re| are)\s+(?:all\s+)?(?:booked|confirmed|registered|signed up)\s+(?:in|for|at|on)\b"
+        ),
+    ),
+    (frozenset({"care"}), re.compile(r"\b(?:taken|took)\s+care\s+of\b")),
+    (
+        frozenset({"got", "put"}),
+        re.compile(
+            r"\b(?:got|put)\s+(?:you|it|that|this|them)\s+(?:down|in)\b|\bgot\s+(?:it|that|this|them)\s+(?:on|in|into)\s+your\b"
+        ),
+    ),
+    (
+        frozenset({"calendar", "schedule", "agenda", "diary"}),
+        re.compile(
+            r"\b(?:it|that|this|they|those|both|everything)(?:'s| is|'re| are)\s+(?:now\s+|all\s+|already\s+)*"
+            r"(?:on|in)\s+(?:your|the)\s+(?:calendar|schedule|agenda|diary)\b"
+            r"|\b(?:is|are|'s|'re)\s+now\s+(?:on|in)\s+(?:your|the)\s+(?:calendar|schedule|agenda|diary)\b"
+        ),
+    ),
+    (frozenset({"gone"}), re.compile(r"\b(?:is|are|'s)\s+gone\s+from\s+your\b")),
+    (
+        frozenset({"now"}),
+        re.compile(
+            r"\b(?:is|are|'s|'re)\s+now\s+(?:at|on|from|in)\b"
+            r"|\bnow\s+(?:runs|starts|begins|ends|falls|takes place|happens|lasts|repeats|recurs|occurs|sits|goes)\b"
+        ),
+    ),
 )
 # Negation before a match in the clause; "no problem" and friends only look negative.
 _EN_NEG = re.compile(
@@ -344,12 +376,14 @@ _EN_QUESTION_OPEN = re.compile(
     r"just to confirm|to confirm|confirm|is it|are you|did you|would you|do you)\b(?!\s+(?:now|all)\b)"
 )
 _EN_TAG = re.compile(
-    r"^(?:right|correct|is that right|is that correct|yes|no|ok|okay|isn't it|aren't you|don't you|didn't i|did i|or not|is that ok|is that okay|does that work|sound good|sounds good)\??$"
+    r"^(?:right|correct|is that right|is that correct|isn't it|aren't you|don't you|didn't i|did i|or not|yes or no)\??$"
 )
 # Conditionals (protasis): "if", "once you", "when you", "unless", "as soon as", "in case".
-_EN_COND = re.compile(
-    r"\b(?:if|unless|once|whenever|as soon as|in case|provided|assuming|until|till|before|after you|when you|when it's|when i|whether)\b"
-)
+_EN_COND_WORDS = (
+    "if", "unless", "once", "whenever", "as soon as", "in case", "provided", "assuming", "until", "till",
+    "before", "after you", "when you", "when it's", "when i", "whether",
+)  # fmt: skip
+_EN_COND = re.compile(rf"\b(?:{_alt(_EN_COND_WORDS)})\b")
 # Imperatives (advice to the user) open with a bare verb: "Batch your meetings so you have ...".
 _EN_IMPERATIVE_VERBS = (
     "batch", "try", "consider", "make", "keep", "block", "put", "add", "move", "schedule", "book",
@@ -362,23 +396,29 @@ _EN_IMPERATIVE_VERBS = (
 )  # fmt: skip
 _EN_IMPERATIVE = re.compile(
     rf"^(?:(?:just|please|maybe|perhaps|also|and|so|then|simply|always|never|don't|do|instead|first)\s+)*"
-    rf"(?:{_alt(_EN_IMPERATIVE_VERBS)})\b(?!\s+for\b)"
+    rf"(?:{_alt(_EN_IMPERATIVE_VERBS)})\b(?!\s+for\b|\s+it\s+done\b)"
 )
 # Headers of capability lists, tips and examples: what follows them describes, it does not assert.
-_EN_HEADER = re.compile(
-    r"\b(?:things i can|i can help (?:you )?with|features|for example|for instance|e\.g\.|such as|tips?|suggestions?|"
-    r"examples?|try saying|you can say|you could say|ideas|here's how|how to)\b"
-)
+_EN_HEADER_WORDS = (
+    "things i can", "i can help with", "i can help you with", "features", "for example", "for instance",
+    "e.g", "such as", "tip", "tips", "suggestion", "suggestions", "example", "examples", "try saying",
+    "you can say", "you could say", "ideas", "here's how", "how to",
+)  # fmt: skip
+_EN_HEADER = re.compile(rf"\b(?:{_alt(_EN_HEADER_WORDS)})\b")
 # Empathy, wishes, echoes of the user, hedges and not-knowing.
+_EN_NON_ASSERT_WORDS = (
+    "sorry to hear", "sorry that", "sorry your", "sorry about", "sounds like", "sounded like",
+    "sounds tiring", "hope", "hoping", "wish", "good luck", "enjoy", "don't know", "do not know",
+    "not sure", "can't tell", "cannot tell", "can't see", "cannot see", "don't have access",
+    "no access", "unable to see", "unable to access", "can't access", "cannot access",
+    "haven't checked", "without checking", "for example", "e.g", "such as", "try saying",
+    "you could say", "you can say", "like saying", "imagine", "suppose", "pretend", "what a pity",
+    "that's a shame", "what a shame", "must have been", "must be", "thanks for", "thank you for",
+    "letting me know", "for the heads up", "have a great", "have a good", "have a nice",
+    "have a wonderful", "have a lovely", "have a fun", "have a productive", "have a safe",
+)  # fmt: skip
 _EN_NON_ASSERT = re.compile(
-    r"\b(?:sorry to hear|sorry that|sorry your|sorry about|sounds like|sounded like|sounds tiring|"
-    r"hope|hoping|wish|good luck|enjoy|have a (?:great|good|nice|wonderful|lovely|fun|productive|safe)|"
-    r"don't know|do not know|not sure|can't tell|cannot tell|can't see|cannot see|don't have access|"
-    r"no access|unable to see|unable to access|can't access|cannot access|haven't checked|without checking|"
-    r"for example|e\.g\.|such as|try saying|you could say|you can say|like saying|imagine|suppose|pretend|"
-    r"what a pity|that's a shame|what a shame|must have been|must be|thanks for|thank you for|letting me know|"
-    r"for the heads up)\b"
-    r"|^(?:(?:so|and|as|ok|okay|oh)\s+)?you (?:said|mentioned|told me|noted)\b"
+    rf"\b(?:{_alt(_EN_NON_ASSERT_WORDS)})\b|^(?:(?:so|and|as|ok|okay|oh)\s+)?you (?:said|mentioned|told me|noted)\b"
 )
 
 _EN_NOUN_WORDS = (
@@ -422,7 +462,7 @@ _EN_CLOCK_PAT = r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b\d{1,2}:\d{2}
 _EN_CLOCK = re.compile(_EN_CLOCK_PAT)
 _EN_TIME = re.compile(
     rf"{_EN_CLOCK_PAT}|\b(?:tomorrow|today|tonight|this (?:morning|afternoon|evening|week|weekend)|"
-    rf"next (?:week|month|\w+day)|all day|morning|afternoon|evening|weekend|then|that day|{_EN_WEEKDAY})"
+    rf"next (?:week|month|\w+day)|all day|morning|afternoon|evening|weekend|then|that day|{_EN_WEEKDAY})\b"
     r"|\b(?:at|from|after|before|until|between)\s+\d{1,2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b"
 )
 # A headline's noun phrase holds no verb or subject of its own ("you have a meeting scheduled").
@@ -482,14 +522,44 @@ _EN_TIME_SUBJECT = re.compile(
     rf"^(?:(?:and|but|so|also|otherwise|then|plus|ok|okay|good news|great news)\s+)*(?:the\s+)?(?:[\w'&:-]+\s+){{0,3}}?(?:tomorrow|today|tonight|{_EN_WEEKDAY}|morning|afternoon|evening|weekend|week|slot|time|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))"
     rf"(?:\s+(?:[\w'&-]+\s+){{0,5}}?(?:is|are|looks|look|seems|seem|stays|remains|'s)|'s)\s+(?:(?:completely|totally|pretty|quite|fairly|wide|all|still|also|now|mostly|entirely|very|already|your|the)\s+)*{_EN_AVAIL_WORDS}\b"
 )
-_EN_SURFACE = re.compile(
-    r"\b(?:your|the) (?:calendar|schedule|agenda|diary) (?:shows|says|has|lists|contains|is (?:empty|clear|free|open|full|packed|busy))\b"
-    r"|\baccording to your (?:calendar|schedule|agenda)\b|\bi (?:can )?see (?:that )?(?:you|there|your)\b"
-    r"|\bi (?:don't|do not) see (?:any|anything)\b|\bhere(?:'s| is| are) (?:your|what you)\b|\bwhat you have\b"
-    r"|^on your (?:calendar|schedule|agenda)\b|\bheads up\b|\blooks like you\b"
-    r"|\bthe (?:only|first|next|last|earliest|latest) (?:thing|things|item|items|one|event|events)\s+(?:on|for|in|at|before|after|tomorrow|today|tonight|this)\b"
-    r"|\b(?:overlaps?|conflicts?|clashes?|collides?|coincides?)\s+with\b"
-    r"|\b(?:with|has|have)\s+(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|several|a few|many)\s+(?:meetings|events|calls|appointments)\b"
+# The calendar as a source ("your calendar shows", "i see you have"), listing headers, overlaps.
+_EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
+    (
+        frozenset({"calendar", "schedule", "agenda", "diary"}),
+        re.compile(
+            r"\b(?:your|the) (?:calendar|schedule|agenda|diary) (?:shows|says|has|lists|contains|"
+            r"is (?:empty|clear|free|open|full|packed|busy))\b"
+            r"|\baccording to your (?:calendar|schedule|agenda)\b|^on your (?:calendar|schedule|agenda)\b"
+        ),
+    ),
+    (
+        frozenset({"see"}),
+        re.compile(
+            r"\bi (?:can )?see (?:that )?(?:you|there|your)\b|\bi (?:don't|do not) see (?:any|anything)\b"
+        ),
+    ),
+    (frozenset({"here", "what"}), re.compile(r"\bhere(?:'s| is| are) (?:your|what you)\b|\bwhat you have\b")),
+    (frozenset({"heads", "looks"}), re.compile(r"\bheads up\b|\blooks like you\b")),
+    (
+        frozenset({"only", "first", "next", "last", "earliest", "latest"}),
+        re.compile(
+            r"\bthe (?:only|first|next|last|earliest|latest) (?:thing|things|item|items|one|event|events)\s+"
+            r"(?:on|for|in|at|before|after|tomorrow|today|tonight|this)\b"
+        ),
+    ),
+    (
+        frozenset(
+            {"overlaps", "overlap", "conflicts", "conflict", "clashes", "clash", "collides", "coincides"}
+        ),
+        re.compile(r"\b(?:overlaps?|conflicts?|clashes?|collides?|coincides?)\s+with\b"),
+    ),
+    (
+        frozenset({"with", "has", "have"}),
+        re.compile(
+            r"\b(?:with|has|have)\s+(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|several|a few|many)\s+"
+            r"(?:meetings|events|calls|appointments)\b"
+        ),
+    ),
 )
 
 
@@ -546,17 +616,18 @@ class _Mood:
         cond_tail: re.Pattern[str] | None,
         cue: re.Pattern[str] | frozenset[str],
         header: re.Pattern[str],
-        gates: tuple[frozenset[str], frozenset[str]] | None = None,
+        gates: tuple[frozenset[str], frozenset[str], frozenset[str]] | None = None,
     ) -> None:
         self.opener = opener
         self.tag = tag
-        self.asks = re.compile("|".join(f"(?:{rx.pattern})" for rx in asks))
+        # Searched one by one: an alternation of patterns loses the engine's first-character skip.
+        self.asks = tuple(asks)
         self.cond = cond
         self.modal = modal
         self.cond_tail = cond_tail
         self.cue = cue
         self.header = header
-        # English only: words without which the conditional / the non-assertion tables cannot match.
+        # English only: words without which the conditional / non-assertion / header tables cannot match.
         self.gates = gates
 
     def clauses(self, sentence: str, asked: bool) -> tuple[list[_Clause], bool]:
@@ -574,25 +645,27 @@ class _Mood:
         out: list[_Clause] = []
         carry = False  # the previous clause was a protasis ("如果你确认，" / "if you confirm,")
         last = len(parts) - 1
+        gates = self.gates
         for i, t in enumerate(parts):
-            if self.header.search(t):
+            toks = frozenset(t.translate(_WORD_BREAKS).split()) if gates is not None else frozenset()
+            if (gates is None or toks & gates[2]) and self.header.search(t):
                 # "我的功能包括：创建日程、…" / "for example: …": the rest of the sentence describes.
                 return out, False
             conditional = carry
-            toks = frozenset(t.translate(_WORD_BREAKS).split()) if self.gates is not None else frozenset()
-            m = None if self.gates is not None and not (toks & self.gates[0]) else self.cond.search(t)
+            m = None if gates is not None and not (toks & gates[0]) else self.cond.search(t)
             carry = bool(m and (m.start() <= 2 or (self.cond_tail is not None and self.cond_tail.search(t))))
             if m or conditional:
                 plain = False
             if conditional or (asked and i == last):
                 continue
-            digits = any(ch.isdigit() for ch in t)
+            digits = False
             if isinstance(self.cue, frozenset):
+                digits = _DIGIT.search(t) is not None
                 if not (toks & self.cue or digits):
                     continue
             elif not self.cue.search(t):
                 continue
-            if (self.gates is None or toks & self.gates[1]) and self.asks.search(t):
+            if (gates is None or toks & gates[1]) and any(rx.search(t) for rx in self.asks):
                 plain = False
                 continue
             void = m.start() if m else 1 << 30
@@ -602,6 +675,7 @@ class _Mood:
 
 
 _EDGE = re.compile(r"^[\W_]+|[\W_]+$")
+_DIGIT = re.compile(r"\d")
 _CLAUSE_CHARS = str.maketrans(dict.fromkeys("，,（）()：—–", "\x00"))
 _COLON = re.compile(r":(?!\d)|(?<!\d):")
 
@@ -658,7 +732,11 @@ def _zh_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
         scope = after[: stop.start()] if stop else after
         if _ZH_FAILED.search(after[:12]):
             continue
-        done = bool(_ZH_ALREADY.search(t, 0, start)) or bool(_ZH_PERFECTIVE.search(scope[:18]))
+        # Searched in the whole rest, so that the marker's lookahead sees what follows ("删了就…").
+        perfective = _ZH_PERFECTIVE.search(after)
+        done = bool(_ZH_ALREADY.search(t, 0, start)) or bool(
+            perfective and perfective.start() < min(len(scope), 18)
+        )
         if not done:
             continue
         if not strong:
@@ -671,9 +749,10 @@ def _zh_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
         if _zh_subject(t, start) == "你":
             return False, True  # "你明天安排了三个会": the user's own calendar, i.e. its contents
         return True, False
-    m = _ZH_STATE_CHANGE.search(t, 0, c.void_from)
+    m = _ZH_STATE_CHANGE.search(t)
     if (
         m
+        and m.start() < c.void_from
         and not _zh_negated(t[max(0, m.start() - 6) : m.start()])
         and (m.group().startswith("在") or _ZH_CAL_NOUN.search(sentence))
     ):
@@ -685,10 +764,12 @@ def _zh_read(c: _Clause, sentence: str) -> bool:
     m: re.Match[str] | None
     t = c.text
     lim = min(len(t), c.void_from)
-    s = _ZH_SURFACE.search(t, 0, lim)
-    if s and _zh_subject(t, s.start()) != "我" and not _ZH_NO_CHANGE.match(t, s.end()):
+    s = _ZH_SURFACE.search(t)
+    if s and s.start() < lim and _zh_subject(t, s.start()) != "我" and not _ZH_NO_CHANGE.match(t, s.end()):
         return True
-    for m in _ZH_AVAIL.finditer(t, 0, lim):
+    for m in _ZH_AVAIL.finditer(t):
+        if m.start() >= lim:
+            break
         word = m.group()
         subj = _zh_subject(t, m.start())
         if subj == "我" or _ZH_SEARCH_VERB.search(t, max(0, m.start() - 4), m.start()):
@@ -700,7 +781,9 @@ def _zh_read(c: _Clause, sentence: str) -> bool:
         elif not (subj == "你" or _ZH_TIME.search(head) or _ZH_CAL_NOUN.search(head) or _ZH_TIME.search(t)):
             continue
         return True
-    for m in _ZH_HAVE.finditer(t, 0, lim):
+    for m in _ZH_HAVE.finditer(t):
+        if m.start() >= lim:
+            break
         subj = _zh_subject(t, m.start())
         if subj == "我":
             continue
@@ -753,21 +836,17 @@ def _first_words(forms: Iterable[str]) -> frozenset[str]:
 # Gates: a pattern runs only when one of its anchor words is among the clause's tokens. Most clauses
 # hold none of them, and a set intersection costs far less than a regex scan.
 _G_FORMS = _first_words(_EN_STRONG_FORMS + _EN_WEAK_FORMS)
-_G_DONE = _words(
-    "done set booked confirmed registered signed care got put calendar schedule agenda diary gone now"
-)
+_G_DONE = frozenset().union(*(gate for gate, _ in _EN_DONE_PARTS))
 _G_MANAGED = frozenset({"managed", "able", "got"})
 _G_NOTHING = frozenset({"nothing", "no", "zero", "not"})
-_G_SURFACE = _words(
-    "calendar schedule agenda diary see here what on heads looks only first next last "
-    "earliest latest overlaps overlap conflicts conflict clashes clash collides coincides "
-    "with has have"
-)
+_G_SURFACE = frozenset().union(*(gate for gate, _ in _EN_SURFACE_PARTS))
 _G_TIME = _words(
     "tomorrow today tonight morning afternoon evening weekend week slot time noon midnight am "
     "pm monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur "
     "thurs fri sat sun mondays tuesdays wednesdays thursdays fridays saturdays sundays"
 )
+# After "your meeting has/is ...", these words make it the change itself, not the contents.
+_EN_CHANGE_WORDS = frozenset({"been", "now"}) | _G_FORMS
 _STATE_FORMS = frozenset(
     {"scheduled", "booked", "set", "planned", "arranged", "reserved", "confirmed", "blocked", "blocked off"}
 )
@@ -812,7 +891,7 @@ def _en_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
                     True,
                 )  # "your appointment is booked for 9": a receipt, and a statement of contents
             return True, False
-    for gate, rx in ((_G_DONE, _EN_DONE), (_G_MANAGED, _EN_MANAGED)):
+    for gate, rx in (*_EN_DONE_PARTS, (_G_MANAGED, _EN_MANAGED)):
         if toks & gate:
             m = rx.search(t)
             if m and not _en_blocked(t, m.start(), c):
@@ -827,7 +906,6 @@ def _en_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
 def _en_read(c: _Clause, sentence: str) -> bool:
     m: re.Match[str] | None
     t, toks = c.text, c.toks
-    lim = min(len(t), c.void_from)
     ctx = None
 
     def context() -> bool:
@@ -837,13 +915,13 @@ def _en_read(c: _Clause, sentence: str) -> bool:
         return ctx
 
     if "you" in toks:
-        for m in _EN_YOU_HAVE.finditer(t, 0, lim):
+        for m in _EN_YOU_HAVE.finditer(t):
             if not _en_blocked(t, m.start(), c) and context():
                 return True
-        m = _EN_YOU_DOING.search(t, 0, lim)
+        m = _EN_YOU_DOING.search(t)
         if m and not _en_blocked(t, m.start(), c) and _EN_TIME.search(t, m.end()):
             return True
-        m = _EN_YOU_ARE.search(t, 0, lim)
+        m = _EN_YOU_ARE.search(t)
         # "busy" alone is often sympathy ("you're so busy"); with a time it is a statement of the day.
         if (
             m
@@ -852,12 +930,12 @@ def _en_read(c: _Clause, sentence: str) -> bool:
         ):
             return True
     if "there" in toks:
-        for m in _EN_THERE.finditer(t, 0, lim):
+        for m in _EN_THERE.finditer(t):
             if not _en_blocked(t, m.start(), c) and context():
                 return True
     if "your" in toks:
-        for m in _EN_YOUR.finditer(t, 0, lim):
-            if m.start() > 0 and _en_blocked(t, m.start(), c):
+        for m in _EN_YOUR.finditer(t):
+            if _en_blocked(t, m.start(), c) or m.group("pred") in _EN_CHANGE_WORDS:
                 continue
             if m.group("cop") in (
                 "starts",
@@ -874,7 +952,7 @@ def _en_read(c: _Clause, sentence: str) -> bool:
             if _EN_YOUR_PRED.match(m.group("pred") or ""):
                 return True
     if toks & _G_NOTHING:
-        m = _EN_NOTHING.search(t, 0, lim)
+        m = _EN_NOTHING.search(t)
         if m and not _en_blocked(t, m.start(), c):
             tail = t[m.end() :]
             if not _EN_NOTHING_CHANGED.search(tail) and (
@@ -882,12 +960,14 @@ def _en_read(c: _Clause, sentence: str) -> bool:
             ):
                 return True
     if toks & _G_TIME or c.digits:
-        m = _EN_TIME_SUBJECT.search(t, 0, lim)
+        m = _EN_TIME_SUBJECT.search(t)
         if m and not _en_blocked(t, m.start(), c):
             return True
-    if toks & _G_SURFACE:
-        m = _EN_SURFACE.search(t, 0, lim)
-        return bool(m and not _en_blocked(t, m.start(), c))
+    for gate, rx in _EN_SURFACE_PARTS:
+        if toks & gate:
+            m = rx.search(t)
+            if m and not _en_blocked(t, m.start(), c):
+                return True
     return False
 
 
@@ -927,31 +1007,19 @@ _EN_MOOD = _Mood(
     | _G_NOTHING
     | _G_SURFACE
     | _G_TIME
-    | frozenset({"you", "your", "there", "heads", "according"}),
+    | _words("you your there heads according"),
     gates=(
         _words("if unless once whenever as in provided assuming until till before after when whether"),
         _words(
-            "sorry sounds sounded said mentioned told hope hoping wish luck enjoy have know sure tell "
-            "see access unable checked checking example e such try say saying imagine suppose pretend "
-            "pity shame must so and oh ok okay noted thanks thank letting heads"
+            "sorry sounds sounded said mentioned told hope hoping wish luck enjoy have know sure tell see access "
+            "unable checked checking example e such try say saying imagine suppose pretend pity shame must "
+            "so and oh ok okay noted thanks thank letting heads "
+            "just please maybe perhaps also then simply always never don do instead first"
         )
-        | frozenset(_EN_IMPERATIVE_VERBS)
-        | frozenset(
-            {
-                "just",
-                "please",
-                "maybe",
-                "perhaps",
-                "also",
-                "then",
-                "simply",
-                "always",
-                "never",
-                "don",
-                "do",
-                "instead",
-                "first",
-            }
+        | frozenset(_EN_IMPERATIVE_VERBS),
+        _words(
+            "things help features for instance e such tip tips suggestion suggestions example examples try say "
+            "ideas here how"
         ),
     ),
 )
@@ -995,7 +1063,7 @@ def _listed_lines(norm: str) -> bool:
         if line[-1] in "?？":
             return False
         for mood in (_ZH_MOOD, _EN_MOOD):
-            if any(rx.search(line) for rx in (mood.opener, mood.asks, mood.modal, mood.header, mood.cond)):
+            if any(rx.search(line) for rx in (mood.opener, *mood.asks, mood.modal, mood.header, mood.cond)):
                 return False
     return True
 
