@@ -173,12 +173,35 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return run_eval(args.mode, args.report, args.group, args.concurrency, args.cases_dir)
 
 
-def cmd_bench(_args: argparse.Namespace) -> int:
-    from calagent.timeparse.bench import run_benchmark
+def cmd_bench(args: argparse.Namespace) -> int:
+    """`calagent bench` prints the time-service numbers (as before); `calagent bench claims` the exit
+    check's recall and false alarms on the labelled replies; `calagent bench all` both. The claim
+    corpora are services/agent/tests/claims_corpus/*.jsonl of the repository (found from the source
+    tree or the current directory); `--corpus FILE_OR_DIR` (repeatable) reads others."""
+    what = getattr(args, "what", "timeparse")
+    code = 0
+    if what in ("timeparse", "all"):
+        from calagent.timeparse.bench import run_benchmark
 
-    for key, value in run_benchmark().items():
-        print(f"{key:40s} {value}")
-    return 0
+        for key, value in run_benchmark().items():
+            print(f"{key:40s} {value}")
+    if what in ("claims", "all"):
+        from calagent.agent.domain.claims_bench import format_report, run_claims_benchmark
+
+        corpus = [Path(p) for p in (getattr(args, "corpus", None) or [])]
+        try:
+            report = run_claims_benchmark(corpus)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"calagent bench claims: {exc}", file=sys.stderr)
+            return 2
+        if getattr(args, "json", False):
+            print(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+        else:
+            if what == "all":
+                print()
+            print(format_report(report))
+        code = 0 if report.meets_targets else 1
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,6 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="print benchmark numbers")
+    bench.add_argument(
+        "what",
+        nargs="?",
+        choices=("timeparse", "claims", "all"),
+        default="timeparse",
+        help="timeparse (default): time service; claims: exit-check recall/false alarms; all: both",
+    )
+    bench.add_argument(
+        "--corpus",
+        action="append",
+        default=None,
+        help="claims corpus .jsonl file or directory (repeatable); "
+        "default: services/agent/tests/claims_corpus of the repository",
+    )
+    bench.add_argument("--json", action="store_true", help="claims: print the report as JSON")
     bench.set_defaults(func=cmd_bench)
     return parser
 
