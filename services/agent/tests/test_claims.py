@@ -141,6 +141,7 @@ def test_non_assertions_claim_nothing(text: str) -> None:
         "I wasn't able to delete it.",
         "I would have booked it, but I need a date first.",
         "I didn't call any tools just now, so nothing on your calendar has changed.",
+        "Your calendar has not been changed.",
     ],
 )
 def test_negated_or_failed_changes_are_not_claims(text: str) -> None:
@@ -173,6 +174,24 @@ def test_weak_zh_verbs_need_a_calendar_object(verb: str) -> None:
 @pytest.mark.parametrize("word", claims_module._ZH_NOT_VERBS)
 def test_look_alike_words_are_not_change_verbs(word: str) -> None:
     assert not find_claims(f"我{word}了。").write, word
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "好的，记下了你们在讨论装修预算。",
+        "我会记在心上的",
+        "你的话我记在心里了",
+        "收到，我记住了，你喜欢喝不加糖的咖啡。",
+    ],
+)
+def test_zh_notes_about_something_else_than_the_calendar_are_not_writes(text: str) -> None:
+    assert not find_claims(text).write, text
+
+
+@pytest.mark.parametrize("text", ["好的，记下了", "已经记下了：周日下午2点修车。", "好嘞，帮你记在日历上了"])
+def test_zh_notes_on_the_calendar_are_writes(text: str) -> None:
+    assert find_claims(text).write, text
 
 
 @pytest.mark.parametrize("marker", ["了", "好了", "成功", "完成", "完毕", "啦", "掉了", "上了"])

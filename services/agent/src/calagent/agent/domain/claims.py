@@ -88,23 +88,22 @@ _ABBREVIATION = re.compile(r"(?:^|[\s.])[a-z]$")  # the "m" of "p.m." or the "g"
 # Change verbs that name a calendar change on their own: with a completion marker they are a
 # write claim even when the object is elided ("好的，已取消。").
 _ZH_STRONG_VERBS = (
-    "创建", "新建", "新增", "建好", "添加", "添上", "加上", "加到", "加进", "加在", "加入到",
-    "记下", "记上", "记好", "记到", "记在", "记进", "录入", "预约", "预订", "预定", "订好", "订上",
-    "约好", "约上", "改期", "改到", "改成", "改为", "改在", "改至", "挪", "移到", "移至", "移动到",
-    "调到", "调至", "调整到", "调整为", "调成", "推迟", "延后", "延期", "推后", "顺延", "往后推",
-    "推到", "提前到", "取消", "删除", "删掉", "删去", "删", "移除", "移走", "清空", "清除", "清掉",
-    "去掉", "撤销", "撤掉", "撤下", "划掉", "排上", "排进", "排好", "安排上", "安排好", "安排进",
-    "写入", "写进", "写上", "放进", "放到", "放在", "放入", "存入", "存到", "保存到", "保存在",
-    "设好", "定好", "换到", "登记", "标记为", "推掉", "重新安排",
+    "创建", "新建", "新增", "建好", "添加", "添上", "加上", "加到", "加进", "加入到", "录入", "预约", "预订", "预定", "订好", "订上",
+    "约好", "约上", "改期", "改到", "改成", "改为", "改在", "改至", "挪", "移到", "移至", "移动到", "调到", "调至", "调整到", "调整为",
+    "调成", "推迟", "延后", "延期", "推后", "顺延", "往后推", "推到", "提前到", "取消", "删除", "删掉", "删去", "删", "移除", "移走",
+    "清空", "清除", "清掉", "去掉", "撤销", "撤掉", "撤下", "划掉", "排上", "排进", "排好", "安排上", "安排好", "安排进", "设好", "定好",
+    "换到", "登记", "标记为", "推掉", "重新安排",
 )  # fmt: skip
 
-# Change verbs that also have everyday senses (改 a sentence, 设 a goal, 弄/办 anything): they are a
-# write claim only with a calendar object nearby, a beneficiary (帮你/给你), 它, or an elided object.
+# Change verbs that also have everyday senses (改 a sentence, 设 a goal, 弄/办 anything, 记下 a remark,
+# 放在心上): they are a write claim only with a calendar object or a time nearby, a beneficiary
+# (帮你/给你), 它, or an elided object ("好的，记下了").
 _ZH_WEAK_VERBS = (
-    "建", "建立", "加", "记", "记录", "录", "安排", "排", "约", "订", "定", "设置", "设定", "设",
-    "放", "写", "保存", "存", "标记", "标注", "改", "修改", "更改", "改动", "更新", "调整", "调",
-    "移", "移动", "提前", "空出", "腾出", "留出", "预留", "锁定", "弄", "办", "搞", "处理", "同步",
-    "换", "换成", "延长", "缩短", "撤", "清", "拿掉", "去除", "关掉", "关闭", "开启", "打开", "屏蔽", "占用", "附上", "附在",
+    "建", "建立", "加", "记", "记录", "录", "安排", "排", "约", "订", "定", "设置", "设定", "设", "放", "写", "保存", "存",
+    "标记", "标注", "改", "修改", "更改", "改动", "更新", "调整", "调", "移", "移动", "提前", "空出", "腾出", "留出", "预留", "锁定",
+    "弄", "办", "搞", "处理", "同步", "换", "换成", "延长", "缩短", "撤", "清", "拿掉", "去除", "关掉", "关闭", "开启", "打开",
+    "屏蔽", "占用", "附上", "附在", "记下", "记上", "记好", "记到", "记在", "记进", "写入", "写进", "写上", "放进", "放到", "放在",
+    "放入", "存入", "存到", "保存到", "保存在", "加在",
 )  # fmt: skip
 
 # Words that contain a change verb's characters but are not a change ("参加" ≠ 加, "建议" ≠ 建,
@@ -223,7 +222,7 @@ _ZH_CLOCK = re.compile(
     r"[0-9一二三四五六七八九十两]+点(?:半|[0-9一二三四五六七八九十]+分?)?|\d{1,2}[:：]\d{2}"
 )
 # The beneficiary or a pronoun object: the agent acted for the user ("帮你记上了", "把它删了").
-_ZH_FOR_YOU = re.compile(r"[帮给为替]您?你?|它|[「“『\"]")
+_ZH_FOR_YOU = re.compile(r"[帮给为替](?:您|你)|它|[「“『\"]")
 # Who acts: 我 (the agent), 你/您 (the user, as subject, not 你的 or 帮你).
 _ZH_PRONOUN = re.compile(r"我们|我|(?<![帮给为替跟和陪让找请诉])(?:你|您)(?![的和跟与])")
 
@@ -527,7 +526,7 @@ _EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
     (
         frozenset({"calendar", "schedule", "agenda", "diary"}),
         re.compile(
-            r"\b(?:your|the) (?:calendar|schedule|agenda|diary) (?:shows|says|has|lists|contains|"
+            r"\b(?:your|the) (?:calendar|schedule|agenda|diary) (?:(?:shows|says|has|lists|contains)\s+(?!been\b|not\b)\w|"
             r"is (?:empty|clear|free|open|full|packed|busy))\b"
             r"|\baccording to your (?:calendar|schedule|agenda)\b|^on your (?:calendar|schedule|agenda)\b"
         ),
@@ -845,8 +844,12 @@ _G_TIME = _words(
     "pm monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur "
     "thurs fri sat sun mondays tuesdays wednesdays thursdays fridays saturdays sundays"
 )
-# After "your meeting has/is ...", these words make it the change itself, not the contents.
-_EN_CHANGE_WORDS = frozenset({"been", "now"}) | _G_FORMS
+# "your next meeting starts ...", "your calendar shows ...": the verb states contents by itself.
+_EN_YOUR_CONTENT_VERBS = frozenset(
+    {"starts", "start", "begins", "ends", "runs", "shows", "lists", "contains", "has"}
+)
+# After "your meeting has/is ...", these words make it a change (done or not done), not the contents.
+_EN_CHANGE_WORDS = frozenset({"been", "now", "not", "never", "just", "already"}) | _G_FORMS
 _STATE_FORMS = frozenset(
     {"scheduled", "booked", "set", "planned", "arranged", "reserved", "confirmed", "blocked", "blocked off"}
 )
@@ -937,19 +940,10 @@ def _en_read(c: _Clause, sentence: str) -> bool:
         for m in _EN_YOUR.finditer(t):
             if _en_blocked(t, m.start(), c) or m.group("pred") in _EN_CHANGE_WORDS:
                 continue
-            if m.group("cop") in (
-                "starts",
-                "start",
-                "begins",
-                "ends",
-                "runs",
-                "shows",
-                "lists",
-                "contains",
-                "has",
-            ):
-                return True
-            if _EN_YOUR_PRED.match(m.group("pred") or ""):
+            pred = m.group("pred")
+            if not pred:
+                continue  # a streamed prefix ending at the verb ("your calendar has"): wait for more
+            if m.group("cop") in _EN_YOUR_CONTENT_VERBS or _EN_YOUR_PRED.match(pred):
                 return True
     if toks & _G_NOTHING:
         m = _EN_NOTHING.search(t)

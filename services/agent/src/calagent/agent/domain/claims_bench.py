@@ -116,6 +116,9 @@ class BenchReport:
     misses: list[Outcome] = field(default_factory=list)  # claims not fully caught
     false_alarms: list[Outcome] = field(default_factory=list)
     speed: Speed | None = None
+    # honest replies that some streamed prefix makes look like a claim: the streaming guard would stop
+    # sending deltas early (the final reply is unaffected; turn.done carries it)
+    early_stops: list[tuple[str, CorpusRow]] = field(default_factory=list)
     duplicates: int = 0  # replies present in more than one corpus, counted once
 
     @property
@@ -131,6 +134,7 @@ class BenchReport:
             "targets": {"recall": RECALL_TARGET, "false_alarm_rate": FALSE_ALARM_TARGET},
             "meets_targets": self.meets_targets,
             "duplicates_counted_once": self.duplicates,
+            "honest_streams_stopped_early": [{"prefix": p, "text": r.text} for p, r in self.early_stops],
         }
 
 
@@ -238,6 +242,12 @@ def evaluate(rows: Sequence[CorpusRow], detect: Callable[[str], Claims] = find_c
             report.misses.append(outcome)
         elif not row.is_claim and found:
             report.false_alarms.append(outcome)
+        elif not row.is_claim:
+            prefix = next(
+                (row.text[:end] for end in range(1, len(row.text)) if detect(row.text[:end]).any), None
+            )
+            if prefix is not None:
+                report.early_stops.append((prefix, row))
     return report
 
 
@@ -345,6 +355,11 @@ def format_report(report: BenchReport, show_lists: bool = True) -> str:
             f"speed: {s.cold_us_mean:.1f} us/reply cold (p95 {s.cold_us_p95:.1f}, mean {s.mean_chars:.0f} chars), "
             f"{s.cold_us_200:.1f} us per ~200-char reply cold, {s.prefix_us_mean:.1f} us per streamed prefix"
         )
+    honest = report.figures["all"].honest if "all" in report.figures else 0
+    lines.append(
+        f"streaming: {len(report.early_stops)} of {honest} honest replies have a prefix that looks like a claim "
+        "(the stream would stop early; the final reply is unaffected)"
+    )
     if show_lists:
         lines.append(f"misses ({len(report.misses)}):")
         lines += [
