@@ -398,6 +398,14 @@ def test_a_claim_is_found_before_the_reply_ends(text: str) -> None:
         ("You'll get a confirmation once it's booked.", H),
         ("It must have been hard to have the meeting moved last minute.", H),
         ("Whenever you're ready, I can book the room.", H),
+        ("好的，这次的周会已跳过，下周照常。", W),
+        ("您下周的安排比较满，尤其是周二。", R),
+        ('I\'ve removed the duplicate entries, so you now have a single "Gym" event on Monday.', WR),
+        ("Here are a few slots that could work: Tue 10am, Wed 2pm, Thu 4pm. Which do you prefer?", H),
+        ("Noted that you prefer morning meetings; I'll keep that in mind for future suggestions.", H),
+        ("明白了，您周五上午10点的牙科预约我这边已经帮您取消，相关提醒也一并移除了。", W),
+        ("Wednesday is pretty packed — you have five meetings back to back.", R),
+        ("I haven't made any changes yet — please confirm the new time.", H),
     ],
 )
 def test_fresh_replies(text: str, want: str) -> None:

@@ -102,7 +102,7 @@ _ZH_WEAK_VERBS = (
     "建", "建立", "加", "记", "记录", "录", "安排", "排", "约", "订", "定", "设置", "设定", "设", "放", "写", "保存", "存",
     "标记", "标注", "改", "修改", "更改", "改动", "更新", "调整", "调", "移", "移动", "提前", "空出", "腾出", "留出", "预留", "锁定",
     "弄", "办", "搞", "处理", "同步", "换", "换成", "延长", "缩短", "撤", "清", "拿掉", "去除", "关掉", "关闭", "开启", "打开",
-    "屏蔽", "占用", "附上", "附在", "记下", "记上", "记好", "记到", "记在", "记进", "写入", "写进", "写上", "放进", "放到", "放在",
+    "屏蔽", "占用", "附上", "附在", "跳过", "记下", "记上", "记好", "记到", "记在", "记进", "写入", "写进", "写上", "放进", "放到", "放在",
     "放入", "存入", "存到", "保存到", "保存在", "加在",
 )  # fmt: skip
 
@@ -237,7 +237,9 @@ _ZH_AVAIL_WORDS = (
     "空档", "空当", "有时间", "没时间", "闲", "忙",
 )  # fmt: skip
 _ZH_AVAIL = re.compile(
-    _alt(_ZH_AVAIL_WORDS) + "|(?:一个|一场|一件|任何|什么)[^，。]{0,4}?[都也]没有?"  # "一个会都没有"
+    _alt(_ZH_AVAIL_WORDS)
+    + "|(?:一个|一场|一件|任何|什么)[^，。]{0,4}?[都也]没有?"  # "一个会都没有"
+    + "|(?:很|挺|比较|太|非常|特别|有点|相当|超|蛮|还算)(?:满|空|忙|闲)"  # "安排比较满"
 )
 # After 没有/没: a change that did not happen ("日程没有变化"), not emptiness.
 _ZH_NO_CHANGE = re.compile(r"(?:任何)?(?:变化|变动|改动|更改|修改|调整|动过|动|被|成功|改|删|加)")
@@ -268,7 +270,7 @@ _EN_WEAK_FORMS = (
     "took", "inserted", "wrote", "written", "jotted", "slotted", "fitted", "squeezed", "locked",
     "confirmed", "accepted", "declined", "dropped", "bumped", "swapped", "switched", "adjusted",
     "extended", "shortened", "edited", "renamed", "erased", "wiped", "scrapped", "planned",
-    "organized", "organised", "delayed", "brought", "handled", "sorted", "replaced", "merged",
+    "organized", "organised", "delayed", "brought", "handled", "sorted", "replaced", "merged", "skipped",
 )  # fmt: skip
 _EN_FORMS = _alt(_EN_STRONG_FORMS + _EN_WEAK_FORMS)
 _EN_STRONG = frozenset(_EN_STRONG_FORMS)
@@ -464,6 +466,8 @@ _EN_TIME = re.compile(
     rf"next (?:week|month|\w+day)|all day|morning|afternoon|evening|weekend|then|that day|{_EN_WEEKDAY})\b"
     r"|\b(?:at|from|after|before|until|between)\s+\d{1,2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b"
 )
+# A complement clause after a weak verb ("noted that you …") names a fact, not a calendar entry.
+_EN_THAT_CLAUSE = re.compile(r"\s+(?:down\s+)?that\s+(?:you|i|we|it|it's|they|he|she|there|this|your)\b")
 # A headline's noun phrase holds no verb or subject of its own ("you have a meeting scheduled").
 _EN_HEADLINE_GUARD = re.compile(
     r"\b(?:you|your\s+\w+\s+you|have|has|had|there|is|are|was|were|be|been|i|we|if|when|what|which|that|who|"
@@ -479,7 +483,7 @@ _EN_AVAIL_WORDS = (
 )
 # "you have / you've got / you don't have / you're free ..." with the user as subject.
 _EN_YOU_HAVE = re.compile(
-    r"\byou(?:'ve got| have got|'ve| have| got| only have| still have| also have| already have| do have| just have| currently have)\s+"
+    r"\byou(?:'ve got| have got|'ve|(?:\s+(?:now|still|only|also|already|just|currently|do|then|really))*\s+(?:have|got))\s+"
     r"(?!to\b|been\b|had\b|a (?:point|question|great|good|nice)\b|any (?:questions|other)\b|my\b|our\b)"
     r"|\byou (?:don't|do not|won't|will not)\s+have\b(?!\s+to\b)"
 )
@@ -878,8 +882,8 @@ def _en_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
                     not _EN_CAL_NOUN.search(m.group("np")) or _EN_HEADLINE_GUARD.search(m.group("np"))
                 ):
                     continue
-                if v not in _EN_STRONG and not _en_context(sentence):
-                    continue
+                if v not in _EN_STRONG and (not _en_context(sentence) or _EN_THAT_CLAUSE.match(t, m.end())):
+                    continue  # "noted that you prefer mornings": a fact noted, not an event
                 return True, False
         for m in _EN_PASSIVE.finditer(t):
             if _en_blocked(t, m.start(), c):
@@ -1019,6 +1023,14 @@ _EN_MOOD = _Mood(
 )
 
 
+# Words that make an enumeration a proposal rather than the calendar's contents.
+_HEDGE = re.compile(
+    r"可以|可能|建议|推荐|候选|选项|备选|任选|选一个|"
+    r"\b(?:could|might|would|may|options?|suggest|suggestions?|ideas?|proposals?|possible|possibly|candidates?|"
+    r"prefer|choose|pick)\b"
+)
+
+
 @lru_cache(maxsize=4096)
 def _sentence_claims(sentence: str, asked: bool) -> tuple[bool, bool]:
     """(write, read) asserted by one normalised sentence. Memoised: a streamed reply re-checks its
@@ -1039,7 +1051,8 @@ def _sentence_claims(sentence: str, asked: bool) -> tuple[bool, bool]:
             if write and read:
                 return True, True
         if not read and plain and (_zh_list(sentence) if zh else _en_list(sentence)):
-            read = not mood.modal.search(sentence)  # "我可以约9点、10点的会" offers, not lists
+            # "我可以约9点、10点的会", "slots that could work: 10am, 2pm": offers, not contents
+            read = not (mood.modal.search(sentence) or _HEDGE.search(sentence))
     return write, read
 
 
