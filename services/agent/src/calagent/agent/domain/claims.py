@@ -633,9 +633,18 @@ class _Mood:
         # English only: words without which the conditional / non-assertion / header tables cannot match.
         self.gates = gates
 
+    def _cued(self, text: str) -> bool:
+        if isinstance(self.cue, frozenset):
+            return bool(self.cue.intersection(text.translate(_WORD_BREAKS).split())) or bool(
+                _DIGIT.search(text)
+            )
+        return bool(self.cue.search(text))
+
     def clauses(self, sentence: str, asked: bool) -> tuple[list[_Clause], bool]:
         """The clauses of a sentence that might hold a claim, each with its mood; and whether the
         sentence is free of questions and conditions (the enumerated-list check needs that)."""
+        if not self._cued(sentence):
+            return [], False  # no change verb, no read cue: nothing to split
         parts = _split_clauses(sentence)
         if not parts:
             return [], False
