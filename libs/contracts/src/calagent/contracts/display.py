@@ -69,9 +69,7 @@ def format_span(
         label = "全天" if lang == "zh" else "all day"
         return f"{format_day(start.date(), lang, today)} {label} ({tz})"
     offsets = (
-        start.utcoffset() != end.utcoffset()
-        or is_ambiguous_local_time(start)
-        or is_ambiguous_local_time(end)
+        start.utcoffset() != end.utcoffset() or is_ambiguous_local_time(start) or is_ambiguous_local_time(end)
     )
     first, last = _clock(start, offsets), _clock(end, offsets)
     if end.date() == start.date():
