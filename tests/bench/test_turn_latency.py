@@ -32,6 +32,17 @@ SCRIPT = Script.model_validate(
                 },
             },
             {
+                "when": {"user_contains": "开了个会", "last_role": "user"},
+                "respond": {
+                    "tool_calls": [
+                        {
+                            "name": "prepare_or_create_schedule",
+                            "arguments": {"title": "开会", "date": "D-1", "time": "15:00"},
+                        }
+                    ]
+                },
+            },
+            {
                 "when": {"user_contains": "开会", "last_role": "user"},
                 "respond": {
                     "tool_calls": [
@@ -66,8 +77,10 @@ async def test_create_and_clarification_merge_latency(bench_stack: tuple[Stack, 
     stack, _model = bench_stack
     creates: list[float] = []
     merges: list[float] = []
+    confirms: list[float] = []
     create_calls: set[int] = set()
     merge_calls: set[int] = set()
+    confirm_calls: set[int] = set()
     for _ in range(30):
         user = f"bench-{uuid.uuid4().hex[:8]}"
         began = time.perf_counter()
@@ -82,9 +95,19 @@ async def test_create_and_clarification_merge_latency(bench_stack: tuple[Stack, 
         merges.append((time.perf_counter() - began) * 1000)
         assert merged["outcome"] == "created"
         merge_calls.add(merged["model_calls"])
+
+        held = (await stack.chat(user, "昨天下午三点开了个会")).json()
+        assert held["outcome"] == "held"
+        began = time.perf_counter()
+        confirmed = (await stack.chat(user, "好的")).json()  # the timed gate
+        confirms.append((time.perf_counter() - began) * 1000)
+        assert confirmed["outcome"] == "created"
+        confirm_calls.add(confirmed["model_calls"])
     print(
         f"\ncreate turn: median {statistics.median(creates[5:]):.1f} ms, model calls {sorted(create_calls)}"
         f"\nclarification merge: median {statistics.median(merges[5:]):.1f} ms, model calls {sorted(merge_calls)}"
+        f"\ntimed-gate confirm: median {statistics.median(confirms[5:]):.1f} ms, model calls {sorted(confirm_calls)}"
     )
     assert create_calls == {1}
     assert merge_calls == {0}
+    assert confirm_calls == {0}
