@@ -25,7 +25,14 @@ from fastapi import FastAPI
 from nats.js.errors import NotFoundError
 
 from calagent.contracts import subjects
-from calagent.contracts.commands import EventOut, QueryRequest, QueryResult, StubOut, StubSlots
+from calagent.contracts.commands import (
+    EventOut,
+    FeedCalendar,
+    QueryRequest,
+    QueryResult,
+    StubOut,
+    StubSlots,
+)
 from calagent.contracts.evalrec import Timeline, TimelineRequest, TimelineResult
 from calagent.contracts.turns import (
     Segment,
@@ -602,6 +609,7 @@ class FakeReaders:
     async def on_query(self, request: QueryRequest, _headers: Mapping[str, str]) -> QueryResult:
         self.queries.append(request)
         query = request.query
+        assert not isinstance(query, FeedCalendar)  # the double serves only signed-in reads
         env = query.envelope
         if query.kind == "range":
             assert query.start_at is not None
@@ -699,7 +707,8 @@ async def test_active_command(nats_url: str, readers: FakeReaders) -> None:
     }
     assert without.status_code == 200
     assert without.json() is None
-    assert [q.query.envelope.user_id for q in readers.queries] == ["owner", "someone-else"]
+    owners = [q.query.envelope.user_id for q in readers.queries if not isinstance(q.query, FeedCalendar)]
+    assert owners == ["owner", "someone-else"]
 
 
 async def test_timeline_is_scoped_to_the_caller(nats_url: str, readers: FakeReaders) -> None:

@@ -14,17 +14,18 @@ import pytest
 
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.service import CommandConfig, CommandService
-from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult
+from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SymbolError
 from calagent.runtime.clock import FrozenClock
 
 
 @dataclass
 class State:
-    events: dict[str, tuple[Event, str]] = field(default_factory=dict)  # id -> (event, key)
+    events: dict[str, tuple[Event, str | None]] = field(default_factory=dict)  # id -> (event, key)
     stubs: dict[str, Stub] = field(default_factory=dict)
     calendars: dict[str, list[str]] = field(default_factory=dict)
     keys: dict[tuple[str, str], CommandResult] = field(default_factory=dict)
+    plans: dict[str, tuple[str, PlanOut]] = field(default_factory=dict)  # id -> (user, plan)
 
 
 class FakeUnitOfWork:
@@ -76,7 +77,9 @@ class FakeUnitOfWork:
         return [
             e
             for e in self._user_events(user_id)
-            if e.start < end and e.end > start and not (incomplete_only and e.completed)
+            if e.start < end
+            and (e.end > start or e.rrule is not None)
+            and not (incomplete_only and e.completed)
         ]
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
@@ -85,8 +88,42 @@ class FakeUnitOfWork:
     async def all_events(self, user_id: str) -> list[Event]:
         return self._user_events(user_id)
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str) -> None:
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         self.state.events[event.id] = (event, key)
+
+    async def get_event(self, user_id: str, event_id: str) -> Event | None:
+        found = self.state.events.get(event_id)
+        return found[0] if found is not None and found[0].user_id == user_id else None
+
+    async def update_event(self, event: Event) -> None:
+        self.state.events[event.id] = (event, self.state.events[event.id][1])
+
+    async def delete_events(self, user_id: str, ids: Sequence[str]) -> int:
+        gone = [i for i in ids if i in self.state.events and self.state.events[i][0].user_id == user_id]
+        for event_id in gone:
+            del self.state.events[event_id]
+        return len(gone)
+
+    async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
+        return [e for e in self._user_events(user_id) if e.series_id == series_id]
+
+    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None:
+        self.state.plans[plan.id] = (user_id, plan)
+
+    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None:
+        owner, plan = self.state.plans[plan_id]
+        if owner == user_id:
+            self.state.plans[plan_id] = (owner, plan.model_copy(update={"status": status}))
+
+    async def plans(self, user_id: str) -> list[PlanOut]:
+        return [p for owner, p in self.state.plans.values() if owner == user_id and p.status != "deleted"]
+
+    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool:
+        found = self.state.plans.get(plan_id)
+        if found is None or found[0] != user_id or found[1].status == "deleted":
+            return False
+        self.state.plans[plan_id] = (user_id, found[1].model_copy(update={"status": "deleted"}))
+        return True
 
     async def commit(self) -> None:
         self.store.state = self.state

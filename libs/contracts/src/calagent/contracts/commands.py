@@ -14,16 +14,41 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import SlotPatch
-from calagent.contracts.tools import PrepareOrCreateSchedule
+from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
 StubStatus = Literal[
-    "needs_date", "needs_time", "conflict", "held", "created", "cancelled", "expired", "superseded"
+    "needs_date",
+    "needs_time",
+    "conflict",
+    "held",
+    "created",
+    "cancelled",
+    "expired",
+    "superseded",
+    "updated",
+    "deleted",
+    "planned",
 ]
 ACTIVE_STUB_STATUSES: frozenset[str] = frozenset({"needs_date", "needs_time", "conflict", "held"})
-FINAL_STUB_STATUSES: frozenset[str] = frozenset({"created", "cancelled", "expired", "superseded"})
+FINAL_STUB_STATUSES: frozenset[str] = frozenset(
+    {"created", "cancelled", "expired", "superseded", "updated", "deleted", "planned"}
+)
 # The stubs whose receipt ends with a proposed action a bare "好"/"yes" can accept (contract §8).
 OFFER_STUB_STATUSES: frozenset[str] = frozenset({"conflict", "held"})
-HoldReason = Literal["past_start", "third_party_content"]
+HoldReason = Literal[
+    "past_start",
+    "third_party_content",
+    # A repeating event is shown as a plan (rule in words, next occurrences) before it is created.
+    "recurrence_plan",
+    # The user's words carry a repetition or trigger marker the create did not encode.
+    "recurrence_unclear",
+    # Every update and delete waits for the user's word.
+    "change_confirmation",
+    # An automation request: stored as an offer, never run.
+    "automation_plan",
+]
+StubKind = Literal["create", "change", "plan"]
+ChangeAction = Literal["update", "delete"]
 
 
 class EventOut(WireModel):
@@ -36,6 +61,12 @@ class EventOut(WireModel):
     completed: bool = False
     weekday: int = Field(ge=1, le=7, description="ISO weekday of `start` in `tz`")
     tz: str
+    # An occurrence of a series: `id` names the occurrence, `series_id` the series (its master),
+    # `occurrence_start` the start the rule gives it (an override may have moved it).
+    series_id: str | None = None
+    occurrence_start: datetime | None = None
+    recurrence: str | None = None  # the RRULE, on a master or an occurrence of one
+    reminder_minutes: int | None = None
 
 
 class StubSlots(WireModel):
@@ -45,6 +76,30 @@ class StubSlots(WireModel):
     duration_minutes: int | None = None
     all_day: bool | None = None
     calendar: str | None = None
+    end_date: str | None = None
+    recurrence: str | None = None
+    reminder_minutes: int | None = None
+
+
+class ChangeOut(WireModel):
+    """A held update or delete: the event before, and after (update) or the occurrences that go."""
+
+    action: ChangeAction
+    scope: Scope
+    before: EventOut
+    after: EventOut | None = None
+    # For a delete of a series (following / all): the next starts that would go, and how many in all
+    # (None: the series has no end).
+    removed_starts: tuple[datetime, ...] = ()
+    removed_count: int | None = None
+
+
+class PlanOut(WireModel):
+    id: str
+    trigger: str
+    steps: tuple[str, ...]
+    status: Literal["offered", "confirmed", "deleted"]
+    created_at: datetime
 
 
 class StubOut(WireModel):
@@ -58,6 +113,11 @@ class StubOut(WireModel):
     proposed_start: datetime | None = None
     proposed_end: datetime | None = None
     expires_at: datetime
+    kind: StubKind = "create"
+    change: ChangeOut | None = None
+    plan: PlanOut | None = None
+    # A repeating create held as a plan: the next occurrences the rule gives (local starts).
+    next_occurrences: tuple[datetime, ...] = ()
 
 
 class CalendarFallback(WireModel):
@@ -75,6 +135,8 @@ class CommandError(WireModel):
         "no_active_command",
         "stub_expired",
         "invalid_arguments",
+        "invalid_recurrence",
+        "not_found",
     ]
     message: str
 
@@ -117,7 +179,34 @@ class CancelStub(WireModel):
     command_id: str | None = None
 
 
-Command = Annotated[PrepareOrCreate | MergeStub | CancelStub, Field(discriminator="kind")]
+class PrepareChange(WireModel):
+    """The model's `update_schedule` / `delete_schedule`: prepared and held, never run at once.
+    An id that is not the caller's is answered exactly like one that does not exist."""
+
+    kind: Literal["change"] = "change"
+    envelope: Envelope
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    action: ChangeAction
+    event_id: str = Field(min_length=1, max_length=80)
+    # The update's fields (event_id and scope inside are ignored: the ones above and below count).
+    update: UpdateSchedule | None = None
+    scope: Scope = "this"
+    hold: HoldReason | None = None
+
+
+class ProposePlan(WireModel):
+    """The model's `propose_automation`: stored as an offer; nothing runs."""
+
+    kind: Literal["plan"] = "plan"
+    envelope: Envelope
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    trigger: str = Field(min_length=1, max_length=500)
+    steps: tuple[str, ...] = Field(min_length=1, max_length=10)
+
+
+Command = Annotated[
+    PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan, Field(discriminator="kind")
+]
 
 
 class CommandRequest(WireModel):
@@ -126,7 +215,17 @@ class CommandRequest(WireModel):
 
 class CommandResult(WireModel):
     status: Literal[
-        "created", "needs_date", "needs_time", "conflict", "held", "cancelled", "expired", "error"
+        "created",
+        "needs_date",
+        "needs_time",
+        "conflict",
+        "held",
+        "cancelled",
+        "expired",
+        "updated",
+        "deleted",
+        "planned",
+        "error",
     ]
     # True only when this reply was sent after a commit that wrote the event row.
     persisted: bool = False
@@ -136,6 +235,9 @@ class CommandResult(WireModel):
     error: CommandError | None = None
     # The stub this command ended as `superseded` because it was a new request, not an answer.
     superseded: StubOut | None = None
+    # A confirmed change: the event as it was, and as it is now (None after a delete).
+    before: EventOut | None = None
+    removed_count: int | None = None
     replayed: bool = False  # the idempotency key was seen before: this is the first answer again
     db_ms: float = 0.0
 
@@ -177,8 +279,53 @@ class ExportIcs(WireModel):
     envelope: Envelope
 
 
+class FindEventsQuery(WireModel):
+    """The model's `find_events`: events and series occurrences in a range, optionally by title words."""
+
+    kind: Literal["find"] = "find"
+    envelope: Envelope
+    start_symbol: str
+    end_symbol: str
+    text: str | None = Field(default=None, max_length=200)
+
+
+class RotateFeed(WireModel):
+    """Create the caller's private feed secret, or replace it (the old address stops working)."""
+
+    kind: Literal["rotate_feed"] = "rotate_feed"
+    envelope: Envelope
+
+
+class FeedCalendar(WireModel):
+    """The feed behind a secret: the secret is the only identity (calendar apps send no token)."""
+
+    kind: Literal["feed"] = "feed"
+    secret: str = Field(min_length=16, max_length=128)
+
+
+class ListPlans(WireModel):
+    kind: Literal["plans"] = "plans"
+    envelope: Envelope
+
+
+class DeletePlan(WireModel):
+    kind: Literal["delete_plan"] = "delete_plan"
+    envelope: Envelope
+    plan_id: str = Field(min_length=1, max_length=64)
+
+
 Query = Annotated[
-    QueryRange | SuggestFree | GetActiveStub | ListCalendars | ExportIcs, Field(discriminator="kind")
+    QueryRange
+    | SuggestFree
+    | GetActiveStub
+    | ListCalendars
+    | ExportIcs
+    | FindEventsQuery
+    | RotateFeed
+    | FeedCalendar
+    | ListPlans
+    | DeletePlan,
+    Field(discriminator="kind"),
 ]
 
 
@@ -200,5 +347,8 @@ class QueryResult(WireModel):
     calendars: tuple[str, ...] = ()
     free_slots: tuple[FreeSlot, ...] = ()
     ics: str | None = None
+    feed_secret: str | None = None
+    plans: tuple[PlanOut, ...] = ()
+    deleted: bool = False
     error: CommandError | None = None
     db_ms: float = 0.0

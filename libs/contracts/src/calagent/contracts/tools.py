@@ -10,9 +10,17 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from calagent.contracts.symbols import DATE_SYMBOL_PATTERN, RANGE_SYMBOL_PATTERN, TIME_PATTERN
+from calagent.contracts.symbols import DATE_SYMBOL_PATTERN, RANGE_SYMBOL_PATTERN, RRULE_PATTERN, TIME_PATTERN
 
 ToolKind = Literal["terminal", "intermediate"]
+Scope = Literal["this", "following", "all"]
+
+_DATE_DESCRIPTION = (
+    "canonical date symbol: D (today), D+1 (tomorrow), D-1, W3+1 (next week's Wednesday; "
+    "1=Mon..7=Sun, +0 this week), WE (this weekend, two candidates), WE+1, YYYY-MM-DD, "
+    "--MM-DD (next such day), H:national_day / H:spring_festival / H:mid_autumn (holidays)"
+)
+_REMINDER_MAX = 4 * 7 * 24 * 60
 
 
 class ToolArgs(BaseModel):
@@ -25,14 +33,7 @@ class PrepareOrCreateSchedule(ToolArgs):
     for a question about the calendar."""
 
     title: str = Field(min_length=1, max_length=200, description="the event title, in the user's words")
-    date: str = Field(
-        pattern=DATE_SYMBOL_PATTERN,
-        description=(
-            "canonical date symbol: D (today), D+1 (tomorrow), D-1, W3+1 (next week's Wednesday; "
-            "1=Mon..7=Sun, +0 this week), WE (this weekend, two candidates), WE+1, YYYY-MM-DD, "
-            "--MM-DD (next such day), H:national_day / H:spring_festival / H:mid_autumn (holidays)"
-        ),
-    )
+    date: str = Field(pattern=DATE_SYMBOL_PATTERN, description=_DATE_DESCRIPTION)
     time: str | None = Field(default=None, pattern=TIME_PATTERN, description="start time HH:MM, 24-hour")
     end_time: str | None = Field(default=None, pattern=TIME_PATTERN, description="end time HH:MM, 24-hour")
     duration_minutes: int | None = Field(default=None, ge=1, le=24 * 60)
@@ -54,6 +55,69 @@ class PrepareOrCreateSchedule(ToolArgs):
             "command_id is a new request and the pending one is dropped"
         ),
     )
+    recurrence: str | None = Field(
+        default=None,
+        pattern=RRULE_PATTERN,
+        description=(
+            "RFC 5545 RRULE for a repeating event, e.g. FREQ=WEEKLY;BYDAY=MO or FREQ=DAILY;COUNT=10 "
+            "(FREQ DAILY|WEEKLY|MONTHLY|YEARLY; INTERVAL, BYDAY, BYMONTHDAY, COUNT, UNTIL). Code "
+            "shows the rule and the next occurrences and waits for the user's confirmation."
+        ),
+    )
+    end_date: str | None = Field(
+        default=None, pattern=DATE_SYMBOL_PATTERN, description="last day of a multi-day event (date symbol)"
+    )
+    reminder_minutes: int | None = Field(
+        default=None, ge=0, le=_REMINDER_MAX, description="remind this many minutes before the start"
+    )
+
+
+class FindEvents(ToolArgs):
+    """Find the user's events in a range, with their ids, before changing or removing one. An
+    occurrence of a repeating event carries series_id and occurrence_start."""
+
+    start: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="inclusive range symbol")
+    end: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="exclusive range symbol")
+    text: str | None = Field(default=None, max_length=200, description="words of the title, optional")
+
+
+class UpdateSchedule(ToolArgs):
+    """Change an event the user named (found with find_events). Code shows before and after and
+    waits for the user's confirmation; nothing changes until then."""
+
+    event_id: str = Field(min_length=1, max_length=80, description="an id from find_events")
+    title: str | None = Field(default=None, min_length=1, max_length=200)
+    date: str | None = Field(default=None, pattern=DATE_SYMBOL_PATTERN, description=_DATE_DESCRIPTION)
+    time: str | None = Field(default=None, pattern=TIME_PATTERN, description="new start time HH:MM")
+    end_time: str | None = Field(default=None, pattern=TIME_PATTERN, description="new end time HH:MM")
+    duration_minutes: int | None = Field(default=None, ge=1, le=24 * 60)
+    end_date: str | None = Field(default=None, pattern=DATE_SYMBOL_PATTERN)
+    all_day: bool | None = None
+    calendar: str | None = Field(default=None, max_length=100)
+    reminder_minutes: int | None = Field(default=None, ge=0, le=_REMINDER_MAX)
+    scope: Scope = Field(
+        default="this",
+        description="for a repeating event: this occurrence, this and following, or all",
+    )
+
+
+class DeleteSchedule(ToolArgs):
+    """Remove an event the user named (found with find_events). Code shows what will go and waits
+    for the user's confirmation; nothing is removed until then."""
+
+    event_id: str = Field(min_length=1, max_length=80, description="an id from find_events")
+    scope: Scope = Field(
+        default="this",
+        description="for a repeating event: this occurrence, this and following, or all",
+    )
+
+
+class ProposeAutomation(ToolArgs):
+    """The user wants something to happen by itself (every morning, whenever…, automatically):
+    propose it as a plan. Code stores the plan as an offer; nothing runs."""
+
+    trigger: str = Field(min_length=1, max_length=500, description="when it should happen, in words")
+    steps: list[str] = Field(min_length=1, max_length=10, description="what should happen, step by step")
 
 
 class QueryScheduleRange(ToolArgs):
@@ -112,8 +176,12 @@ TOOL_MODELS: Final[dict[str, type[ToolArgs]]] = {
     "prepare_or_create_schedule": PrepareOrCreateSchedule,
     "query_schedule_range": QueryScheduleRange,
     "suggest_free_time": SuggestFreeTime,
+    "find_events": FindEvents,
+    "update_schedule": UpdateSchedule,
+    "delete_schedule": DeleteSchedule,
     "cancel_schedule_command": CancelScheduleCommand,
     "confirm_command": ConfirmCommand,
+    "propose_automation": ProposeAutomation,
     "save_memory": SaveMemory,
     "search_memory": SearchMemory,
     "search_chat_archive": SearchChatArchive,
@@ -123,17 +191,29 @@ TOOL_KINDS: Final[dict[str, ToolKind]] = {
     "prepare_or_create_schedule": "terminal",
     "query_schedule_range": "terminal",
     "suggest_free_time": "terminal",
+    "find_events": "intermediate",
+    "update_schedule": "terminal",
+    "delete_schedule": "terminal",
     "cancel_schedule_command": "terminal",
     "confirm_command": "terminal",
+    "propose_automation": "terminal",
     "save_memory": "terminal",
     "search_memory": "intermediate",
     "search_chat_archive": "intermediate",
 }
 
 WRITE_TOOLS: Final = frozenset(
-    {"prepare_or_create_schedule", "cancel_schedule_command", "confirm_command", "save_memory"}
+    {
+        "prepare_or_create_schedule",
+        "update_schedule",
+        "delete_schedule",
+        "cancel_schedule_command",
+        "confirm_command",
+        "propose_automation",
+        "save_memory",
+    }
 )
-READ_TOOLS: Final = frozenset({"query_schedule_range", "suggest_free_time"})
+READ_TOOLS: Final = frozenset({"query_schedule_range", "suggest_free_time", "find_events"})
 
 
 def _strip_titles(schema: Any) -> Any:

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.contracts.commands import CommandResult
+from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
 
 
@@ -60,14 +60,38 @@ class UnitOfWork(Protocol):
     async def events_overlapping(
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
     ) -> list[Event]:
-        """Events with `start_at < end AND end_at > start`, ordered by start."""
+        """Rows with `start_at < end AND end_at > start`, plus series masters that start before
+        `end` (their occurrences are expanded by the caller), ordered by start."""
         ...
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]: ...
 
     async def all_events(self, user_id: str) -> list[Event]: ...
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str) -> None: ...
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
+        """`key` None for rows written besides the command's own (an override, a split tail)."""
+        ...
+
+    async def get_event(self, user_id: str, event_id: str) -> Event | None:
+        """A stored row of this user (locked for the transaction), or None: another user's id is
+        indistinguishable from one that does not exist."""
+        ...
+
+    async def update_event(self, event: Event) -> None: ...
+
+    async def delete_events(self, user_id: str, ids: Sequence[str]) -> int: ...
+
+    async def series_overrides(self, user_id: str, series_id: str) -> list[Event]: ...
+
+    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None: ...
+
+    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None: ...
+
+    async def plans(self, user_id: str) -> list[PlanOut]:
+        """The user's plans that are not deleted, newest first."""
+        ...
+
+    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool: ...
 
     async def commit(self) -> None: ...
 

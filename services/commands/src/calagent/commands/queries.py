@@ -8,16 +8,23 @@ from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import free_slots
-from calagent.commands.ports import Store, TimePort
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.series import expand
+from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.views import event_out, render_ics, stub_out
 from calagent.contracts.commands import (
     CommandError,
+    DeletePlan,
     ExportIcs,
+    FeedCalendar,
+    FindEventsQuery,
     FreeSlot,
     GetActiveStub,
     ListCalendars,
+    ListPlans,
     QueryRange,
     QueryResult,
+    RotateFeed,
     SuggestFree,
 )
 from calagent.contracts.envelope import Envelope
@@ -29,7 +36,35 @@ MAX_RANGE = timedelta(days=366)
 # user who moved zones still sees the whole local day blocked.
 ALL_DAY_SLACK = timedelta(days=1)
 
-Query = QueryRange | SuggestFree | GetActiveStub | ListCalendars | ExportIcs
+Query = (
+    QueryRange
+    | SuggestFree
+    | GetActiveStub
+    | ListCalendars
+    | ExportIcs
+    | FindEventsQuery
+    | RotateFeed
+    | FeedCalendar
+    | ListPlans
+    | DeletePlan
+)
+
+
+async def events_in(
+    uow: UnitOfWork, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
+) -> list[Event]:
+    """Every event and series occurrence overlapping [start, end): the one way reads see series."""
+    rows = await uow.events_overlapping(user_id, start, end, incomplete_only=incomplete_only)
+    return expand(rows, start, end)
+
+
+def title_matches(title: str, text: str | None) -> bool:
+    """Any of the words (or the whole text, for scripts without spaces) appears in the title."""
+    if not text or not text.strip():
+        return True
+    folded = title.casefold()
+    terms = [t for t in text.casefold().split() if t]
+    return text.casefold().strip() in folded or any(t in folded for t in terms)
 
 
 @dataclass(frozen=True)
@@ -63,6 +98,12 @@ class Queries:
             return await self._query_range(query, tz)
         if isinstance(query, SuggestFree):
             return await self._suggest_free(query, tz)
+        if isinstance(query, FindEventsQuery):
+            return await self._find(query, tz)
+        if isinstance(query, FeedCalendar):
+            return await self.feed(query)
+        if isinstance(query, RotateFeed):
+            return query_error("invalid_arguments", "feeds are not served yet")
         user_id = query.envelope.user_id
         async with self.store.unit_of_work() as uow:
             if isinstance(query, GetActiveStub):
@@ -75,6 +116,12 @@ class Queries:
                 names = await uow.calendars(user_id, self.config.calendars)
                 await uow.commit()
                 return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
+            if isinstance(query, ListPlans):
+                return QueryResult(plans=tuple(await uow.plans(user_id)), db_ms=uow.db_ms)
+            if isinstance(query, DeletePlan):
+                deleted = await uow.delete_plan(user_id, query.plan_id, self.clock.now())
+                await uow.commit()
+                return QueryResult(deleted=deleted, db_ms=uow.db_ms)
             events = await uow.all_events(user_id)
             return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
 
@@ -113,8 +160,8 @@ class Queries:
                 return bounds
             start, end = bounds
         async with self.store.unit_of_work() as uow:
-            events = await uow.events_overlapping(
-                query.envelope.user_id, start, end, incomplete_only=query.incomplete_only
+            events = await events_in(
+                uow, query.envelope.user_id, start, end, incomplete_only=query.incomplete_only
             )
         return QueryResult(
             events=tuple(event_out(ev, tz) for ev in events),
@@ -129,8 +176,8 @@ class Queries:
             return bounds
         start, end = bounds
         async with self.store.unit_of_work() as uow:
-            events = await uow.events_overlapping(
-                query.envelope.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
+            events = await events_in(
+                uow, query.envelope.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
             )
         slots = free_slots(
             start,
@@ -151,3 +198,21 @@ class Queries:
             ),
             db_ms=uow.db_ms,
         )
+
+    async def _find(self, query: FindEventsQuery, tz: ZoneInfo) -> QueryResult:
+        bounds = await self._range(query.envelope, query.start_symbol, query.end_symbol)
+        if isinstance(bounds, QueryResult):
+            return bounds
+        start, end = bounds
+        async with self.store.unit_of_work() as uow:
+            events = await events_in(uow, query.envelope.user_id, start, end)
+        found = [e for e in events if title_matches(e.title, query.text)]
+        return QueryResult(
+            events=tuple(event_out(e, tz) for e in found),
+            range_start=start.astimezone(tz),
+            range_end=end.astimezone(tz),
+            db_ms=uow.db_ms,
+        )
+
+    async def feed(self, query: FeedCalendar) -> QueryResult:
+        return query_error("not_found", "no feed with that address")

@@ -10,8 +10,9 @@ from calagent.commands.domain.freetime import parse_working_hours
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, QueryConfig, query_error
-from calagent.commands.writes import Command, WriteConfig, Writes, error_result
-from calagent.contracts.commands import CommandResult, QueryResult
+from calagent.commands.txn import error_result
+from calagent.commands.writes import Command, WriteConfig, Writes
+from calagent.contracts.commands import CommandResult, FeedCalendar, QueryResult
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 
@@ -53,6 +54,9 @@ class CommandService:
         return await self.writes.run(command, tz)
 
     async def query(self, query: Query) -> QueryResult:
+        if isinstance(query, FeedCalendar):
+            # No envelope: the secret names the user, and the feed is served in the zone saved with it.
+            return await self.queries.feed(query)
         try:
             tz = zone(query.envelope.tz)
         except InvalidZoneError as exc:

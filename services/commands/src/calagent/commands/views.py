@@ -11,7 +11,10 @@ from icalendar import Calendar
 from icalendar import Event as IcsEvent
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.contracts.commands import EventOut, StubOut
+from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
+from calagent.contracts.commands import ChangeOut, EventOut, PlanOut, StubOut
+
+PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
 
 def event_out(event: Event, tz: ZoneInfo) -> EventOut:
@@ -26,10 +29,30 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         completed=event.completed,
         weekday=start.isoweekday(),
         tz=tz.key,
+        series_id=event.series_id,
+        occurrence_start=event.occurrence_start.astimezone(tz) if event.occurrence_start else None,
+        recurrence=event.rrule,
+        reminder_minutes=event.reminder_minutes,
     )
 
 
+def _next_occurrences(stub: Stub, tz: ZoneInfo) -> tuple[datetime, ...]:
+    if not stub.slots.recurrence or stub.proposed_start is None:
+        return ()
+    try:
+        found = next_starts(stub.slots.recurrence, stub.proposed_start, tz, stub.proposed_start, PLAN_PREVIEW)
+    except InvalidRecurrenceError:
+        return ()
+    return tuple(found)
+
+
 def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
+    # A change stub keeps its before/after view, a plan stub its plan, in `change`.
+    payload = stub.change or {}
+    change = (
+        ChangeOut.model_validate(payload["view"]) if stub.kind == "change" and "view" in payload else None
+    )
+    plan = PlanOut.model_validate(payload["plan"]) if stub.kind == "plan" and "plan" in payload else None
     return StubOut(
         id=stub.id,
         status=stub.status,
@@ -41,6 +64,10 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         proposed_start=stub.proposed_start.astimezone(tz) if stub.proposed_start else None,
         proposed_end=stub.proposed_end.astimezone(tz) if stub.proposed_end else None,
         expires_at=stub.expires_at.astimezone(tz),
+        kind=stub.kind,
+        change=change,
+        plan=plan,
+        next_occurrences=_next_occurrences(stub, tz),
     )
 
 

@@ -11,14 +11,15 @@ a create continues the active stub only when `continues_stub` says so, otherwise
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from calagent.commands.changes import Changes
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import find_conflicts
+from calagent.commands.domain.series import InvalidRecurrenceError, validate_rule
 from calagent.commands.domain.slots import merge_slots, slots_from_args
 from calagent.commands.domain.stubs import (
     Decision,
@@ -30,26 +31,28 @@ from calagent.commands.domain.stubs import (
     decide,
     plan,
 )
-from calagent.commands.ports import Store, TimePort, UnitOfWork
-from calagent.commands.queries import ALL_DAY_SLACK
+from calagent.commands.ports import Store, TimePort
+from calagent.commands.queries import ALL_DAY_SLACK, events_in
+from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     CalendarFallback,
     CancelStub,
-    CommandError,
     CommandResult,
     HoldReason,
     MergeStub,
+    PrepareChange,
     PrepareOrCreate,
+    ProposePlan,
+    StubKind,
     StubOut,
     StubSlots,
     StubStatus,
 )
-from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ResolveRequest
 from calagent.runtime.clock import Clock
 
-Command = PrepareOrCreate | MergeStub | CancelStub
+Command = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
 
 
 @dataclass(frozen=True)
@@ -59,41 +62,13 @@ class WriteConfig:
     holiday_country: str
 
 
-def new_id() -> str:
-    return uuid.uuid4().hex
-
-
-def error_result(code: str, message: str) -> CommandResult:
-    return CommandResult(
-        status="error", error=CommandError.model_validate({"code": code, "message": message})
-    )
-
-
-@dataclass
-class _Turn:
-    """What one command knows around it: its transaction, the user, the zone, both clocks."""
-
-    uow: UnitOfWork
-    envelope: Envelope
-    key: str
-    tz: ZoneInfo
-    now: datetime  # the service clock: stub expiry
-
-    @property
-    def user_id(self) -> str:
-        return self.envelope.user_id
-
-    @property
-    def spoken_at(self) -> datetime:  # the moment the user spoke: "in the past" is relative to it
-        return self.envelope.occurred_at
-
-
 class Writes:
     def __init__(self, store: Store, time_port: TimePort, config: WriteConfig, clock: Clock) -> None:
         self.store = store
         self.time = time_port
         self.config = config
         self.clock = clock
+        self.changes = Changes(self)
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
@@ -102,13 +77,17 @@ class Writes:
             if stored is not None:
                 return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
             await uow.lock_user(envelope.user_id)
-            turn = _Turn(uow, envelope, command.idempotency_key, tz, self.clock.now())
+            txn = Txn(uow, envelope, command.idempotency_key, tz, self.clock.now())
             if isinstance(command, PrepareOrCreate):
-                result = await self._prepare_or_create(turn, command)
+                result = await self._prepare_or_create(txn, command)
             elif isinstance(command, MergeStub):
-                result = await self._merge(turn, command)
+                result = await self._merge(txn, command)
+            elif isinstance(command, PrepareChange):
+                result = await self.changes.prepare(txn, command)
+            elif isinstance(command, ProposePlan):
+                result = await self.changes.propose_plan(txn, command)
             else:
-                result = await self._cancel(turn, command)
+                result = await self._cancel(txn, command)
             if result.status == "error":
                 # Leaving without commit rolls back: an error writes nothing, not even the key.
                 return result.model_copy(update={"db_ms": uow.db_ms})
@@ -116,11 +95,11 @@ class Writes:
             await uow.commit()
             return result.model_copy(update={"db_ms": uow.db_ms})
 
-    async def _prepare_or_create(self, turn: _Turn, command: PrepareOrCreate) -> CommandResult:
+    async def _prepare_or_create(self, txn: Txn, command: PrepareOrCreate) -> CommandResult:
         args = command.args
-        active = await turn.uow.active_stub(turn.user_id)
-        if active is not None and active.expired_at(turn.now):
-            await self._transition(turn, active, "expired")
+        active = await txn.uow.active_stub(txn.user_id)
+        if active is not None and active.expired_at(txn.now):
+            await self.transition(txn, active, "expired")
             active = None
         if (
             active is not None
@@ -132,7 +111,7 @@ class Writes:
             # Code's half of the override: the stub really is in `conflict`; the model's half: the flag.
             allow_conflict = active.status == "conflict" and args.allow_conflict is True
             return await self._evaluate(
-                turn,
+                txn,
                 active.title,
                 slots,
                 active,
@@ -141,33 +120,41 @@ class Writes:
                 confirmed=active.confirmed and command.hold is None,
                 allow_conflict=allow_conflict,
             )
-        superseded: StubOut | None = None
-        if active is not None:
-            # A new request: the pending one is given up and says so; it never lends its title or
-            # slots to the new one.
-            ended = await self._transition(turn, active, "superseded")
-            superseded = stub_out(ended, (), turn.tz)
+        superseded = await self.supersede(txn, active)
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(
-            turn, args.title, slots, None, hold=command.hold, confirmed=False, allow_conflict=False
+            txn, args.title, slots, None, hold=command.hold, confirmed=False, allow_conflict=False
         )
         if superseded is None or result.status == "error":
             return result
         return result.model_copy(update={"superseded": superseded})
 
-    async def _merge(self, turn: _Turn, command: MergeStub) -> CommandResult:
-        stub = await turn.uow.get_stub(turn.user_id, command.command_id)
+    async def supersede(self, txn: Txn, active: Stub | None) -> StubOut | None:
+        """A new request: the pending one is given up and says so; it never lends its title or
+        slots to the new one."""
+        if active is None:
+            return None
+        ended = await self.transition(txn, active, "superseded")
+        return stub_out(ended, (), txn.tz)
+
+    async def _merge(self, txn: Txn, command: MergeStub) -> CommandResult:
+        stub = await txn.uow.get_stub(txn.user_id, command.command_id)
         if stub is None or not stub.active:
             return error_result("no_active_command", "no active schedule command with that id")
-        if stub.expired_at(turn.now):
-            return await self._expire(turn, stub)
+        if stub.expired_at(txn.now):
+            return await self._expire(txn, stub)
+        if stub.kind != "create":
+            if not command.confirm:
+                # A change or a plan has no slots a short reply could fill: the model reads it.
+                return error_result("invalid_arguments", "this pending request takes only a confirmation")
+            return await self.changes.confirm(txn, stub)
         slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
         confirmed = stub.confirmed or (command.confirm and stub.status == "held")
         # Accepting a conflict offer keeps the proposed time; a patch that moves the time is a new
         # question and `_evaluate` checks it again.
         allow_conflict = command.confirm and stub.status == "conflict"
         return await self._evaluate(
-            turn,
+            txn,
             stub.title,
             slots,
             stub,
@@ -176,23 +163,23 @@ class Writes:
             allow_conflict=allow_conflict,
         )
 
-    async def _cancel(self, turn: _Turn, command: CancelStub) -> CommandResult:
+    async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
         if command.command_id:
-            stub = await turn.uow.get_stub(turn.user_id, command.command_id)
+            stub = await txn.uow.get_stub(txn.user_id, command.command_id)
         else:
-            stub = await turn.uow.active_stub(turn.user_id)
+            stub = await txn.uow.active_stub(txn.user_id)
         if stub is None or not stub.active:
             return error_result("no_active_command", "there is no active schedule command to cancel")
-        if stub.expired_at(turn.now):
-            return await self._expire(turn, stub)
-        cancelled = await self._transition(turn, stub, "cancelled")
-        return CommandResult(status="cancelled", stub=stub_out(cancelled, (), turn.tz))
+        if stub.expired_at(txn.now):
+            return await self._expire(txn, stub)
+        cancelled = await self.transition(txn, stub, "cancelled")
+        return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
     # ---- the shared path: resolve, plan, decide, write -----------------------------------------
 
     async def _evaluate(
         self,
-        turn: _Turn,
+        txn: Txn,
         title: str,
         slots: StubSlots,
         stub: Stub | None,
@@ -201,7 +188,7 @@ class Writes:
         confirmed: bool,
         allow_conflict: bool,
     ) -> CommandResult:
-        calendars = await turn.uow.calendars(turn.user_id, self.config.calendars)
+        calendars = await txn.uow.calendars(txn.user_id, self.config.calendars)
         calendar, requested = pick_calendar(slots.calendar, calendars)
         fallback = CalendarFallback(requested=requested, used=calendar) if requested is not None else None
         if not slots.date:
@@ -211,15 +198,21 @@ class Writes:
                 date=slots.date,
                 time=None if slots.all_day else slots.time,
                 end_time=None if slots.all_day else slots.end_time,
-                now=turn.spoken_at,
-                tz=turn.envelope.tz,
+                now=txn.spoken_at,
+                tz=txn.envelope.tz,
                 holiday_country=self.config.holiday_country,
             )
         )
         if resolved.error is not None:
             return error_result(resolved.error.code, resolved.error.message)
+        last_day = None
+        if slots.end_date:
+            last = await self.resolve_day(txn, slots.end_date)
+            if isinstance(last, CommandResult):
+                return last
+            last_day = last
         try:
-            planned = plan(resolved, slots, turn.tz)
+            planned = plan(resolved, slots, txn.tz, last_day)
         except UnresolvableError as exc:
             return error_result("invalid_symbol", str(exc))
         except ValueError as exc:
@@ -229,7 +222,7 @@ class Writes:
             if planned.pinned_date is not None:
                 slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})
             saved = await self._save_stub(
-                turn,
+                txn,
                 stub,
                 title=title,
                 slots=slots,
@@ -239,10 +232,17 @@ class Writes:
                 confirmed=confirmed,
             )
             return CommandResult(
-                status=planned.status, stub=stub_out(saved, (), turn.tz), calendar_fallback=fallback
+                status=planned.status, stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
             )
 
-        conflicts = await self._conflicts(turn, planned)
+        if slots.recurrence:
+            try:
+                validate_rule(slots.recurrence, planned.start, txn.tz)
+            except InvalidRecurrenceError as exc:
+                return error_result("invalid_recurrence", str(exc))
+            # A series is shown as a plan (rule in words, next occurrences) before it exists.
+            hold = hold or "recurrence_plan"
+        conflicts = await self.conflicts(txn, planned.start, planned.end, planned.all_day)
         # The override is an answer to the conflict question about *this* time; a new time is a new
         # question (its conflicts are checked again).
         same_time = (
@@ -251,15 +251,15 @@ class Writes:
         decision = decide(
             planned,
             conflicts,
-            turn.spoken_at,
+            txn.spoken_at,
             hold=hold,
             confirmed=confirmed,
             override_conflict=allow_conflict and same_time,
         )
         if decision.outcome == "created":
-            return await self._create(turn, title, calendar, planned, stub, fallback)
+            return await self._create(txn, title, calendar, planned, slots, stub, fallback)
         saved = await self._save_stub(
-            turn,
+            txn,
             stub,
             title=title,
             slots=slots,
@@ -271,33 +271,37 @@ class Writes:
         )
         return CommandResult(
             status=decision.outcome,
-            stub=stub_out(saved, decision.conflicts, turn.tz),
+            stub=stub_out(saved, decision.conflicts, txn.tz),
             calendar_fallback=fallback,
         )
 
     async def _create(
         self,
-        turn: _Turn,
+        txn: Txn,
         title: str,
         calendar: str,
         proposal: Proposal,
+        slots: StubSlots,
         stub: Stub | None,
         fallback: CalendarFallback | None,
     ) -> CommandResult:
         event = Event(
             id=new_id(),
-            user_id=turn.user_id,
+            user_id=txn.user_id,
             title=title,
             start=proposal.start,
             end=proposal.end,
             calendar=calendar,
             all_day=proposal.all_day,
+            tz=txn.tz.key,
+            rrule=slots.recurrence,
+            reminder_minutes=slots.reminder_minutes,
         )
-        await turn.uow.insert_event(event, turn_id=turn.envelope.turn_id, key=turn.key)
+        await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         out_stub: StubOut | None = None
         if stub is not None:
-            done = await self._transition(
-                turn,
+            done = await self.transition(
+                txn,
                 stub.evolve(
                     proposed_start=proposal.start,
                     proposed_end=proposal.end,
@@ -306,27 +310,49 @@ class Writes:
                 ),
                 "created",
             )
-            out_stub = stub_out(done, (), turn.tz)
+            out_stub = stub_out(done, (), txn.tz)
         return CommandResult(
             status="created",
             persisted=True,
-            event=event_out(event, turn.tz),
+            event=event_out(event, txn.tz),
             stub=out_stub,
             calendar_fallback=fallback,
         )
 
-    async def _conflicts(self, turn: _Turn, proposal: Proposal) -> tuple[Event, ...]:
-        nearby = await turn.uow.events_overlapping(
-            turn.user_id,
-            proposal.start - ALL_DAY_SLACK,
-            proposal.end + ALL_DAY_SLACK,
-            incomplete_only=True,
+    async def conflicts(
+        self,
+        txn: Txn,
+        start: datetime,
+        end: datetime,
+        all_day: bool,
+        ignore_ids: frozenset[str] = frozenset(),
+    ) -> tuple[Event, ...]:
+        nearby = await events_in(
+            txn.uow, txn.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
         )
-        return tuple(find_conflicts(proposal.start, proposal.end, proposal.all_day, nearby, turn.tz))
+        return tuple(find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids))
+
+    async def resolve_day(self, txn: Txn, symbol: str) -> date | CommandResult:
+        """A date symbol to the local day it names, or the error result to answer with."""
+        resolved = await self.time.resolve(
+            ResolveRequest(
+                date=symbol,
+                now=txn.spoken_at,
+                tz=txn.envelope.tz,
+                holiday_country=self.config.holiday_country,
+            )
+        )
+        if resolved.error is not None:
+            return error_result(resolved.error.code, resolved.error.message)
+        if resolved.date is not None:
+            return resolved.date
+        if len(resolved.candidates) == 1:
+            return resolved.candidates[0]
+        return error_result("invalid_symbol", f"{symbol!r} does not name one day")
 
     async def _save_stub(
         self,
-        turn: _Turn,
+        txn: Txn,
         stub: Stub | None,
         *,
         title: str,
@@ -338,44 +364,64 @@ class Writes:
         decision: Decision | None = None,
         proposal: Proposal | None = None,
     ) -> Stub:
-        fields: dict[str, object] = {
-            "title": title,
-            "slots": slots,
-            "candidates": candidates,
-            "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
-            "hold_reason": decision.hold_reason if decision else None,
-            "requested_hold": hold if hold != "past_start" else None,
-            "confirmed": confirmed,
-            "proposed_start": proposal.start if proposal else None,
-            "proposed_end": proposal.end if proposal else None,
-        }
+        return await self.save_stub(
+            txn,
+            stub,
+            title=title,
+            slots=slots,
+            status=status,
+            fields={
+                "candidates": candidates,
+                "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
+                "hold_reason": decision.hold_reason if decision else None,
+                "requested_hold": hold if hold not in ("past_start", "recurrence_plan") else None,
+                "confirmed": confirmed,
+                "proposed_start": proposal.start if proposal else None,
+                "proposed_end": proposal.end if proposal else None,
+            },
+        )
+
+    async def save_stub(
+        self,
+        txn: Txn,
+        stub: Stub | None,
+        *,
+        title: str,
+        slots: StubSlots,
+        status: StubStatus,
+        fields: dict[str, object],
+        kind: StubKind = "create",
+    ) -> Stub:
+        """Insert a new stub or move an existing one to `status` with the given fields."""
+        fields = {"title": title, "slots": slots, **fields}
         if stub is None:
             check_transition(None, status)
             fresh = Stub(
                 id=new_id(),
-                user_id=turn.user_id,
+                user_id=txn.user_id,
                 status=status,
                 # A stub lives `stub_ttl` from its last change: a user still answering keeps it.
-                expires_at=turn.now + self.config.stub_ttl,
-                created_at=turn.now,
-                updated_at=turn.now,
-                created_by_turn=turn.envelope.turn_id,
+                expires_at=txn.now + self.config.stub_ttl,
+                created_at=txn.now,
+                updated_at=txn.now,
+                created_by_turn=txn.envelope.turn_id,
                 title=title,
                 slots=slots,
+                kind=kind,
             ).evolve(**fields)
-            await turn.uow.insert_stub(fresh)
+            await txn.uow.insert_stub(fresh)
             return fresh
-        return await self._transition(turn, stub.evolve(**fields), status)
+        return await self.transition(txn, stub.evolve(**fields), status)
 
-    async def _transition(self, turn: _Turn, stub: Stub, status: StubStatus) -> Stub:
+    async def transition(self, txn: Txn, stub: Stub, status: StubStatus) -> Stub:
         check_transition(stub.status, status)
-        changes: dict[str, object] = {"status": status, "updated_at": turn.now}
+        changes: dict[str, object] = {"status": status, "updated_at": txn.now}
         if status in ("needs_date", "needs_time", "conflict", "held"):
-            changes["expires_at"] = turn.now + self.config.stub_ttl
+            changes["expires_at"] = txn.now + self.config.stub_ttl
         updated = stub.evolve(**changes)
-        await turn.uow.update_stub(updated)
+        await txn.uow.update_stub(updated)
         return updated
 
-    async def _expire(self, turn: _Turn, stub: Stub) -> CommandResult:
-        expired = await self._transition(turn, stub, "expired")
-        return CommandResult(status="expired", stub=stub_out(expired, (), turn.tz))
+    async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:
+        expired = await self.transition(txn, stub, "expired")
+        return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))

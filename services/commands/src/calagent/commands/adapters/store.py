@@ -12,14 +12,14 @@ from contextlib import asynccontextmanager
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Executable, Result, Row, func, select, text, update
+from sqlalchemy import Executable, Result, Row, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.tables import ACTIVE_SQL, calendars, events, idempotency, stubs
+from calagent.commands.adapters.tables import ACTIVE_SQL, calendars, events, idempotency, plans, stubs
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.ports import KeyInFlightError
-from calagent.contracts.commands import CommandResult, StubSlots
+from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
 
 
 def _event(row: Row[Any]) -> Event:
@@ -32,7 +32,30 @@ def _event(row: Row[Any]) -> Event:
         calendar=row.calendar,
         all_day=row.all_day,
         completed=row.completed,
+        tz=row.tz,
+        rrule=row.rrule,
+        exdates=tuple(datetime.fromisoformat(d) for d in row.exdates),
+        series_id=row.series_id,
+        recurrence_id=row.recurrence_id,
+        reminder_minutes=row.reminder_minutes,
     )
+
+
+def _event_values(event: Event) -> dict[str, object]:
+    return {
+        "title": event.title,
+        "start_at": event.start,
+        "end_at": event.end,
+        "all_day": event.all_day,
+        "calendar": event.calendar,
+        "completed": event.completed,
+        "tz": event.tz,
+        "rrule": event.rrule,
+        "exdates": [d.isoformat() for d in event.exdates],
+        "series_id": event.series_id,
+        "recurrence_id": event.recurrence_id,
+        "reminder_minutes": event.reminder_minutes,
+    }
 
 
 def _stub(row: Row[Any]) -> Stub:
@@ -53,6 +76,8 @@ def _stub(row: Row[Any]) -> Stub:
         proposed_start=row.proposed_start,
         proposed_end=row.proposed_end,
         created_by_turn=row.created_by_turn,
+        kind=row.kind,
+        change=row.change,
     )
 
 
@@ -70,6 +95,8 @@ def _stub_values(stub: Stub) -> dict[str, object]:
         "proposed_end": stub.proposed_end,
         "expires_at": stub.expires_at,
         "updated_at": stub.updated_at,
+        "kind": stub.kind,
+        "change": stub.change,
     }
 
 
@@ -183,8 +210,12 @@ class SqlUnitOfWork:
     async def events_overlapping(
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
     ) -> list[Event]:
+        # Rows that overlap, plus every series master that began before the window ends: its
+        # later occurrences may fall inside; the caller expands them.
         query = select(events).where(
-            events.c.user_id == user_id, events.c.start_at < end, events.c.end_at > start
+            events.c.user_id == user_id,
+            events.c.start_at < end,
+            or_(events.c.end_at > start, events.c.rrule.is_not(None)),
         )
         if incomplete_only:
             query = query.where(events.c.completed.is_(False))
@@ -207,21 +238,92 @@ class SqlUnitOfWork:
         )
         return [_event(row) for row in rows]
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str) -> None:
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         await self._run(
             events.insert().values(
                 id=event.id,
                 user_id=event.user_id,
-                title=event.title,
-                start_at=event.start,
-                end_at=event.end,
-                all_day=event.all_day,
-                calendar=event.calendar,
-                completed=event.completed,
                 created_by_turn=turn_id,
                 created_by_key=key,
+                **_event_values(event),
             )
         )
+
+    async def get_event(self, user_id: str, event_id: str) -> Event | None:
+        row = (
+            await self._run(
+                select(events).where(events.c.id == event_id, events.c.user_id == user_id).with_for_update()
+            )
+        ).first()
+        return _event(row) if row is not None else None
+
+    async def update_event(self, event: Event) -> None:
+        await self._run(
+            update(events)
+            .where(events.c.id == event.id, events.c.user_id == event.user_id)
+            .values(updated_at=func.now(), **_event_values(event))
+        )
+
+    async def delete_events(self, user_id: str, ids: Sequence[str]) -> int:
+        if not ids:
+            return 0
+        result = await self._run(
+            events.delete().where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
+        rows = await self._run(
+            select(events)
+            .where(events.c.user_id == user_id, events.c.series_id == series_id)
+            .order_by(events.c.recurrence_id)
+        )
+        return [_event(row) for row in rows]
+
+    # ---- plans -----------------------------------------------------------------------------------
+
+    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None:
+        await self._run(
+            plans.insert().values(
+                id=plan.id,
+                user_id=user_id,
+                trigger=plan.trigger,
+                steps=list(plan.steps),
+                status=plan.status,
+                stub_id=stub_id,
+                created_by_key=key,
+                created_at=plan.created_at,
+                updated_at=plan.created_at,
+            )
+        )
+
+    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None:
+        await self._run(
+            update(plans)
+            .where(plans.c.id == plan_id, plans.c.user_id == user_id)
+            .values(status=status, updated_at=at)
+        )
+
+    async def plans(self, user_id: str) -> list[PlanOut]:
+        rows = await self._run(
+            select(plans)
+            .where(plans.c.user_id == user_id, plans.c.status != "deleted")
+            .order_by(plans.c.created_at.desc(), plans.c.id)
+        )
+        return [
+            PlanOut(
+                id=r.id, trigger=r.trigger, steps=tuple(r.steps), status=r.status, created_at=r.created_at
+            )
+            for r in rows
+        ]
+
+    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool:
+        result = await self._run(
+            update(plans)
+            .where(plans.c.id == plan_id, plans.c.user_id == user_id, plans.c.status != "deleted")
+            .values(status="deleted", updated_at=at)
+        )
+        return bool(getattr(result, "rowcount", 0))
 
     async def commit(self) -> None:
         started = _time.perf_counter()

@@ -13,6 +13,7 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     String,
     Table,
+    Text,
     UniqueConstraint,
     func,
     text,
@@ -49,10 +50,21 @@ events = Table(
     Column("created_by_key", String(200), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # The zone the event was made in: a series keeps its wall-clock time across DST changes.
+    Column("tz", String(64), nullable=True),
+    # A series master carries its RFC 5545 rule; start/end are its first occurrence.
+    Column("rrule", Text, nullable=True),
+    Column("exdates", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    # An override of one occurrence (RECURRENCE-ID): its master and the start it replaces.
+    Column("series_id", String(32), nullable=True),
+    Column("recurrence_id", DateTime(timezone=True), nullable=True),
+    Column("reminder_minutes", Integer, nullable=True),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
     Index("ix_events_user_start", "user_id", "start_at"),
+    Index("ix_events_user_series", "user_id", "series_id"),
+    Index("ix_events_user_rrule", "user_id", postgresql_where=text("rrule IS NOT NULL")),
 )
 
 stubs = Table(
@@ -74,11 +86,16 @@ stubs = Table(
     Column("created_by_turn", String(64), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # What the stub will do once complete and confirmed: create an event, change one (update or
+    # delete, held for confirmation), or offer an automation plan.
+    Column("kind", String(16), nullable=False, server_default=text("'create'")),
+    Column("change", JSONB, nullable=True),
     CheckConstraint(
         "status IN ('needs_date', 'needs_time', 'conflict', 'held', 'created', 'cancelled', 'expired', "
-        "'superseded')",
+        "'superseded', 'updated', 'deleted', 'planned')",
         name="ck_stubs_status",
     ),
+    CheckConstraint("kind IN ('create', 'change', 'plan')", name="ck_stubs_kind"),
     # At most one active stub per user, enforced by the database as well as by the code.
     Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(ACTIVE_SQL)),
 )
@@ -91,4 +108,31 @@ idempotency = Table(
     Column("result", JSONB(none_as_null=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     PrimaryKeyConstraint("user_id", "key", name="pk_idempotency"),
+)
+
+feeds = Table(
+    "feeds",
+    metadata,
+    Column("user_id", String(128), primary_key=True),
+    # Only a hash of the secret is kept: the address itself is shown once, to its owner.
+    Column("secret_hash", String(64), nullable=False, unique=True),
+    Column("tz", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+plans = Table(
+    "plans",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("trigger", Text, nullable=False),
+    Column("steps", JSONB, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("stub_id", String(32), nullable=True),
+    Column("created_by_key", String(200), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("status IN ('offered', 'confirmed', 'deleted')", name="ck_plans_status"),
+    UniqueConstraint("user_id", "created_by_key", name="uq_plans_user_key"),
+    Index("ix_plans_user", "user_id", "created_at"),
 )

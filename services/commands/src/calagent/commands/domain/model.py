@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date, datetime
+from typing import Any
 
-from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubSlots, StubStatus
+from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
 
 
 @dataclass(frozen=True)
 class Event:
+    """A stored event. A series master carries `rrule` (its start/end are the first occurrence's);
+    an override of one occurrence carries `series_id` and `recurrence_id` (the start it replaces).
+    An occurrence expanded from a master is an `Event` too, with `occurrence_start` set."""
+
     id: str
     user_id: str
     title: str
@@ -18,6 +23,20 @@ class Event:
     calendar: str
     all_day: bool = False
     completed: bool = False
+    tz: str | None = None
+    rrule: str | None = None
+    exdates: tuple[datetime, ...] = ()
+    series_id: str | None = None
+    recurrence_id: datetime | None = None
+    reminder_minutes: int | None = None
+    occurrence_start: datetime | None = None
+
+    @property
+    def is_master(self) -> bool:
+        return self.rrule is not None and self.occurrence_start is None
+
+    def evolve(self, **changes: object) -> Event:
+        return replace(self, **changes)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,9 @@ class Stub:
     proposed_start: datetime | None = None
     proposed_end: datetime | None = None
     created_by_turn: str | None = None
+    kind: StubKind = "create"
+    # A change stub's payload (action, target, scope, the resolved new values); a plan stub's id.
+    change: dict[str, Any] | None = None
 
     @property
     def active(self) -> bool:

@@ -23,6 +23,9 @@ def slots_from_args(args: PrepareOrCreateSchedule) -> StubSlots:
         duration_minutes=args.duration_minutes,
         all_day=args.all_day,
         calendar=args.calendar,
+        end_date=args.end_date,
+        recurrence=args.recurrence,
+        reminder_minutes=args.reminder_minutes,
     )
 
 

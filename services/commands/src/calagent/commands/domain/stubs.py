@@ -18,7 +18,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.timeutil import end_from_clock, local_date, local_day_span
+from calagent.commands.domain.timeutil import at_local, end_from_clock, local_date, local_day_span, parse_hhmm
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubSlots, StubStatus
 from calagent.contracts.time import ResolveResult
 
@@ -75,8 +75,14 @@ class UnresolvableError(ValueError):
     """The resolver answered with nothing usable (neither a time, a date nor candidates)."""
 
 
-def plan(resolved: ResolveResult, slots: StubSlots, tz: ZoneInfo) -> Proposal | Incomplete:
-    """Turn a resolution plus slots into a concrete proposal, or say what is still missing."""
+def plan(
+    resolved: ResolveResult, slots: StubSlots, tz: ZoneInfo, last_day: date | None = None
+) -> Proposal | Incomplete:
+    """Turn a resolution plus slots into a concrete proposal, or say what is still missing.
+
+    `last_day` (the resolved `end_date`) makes a multi-day event: all day through that local day,
+    or from the start until `end_time` (else the start's clock time) on that day.
+    """
     if len(resolved.candidates) > 1:
         return Incomplete("needs_date", candidates=tuple(sorted(resolved.candidates)))
     day: date | None = resolved.date
@@ -86,12 +92,21 @@ def plan(resolved: ResolveResult, slots: StubSlots, tz: ZoneInfo) -> Proposal | 
         day = local_date(resolved.start, tz)
     if day is None:
         raise UnresolvableError("the resolver returned neither a time, a date nor candidates")
+    if last_day is not None and last_day < day:
+        raise ValueError("the last day of an event cannot be before its first")
     if slots.all_day:
-        start, end = local_day_span(day, tz)
+        start, _ = local_day_span(day, tz)
+        _, end = local_day_span(last_day or day, tz)
         return Proposal(start, end, all_day=True)
     if resolved.start is None:
         return Incomplete("needs_time", pinned_date=day)
     start = resolved.start.astimezone(UTC)
+    if last_day is not None and last_day != day:
+        clock = slots.end_time or start.astimezone(tz).strftime("%H:%M")
+        end = at_local(last_day, parse_hhmm(clock), tz)
+        if end <= start:
+            raise ValueError("a multi-day event must end after it starts")
+        return Proposal(start, end, all_day=False)
     if slots.end_time:
         end = end_from_clock(start, slots.end_time, tz)
     elif slots.duration_minutes:

@@ -1,0 +1,418 @@
+"""Changing what is already on the calendar: update and delete (always held for the user's word),
+series edits with their scope, and automation plans (offers that never run by themselves).
+
+A change is prepared into a stub of kind `change` that carries the event before and after (or the
+occurrences that will go); nothing is touched until `confirm` runs it. The target is looked up by
+the caller's id only: another user's id is answered exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import TYPE_CHECKING, Any
+
+from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.series import (
+    exdates_after,
+    expand,
+    occurrence_count,
+    remaining_rule,
+    split_occurrence_id,
+    starts,
+    until_before,
+)
+from calagent.commands.domain.timeutil import at_local, local_day_span, parse_hhmm
+from calagent.commands.txn import Txn, error_result, new_id
+from calagent.commands.views import event_out, stub_out
+from calagent.contracts.commands import (
+    ChangeOut,
+    CommandResult,
+    PlanOut,
+    PrepareChange,
+    ProposePlan,
+    StubSlots,
+)
+from calagent.contracts.tools import Scope, UpdateSchedule
+
+if TYPE_CHECKING:
+    from calagent.commands.writes import Writes
+
+REMOVED_PREVIEW = 5  # starts a series delete lists before "and N more"
+NOT_FOUND = "no event with that id"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an event id names: a single event, or one occurrence of a series."""
+
+    row: Event  # the stored row: the single event, the override, or the series master
+    master: Event | None  # the series master, for an occurrence
+    occurrence: Event  # the occurrence (or single event) as the user sees it
+    occurrence_start: datetime | None  # the slot the rule gives it (UTC), for an occurrence
+
+
+class Changes:
+    def __init__(self, writes: Writes) -> None:
+        self.writes = writes
+
+    # ---- finding the target ------------------------------------------------------------------
+
+    async def find(self, txn: Txn, event_id: str) -> Target | None:
+        split = split_occurrence_id(event_id)
+        row = await txn.uow.get_event(txn.user_id, split[0] if split else event_id)
+        if row is None:
+            return None
+        if split is not None:
+            if row.rrule is None:
+                return None
+            return await self._occurrence(txn, row, split[1])
+        if row.series_id is not None and row.recurrence_id is not None:
+            master = await txn.uow.get_event(txn.user_id, row.series_id)
+            if master is None:
+                return Target(row, None, row, None)
+            return Target(row, master, row.evolve(series_id=master.id), row.recurrence_id.astimezone(UTC))
+        if row.rrule is not None:
+            # The series' own id: its first occurrence stands for it.
+            return await self._occurrence(txn, row, row.start.astimezone(UTC))
+        return Target(row, None, row, None)
+
+    async def _occurrence(self, txn: Txn, master: Event, slot: datetime) -> Target | None:
+        for override in await txn.uow.series_overrides(txn.user_id, master.id):
+            if override.recurrence_id is not None and override.recurrence_id.astimezone(UTC) == slot:
+                return Target(override, master, override, slot)
+        duration = master.end - master.start
+        found = [
+            e
+            for e in expand([master], slot, slot + duration)
+            if e.occurrence_start is not None and e.occurrence_start.astimezone(UTC) == slot
+        ]
+        if not found:
+            return None
+        return Target(master, master, found[0], slot)
+
+    # ---- prepare: show before and after, hold ---------------------------------------------------
+
+    async def prepare(self, txn: Txn, command: PrepareChange) -> CommandResult:
+        target = await self.find(txn, command.event_id)
+        if target is None:
+            return error_result("not_found", NOT_FOUND)
+        scope: Scope = command.scope if target.master is not None else "this"
+        before = event_out(target.occurrence, txn.tz)
+        view: dict[str, Any]
+        status: str
+        proposed: tuple[datetime, datetime] | None = None
+        conflicts: tuple[Event, ...] = ()
+        hold = command.hold or "change_confirmation"
+        after_values: dict[str, Any] | None = None
+        if command.action == "update":
+            if command.update is None:
+                return error_result("invalid_arguments", "an update needs the fields to change")
+            after = await self._after(txn, target.occurrence, command.update)
+            if isinstance(after, CommandResult):
+                return after
+            ignore = {target.occurrence.id, target.row.id}
+            conflicts = await self.writes.conflicts(
+                txn, after.start, after.end, after.all_day, ignore_ids=frozenset(ignore)
+            )
+            if target.master is not None and scope != "this":
+                # The series' own other occurrences are not a conflict with itself.
+                conflicts = tuple(c for c in conflicts if c.series_id != target.master.id)
+            if after.start < txn.spoken_at and not after.all_day:
+                hold = command.hold or "past_start"
+            view = ChangeOut(
+                action="update", scope=scope, before=before, after=event_out(after, txn.tz)
+            ).model_dump(mode="json")
+            after_values = {
+                "title": after.title,
+                "start": after.start.isoformat(),
+                "end": after.end.isoformat(),
+                "all_day": after.all_day,
+                "calendar": after.calendar,
+                "reminder_minutes": after.reminder_minutes,
+            }
+            proposed = (after.start, after.end)
+            status = "conflict" if conflicts else "held"
+        else:
+            removed, count = self._removed(target, scope, txn)
+            view = ChangeOut(
+                action="delete", scope=scope, before=before, removed_starts=removed, removed_count=count
+            ).model_dump(mode="json")
+            status = "held"
+        active = await txn.uow.active_stub(txn.user_id)
+        superseded = await self.writes.supersede(txn, active)
+        change = {
+            "view": view,
+            "action": command.action,
+            "scope": scope,
+            "row_id": target.row.id,
+            "master_id": target.master.id if target.master else None,
+            "occurrence_start": target.occurrence_start.isoformat() if target.occurrence_start else None,
+            "after": after_values,
+        }
+        stub = await self.writes.save_stub(
+            txn,
+            None,
+            title=target.occurrence.title,
+            slots=StubSlots(),
+            status="conflict" if status == "conflict" else "held",
+            kind="change",
+            fields={
+                "hold_reason": hold if status == "held" else None,
+                "conflict_event_ids": tuple(c.id for c in conflicts if c.series_id is None),
+                "proposed_start": proposed[0] if proposed else None,
+                "proposed_end": proposed[1] if proposed else None,
+                "change": change,
+            },
+        )
+        return CommandResult(
+            status="conflict" if status == "conflict" else "held",
+            stub=stub_out(stub, conflicts, txn.tz),
+            superseded=superseded,
+        )
+
+    async def _after(self, txn: Txn, current: Event, update: UpdateSchedule) -> Event | CommandResult:
+        """The occurrence as it would be after the update: date and times resolved by the time
+        service, the length kept unless a new end or duration is given."""
+        tz = txn.tz
+        local_start = current.start.astimezone(tz)
+        day: date = local_start.date()
+        if update.date:
+            resolved = await self.writes.resolve_day(txn, update.date)
+            if isinstance(resolved, CommandResult):
+                return resolved
+            day = resolved
+        all_day = current.all_day if update.all_day is None else update.all_day
+        last_day = None
+        if update.end_date:
+            resolved_last = await self.writes.resolve_day(txn, update.end_date)
+            if isinstance(resolved_last, CommandResult):
+                return resolved_last
+            last_day = resolved_last
+        try:
+            if all_day:
+                span_days = max(1, (current.end - current.start).days) if current.all_day else 1
+                start, _ = local_day_span(day, tz)
+                _, end = local_day_span(last_day or day + timedelta(days=span_days - 1), tz)
+            else:
+                clock = (
+                    parse_hhmm(update.time)
+                    if update.time
+                    else (local_start.time() if not current.all_day else time(9))
+                )
+                start = at_local(day, clock, tz)
+                if update.end_time:
+                    end = at_local(last_day or day, parse_hhmm(update.end_time), tz)
+                    if end <= start and last_day is None:
+                        end = at_local(day + timedelta(days=1), parse_hhmm(update.end_time), tz)
+                elif update.duration_minutes:
+                    end = start + timedelta(minutes=update.duration_minutes)
+                elif last_day is not None:
+                    end = at_local(last_day, clock, tz)
+                else:
+                    length = current.end - current.start if not current.all_day else timedelta(hours=1)
+                    end = start + length
+        except ValueError as exc:
+            return error_result("invalid_time", str(exc))
+        if end <= start:
+            return error_result("invalid_time", "the event must end after it starts")
+        calendar = current.calendar
+        if update.calendar:
+            calendars = await txn.uow.calendars(txn.user_id, self.writes.config.calendars)
+            calendar = update.calendar if update.calendar in calendars else current.calendar
+        return current.evolve(
+            title=update.title or current.title,
+            start=start.astimezone(UTC),
+            end=end.astimezone(UTC),
+            all_day=all_day,
+            calendar=calendar,
+            reminder_minutes=update.reminder_minutes
+            if update.reminder_minutes is not None
+            else current.reminder_minutes,
+        )
+
+    def _removed(self, target: Target, scope: Scope, txn: Txn) -> tuple[tuple[datetime, ...], int | None]:
+        master = target.master
+        if master is None or scope == "this" or master.rrule is None or target.occurrence_start is None:
+            return (target.occurrence.start,), 1
+        origin = master.start if scope == "all" else target.occurrence_start
+        # A preview, not the whole series: the first few starts that would go within ten years.
+        upcoming = starts(master, origin, origin + timedelta(days=3660), inclusive_before=timedelta(0))
+        count = occurrence_count(master.rrule, master.start, txn.tz, origin)
+        return tuple(upcoming[:REMOVED_PREVIEW]), count
+
+    # ---- confirm: run the change ------------------------------------------------------------
+
+    async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
+        if stub.kind == "plan":
+            return await self._confirm_plan(txn, stub)
+        change = stub.change or {}
+        view = ChangeOut.model_validate(change["view"])
+        target = await self._stored_target(txn, change)
+        if target is None:
+            # The event went away meanwhile (removed elsewhere): nothing to change.
+            await self.writes.transition(txn, stub, "cancelled")
+            return error_result("not_found", NOT_FOUND)
+        scope: Scope = change["scope"]
+        if change["action"] == "delete":
+            removed = await self._delete(txn, target, scope)
+            done = await self.writes.transition(txn, stub, "deleted")
+            return CommandResult(
+                status="deleted",
+                persisted=True,
+                before=view.before,
+                removed_count=removed,
+                stub=stub_out(done, (), txn.tz),
+            )
+        after = change["after"]
+        new = await self._update(txn, target, scope, after)
+        done = await self.writes.transition(txn, stub, "updated")
+        return CommandResult(
+            status="updated",
+            persisted=True,
+            before=view.before,
+            event=event_out(new, txn.tz),
+            stub=stub_out(done, (), txn.tz),
+        )
+
+    async def _stored_target(self, txn: Txn, change: dict[str, Any]) -> Target | None:
+        if change.get("master_id") and change.get("occurrence_start"):
+            master = await txn.uow.get_event(txn.user_id, change["master_id"])
+            if master is None or master.rrule is None:
+                return None
+            return await self._occurrence(txn, master, datetime.fromisoformat(change["occurrence_start"]))
+        row = await txn.uow.get_event(txn.user_id, change["row_id"])
+        return Target(row, None, row, None) if row is not None else None
+
+    async def _delete(self, txn: Txn, target: Target, scope: Scope) -> int:
+        uow = txn.uow
+        master, slot = target.master, target.occurrence_start
+        if master is None or slot is None:
+            return await uow.delete_events(txn.user_id, [target.row.id])
+        overrides = await uow.series_overrides(txn.user_id, master.id)
+        if scope == "all" or (scope == "following" and slot <= master.start.astimezone(UTC)):
+            return await uow.delete_events(txn.user_id, [master.id, *(o.id for o in overrides)])
+        if scope == "this":
+            if target.row.id != master.id:
+                await uow.delete_events(txn.user_id, [target.row.id])
+            await uow.update_event(master.evolve(exdates=(*master.exdates, slot)))
+            return 1
+        assert master.rrule is not None
+        later = [o.id for o in overrides if o.recurrence_id is not None and o.recurrence_id >= slot]
+        await uow.delete_events(txn.user_id, later)
+        left = occurrence_count(master.rrule, master.start, txn.tz, slot)
+        await uow.update_event(
+            master.evolve(
+                rrule=until_before(master.rrule, slot, txn.tz), exdates=_before(master.exdates, slot)
+            )
+        )
+        return left if left is not None else 0
+
+    async def _update(self, txn: Txn, target: Target, scope: Scope, after: dict[str, Any]) -> Event:
+        uow = txn.uow
+        start = datetime.fromisoformat(after["start"])
+        end = datetime.fromisoformat(after["end"])
+        values = {
+            "title": after["title"],
+            "all_day": after["all_day"],
+            "calendar": after["calendar"],
+            "reminder_minutes": after["reminder_minutes"],
+        }
+        master, slot = target.master, target.occurrence_start
+        if master is None or slot is None:
+            updated = target.row.evolve(start=start, end=end, **values)
+            await uow.update_event(updated)
+            return updated
+        if scope == "this":
+            if target.row.id != master.id:
+                updated = target.row.evolve(start=start, end=end, **values)
+                await uow.update_event(updated)
+                return updated
+            override = Event(
+                id=new_id(),
+                user_id=txn.user_id,
+                start=start,
+                end=end,
+                tz=master.tz,
+                series_id=master.id,
+                recurrence_id=slot,
+                **values,
+            )
+            await uow.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
+            return override
+        assert master.rrule is not None
+        # `all` and `following` move the rule's wall-clock time by what this occurrence moved.
+        shift = _wall(start, txn) - _wall(target.occurrence.start, txn)
+        duration = end - start
+        if scope == "all" or slot <= master.start.astimezone(UTC):
+            new_start = _from_wall(_wall(master.start, txn) + shift, txn)
+            updated = master.evolve(start=new_start, end=new_start + duration, **values)
+            await uow.update_event(updated)
+            return updated.evolve(start=start, end=end)
+        tail = Event(
+            id=new_id(),
+            user_id=txn.user_id,
+            start=start,
+            end=end,
+            tz=master.tz,
+            rrule=remaining_rule(master.rrule, master.start, txn.tz, slot),
+            exdates=tuple(
+                _from_wall(_wall(d, txn) + shift, txn) for d in exdates_after(master.exdates, slot)
+            ),
+            **values,
+        )
+        await uow.update_event(
+            master.evolve(
+                rrule=until_before(master.rrule, slot, txn.tz), exdates=_before(master.exdates, slot)
+            )
+        )
+        await uow.insert_event(tail, turn_id=txn.envelope.turn_id, key=None)
+        overrides = await uow.series_overrides(txn.user_id, master.id)
+        for override in overrides:
+            if override.recurrence_id is not None and override.recurrence_id >= slot:
+                moved = _from_wall(_wall(override.recurrence_id, txn) + shift, txn)
+                await uow.update_event(override.evolve(series_id=tail.id, recurrence_id=moved))
+        return tail
+
+    # ---- plans -----------------------------------------------------------------------------------
+
+    async def propose_plan(self, txn: Txn, command: ProposePlan) -> CommandResult:
+        plan = PlanOut(
+            id=new_id(),
+            trigger=command.trigger,
+            steps=command.steps,
+            status="offered",
+            created_at=txn.now,
+        )
+        active = await txn.uow.active_stub(txn.user_id)
+        superseded = await self.writes.supersede(txn, active)
+        stub = await self.writes.save_stub(
+            txn,
+            None,
+            title=command.trigger[:200],
+            slots=StubSlots(),
+            status="held",
+            kind="plan",
+            fields={"hold_reason": "automation_plan", "change": {"plan": plan.model_dump(mode="json")}},
+        )
+        await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
+        return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
+
+    async def _confirm_plan(self, txn: Txn, stub: Stub) -> CommandResult:
+        payload = (stub.change or {}).get("plan")
+        if payload is not None:
+            await txn.uow.set_plan_status(txn.user_id, payload["id"], "confirmed", txn.now)
+        done = await self.writes.transition(txn, stub, "planned")
+        return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))
+
+
+def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:
+    return tuple(d for d in exdates if d < moment)
+
+
+def _wall(instant: datetime, txn: Txn) -> datetime:
+    return instant.astimezone(txn.tz).replace(tzinfo=None)
+
+
+def _from_wall(naive: datetime, txn: Txn) -> datetime:
+    return naive.replace(tzinfo=txn.tz, fold=0).astimezone(UTC)

@@ -1,0 +1,177 @@
+"""Repeating events (RFC 5545): a master with a rule, exceptions (EXDATE) and overrides
+(RECURRENCE-ID), expanded into occurrences with dateutil's rrule — never with home-made date loops.
+
+The rule runs on the wall clock of the zone the series was made in: a weekly 09:00 meeting stays
+at 09:00 local across a DST change, so its UTC instant moves. Every occurrence has an id of its own,
+`<master id>:<UTC start as YYYYMMDDTHHMMSSZ>`, so a tool can name one occurrence, and the id of a
+moved override still names the slot it replaced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from dateutil.rrule import rrule, rrulestr
+
+from calagent.commands.domain.model import Event
+
+STAMP = "%Y%m%dT%H%M%SZ"
+
+
+class InvalidRecurrenceError(ValueError):
+    """The rule does not parse, or gives no occurrence at all."""
+
+
+def occurrence_id(master_id: str, start: datetime) -> str:
+    return f"{master_id}:{start.astimezone(UTC).strftime(STAMP)}"
+
+
+def split_occurrence_id(value: str) -> tuple[str, datetime] | None:
+    """`master:20261001T010000Z` → (master, that instant); anything else → None."""
+    master, sep, stamp = value.partition(":")
+    if not sep or not master:
+        return None
+    try:
+        return master, datetime.strptime(stamp, STAMP).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _zone(event: Event) -> ZoneInfo:
+    return ZoneInfo(event.tz or "UTC")
+
+
+def rule_for(rule_text: str, first_start: datetime, tz: ZoneInfo) -> rrule:
+    """The dateutil rule anchored at the first start's local wall-clock time."""
+    local = first_start.astimezone(tz).replace(tzinfo=None)
+    text = rule_text.removeprefix("RRULE:")
+    try:
+        # UNTIL in UTC form ("…Z") does not mix with a naive DTSTART; read it as a local day end.
+        parsed = rrulestr(_local_until(text), dtstart=local)
+    except (ValueError, TypeError) as exc:
+        raise InvalidRecurrenceError(f"recurrence {rule_text!r} does not parse: {exc}") from exc
+    if not isinstance(parsed, rrule):
+        raise InvalidRecurrenceError(f"recurrence {rule_text!r} is not a single rule")
+    return parsed
+
+
+def _local_until(text: str) -> str:
+    parts = []
+    for part in text.split(";"):
+        if part.startswith("UNTIL="):
+            value = part.removeprefix("UNTIL=").rstrip("Z")
+            if "T" not in value:
+                value += "T235959"
+            part = f"UNTIL={value}"
+        parts.append(part)
+    return ";".join(parts)
+
+
+def _localise(naive: datetime, tz: ZoneInfo) -> datetime:
+    """fold=0: a wall-clock time that occurs twice means the earlier instant; one that does not
+    occur (spring forward) lands the gap later, as the time service resolves it."""
+    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC).astimezone(tz)
+
+
+def validate_rule(rule_text: str, first_start: datetime, tz: ZoneInfo) -> None:
+    rule = rule_for(rule_text, first_start, tz)
+    if rule.after(first_start.astimezone(tz).replace(tzinfo=None), inc=True) is None:
+        raise InvalidRecurrenceError("the rule gives no occurrence")
+
+
+def starts(
+    master: Event, window_start: datetime, window_end: datetime, *, inclusive_before: timedelta
+) -> list[datetime]:
+    """Occurrence starts (aware, local) of a master whose occurrences may overlap the window."""
+    assert master.rrule is not None
+    tz = _zone(master)
+    rule = rule_for(master.rrule, master.start, tz)
+    lo = (window_start - inclusive_before).astimezone(tz).replace(tzinfo=None)
+    hi = window_end.astimezone(tz).replace(tzinfo=None)
+    excluded = {d.astimezone(UTC) for d in master.exdates}
+    found = []
+    for naive in rule.between(lo, hi, inc=True):
+        start = _localise(naive, tz)
+        if start.astimezone(UTC) not in excluded:
+            found.append(start)
+    return found
+
+
+def next_starts(
+    rule_text: str, first_start: datetime, tz: ZoneInfo, after: datetime, count: int
+) -> list[datetime]:
+    """The first `count` starts at or after `after` (for a plan's receipt)."""
+    rule = rule_for(rule_text, first_start, tz)
+    found: list[datetime] = []
+    cursor = after.astimezone(tz).replace(tzinfo=None)
+    for naive in rule.xafter(cursor, count=count, inc=True):
+        found.append(_localise(naive, tz))
+    return found
+
+
+def occurrence_count(rule_text: str, first_start: datetime, tz: ZoneInfo, after: datetime) -> int | None:
+    """How many starts are left at or after `after`; None for a rule without an end."""
+    if not any(p.startswith(("COUNT=", "UNTIL=")) for p in rule_text.split(";")):
+        return None
+    rule = rule_for(rule_text, first_start, tz)
+    cursor = after.astimezone(tz).replace(tzinfo=None)
+    return sum(1 for _ in rule.xafter(cursor, inc=True))
+
+
+def expand(events: Iterable[Event], window_start: datetime, window_end: datetime) -> list[Event]:
+    """Singles and overrides as they are, masters replaced by their occurrences overlapping
+    [window_start, window_end) — minus the slots an override replaces. Sorted by start."""
+    events = list(events)
+    replaced = {
+        (e.series_id, e.recurrence_id.astimezone(UTC))
+        for e in events
+        if e.series_id is not None and e.recurrence_id is not None
+    }
+    out: list[Event] = []
+    for event in events:
+        if event.rrule is None:
+            if event.start < window_end and event.end > window_start:
+                out.append(event)
+            continue
+        duration = event.end - event.start
+        for start in starts(event, window_start, window_end, inclusive_before=duration):
+            if (event.id, start.astimezone(UTC)) in replaced:
+                continue
+            end = start + duration
+            if start < window_end and end > window_start:
+                out.append(
+                    event.evolve(
+                        id=occurrence_id(event.id, start),
+                        start=start,
+                        end=end,
+                        series_id=event.id,
+                        occurrence_start=start,
+                    )
+                )
+    out.sort(key=lambda e: (e.start, e.id))
+    return out
+
+
+def until_before(rule_text: str, occurrence_start: datetime, tz: ZoneInfo) -> str:
+    """The rule cut so its last occurrence is the one before `occurrence_start` (a split for
+    `scope=following`): COUNT and UNTIL are replaced by an UNTIL one second before it."""
+    last = (occurrence_start.astimezone(tz) - timedelta(seconds=1)).replace(tzinfo=None)
+    parts = [p for p in rule_text.split(";") if not p.startswith(("COUNT=", "UNTIL="))]
+    parts.append(f"UNTIL={last.strftime('%Y%m%dT%H%M%S')}")
+    return ";".join(parts)
+
+
+def remaining_rule(rule_text: str, first_start: datetime, tz: ZoneInfo, from_start: datetime) -> str:
+    """The rule for the tail of a split series starting at `from_start`: COUNT shrinks to what is
+    left; UNTIL and an endless rule stay as they are."""
+    parts = rule_text.split(";")
+    if not any(p.startswith("COUNT=") for p in parts):
+        return rule_text
+    left = occurrence_count(rule_text, first_start, tz, from_start) or 1
+    return ";".join(f"COUNT={left}" if p.startswith("COUNT=") else p for p in parts)
+
+
+def exdates_after(exdates: Sequence[datetime], moment: datetime) -> tuple[datetime, ...]:
+    return tuple(d for d in exdates if d >= moment)
