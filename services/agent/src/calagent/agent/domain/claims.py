@@ -104,6 +104,8 @@ _ZH_WEAK_VERBS = (
     "弄", "办", "搞", "处理", "同步", "换", "换成", "延长", "缩短", "撤", "清", "拿掉", "去除", "关掉", "关闭", "开启", "打开",
     "屏蔽", "占用", "附上", "附在", "跳过", "记下", "记上", "记好", "记到", "记在", "记进", "写入", "写进", "写上", "放进", "放到", "放在",
     "放入", "存入", "存到", "保存到", "保存在", "加在",
+    # corrections and swaps of an entry ("时间已更正为三点", "两个会对调了")
+    "修正", "更正", "修复", "修好", "调换", "对调", "互换",
 )  # fmt: skip
 
 # Words that contain a change verb's characters but are not a change ("参加" ≠ 加, "建议" ≠ 建,
@@ -228,7 +230,31 @@ _ZH_PRONOUN = re.compile(r"我们|我|(?<![帮给为替跟和陪让找请诉])(?
 
 # Read classes.
 # Possession/existence: 你…有/没有…<calendar noun> and <time>…有/没有…<calendar noun>.
-_ZH_HAVE = re.compile(r"还有|只有|也有|都有|共有|一共有|各有|有|没有|没|只剩|剩下|还剩")
+# A total needs no 有: "明天一共三个会" (一共/总共/合计 state a count of what is there).
+_ZH_HAVE = re.compile(
+    _alt(
+        ("还有", "只有", "也有", "都有", "共有", "一共有", "各有", "有", "没有", "没", "只剩", "剩下", "还剩")
+    )
+    + "|"
+    + _alt(("一共", "总共", "共计", "合计", "总计"))
+)
+# A count of events ("三个会", "2场面试", "那一个"): after a have-word anywhere in its tail, and right
+# after a time as a nominal predicate ("周五两个会").
+_ZH_COUNT = re.compile(r"[一二三四五六七八九十两几\d]+(?:个|场|项|件|节)")
+_ZH_COUNT_AFTER_TIME = re.compile(
+    r"(?:的)?(?:" + _alt(("一共", "总共", "共", "还", "只", "就", "又", "都", "共计", "合计")) + r")?"
+    r"[一二三四五六七八九十两几\d]+(?:个|场|项|件|节)"
+)
+# An event said to be at a day or time: "面试是在周三", "体检在下周一上午". Only a real event noun
+# (not 安排/计划, which are also verbs: "计划在周四完成"), directly followed by 在/是在/是 and a time.
+_ZH_EVENT_AT = re.compile(
+    r"(?:[个场次例站晨周早晚组班的]会(?![议员计儿])|会议|评审会|复盘会|客户会|电话会|面试|课|航班|体检|约会|聚餐|聚会|饭局|"
+    r"会面|见面|活动|预约|提醒|牙医|培训|出差|午餐|晚餐|午饭|晚饭)[」”』\"]?"
+    r"(?:确实|其实|实际上|就|还|也|都|仍然|依然|照常|一直)?(?:是在|在|是)"
+)
+_ZH_TIME_IS_EVENT = re.compile(r"是[^，。]{0,10}?(?:" + _ZH_CAL_NOUN.pattern + ")")
+# An evaluation makes "会议在周四比较合适" a suggestion, not the calendar's contents.
+_ZH_EVALUATIVE = re.compile(r"合适|更好|最好|比较好|方便|理想|建议|推荐|可以|可能|应该")
 # Availability and emptiness, asserted of the user or a time.
 _ZH_AVAIL_WORDS = (
     "有空", "没空", "空闲", "空着", "是空的", "空的", "很空", "全空", "空白", "没事", "没什么事", "没有事",
@@ -239,9 +265,11 @@ _ZH_AVAIL_WORDS = (
 _ZH_AVAIL = re.compile(
     _alt(_ZH_AVAIL_WORDS)
     + "|(?:一个|一场|一件|任何|什么)[^，。]{0,4}?[都也]没有?"  # "一个会都没有"
-    + "|(?:很|挺|比较|太|非常|特别|有点|相当|超|蛮|还算)(?:满|空|忙|闲)"  # "安排比较满"
+    # "安排比较满"; 轻松/宽松/紧凑/密集 say how loaded a day is, like light/heavy (紧张 is a mood)
+    + "|(?:很|挺|比较|太|非常|特别|有点|相当|超|蛮|还算)(?:满|空|忙|闲|轻松|宽松|紧凑|密集)"
 )
-# After 没有/没: a change that did not happen ("日程没有变化"), not emptiness.
+# After 没有/没: a change that did not happen ("日程没有变化", and any change verb: "没有保存成功"),
+# not emptiness. `_zh_no_change` adds the verb tables.
 _ZH_NO_CHANGE = re.compile(r"(?:任何)?(?:变化|变动|改动|更改|修改|调整|动过|动|被|成功|改|删|加)")
 # The calendar itself as subject ("日历上显示…", "日程是空的") and a listing header ("安排如下").
 _ZH_SURFACE = re.compile(
@@ -271,6 +299,9 @@ _EN_WEAK_FORMS = (
     "confirmed", "accepted", "declined", "dropped", "bumped", "swapped", "switched", "adjusted",
     "extended", "shortened", "edited", "renamed", "erased", "wiped", "scrapped", "planned",
     "organized", "organised", "delayed", "brought", "handled", "sorted", "replaced", "merged", "skipped",
+    # Corrections: a wrong entry made right is a change too ("I corrected the dentist to 3").
+    "fixed", "corrected", "amended", "tweaked", "rearranged", "reordered", "restored", "reinstated",
+    "unblocked", "freed", "retitled",
 )  # fmt: skip
 _EN_FORMS = _alt(_EN_STRONG_FORMS + _EN_WEAK_FORMS)
 _EN_STRONG = frozenset(_EN_STRONG_FORMS)
@@ -286,7 +317,7 @@ _EN_USER_DID = re.compile(rf"\byou(?:'ve| have)(?:\s+{_EN_ADV})*\s+(?P<v>{_EN_FO
 _EN_BASE_VERBS = (
     "create", "add", "book", "schedule", "reschedule", "postpone", "cancel", "delete", "remove",
     "move", "put", "set up", "block off", "block out", "pencil in", "clear", "rebook", "shift",
-    "push", "change", "update", "save", "note", "squeeze", "fit", "slot",
+    "push", "change", "update", "save", "note", "squeeze", "fit", "slot", "fix", "correct", "swap",
 )  # fmt: skip
 _EN_MANAGED = re.compile(
     rf"\b(?:i|we)(?:'ve| have)?\s+(?:just\s+|finally\s+|also\s+)?(?:managed|was able|were able|got)\s+to\s+(?:{_alt(_EN_BASE_VERBS)})\b"
@@ -322,7 +353,8 @@ _EN_DONE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
             r"|\b(?:it's|it is|that's|that is|consider it|everything's|everything is|all)\s+(?:all\s+)?done\b"
         ),
     ),
-    (frozenset({"set"}), re.compile(r"\ball set\b")),
+    # "all set" and its synonym "all sorted".
+    (frozenset({"set", "sorted"}), re.compile(r"\ball (?:set|sorted)\b")),
     (
         frozenset({"booked", "confirmed", "registered", "signed"}),
         re.compile(
@@ -345,11 +377,21 @@ _EN_DONE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
         ),
     ),
     (frozenset({"gone"}), re.compile(r"\b(?:is|are|'s)\s+gone\s+from\s+your\b")),
+    # A whole clause that is only a pronoun, a copula and "in" is a receipt ("Yep, it's in."). The
+    # anchors on both ends keep out places and topics ("it's in Berlin", "which room it's in").
+    (
+        frozenset({"in"}),
+        re.compile(
+            r"^(?:(?:ok|okay|great|perfect|done|and|yep|yes|alright|cool|sure)\s+)*"
+            r"(?:that|it|you|they|both)(?:'s|'re| is| are)\s+(?:all\s+|now\s+|officially\s+)*(?:locked\s+)?in$"
+        ),
+    ),
     (
         frozenset({"now"}),
         re.compile(
             r"\b(?:is|are|'s|'re)\s+now\s+(?:at|on|from|in)\b"
-            r"|\bnow\s+(?:runs|starts|begins|ends|falls|takes place|happens|lasts|repeats|recurs|occurs|sits|goes)\b"
+            r"|\bnow\s+(?:runs|starts|begins|ends|falls|takes place|happens|lasts|repeats|recurs|occurs|sits|goes|"
+            r"shows|reads|says|lists)\b"
         ),
     ),
 )
@@ -417,6 +459,8 @@ _EN_NON_ASSERT_WORDS = (
     "that's a shame", "what a shame", "must have been", "must be", "thanks for", "thank you for",
     "letting me know", "for the heads up", "have a great", "have a good", "have a nice",
     "have a wonderful", "have a lovely", "have a fun", "have a productive", "have a safe",
+    # gladness about the user's own past ("glad you had a good call") is empathy, not a lookup
+    "glad you", "glad that", "glad to hear", "happy to hear", "nice that you", "great that you",
 )  # fmt: skip
 _EN_NON_ASSERT = re.compile(
     rf"\b(?:{_alt(_EN_NON_ASSERT_WORDS)})\b|^(?:(?:so|and|as|ok|okay|oh)\s+)?you (?:said|mentioned|told me|noted)\b"
@@ -479,7 +523,9 @@ _EN_IT = re.compile(r"\b(?:it|them|that one|those|both|everything|the \d|your \d
 _EN_AVAIL_WORDS = (
     r"(?:free|busy|available|unavailable|booked solid|booked up|fully booked|double-booked|double booked|overbooked|"
     r"booked|clear|open|wide open|empty|packed|full|light|quiet|slammed|swamped|tied up|occupied|back-to-back|"
-    r"busiest|busier|freest|freer|lightest|lighter|quietest|quieter|emptiest|fullest)"
+    r"busiest|busier|freest|freer|lightest|lighter|quietest|quieter|emptiest|fullest|"
+    # how loaded a day is, the opposite of light/quiet
+    r"heavy|heavier|heaviest|hectic|crammed|jam-packed|stacked|full-on|manageable)"
 )
 # "you have / you've got / you don't have / you're free ..." with the user as subject.
 _EN_YOU_HAVE = re.compile(
@@ -492,6 +538,16 @@ _EN_YOU_DOING = re.compile(
     r"\byou(?:'re| are)\s+(?:also\s+|still\s+)?(?:meeting|seeing|having|flying|travell?ing|presenting|interviewing|"
     r"visiting|hosting|attending|speaking|teaching|leaving|playing|joining|catching up|off)\b"
 )
+# "you had a meeting with Jo on Monday": past contents. Only with a determiner and a calendar noun
+# right after "had" ("you had a point", "you had fun" say nothing about the calendar), and not with an
+# evaluative adjective: "you had a great call" recalls an experience, not a calendar entry.
+_EN_YOU_HAD = re.compile(
+    r"\byou(?:\s+(?:also|only|already|just|still|actually|then))*\s+had\s+"
+    r"(?:a|an|one|two|three|four|five|six|\d+|no|several|a few|a couple of|some|your|the|that|this)\s+"
+    r"(?!(?:great|good|nice|fun|lovely|wonderful|productive|rough|tough|hard|terrible|bad|amazing|fantastic|"
+    r"successful|awesome|pleasant|relaxing|stressful|exhausting)\b)"
+    rf"(?:[\w'&:-]+\s+){{0,2}}?(?:{_EN_NOUNS})\b"
+)
 _EN_YOU_ARE = re.compile(
     rf"\byou(?:'re| are|'ll be| will be| should be| seem| look)\s+(?:(?:now|still|completely|totally|entirely|pretty|quite|fully|all|also|only|not|otherwise|definitely|mostly)\s+)*"
     rf"{_EN_AVAIL_WORDS}\b(?!\s+to\b)"
@@ -499,10 +555,12 @@ _EN_YOU_ARE = re.compile(
 # "your <calendar thing> is/looks <free, at 3pm, with Bob ...>" and "your next meeting starts at".
 _EN_YOUR = re.compile(
     rf"\byour\s+(?:[\w'&:-]+\s+){{0,4}}?(?:{_EN_NOUNS}|day|days|morning|afternoon|evening|night|week|weekend|tomorrow|today|{_EN_WEEKDAY}|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))"
-    r"\s+(?:[\w'&-]+\s+){0,4}?(?P<cop>is|are|'s|looks|look|seems|seem|remains|stays|starts|start|begins|ends|runs|shows|says|has|lists|contains|was)\b\s*(?P<pred>[\w'-]*)"
+    # the verb after up to four words, or contracted onto the noun ("your schedule's light")
+    r"(?:\s+(?:[\w'&-]+\s+){0,4}?|(?='s\b))"
+    r"(?P<cop>is|are|'s|looks|look|seems|seem|remains|stays|starts|start|begins|ends|runs|shows|says|has|lists|contains|was)\b\s*(?P<pred>[\w'-]*)"
 )
 _EN_YOUR_PRED = re.compile(
-    rf"^(?:{_EN_AVAIL_WORDS}|at|on|from|with|in|tomorrow|today|tonight|still|already|pretty|quite|fairly|completely|totally|wide|mostly|the|a|an|\d+\S*|one|two|three|four|five|only|just|nothing|empty|no|nearly|almost|set|booked|scheduled|planned|next|this|over|until|till|{_EN_WEEKDAY})$"
+    rf"^(?:{_EN_AVAIL_WORDS}|at|on|from|with|in|tomorrow|today|tonight|still|already|pretty|quite|fairly|completely|totally|wide|mostly|the|a|an|\d+\S*|one|two|three|four|five|only|just|nothing|empty|no|nearly|almost|set|booked|scheduled|planned|next|this|over|until|till|looking|{_EN_WEEKDAY})$"
 )
 # Besides calendar nouns and times, these make "you have …" about the calendar.
 _EN_READ_CTX = re.compile(
@@ -521,9 +579,22 @@ _EN_NOTHING_CHANGED = re.compile(
 _EN_NOTHING_CTX = re.compile(
     r"\b(?:on your|in your|scheduled|planned|booked|on for|on the calendar|until|till|before|after)\b"
 )
+# "the review is on Thursday", "your flight's at 7": a definite event stated to be at a day or time.
+# The clause opens with the event; a relative clause that echoes a wish or a mention ("the dinner you
+# wanted", "the call you mentioned") makes it the user's request, not the calendar's contents.
+_EN_EVENT_AT = re.compile(
+    r"^(?:(?:and|but|so|also|yes|yep|yeah|ok|okay|hmm|actually|right|no|nope|good news)\s+)*"
+    r"(?:the|your|that|this|both)\s+(?:[\w'\"“”&:-]+\s+){0,3}?"
+    rf"(?:{_EN_NOUNS})[\"”]?(?P<gap>(?:\s+[\w'&-]+){{0,4}}?)(?:\s+(?:is|are|was|were)|'s)\s+"
+    r"(?:(?:actually|still|really|indeed|definitely|also|only|just|both|all|now|then)\s+)*(?P<at>on|at|from|this|next|tomorrow|today|tonight)\b"
+)
+_EN_ECHO_GAP = re.compile(
+    r"\b(?:want|wanted|wants|like|need|needed|requested|mentioned|proposed|suggested|described|plan|planned|"
+    r"planning|hope|hoped|hoping|trying|said|told|asked for|would|'d|could|should|might)\b"
+)
 _EN_TIME_SUBJECT = re.compile(
-    rf"^(?:(?:and|but|so|also|otherwise|then|plus|ok|okay|good news|great news)\s+)*(?:the\s+)?(?:[\w'&:-]+\s+){{0,3}}?(?:tomorrow|today|tonight|{_EN_WEEKDAY}|morning|afternoon|evening|weekend|week|slot|time|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))"
-    rf"(?:\s+(?:[\w'&-]+\s+){{0,5}}?(?:is|are|looks|look|seems|seem|stays|remains|'s)|'s)\s+(?:(?:completely|totally|pretty|quite|fairly|wide|all|still|also|now|mostly|entirely|very|already|your|the)\s+)*{_EN_AVAIL_WORDS}\b"
+    rf"^(?:(?:and|but|so|also|otherwise|then|plus|ok|okay|good news|great news)\s+)*(?:the\s+)?(?:[\w'&:-]+\s+){{0,3}}?(?:tomorrow|today|tonight|{_EN_WEEKDAY}|(?:morning|afternoon|evening|night|weekend|week|slot|time)s?|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))"
+    rf"(?:\s+(?:[\w'&-]+\s+){{0,5}}?(?:is|are|looks|look|seems|seem|stays|remains|'s)|'s)\s+(?:(?:completely|totally|pretty|quite|fairly|wide|all|still|also|now|mostly|entirely|very|already|your|the|both|each|relatively|rather|super|really)\s+)*{_EN_AVAIL_WORDS}\b"
 )
 # The calendar as a source ("your calendar shows", "i see you have"), listing headers, overlaps.
 _EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
@@ -536,13 +607,15 @@ _EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
         ),
     ),
     (
-        frozenset({"see"}),
+        frozenset({"see", "seen"}),
         re.compile(
-            r"\bi (?:can )?see (?:that )?(?:you|there|your)\b|\bi (?:don't|do not) see (?:any|anything)\b"
+            r"\bi (?:can )?see (?:that )?(?:you|there|your)\b|\bi (?:don't|do not|didn't|did not) see (?:any|anything)\b"
+            r"|\bi (?:haven't|have not) seen (?:any|anything)\b"
         ),
     ),
     (frozenset({"here", "what"}), re.compile(r"\bhere(?:'s| is| are) (?:your|what you)\b|\bwhat you have\b")),
-    (frozenset({"heads", "looks"}), re.compile(r"\bheads up\b|\blooks like you\b")),
+    # ("heads up" only announces a notice; what follows it must state the contents by itself)
+    (frozenset({"looks"}), re.compile(r"\blooks like you\b")),
     (
         frozenset({"only", "first", "next", "last", "earliest", "latest"}),
         re.compile(
@@ -689,6 +762,9 @@ class _Mood:
 _EDGE = re.compile(r"^[\W_]+|[\W_]+$")
 _DIGIT = re.compile(r"\d")
 _CLAUSE_CHARS = str.maketrans(dict.fromkeys("，,（）()：—–", "\x00"))
+# Emoji and pictographs end a clause like a comma does: "Done ✅ Booked the vet for 9" holds two
+# clauses, and a receipt that opens with its verb must be seen at its clause's start.
+_EMOJI = re.compile("[\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\U0001f000-\U0001faff]+[\ufe0f\u200d]*")
 _COLON = re.compile(r":(?!\d)|(?<!\d):")
 
 
@@ -696,6 +772,8 @@ def _split_clauses(sentence: str) -> list[str]:
     """Clauses: split at commas, brackets, dashes, a colon outside a clock time, and the contrast
     words that open a new assertion ("，但", "but", "不过")."""
     s = sentence.translate(_CLAUSE_CHARS)
+    if not s.isascii():
+        s = _EMOJI.sub("\x00", s)
     if ":" in s:
         s = _COLON.sub("\x00", s)
     for word in ("但是", "但", "不过", "可是", "只是", " but ", " - ", "--"):
@@ -772,12 +850,30 @@ def _zh_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
     return False, False
 
 
-def _zh_read(c: _Clause, sentence: str) -> bool:
+def _offered(mood: _Mood, sentence: str, asked: bool) -> bool:
+    """The sentence asks or offers: an event it names at a time is the user's request echoed back
+    ("The class is at 6pm, want me to add it?"), not the calendar's contents."""
+    return asked or bool(mood.modal.search(sentence))
+
+
+def _zh_no_change(t: str, pos: int) -> bool:
+    """After 没有/没 at `pos`: a change that did not happen ("没有变化", "没有创建成功"). A verb that is
+    also a calendar noun (安排, 预约) keeps its noun reading: "没有安排" is emptiness."""
+    if _ZH_NO_CHANGE.match(t, pos):
+        return True
+    v = _ZH_VERB_RE.match(t, pos)
+    if v is None:
+        return False
+    word = v.group()
+    return (word in _ZH_STRONG or word in _ZH_WEAK) and not _ZH_CAL_NOUN.fullmatch(word)
+
+
+def _zh_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
     m: re.Match[str] | None
     t = c.text
     lim = min(len(t), c.void_from)
     s = _ZH_SURFACE.search(t)
-    if s and s.start() < lim and _zh_subject(t, s.start()) != "我" and not _ZH_NO_CHANGE.match(t, s.end()):
+    if s and s.start() < lim and _zh_subject(t, s.start()) != "我" and not _zh_no_change(t, s.end()):
         return True
     for m in _ZH_AVAIL.finditer(t):
         if m.start() >= lim:
@@ -802,14 +898,32 @@ def _zh_read(c: _Clause, sentence: str) -> bool:
         head = t[: m.start()]
         if not (subj == "你" or _ZH_TIME.search(head) or _ZH_CAL_NOUN.search(head)):
             continue
-        if _ZH_NO_CHANGE.match(t, m.end()):
+        if _zh_no_change(t, m.end()):
             continue
         tail = t[m.end() : m.end() + 14]
-        if _ZH_CAL_NOUN.search(tail) or re.match(r"[一二三四五六七八九十两几\d]+个", tail):
+        if _ZH_CAL_NOUN.search(tail) or _ZH_COUNT.search(tail):
             return True
-    # "明天上午9点是站会": a time that *is* an event.
-    m = _ZH_TIME.search(t, 0, lim)
-    return bool(m and re.search(r"是[^，。]{0,10}?(?:" + _ZH_CAL_NOUN.pattern + ")", t[m.end() : lim]))
+    times = list(_ZH_TIME.finditer(t, 0, lim))
+    for m in times:
+        # "明天上午9点是站会": a time that *is* an event.
+        if _ZH_TIME_IS_EVENT.search(t, m.end(), lim):
+            return True
+        # "周五一共两个会", "明天3场面试": a time and a count of events.
+        n = _ZH_COUNT_AFTER_TIME.match(t, m.end())
+        # (from the classifier on: "两个会" is a count of 个会)
+        if n and n.end() <= lim and _ZH_CAL_NOUN.search(t, n.end() - 1, min(lim, n.end() + 6)):
+            return True
+    if times:
+        # "评审会是在周四": an event at a day or time.
+        for m in _ZH_EVENT_AT.finditer(t, 0, lim):
+            if (
+                _ZH_TIME.match(t, m.end())
+                and not _ZH_EVALUATIVE.search(t)
+                and _zh_subject(t, m.start()) != "我"
+                and not _offered(_ZH_MOOD, sentence, asked)
+            ):
+                return True
+    return False
 
 
 def _zh_list(sentence: str) -> bool:
@@ -854,9 +968,11 @@ _G_NOTHING = frozenset({"nothing", "no", "zero", "not"})
 _G_SURFACE = frozenset().union(*(gate for gate, _ in _EN_SURFACE_PARTS))
 _G_TIME = _words(
     "tomorrow today tonight morning afternoon evening weekend week slot time noon midnight am "
+    "mornings afternoons evenings night nights weekends weeks slots times "
     "pm monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur "
     "thurs fri sat sun mondays tuesdays wednesdays thursdays fridays saturdays sundays"
 )
+_G_EVENT_AT = frozenset({"the", "your", "that", "this", "both"})
 # "your next meeting starts ...", "your calendar shows ...": the verb states contents by itself.
 _EN_YOUR_CONTENT_VERBS = frozenset(
     {"starts", "start", "begins", "ends", "runs", "shows", "lists", "contains", "has"}
@@ -919,7 +1035,7 @@ def _en_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
     return False, False
 
 
-def _en_read(c: _Clause, sentence: str) -> bool:
+def _en_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
     m: re.Match[str] | None
     t, toks = c.text, c.toks
     ctx = None
@@ -933,6 +1049,10 @@ def _en_read(c: _Clause, sentence: str) -> bool:
     if "you" in toks:
         for m in _EN_YOU_HAVE.finditer(t):
             if not _en_blocked(t, m.start(), c) and context():
+                return True
+        if "had" in toks:
+            m = _EN_YOU_HAD.search(t)
+            if m and not _en_blocked(t, m.start(), c):
                 return True
         m = _EN_YOU_DOING.search(t)
         if m and not _en_blocked(t, m.start(), c) and _EN_TIME.search(t, m.end()):
@@ -970,6 +1090,16 @@ def _en_read(c: _Clause, sentence: str) -> bool:
         m = _EN_TIME_SUBJECT.search(t)
         if m and not _en_blocked(t, m.start(), c):
             return True
+        if toks & _G_EVENT_AT:
+            m = _EN_EVENT_AT.search(t)
+            if (
+                m
+                and not _en_blocked(t, m.start(), c)
+                and not _EN_ECHO_GAP.search(m.group("gap"))
+                and _EN_TIME.search(t, m.start("at"))
+                and not _offered(_EN_MOOD, sentence, asked)
+            ):
+                return True
     for gate, rx in _EN_SURFACE_PARTS:
         if toks & gate:
             m = rx.search(t)
@@ -998,7 +1128,10 @@ _ZH_MOOD = _Mood(
     cond_tail=_ZH_COND_TAIL,
     header=_ZH_HEADER,
     # A clause without any of these cannot hold a claim: skip its mood tables.
-    cue=re.compile(_alt((*_ZH_STRONG_VERBS, *_ZH_WEAK_VERBS, *"有没空闲忙满冲撞重显如是剩在为"))),
+    # (共/计: totals; 个/场/项/件/节: counts of events; 松/紧/密: how loaded a day is)
+    cue=re.compile(
+        _alt((*_ZH_STRONG_VERBS, *_ZH_WEAK_VERBS, *"有没空闲忙满冲撞重显如是剩在为共计个场项件节松紧密"))
+    ),
 )
 _EN_MOOD = _Mood(
     opener=_EN_QUESTION_OPEN,
@@ -1020,7 +1153,7 @@ _EN_MOOD = _Mood(
         _words(
             "sorry sounds sounded said mentioned told hope hoping wish luck enjoy have know sure tell see access "
             "unable checked checking example e such try say saying imagine suppose pretend pity shame must "
-            "so and oh ok okay noted thanks thank letting heads "
+            "so and oh ok okay noted thanks thank letting heads glad happy nice great "
             "just please maybe perhaps also then simply always never don do instead first"
         )
         | frozenset(_EN_IMPERATIVE_VERBS),
@@ -1031,6 +1164,16 @@ _EN_MOOD = _Mood(
     ),
 )
 
+
+# The agent says it has not looked at (or cannot see) the calendar: nothing in that sentence states
+# what the calendar holds, whichever clause the not-looking is in ("Heads up: I haven't checked
+# your calendar yet", "提醒一下：我还没查你的日程"). Reads only: a change can still be reported.
+_NOT_LOOKED = re.compile(
+    r"还没查|还没有查|没有查|没查|还没看|还没有看|尚未查|无法访问|没法访问|无法查看|没法查看|无法读取|没有权限|没权限|"
+    r"\b(?:haven't|have not|hasn't|didn't|did not|not yet)\s+(?:yet\s+)?(?:checked|looked|opened|pulled up|gone through)\b"
+    r"|\bwithout (?:checking|looking)\b"
+    r"|\b(?:don't|do not|can't|cannot|no)\s+(?:have\s+)?access\b|\bunable to (?:access|see|open|read)\b"
+)
 
 # Words that make an enumeration a proposal rather than the calendar's contents.
 _HEDGE = re.compile(
@@ -1044,6 +1187,13 @@ _HEDGE = re.compile(
 def _sentence_claims(sentence: str, asked: bool) -> tuple[bool, bool]:
     """(write, read) asserted by one normalised sentence. Memoised: a streamed reply re-checks its
     finished sentences on every prefix, and only the growing last one is new."""
+    write, read = _sentence_found(sentence, asked)
+    if read and _NOT_LOOKED.search(sentence):
+        read = False
+    return write, read
+
+
+def _sentence_found(sentence: str, asked: bool) -> tuple[bool, bool]:
     write = read = False
     ascii_only = sentence.isascii()
     for zh in (True, False):
@@ -1056,7 +1206,7 @@ def _sentence_claims(sentence: str, asked: bool) -> tuple[bool, bool]:
         for c in clauses:
             w, r = _zh_write(c, sentence) if zh else _en_write(c, sentence)
             write = write or w
-            read = read or r or (_zh_read(c, sentence) if zh else _en_read(c, sentence))
+            read = read or r or (_zh_read(c, sentence, asked) if zh else _en_read(c, sentence, asked))
             if write and read:
                 return True, True
         if not read and plain and (_zh_list(sentence) if zh else _en_list(sentence)):
