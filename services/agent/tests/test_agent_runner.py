@@ -12,17 +12,12 @@ import pytest
 from calagent.agent.adapters.model import DeltaSink, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.domain.session import ArchivedMessage
 from calagent.agent.loop import TurnRunner
+from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.contracts.commands import (
-    CancelStub,
     CommandResult,
     EventOut,
-    GetActiveStub,
     ListCalendars,
-    MergeStub,
-    PrepareOrCreate,
-    QueryRange,
     QueryResult,
-    SuggestFree,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply, SlotPatch
@@ -65,10 +60,10 @@ def reply(text: str = "", *calls: tuple[str, dict[str, Any]]) -> ModelResponse:
 
 class FakeCommands:
     def __init__(self) -> None:
-        self.executed: list[PrepareOrCreate | MergeStub | CancelStub] = []
-        self.queried: list[QueryRange | SuggestFree | GetActiveStub | ListCalendars] = []
+        self.executed: list[AgentCommand] = []
+        self.queried: list[AgentQuery] = []
 
-    async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult:
+    async def execute(self, command: AgentCommand) -> CommandResult:
         self.executed.append(command)
         start = datetime.fromisoformat("2026-09-25T15:00:00+08:00")
         event = EventOut(
@@ -82,7 +77,7 @@ class FakeCommands:
         )
         return CommandResult(status="created", persisted=True, event=event)
 
-    async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult:
+    async def query(self, query: AgentQuery) -> QueryResult:
         self.queried.append(query)
         if isinstance(query, ListCalendars):
             return QueryResult(calendars=("工作", "家庭", "个人"))
@@ -244,6 +239,10 @@ VALID_CALLS: dict[str, tuple[dict[str, Any], str]] = {
     "suggest_free_time": ({"start": "D+1", "end": "D+2", "duration_minutes": 30}, "SuggestFree"),
     "cancel_schedule_command": ({}, "CancelStub"),
     "confirm_command": ({"command_id": "s1"}, "MergeStub"),
+    "find_events": ({"start": "D", "end": "D+7", "text": "会"}, "FindEventsQuery"),
+    "update_schedule": ({"event_id": "e1", "time": "16:00"}, "PrepareChange"),
+    "delete_schedule": ({"event_id": "e1", "scope": "all"}, "PrepareChange"),
+    "propose_automation": ({"trigger": "每天早上", "steps": ["总结日程"]}, "ProposePlan"),
     "save_memory": ({"content": "咖啡不加糖"}, "memory"),
     "search_memory": ({"query": "生日"}, "memory"),
     "search_chat_archive": ({"query": "上次"}, "archive"),

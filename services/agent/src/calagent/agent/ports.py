@@ -11,10 +11,13 @@ from calagent.agent.domain.session import ArchivedMessage
 from calagent.contracts.commands import (
     CancelStub,
     CommandResult,
+    FindEventsQuery,
     GetActiveStub,
     ListCalendars,
     MergeStub,
+    PrepareChange,
     PrepareOrCreate,
+    ProposePlan,
     QueryRange,
     QueryResult,
     SuggestFree,
@@ -22,11 +25,15 @@ from calagent.contracts.commands import (
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import TurnEvent
 
+# What the agent sends the commands service: the writes and reads of a turn.
+AgentCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
+AgentQuery = QueryRange | SuggestFree | GetActiveStub | ListCalendars | FindEventsQuery
+
 
 class CommandsPort(Protocol):
-    async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult: ...
+    async def execute(self, command: AgentCommand) -> CommandResult: ...
 
-    async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult: ...
+    async def query(self, query: AgentQuery) -> QueryResult: ...
 
 
 class TimePort(Protocol):

@@ -14,13 +14,16 @@ from typing import Any, cast
 
 from calagent.agent.domain import receipts
 from calagent.agent.domain.pending import write_hold
-from calagent.agent.ports import CommandsPort, StorePort
+from calagent.agent.ports import AgentCommand, CommandsPort, StorePort
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     CancelStub,
     CommandResult,
+    FindEventsQuery,
     MergeStub,
+    PrepareChange,
     PrepareOrCreate,
+    ProposePlan,
     QueryRange,
     SuggestFree,
 )
@@ -28,21 +31,30 @@ from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
     CancelScheduleCommand,
     ConfirmCommand,
+    DeleteSchedule,
+    FindEvents,
     PrepareOrCreateSchedule,
+    ProposeAutomation,
     QueryScheduleRange,
     SaveMemory,
     SearchChatArchive,
     SearchMemory,
     SuggestFreeTime,
     ToolArgs,
+    UpdateSchedule,
 )
 from calagent.contracts.turns import Outcome, event_view
 from calagent.runtime.clock import Clock
 from calagent.runtime.timeline import epoch_ms
 
 COMMAND_OUTCOMES: frozenset[str] = frozenset(
-    {"created", "needs_date", "needs_time", "conflict", "held", "cancelled"}
+    {"created", "needs_date", "needs_time", "conflict", "held", "cancelled", "updated", "deleted", "planned"}
 )
+# Errors the user is told about by a receipt rather than sent back to the model to retry: there is
+# nothing a better argument would fix.
+TERMINAL_ERRORS: frozenset[str] = frozenset({"no_active_command"})
+# Statuses that say the calendar really changed (sent by commands after its commit).
+WRITTEN: frozenset[str] = frozenset({"created", "updated", "deleted"})
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
     if result.event is not None:
         state.events.append(event_view(result.event))
     # The only source of "persisted": a commands reply sent after its commit.
-    state.persisted = state.persisted or (result.status == "created" and result.persisted)
+    state.persisted = state.persisted or (result.status in WRITTEN and result.persisted)
     if result.status == "held":
         state.flag("held")
     if result.superseded is not None:
@@ -82,7 +94,7 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
     with state.timeline.segment("receipt"):
         reply = receipts.command_receipt(result, state.view)
     outcome: Outcome = cast(Outcome, result.status) if result.status in COMMAND_OUTCOMES else "answered"
-    if result.status == "created" and not result.persisted:
+    if result.status in WRITTEN and not result.persisted:
         outcome = "answered"
     return Finished(outcome, reply)
 
@@ -99,8 +111,12 @@ class Tools:
             PrepareOrCreateSchedule: self.prepare_or_create,
             QueryScheduleRange: self.query_range,
             SuggestFreeTime: self.suggest_free_time,
+            FindEvents: self.find_events,
+            UpdateSchedule: self.update,
+            DeleteSchedule: self.delete,
             CancelScheduleCommand: self.cancel,
             ConfirmCommand: self.confirm,
+            ProposeAutomation: self.propose_automation,
             SaveMemory: self.save_memory,
             SearchMemory: self.search_memory,
             SearchChatArchive: self.search_archive,
@@ -109,12 +125,10 @@ class Tools:
     async def run(self, state: TurnState, args: ToolArgs) -> ToolResult:
         return await self.table[type(args)](state, args)
 
-    async def execute(
-        self, state: TurnState, command: PrepareOrCreate | MergeStub | CancelStub
-    ) -> ToolResult:
+    async def execute(self, state: TurnState, command: AgentCommand) -> ToolResult:
         result = await self.commands.execute(command)
         add_db_segment(state, result.db_ms)
-        if result.status == "error" and result.error is not None and result.error.code != "no_active_command":
+        if result.status == "error" and result.error is not None and result.error.code not in TERMINAL_ERRORS:
             # Bad symbols are never guessed into correctness: the model gets the error and retries.
             return ToolResult(
                 f"error:{result.error.code}", error_content(result.error.code, result.error.message)
@@ -134,6 +148,45 @@ class Tools:
                 args=args,
                 active_command_id=state.stub.id if state.stub is not None else None,
                 hold=write_hold(state.turn.third_party),
+            ),
+        )
+
+    async def update(self, state: TurnState, args: UpdateSchedule) -> ToolResult:
+        # Held, never run now: the user sees before and after and confirms (contract §9).
+        return await self.execute(
+            state,
+            PrepareChange(
+                envelope=state.env,
+                idempotency_key=state.next_key(),
+                action="update",
+                event_id=args.event_id,
+                update=args,
+                scope=args.scope,
+                hold=write_hold(state.turn.third_party),
+            ),
+        )
+
+    async def delete(self, state: TurnState, args: DeleteSchedule) -> ToolResult:
+        return await self.execute(
+            state,
+            PrepareChange(
+                envelope=state.env,
+                idempotency_key=state.next_key(),
+                action="delete",
+                event_id=args.event_id,
+                scope=args.scope,
+                hold=write_hold(state.turn.third_party),
+            ),
+        )
+
+    async def propose_automation(self, state: TurnState, args: ProposeAutomation) -> ToolResult:
+        return await self.execute(
+            state,
+            ProposePlan(
+                envelope=state.env,
+                idempotency_key=state.next_key(),
+                trigger=args.trigger,
+                steps=tuple(args.steps),
             ),
         )
 
@@ -204,6 +257,33 @@ class Tools:
         with state.timeline.segment("receipt"):
             reply = receipts.free_time_receipt(result.free_slots, args.duration_minutes, state.view)
         return ToolResult("suggested", finished=Finished("suggested", reply))
+
+    async def find_events(self, state: TurnState, args: FindEvents) -> ToolResult:
+        result = await self.commands.query(
+            FindEventsQuery(envelope=state.env, start_symbol=args.start, end_symbol=args.end, text=args.text)
+        )
+        add_db_segment(state, result.db_ms)
+        if result.error is not None:
+            return ToolResult(
+                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
+            )
+        state.read_ran = True
+        found = [
+            {
+                "id": e.id,
+                "title": e.title,
+                "start": e.start.isoformat(),
+                "end": e.end.isoformat(),
+                "when": state.view.span(e.start, e.end, e.all_day),
+                "all_day": e.all_day,
+                "calendar": e.calendar,
+                **({"series_id": e.series_id} if e.series_id else {}),
+                **({"occurrence_start": e.occurrence_start.isoformat()} if e.occurrence_start else {}),
+                **({"recurrence": e.recurrence} if e.recurrence else {}),
+            }
+            for e in result.events
+        ]
+        return ToolResult(f"found:{len(found)}", json.dumps({"events": found}, ensure_ascii=False))
 
     async def search_memory(self, state: TurnState, args: SearchMemory) -> ToolResult:
         with state.timeline.segment("db.search_memory"):

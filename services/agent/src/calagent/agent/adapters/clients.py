@@ -9,19 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.contracts import subjects
 from calagent.contracts.commands import (
-    CancelStub,
     CommandRequest,
     CommandResult,
-    GetActiveStub,
-    ListCalendars,
-    MergeStub,
-    PrepareOrCreate,
-    QueryRange,
     QueryRequest,
     QueryResult,
-    SuggestFree,
 )
 from calagent.contracts.time import ParsedReply, ParseReplyRequest
 from calagent.runtime.bus import Bus, BusRequestError
@@ -37,7 +31,7 @@ class CommandsClient:
         self.bus = bus
         self.timeout = timeout
 
-    async def execute(self, command: PrepareOrCreate | MergeStub | CancelStub) -> CommandResult:
+    async def execute(self, command: AgentCommand) -> CommandResult:
         request = CommandRequest(command=command)
         for attempt, delay in enumerate((*RETRY_DELAYS, None)):
             try:
@@ -51,7 +45,7 @@ class CommandsClient:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def query(self, query: QueryRange | SuggestFree | GetActiveStub | ListCalendars) -> QueryResult:
+    async def query(self, query: AgentQuery) -> QueryResult:
         request = QueryRequest(query=query)
         for delay in (*RETRY_DELAYS, None):
             try:

@@ -13,6 +13,10 @@ _LABELS = {
     "suggest_free_time": "schedule.suggest_free_time",
     "cancel_schedule_command": "schedule.cancel",
     "confirm_command": "schedule.confirm",
+    "find_events": "schedule.find",
+    "update_schedule": "schedule.update",
+    "delete_schedule": "schedule.delete",
+    "propose_automation": "automation.propose",
     "save_memory": "memory.save",
     "search_memory": "memory.search",
     "search_chat_archive": "archive.search",
@@ -29,7 +33,7 @@ def infer_post_hoc_intent(
     for name in reversed(tool_names):
         if name == "prepare_or_create_schedule":
             return "schedule.clarification_reply" if had_active_stub else "schedule.create"
-        if name in _LABELS and name not in {"search_memory", "search_chat_archive"}:
+        if name in _LABELS and name not in {"search_memory", "search_chat_archive", "find_events"}:
             return _LABELS[name]
     for name in reversed(tool_names):
         if name in _LABELS:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from calagent.contracts.commands import CommandResult, EventOut, FreeSlot, QueryResult, StubOut
+from calagent.agent.domain.rule_words import describe_rule
+from calagent.contracts.commands import ChangeOut, CommandResult, EventOut, FreeSlot, QueryResult, StubOut
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
 
 
@@ -88,9 +89,117 @@ def command_receipt(result: CommandResult, view: View) -> str:
     return text
 
 
+def _when(event: EventOut, view: View) -> str:
+    return view.span(event.start, event.end, event.all_day)
+
+
+def _change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
+    """A held update or delete: what it is now, what it will be (or what goes), and the ask."""
+    zh = view.zh
+    title = change.before.title
+    before = _when(change.before, view)
+    scope = {
+        "this": ("", ""),
+        "following": ("（这一次及之后的所有重复）", " (this and all later occurrences)"),
+        "all": ("（整个重复系列）", " (the whole series)"),
+    }[change.scope]
+    scope_text = scope[0] if zh else scope[1]
+    if change.before.series_id is None:
+        scope_text = ""
+    if change.action == "update" and change.after is not None:
+        after = _when(change.after, view)
+        renamed = change.after.title != title
+        what = (
+            (f"「{title}」→「{change.after.title}」" if renamed else f"「{title}」")
+            if zh
+            else (f'"{title}" → "{change.after.title}"' if renamed else f'"{title}"')
+        )
+        text = (
+            f"要修改{what}{scope_text}：{before} → {after}。"
+            if zh
+            else f"Change {what}{scope_text}: {before} → {after}?"
+        )
+        if stub.status == "conflict" and stub.conflicts_with:
+            names = _conflict_names(stub, view)
+            text += f"新时间与 {names} 冲突。" if zh else f" The new time conflicts with {names}."
+        if stub.hold_reason == "past_start":
+            text += "新时间已经过去了。" if zh else " The new time is in the past."
+        return text + (
+            "回复“确认”才会修改，现在没有任何改动。"
+            if zh
+            else ' Reply "confirm" to change it; nothing has changed yet.'
+        )
+    gone = ""
+    if change.scope != "this" and change.removed_starts:
+        starts = (
+            "、".join(view.moment(s) for s in change.removed_starts)
+            if zh
+            else ", ".join(view.moment(s) for s in change.removed_starts)
+        )
+        total = change.removed_count
+        more = ""
+        if total is None:
+            more = "，以及之后的每一次" if zh else ", and every one after"
+        elif total > len(change.removed_starts):
+            more = f"，共 {total} 次" if zh else f", {total} in all"
+        gone = f"将删除：{starts}{more}。" if zh else f" Going: {starts}{more}."
+    return (
+        f"要删除「{title}」{scope_text}（{before}）吗？{gone}回复“确认”才会删除，现在没有任何改动。"
+        if zh
+        else f'Delete "{title}"{scope_text} ({before})?{gone} Reply "confirm" to delete it; nothing has changed yet.'
+    )
+
+
+def _series_plan(stub: StubOut, view: View) -> str:
+    zh = view.zh
+    rule = describe_rule(stub.slots.recurrence or "", view.lang)
+    nexts = ("、" if zh else ", ").join(view.moment(s) for s in stub.next_occurrences)
+    return (
+        f"「{stub.title}」将按“{rule}”重复，接下来三次：{nexts}。回复“确认”后创建这个重复日程。"
+        if zh
+        else f'"{stub.title}" will repeat {rule}; the next three: {nexts}. Reply "confirm" to create the series.'
+    )
+
+
+def _plan_text(stub: StubOut, view: View, confirmed: bool) -> str:
+    zh = view.zh
+    plan = stub.plan
+    trigger = plan.trigger if plan is not None else stub.title
+    steps = ("；".join(plan.steps) if zh else "; ".join(plan.steps)) if plan is not None else ""
+    if confirmed:
+        return (
+            f"已保存自动化计划（{trigger}：{steps}）。它不会自己运行；可以在计划列表里查看或删除。"
+            if zh
+            else f"Saved the automation plan ({trigger}: {steps}). It does not run by itself; "
+            "you can see or delete it in your plans."
+        )
+    return (
+        f"这是一个自动化计划，我不会自动执行：触发条件“{trigger}”，步骤：{steps}。回复“确认”保存这个计划。"
+        if zh
+        else f'This is an automation plan; nothing runs by itself. Trigger: "{trigger}". Steps: {steps}. '
+        'Reply "confirm" to save the plan.'
+    )
+
+
 def _command_text(result: CommandResult, view: View) -> str:
     zh = view.zh
     stub = result.stub
+    if result.status == "updated" and result.event is not None and result.before is not None:
+        return (
+            f"已修改「{result.event.title}」：{_when(result.before, view)} → {_when(result.event, view)}。"
+            if zh
+            else f'Changed "{result.event.title}": {_when(result.before, view)} → {_when(result.event, view)}.'
+        )
+    if result.status == "deleted" and result.before is not None:
+        count = result.removed_count or 1
+        extra = (f"（共 {count} 次）" if zh else f" ({count} occurrences)") if count > 1 else ""
+        return (
+            f"已删除「{result.before.title}」（{_when(result.before, view)}）{extra}。"
+            if zh
+            else f'Deleted "{result.before.title}" ({_when(result.before, view)}){extra}.'
+        )
+    if result.status == "planned" and stub is not None:
+        return _plan_text(stub, view, confirmed=stub.status == "planned")
     if result.status == "created" and result.event is not None:
         event = result.event
         span = view.span(event.start, event.end, event.all_day)
@@ -112,6 +221,10 @@ def _command_text(result: CommandResult, view: View) -> str:
             return "好的，已取消。" if zh else "OK, cancelled."
         if result.error is not None and result.error.code == "no_active_command":
             return "现在没有待确认的日程。" if zh else "There is no pending schedule request."
+        if result.error is not None and result.error.code == "not_found":
+            return (
+                "没有找到这个日程，日历没有变化。" if zh else "I could not find that event; nothing changed."
+            )
         return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
     title = stub.title
     if result.status == "needs_date":
@@ -132,6 +245,8 @@ def _command_text(result: CommandResult, view: View) -> str:
             if zh
             else f'What time should "{title}" {("on " + day + " ") if day else ""}start? e.g. "2pm".'
         )
+    if stub.kind == "change" and stub.change is not None and result.status in ("held", "conflict"):
+        return _change_offer(stub, stub.change, view)
     if result.status == "conflict":
         when = _proposed(stub, view)
         names = _conflict_names(stub, view)
@@ -142,6 +257,15 @@ def _command_text(result: CommandResult, view: View) -> str:
         )
     if result.status == "held":
         when = _proposed(stub, view)
+        if stub.hold_reason == "recurrence_plan" and stub.slots.recurrence:
+            return _series_plan(stub, view)
+        if stub.hold_reason == "recurrence_unclear":
+            return (
+                f"你的话里像是要重复的日程，但这次只会建一次「{stub.title}」{when}。要只建这一次，请回复“确认”；要重复，请告诉我怎么重复。"
+                if zh
+                else f'Your words sound like something that repeats, but this would create "{stub.title}" {when} once. '
+                'Reply "confirm" for just this once, or tell me how it repeats.'
+            )
         if stub.hold_reason == "third_party_content":
             return (
                 f"这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。"
