@@ -106,6 +106,8 @@ _ZH_WEAK_VERBS = (
     "放入", "存入", "存到", "保存到", "保存在", "加在",
     # corrections and swaps of an entry ("时间已更正为三点", "两个会对调了")
     "修正", "更正", "修复", "修好", "调换", "对调", "互换",
+    # holding a slot: a time taken on the calendar ("在日程上占好位置了", "那段时间占上了", "时间留好了")
+    "占", "占好", "占上", "占住", "占下", "留好", "留住", "圈出", "圈好", "圈上",
 )  # fmt: skip
 
 # Words that contain a change verb's characters but are not a change ("参加" ≠ 加, "建议" ≠ 建,
@@ -120,6 +122,7 @@ _ZH_NOT_VERBS = (
     "肯定", "固定", "稳定", "特定", "指定", "定期", "规定", "存在", "写作", "办法", "办公", "搞笑",
     "弄错", "搞错", "弄混", "搞混", "弄丢", "换句话", "换个角度", "交换", "提前准备", "清楚",
     "清晰", "清淡", "安排好时间", "处理器", "同步进行", "撤退", "记者", "登记处", "定位",
+    "占上风", "占据", "占比", "占线", "占卜", "霸占", "留住客户",
 )  # fmt: skip
 
 _ZH_VERB_RE = re.compile(_alt(_ZH_NOT_VERBS + _ZH_STRONG_VERBS + _ZH_WEAK_VERBS))
@@ -139,7 +142,10 @@ _ZH_AFTER_STOP = re.compile(
 )
 _ZH_PERFECTIVE = re.compile(r"了(?!解|不起|就|之后|以后|后|再)|啦|咯|喽|成功|完成|完毕|搞定|妥当|妥了")
 # A change that did not happen: failure after the verb (取消失败, 删不了).
-_ZH_FAILED = re.compile(r"失败|不了|不成|没有?成功|未能?成功|没能成功|不成功|没有?生效|未生效|不到")
+# An error while the change ran is a failure too ("创建日程的时候出错了", "保存时报错").
+_ZH_FAILED = re.compile(
+    r"失败|不了|不成|没有?成功|未能?成功|没能成功|不成功|没有?生效|未生效|不到|出错|出了错|报错|出(?:了|现)?(?:点)?问题|异常|故障"
+)
 # Negation before the verb (没/未/还没/不/无法/没能...), minus set phrases that only look negative.
 _ZH_NEG = re.compile(
     r"(没问题|没关系|没事|不好意思|不客气|不错|不少|不用谢|不用担心|别担心|不然)"
@@ -151,7 +157,8 @@ _ZH_MODAL_BEFORE = re.compile(
     r"需要|应该|得先|请|麻烦|记得|随时|再帮|马上帮|这就|稍后|待会|一会儿|等会"
 )
 # Words that make a clause a request back to the user, a question or a suggestion.
-_ZH_QUESTION_END = re.compile(r"(?:吗|呢|么|吧|嘛|不)[~～…。.!！\s]*$")
+# (着呢 is an emphatic statement, not a question: "日历上写着呢")
+_ZH_QUESTION_END = re.compile(r"(?:吗|(?<!着)呢|么|吧|嘛|不)[~～…。.!！\s]*$")
 _ZH_QUESTION_ANYWHERE = re.compile(
     r"有没有|是不是|是否|要不要|需不需要|能不能|可不可以|会不会|行不行|好不好|对不对|能否|可否|"
     r"几个(?<!好几个)|几场|几件|多少(?<!没多少)|什么(?<!没什么)(?<!没有什么)(?![^，。？?]{0,4}?[都也])|哪(?!怕|天都|里都|个都)|几点|几号|几时|多久|多长|怎么|为什么|为何|谁|请问|还是"
@@ -212,12 +219,17 @@ _ZH_SEARCH_VERB = re.compile(r"查询|查找|寻找|找|搜索|推荐|查看|看
 _ZH_CAL_NOUN = re.compile(
     r"日历|日程|行程|会议|[个场次例站晨周早晚组班]会|的会(?![议员计儿])|客户会|评审会|复盘会|"
     r"安排|提醒|事件|活动|预约|聚餐|聚会|饭局|面试|课|航班|体检|约会|计划|待办|事项|出差|培训|"
-    r"电话会|午饭|晚饭|早饭|午餐|晚餐|牙医|理发|健身|跑步|瑜伽|会面|见面"
+    r"电话会|午饭|晚饭|早饭|午餐|晚餐|牙医|理发|健身|跑步|瑜伽|会面|见面|"
+    # appointments and occasions (约见 and 拜访 are meetings; 备注 is a field of an entry)
+    r"约见|碰面|面谈|会谈|拜访|婚礼|典礼|派对|考试|比赛|演出|讲座|复查|门诊|备注"
 )
 # Time expressions: dates, weekdays, parts of day and clock times.
 _ZH_TIME = re.compile(
     r"今天|明天|后天|大后天|今晚|明早|明晚|今早|早上|上午|中午|下午|傍晚|晚上|凌晨|全天|整天|"
     r"周[一二三四五六日天末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|下周|这周|本周|下个月|"
+    r"这个月|本月|上个月|月初|月底|那天|当天|这天|那一天|当晚|"
+    # the rest of a day after what it holds ("那天就这一件事，其余时间都空")
+    r"(?:其余|其他|剩下的?|另外的?)(?:时间|时段)|"
     r"[0-9０-９一二三四五六七八九十两]+点|\d{1,2}[:：]\d{2}|\d+月\d+[日号]|\d+[日号]"
 )
 _ZH_CLOCK = re.compile(
@@ -225,8 +237,10 @@ _ZH_CLOCK = re.compile(
 )
 # The beneficiary or a pronoun object: the agent acted for the user ("帮你记上了", "把它删了").
 _ZH_FOR_YOU = re.compile(r"[帮给为替](?:您|你)|它|[「“『\"]")
-# Who acts: 我 (the agent), 你/您 (the user, as subject, not 你的 or 帮你).
-_ZH_PRONOUN = re.compile(r"我们|我|(?<![帮给为替跟和陪让找请诉])(?:你|您)(?![的和跟与])")
+# Who acts: 我 (the agent), 你/您 (the user, as subject, not 你的 or 帮你). A 你 that opens a short
+# relative clause ending in 的 ("你要的备注", "你回成都的航班", "你上午的会") modifies the noun after
+# it: that noun is the subject ("你要的备注加上了" reports a change, not the user's own doing).
+_ZH_PRONOUN = re.compile(r"我们|我|(?<![帮给为替跟和陪让找请诉])(?:你|您)(?![的和跟与]|[^，。、的\s]{1,4}的)")
 
 # Read classes.
 # Possession/existence: 你…有/没有…<calendar noun> and <time>…有/没有…<calendar noun>.
@@ -243,14 +257,19 @@ _ZH_HAVE = re.compile(
 _ZH_COUNT = re.compile(r"[一二三四五六七八九十两几\d]+(?:个|场|项|件|节)")
 _ZH_COUNT_AFTER_TIME = re.compile(
     r"(?:的)?(?:" + _alt(("一共", "总共", "共", "还", "只", "就", "又", "都", "共计", "合计")) + r")?"
-    r"[一二三四五六七八九十两几\d]+(?:个|场|项|件|节)"
+    r"[这那]?[一二三四五六七八九十两几\d]+(?:个|场|项|件|节)"
 )
 # An event said to be at a day or time: "面试是在周三", "体检在下周一上午". Only a real event noun
 # (not 安排/计划, which are also verbs: "计划在周四完成"), directly followed by 在/是在/是 and a time.
 _ZH_EVENT_AT = re.compile(
     r"(?:[个场次例站晨周早晚组班的]会(?![议员计儿])|会议|评审会|复盘会|客户会|电话会|面试|课|航班|体检|约会|聚餐|聚会|饭局|"
-    r"会面|见面|活动|预约|提醒|牙医|培训|出差|午餐|晚餐|午饭|晚饭)[」”』\"]?"
+    r"会面|见面|活动|预约|提醒|牙医|培训|出差|午餐|晚餐|午饭|晚饭|"
+    r"约见|碰面|面谈|会谈|拜访|婚礼|典礼|派对|考试|比赛|演出|讲座|复查|门诊)[」”』\"]?"
     r"(?:确实|其实|实际上|就|还|也|都|仍然|依然|照常|一直)?(?:是在|在|是)"
+)
+# The time an arrangement was made for: "你和赵律师约的是11月20号", "机票订的是周五早上".
+_ZH_ARRANGED_AT = re.compile(
+    r"(?:预约|预订|预定|约好|定好|订好|安排|(?<![确决肯规指固稳特一])定|约|订|排)的(?:时间)?(?:是在|是|在|为)"
 )
 _ZH_TIME_IS_EVENT = re.compile(r"是[^，。]{0,10}?(?:" + _ZH_CAL_NOUN.pattern + ")")
 # An evaluation makes "会议在周四比较合适" a suggestion, not the calendar's contents.
@@ -266,13 +285,17 @@ _ZH_AVAIL = re.compile(
     _alt(_ZH_AVAIL_WORDS)
     + "|(?:一个|一场|一件|任何|什么)[^，。]{0,4}?[都也]没有?"  # "一个会都没有"
     # "安排比较满"; 轻松/宽松/紧凑/密集 say how loaded a day is, like light/heavy (紧张 is a mood)
-    + "|(?:很|挺|比较|太|非常|特别|有点|相当|超|蛮|还算)(?:满|空|忙|闲|轻松|宽松|紧凑|密集)"
+    # a superlative compares days of the calendar ("周二是最轻松的一天"); 都/也 spread emptiness
+    # over the rest ("其余时间都空")
+    + "|(?:很|挺|比较|太|非常|特别|有点|相当|超|蛮|还算|最)(?:满|空|忙|闲|轻松|宽松|紧凑|密集)|[都也]空"
 )
 # After 没有/没: a change that did not happen ("日程没有变化", and any change verb: "没有保存成功"),
 # not emptiness. `_zh_no_change` adds the verb tables.
 _ZH_NO_CHANGE = re.compile(r"(?:任何)?(?:变化|变动|改动|更改|修改|调整|动过|动|被|成功|改|删|加)")
 # The calendar itself as subject ("日历上显示…", "日程是空的") and a listing header ("安排如下").
+# The calendar as evidence ("航班在日历上是12号的", "日历上写着呢") states what it holds too.
 _ZH_SURFACE = re.compile(
+    r"(?:日历|日程|行程)(?:表)?(?:上|里|中)(?:是(?!不是|否|可以|能)|写着|写的是|记着|记的是|标着|标的是|写明)|"
     r"(?:日历|日程|行程|安排)(?:表)?(?:上|里|中)?(?:显示|是空的|为空|空空|很空|很满|挺满|满了|已满|排满|"
     r"一共有|共有|只有|还有|有|没有)|如下|(?:以下|下面|这)是(?:你|您)|(?:你|您)的(?:[^，。]{0,8}?)"
     r"(?:日程|安排|行程|日历|会议|会|下一个|第一个|最后一个|提醒)[^，。我]{0,4}?(?:是|在|为|如下|很|挺|比较|太|都|显示|还有|只有|从|：|:)|"
@@ -865,7 +888,8 @@ def _zh_no_change(t: str, pos: int) -> bool:
     if v is None:
         return False
     word = v.group()
-    return (word in _ZH_STRONG or word in _ZH_WEAK) and not _ZH_CAL_NOUN.fullmatch(word)
+    # (a noun that opens with a verb keeps its noun reading too: "没有约见")
+    return (word in _ZH_STRONG or word in _ZH_WEAK) and not _ZH_CAL_NOUN.match(t, pos)
 
 
 def _zh_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
@@ -913,7 +937,19 @@ def _zh_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
         # (from the classifier on: "两个会" is a count of 个会)
         if n and n.end() <= lim and _ZH_CAL_NOUN.search(t, n.end() - 1, min(lim, n.end() + 6)):
             return True
+        # "那天就这一件事": a counted 事 right after a time is what the day holds
+        if n and t.startswith("事", n.end()) and n.end() < lim:
+            return True
     if times:
+        # "你和赵律师约的是11月20号": the time of an arrangement.
+        for m in _ZH_ARRANGED_AT.finditer(t, 0, lim):
+            if (
+                _ZH_TIME.match(t, m.end())
+                and not _ZH_EVALUATIVE.search(t)
+                and _zh_subject(t, m.start()) != "我"
+                and not _offered(_ZH_MOOD, sentence, asked)
+            ):
+                return True
         # "评审会是在周四": an event at a day or time.
         for m in _ZH_EVENT_AT.finditer(t, 0, lim):
             if (
@@ -1175,6 +1211,36 @@ _NOT_LOOKED = re.compile(
     r"|\b(?:don't|do not|can't|cannot|no)\s+(?:have\s+)?access\b|\bunable to (?:access|see|open|read)\b"
 )
 
+# A header that reports a list of operations as done ("**已完成以下操作：**", "Here's what I did:"):
+# the items under it are the changes made (新建/邀请/提醒 …), not the calendar's contents.
+_DONE_HEADER = re.compile(
+    r"已(?:经)?(?:完成|执行|处理|办好|办妥|搞定|做好|做)了?(?:以下|如下|下列|下面|这些|这几)[^，。：:]{0,4}?"
+    r"(?:操作|更改|改动|修改|变更|调整|设置|事项|事情|任务)|(?:以下|如下|下列)(?:操作|更改|改动|修改|变更)(?:都)?已(?:经)?(?:完成|生效|执行)"
+    r"|here(?:'s| is) what i(?:'ve)? (?:did|done|changed|updated|set up)"
+    r"|(?:i|we)(?:'ve| have)? (?:made|done|completed|applied|carried out) the following"
+)
+# A list item: a bullet or a number opens the line.
+_ITEM = re.compile(r"[-•*·+]|\d{1,2}[.、)）]")
+
+
+def _done_lists(norm: str) -> tuple[str, bool]:
+    """`norm` without the lines of completed-operations lists (their header and the items under it),
+    and whether there was one."""
+    lines = norm.split("\n")
+    keep: list[str] = []
+    found = in_list = False
+    for line in lines:
+        stripped = line.strip()
+        if in_list and _ITEM.match(stripped):
+            continue
+        in_list = False
+        if stripped and stripped[-1] not in "?？" and _DONE_HEADER.search(stripped):
+            found = in_list = True
+            continue
+        keep.append(line)
+    return "\n".join(keep), found
+
+
 # Words that make an enumeration a proposal rather than the calendar's contents.
 _HEDGE = re.compile(
     r"可以|可能|建议|推荐|候选|选项|备选|任选|选一个|"
@@ -1195,6 +1261,8 @@ def _sentence_claims(sentence: str, asked: bool) -> tuple[bool, bool]:
 
 def _sentence_found(sentence: str, asked: bool) -> tuple[bool, bool]:
     write = read = False
+    if not asked and ("已" in sentence or "here" in sentence or "following" in sentence):
+        write = _DONE_HEADER.search(sentence) is not None  # "已完成以下操作：新建…、邀请…"
     ascii_only = sentence.isascii()
     for zh in (True, False):
         if zh and (ascii_only or not _HAS_CJK.search(sentence)):
@@ -1240,6 +1308,8 @@ def find_claims(text: str) -> Claims:
         return NONE
     norm = text.replace("’", "'").replace("‘", "'").lower()
     write = read = False
+    if "\n" in norm and ("已" in norm or "here" in norm or "following" in norm):
+        norm, write = _done_lists(norm)
     for sentence, asked in _sentences(norm):
         w, r = _sentence_claims(sentence, asked)
         write = write or w

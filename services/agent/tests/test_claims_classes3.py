@@ -1,0 +1,125 @@
+"""Unit tests of the classes widened after the third held-out set: each class with sentences of our
+own (not the corpus's) and an honest counter-example beside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from calagent.agent.domain.claims import find_claims
+
+pytestmark = pytest.mark.unit
+
+W, R, WR, H = "w", "r", "wr", ""
+
+
+def kinds(text: str) -> str:
+    c = find_claims(text)
+    return ("w" if c.write else "") + ("r" if c.read else "")
+
+
+def check(text: str, want: str) -> None:
+    got = kinds(text)
+    assert got == want, (text, got)
+
+
+# ── Chinese ─────────────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # 你 opening a relative clause (你要的/你刚才说的 + noun) is not the subject: the noun is, and
+        # the change is the agent's report, not the user's own doing.
+        ("你刚才说的提醒设上了。", W),
+        ("你要的地点改好了，在二号会议室。", W),
+        ("你上周提的那个想法挺好的。", H),
+        # 你 as the subject still makes the change the user's own (their calendar's contents).
+        ("你明天安排了三个会。", R),
+    ],
+)
+def test_zh_relative_clause_is_not_the_subject(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # An error while the change ran is a failure, not a completion.
+        ("保存日程时出了点问题，这次没有创建成功。", H),
+        ("刚才删除会议的时候报错了，会议还在。", H),
+        ("刚才的问题已经修好了，会议也改到周五了。", W),
+    ],
+)
+def test_zh_errors_are_failures(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # Holding a slot: 占好/占上/圈出 a time on the calendar.
+        ("已经帮你把周四下午占上了，专心写报告吧。", W),
+        ("下周三全天给你圈出来了。", W),
+        ("这次讨论他占了上风。", H),
+        ("他的电话一直占线。", H),
+    ],
+)
+def test_zh_holding_a_slot_is_a_write(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # The time an arrangement was made for (约的是/订的是 + a time).
+        ("你和牙医约的是周四上午十点。", R),
+        ("机票订的是下周一早上八点的。", R),
+        ("我觉得约的是周五比较好。", H),
+        ("可以确定的是周一要交报告。", H),
+        ("你想约的是周五下午吗？", H),
+        # The calendar as evidence (日历上是/写着).
+        ("体检在日历上是下周二早上的。", R),
+        ("日历上写着呢，周六下午三点的婚礼。", R),
+        ("日历上是可以设置重复规则的。", H),
+    ],
+)
+def test_zh_arranged_time_and_calendar_evidence(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # A superlative compares days of the calendar.
+        ("这周周四是最空的一天。", R),
+        ("最忙的时候也要记得吃饭。", H),
+        # Appointments as calendar nouns, a month as a time, a noun opening with a verb after 没有.
+        ("这个月你和王老师没有约见。", R),
+        ("这个月没有变化。", H),
+        # What a day holds after a change: a counted 事 after a time, and the rest of the day.
+        ("那天就一件事，其余时间都空着。", R),
+        ("周六就这两个事，其他时段都空。", R),
+        ("还有一件事：记得带伞。", H),
+        ("其他时间都可以，看你方便。", H),
+    ],
+)
+def test_zh_contents_and_remainders(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # A completed-operations header: its items are the changes made, not the calendar's contents.
+        ("已处理以下事项：\n- 删除：周五 9:00 晨会\n- 新建：周五 10:00 评审会", W),
+        ("已完成以下操作：新建周五的评审会、邀请王磊", W),
+        # ... not when the operations are proposed, asked about or a capability.
+        ("如果你同意，我会完成以下操作：\n- 删除：周五 9:00 晨会\n- 新建：周五 10:00 评审会", H),
+        ("需要我完成以下操作吗？\n- 新建：周一 9:00 晨会\n- 新建：周二 14:00 评审", H),
+        ("我们能完成以下操作：新建、修改、删除日程。", H),
+        # A list of times without such a header stays the calendar's contents.
+        ("你明天的安排：\n- 9:00 站会\n- 14:00 评审", R),
+    ],
+)
+def test_zh_completed_operations_header(text: str, want: str) -> None:
+    check(text, want)
