@@ -4,14 +4,14 @@ RFC 5545 feed. One conversion per shape, used by commands and queries alike."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from zoneinfo import ZoneInfo
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from icalendar import Calendar
+from icalendar import Alarm, Calendar, vRecur
 from icalendar import Event as IcsEvent
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
+from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, starts
 from calagent.contracts.commands import ChangeOut, EventOut, PlanOut, StubOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
@@ -71,21 +71,143 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
     )
 
 
+# ---- the RFC 5545 feed ------------------------------------------------------------------------------
+#
+# The feed carries what is stored, not occurrences: a series master is one VEVENT with its RRULE
+# and EXDATEs on its own zone's wall clock (TZID + VTIMEZONE), an override is a VEVENT with the
+# master's UID and a RECURRENCE-ID. A calendar app expanding it sees what `expand` gives the
+# queries: the same rule engine semantics are kept where RFC 5545 and dateutil could part (DTSTART
+# not on the rule, UNTIL read on the wall clock, an override of a slot the rule no longer has).
+
+ICS_UNTIL = "%Y%m%dT%H%M%S"
+VTIMEZONE_YEARS_AHEAD = 20  # transitions listed past the latest event (clients map TZIDs anyway)
+
+
+def _zone_of(event: Event, fallback: ZoneInfo) -> ZoneInfo:
+    if event.tz:
+        try:
+            return ZoneInfo(event.tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            return fallback
+    return fallback
+
+
+def _ics_rule(rule_text: str, tz: ZoneInfo, all_day: bool) -> vRecur:
+    """The stored rule as RFC 5545 wants it next to a TZID (or DATE) start: UNTIL in UTC (or as
+    a DATE). The series engine reads UNTIL on the zone's wall clock (a bare date is its last
+    second), so the same instant is written here."""
+    parts = []
+    for part in rule_text.removeprefix("RRULE:").split(";"):
+        name, _, value = part.partition("=")
+        if name.upper() == "UNTIL":
+            local = value.rstrip("Z")
+            if "T" not in local:
+                local += "T235959"
+            try:
+                naive = datetime.strptime(local, ICS_UNTIL)
+            except ValueError:
+                naive = None
+            if naive is not None:
+                until = naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
+                value = naive.strftime("%Y%m%d") if all_day else until.strftime(f"{ICS_UNTIL}Z")
+        parts.append(f"{name}={value}")
+    rule: vRecur = vRecur.from_ical(";".join(parts))
+    return rule
+
+
+def _when(moment: datetime, tz: ZoneInfo, all_day: bool) -> datetime | date:
+    local = moment.astimezone(tz)
+    return local.date() if all_day else local
+
+
+def _days(event: Event) -> int:
+    """Whole days of an all-day event: its bounds are local midnights, so a DST change in between
+    makes the span an hour longer or shorter than N × 24 h."""
+    return max(1, round((event.end - event.start) / timedelta(days=1)))
+
+
+def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
+    item = IcsEvent()
+    item.add("uid", f"{uid}@calagent")
+    item.add("dtstamp", stamp.astimezone(UTC))
+    if event.all_day:
+        first_day = event.start.astimezone(tz).date()
+        item.add("dtstart", first_day)
+        item.add("dtend", first_day + timedelta(days=_days(event)))
+    else:
+        item.add("dtstart", event.start.astimezone(tz))
+        item.add("dtend", event.end.astimezone(tz))
+    item.add("summary", event.title)
+    item.add("categories", [event.calendar])
+    if event.reminder_minutes is not None:
+        alarm = Alarm()
+        alarm.add("action", "DISPLAY")
+        alarm.add("trigger", timedelta(minutes=-event.reminder_minutes))
+        alarm.add("description", event.title)
+        item.add_component(alarm)
+    return item
+
+
+def _master(event: Event, tz: ZoneInfo, stamp: datetime) -> IcsEvent | None:
+    """A series master; None when its rule gives no occurrence (the queries show none either)."""
+    assert event.rrule is not None
+    try:
+        # DTSTART must be an occurrence of the rule (RFC 5545 leaves it undefined otherwise; the
+        # series engine does not count a start off the rule): the rule's first start it is.
+        first = next_starts(event.rrule, event.start, tz, event.start, 1)
+        rule = _ics_rule(event.rrule, tz, event.all_day)
+    except (InvalidRecurrenceError, ValueError):
+        return None
+    if not first:
+        return None
+    start = first[0]
+    item = _vevent(event.evolve(start=start, end=start + (event.end - event.start)), event.id, tz, stamp)
+    item.add("rrule", rule)
+    if event.exdates:
+        item.add("exdate", [_when(d, tz, event.all_day) for d in sorted(event.exdates)])
+    return item
+
+
+def _replaces_a_slot(override: Event, master: Event) -> bool:
+    """The override's RECURRENCE-ID is a start the master's rule still gives (not excluded)."""
+    assert override.recurrence_id is not None
+    slot = override.recurrence_id.astimezone(UTC)
+    try:
+        found = starts(master, slot, slot, inclusive_before=timedelta(0))
+    except InvalidRecurrenceError:
+        return False
+    return any(s.astimezone(UTC) == slot for s in found)
+
+
 def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
+    """The RFC 5545 feed of stored rows (masters, overrides, singles; not expanded). `tz` is the
+    reader's zone, used for rows that do not know the zone they were made in."""
     cal = Calendar()
     cal.add("prodid", "-//calagent//commands//EN")
     cal.add("version", "2.0")
+    cal.add("calscale", "GREGORIAN")
+    masters = {e.id: e for e in events if e.rrule is not None}
     for ev in events:
-        item = IcsEvent()
-        item.add("uid", f"{ev.id}@calagent")
-        item.add("dtstamp", stamp.astimezone(UTC))
-        if ev.all_day:
-            item.add("dtstart", ev.start.astimezone(tz).date())
-            item.add("dtend", ev.end.astimezone(tz).date())
+        item: IcsEvent | None
+        if ev.rrule is not None:
+            # A series runs on its own zone's wall clock; a row without one is expanded in UTC.
+            item = _master(ev, _zone_of(ev, ZoneInfo("UTC")), stamp)
+        elif (
+            ev.series_id is not None
+            and ev.recurrence_id is not None
+            and (master := masters.get(ev.series_id)) is not None
+            and _replaces_a_slot(ev, master)
+        ):
+            item = _vevent(ev, master.id, _zone_of(ev, tz), stamp)
+            master_tz = _zone_of(master, ZoneInfo("UTC"))
+            item.add("recurrence-id", _when(ev.recurrence_id, master_tz, master.all_day))
         else:
-            item.add("dtstart", ev.start)
-            item.add("dtend", ev.end)
-        item.add("summary", ev.title)
-        item.add("categories", [ev.calendar])
-        cal.add_component(item)
+            # A single event, or an override whose slot is gone: it stands on its own.
+            item = _vevent(ev, ev.id, _zone_of(ev, tz), stamp)
+        if item is not None:
+            cal.add_component(item)
+    if events:
+        first = min(e.start for e in events).astimezone(UTC).year
+        last = max(max(e.end for e in events), stamp).astimezone(UTC).year + VTIMEZONE_YEARS_AHEAD
+        cal.add_missing_timezones(first_date=date(first - 1, 1, 1), last_date=date(last, 1, 1))
     return bytes(cal.to_ical()).decode("utf-8")
