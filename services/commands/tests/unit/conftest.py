@@ -26,6 +26,7 @@ class State:
     calendars: dict[str, list[str]] = field(default_factory=dict)
     keys: dict[tuple[str, str], CommandResult] = field(default_factory=dict)
     plans: dict[str, tuple[str, PlanOut]] = field(default_factory=dict)  # id -> (user, plan)
+    feeds: dict[str, tuple[str, str]] = field(default_factory=dict)  # user -> (secret hash, zone)
 
 
 class FakeUnitOfWork:
@@ -128,6 +129,15 @@ class FakeUnitOfWork:
     async def commit(self) -> None:
         self.store.state = self.state
         self.committed = True
+
+    async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
+        self.state.feeds[user_id] = (secret_hash, tz)
+
+    async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
+        for user_id, (stored, tz) in self.state.feeds.items():
+            if stored == secret_hash:
+                return user_id, tz
+        return None
 
 
 class FakeStore:

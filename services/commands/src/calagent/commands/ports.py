@@ -95,6 +95,15 @@ class UnitOfWork(Protocol):
 
     async def commit(self) -> None: ...
 
+    async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
+        """Store the user's feed secret (its SHA-256 hex only) with the zone it is served in,
+        replacing the previous one: the old address stops working."""
+        ...
+
+    async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
+        """(user id, zone) of the feed with this secret hash, or None."""
+        ...
+
 
 class Store(Protocol):
     def unit_of_work(self) -> AbstractAsyncContextManager[UnitOfWork]: ...

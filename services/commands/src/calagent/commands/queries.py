@@ -3,6 +3,8 @@ or stubs; an expired stub is simply not reported (commands end it on the next wr
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -10,6 +12,7 @@ from zoneinfo import ZoneInfo
 from calagent.commands.domain.freetime import free_slots
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import expand
+from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.views import event_out, render_ics, stub_out
 from calagent.contracts.commands import (
@@ -35,6 +38,8 @@ MAX_RANGE = timedelta(days=366)
 # All-day events are stored as instants of the zone they were made in; widen the search so a
 # user who moved zones still sees the whole local day blocked.
 ALL_DAY_SLACK = timedelta(days=1)
+FEED_SECRET_BYTES = 32  # token_urlsafe: 43 characters, 256 random bits
+FEED_NOT_FOUND = "no feed at this address"
 
 Query = (
     QueryRange
@@ -103,7 +108,7 @@ class Queries:
         if isinstance(query, FeedCalendar):
             return await self.feed(query)
         if isinstance(query, RotateFeed):
-            return query_error("invalid_arguments", "feeds are not served yet")
+            return await self.rotate_feed(query, tz)
         user_id = query.envelope.user_id
         async with self.store.unit_of_work() as uow:
             if isinstance(query, GetActiveStub):
@@ -214,5 +219,33 @@ class Queries:
             db_ms=uow.db_ms,
         )
 
+    # ---- private feeds (contract §10) ---------------------------------------------------------
+    #
+    # The secret is the only identity of a feed request: calendar apps send no token. Only its
+    # SHA-256 is stored, one per user, with the zone the feed is served in; a new secret replaces
+    # the old one. The answer carries the calendar only, never whose it is.
+
+    async def rotate_feed(self, query: RotateFeed, tz: ZoneInfo) -> QueryResult:
+        secret = secrets.token_urlsafe(FEED_SECRET_BYTES)
+        async with self.store.unit_of_work() as uow:
+            await uow.replace_feed(query.envelope.user_id, feed_hash(secret), tz.key, self.clock.now())
+            await uow.commit()
+        return QueryResult(feed_secret=secret, db_ms=uow.db_ms)
+
     async def feed(self, query: FeedCalendar) -> QueryResult:
-        return query_error("not_found", "no feed with that address")
+        async with self.store.unit_of_work() as uow:
+            owner = await uow.feed_owner(feed_hash(query.secret))
+            if owner is None:
+                return query_error("not_found", FEED_NOT_FOUND)
+            user_id, tz_name = owner
+            events = await uow.all_events(user_id)
+        try:
+            tz = zone(tz_name)
+        except InvalidZoneError:
+            tz = ZoneInfo("UTC")
+        # What ExportIcs gives the owner, in the zone saved with the secret.
+        return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
+
+
+def feed_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()

@@ -16,7 +16,7 @@ from sqlalchemy import Executable, Result, Row, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.tables import ACTIVE_SQL, calendars, events, idempotency, plans, stubs
+from calagent.commands.adapters.tables import ACTIVE_SQL, calendars, events, feeds, idempotency, plans, stubs
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
@@ -332,6 +332,28 @@ class SqlUnitOfWork:
         finally:
             self._seconds += _time.perf_counter() - started
         self.committed = True
+
+    # ---- feeds -----------------------------------------------------------------------------------
+
+    async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
+        # One row per user: the new hash replaces the old one, so the old address stops working.
+        statement = pg_insert(feeds).values(user_id=user_id, secret_hash=secret_hash, tz=tz, created_at=at)
+        await self._run(
+            statement.on_conflict_do_update(
+                index_elements=[feeds.c.user_id],
+                set_={
+                    "secret_hash": statement.excluded.secret_hash,
+                    "tz": statement.excluded.tz,
+                    "created_at": statement.excluded.created_at,
+                },
+            )
+        )
+
+    async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
+        row = (
+            await self._run(select(feeds.c.user_id, feeds.c.tz).where(feeds.c.secret_hash == secret_hash))
+        ).first()
+        return (row.user_id, row.tz) if row is not None else None
 
 
 class SqlStore:
