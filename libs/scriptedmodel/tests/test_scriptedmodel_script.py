@@ -107,6 +107,136 @@ def test_template_substitution_in_tool_arguments() -> None:
     assert raw.render_arguments(c) == '{"broken": '
 
 
+FOUND = {
+    "events": [
+        {"id": "ev_1", "title": "周会", "start": "2026-09-28T10:00:00+08:00", "series_id": "s_1"},
+        {"id": "ev_2", "title": "周会", "start": "2026-10-05T10:00:00+08:00", "all_day": False},
+    ],
+    "count": 2,
+    "note": None,
+}
+
+
+def after_find(content: str) -> Conversation:
+    return conv(
+        {"role": "user", "content": "把下周的周会改到十一点"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "find_events", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": content},
+    )
+
+
+def test_tool_result_path_picks_keys_and_indexes() -> None:
+    c = after_find(json.dumps(FOUND, ensure_ascii=False))
+    assert c.substitute("{{tool_result.events.0.id}}") == "ev_1"
+    assert c.substitute("{{tool_result.events.1.id}}") == "ev_2"
+    assert c.substitute("{{tool_result.events.-1.title}}") == "周会"
+    assert c.substitute("{{tool_result.events.0.series_id}}/{{tool}}") == "s_1/find_events"
+    # Non-strings render as compact JSON.
+    assert c.substitute("{{tool_result.count}}") == "2"
+    assert c.substitute("{{tool_result.events.1.all_day}}") == "false"
+    assert json.loads(c.substitute("{{tool_result.events.0}}"))["id"] == "ev_1"
+    # The whole result is still `{{tool_result}}`.
+    assert json.loads(c.substitute("{{tool_result}}")) == FOUND
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "events.2.id",  # index out of range
+        "events.-3.id",
+        "events.0.series",  # missing key
+        "events.1.series_id",  # present on another event only
+        "events.x.id",  # a key into a list
+        "count.0",  # into a scalar
+        "note",  # null
+        "",  # no path at all
+        "events..id",
+    ],
+)
+def test_a_missing_path_renders_empty(path: str) -> None:
+    c = after_find(json.dumps(FOUND))
+    assert c.substitute("<{{tool_result." + path + "}}>") == "<>"
+
+
+def test_tool_result_path_without_a_json_tool_result_renders_empty() -> None:
+    assert after_find("not json").substitute("{{tool_result.events.0.id}}") == ""
+    # The last message is the user's: there is no tool result to read.
+    assert (
+        conv({"role": "user", "content": '{"events": [{"id": "x"}]}'}).substitute(
+            "{{tool_result.events.0.id}}"
+        )
+        == ""
+    )
+
+
+def test_tool_result_path_in_dict_arguments_and_text() -> None:
+    c = after_find(json.dumps(FOUND))
+    spec = ToolCallSpec(
+        name="update_schedule",
+        arguments={"event_id": "{{tool_result.events.1.id}}", "scope": "this", "time": "11:00", "n": 1},
+    )
+    assert json.loads(spec.render_arguments(c)) == {
+        "event_id": "ev_2",
+        "scope": "this",
+        "time": "11:00",
+        "n": 1,
+    }
+    missing = ToolCallSpec(name="delete_schedule", arguments={"event_id": "{{tool_result.events.5.id}}"})
+    assert json.loads(missing.render_arguments(c)) == {"event_id": ""}
+    # A string argument is verbatim: no templates there.
+    raw = ToolCallSpec(name="x", arguments='{"event_id": "{{tool_result.events.0.id}}"}')
+    assert raw.render_arguments(c) == '{"event_id": "{{tool_result.events.0.id}}"}'
+
+
+def test_substitution_is_one_pass_and_leaves_unknown_templates() -> None:
+    # A user message or tool result that itself looks like a template is inserted as text.
+    c = conv({"role": "user", "content": "{{tool}} {{tool_result.a}}"})
+    assert c.substitute("[{{user}}]") == "[{{tool}} {{tool_result.a}}]"
+    tool = after_find(json.dumps({"a": "{{user}}"}))
+    assert tool.substitute("{{tool_result.a}}") == "{{user}}"
+    assert tool.substitute("{{unknown}} {{user.x}} {{tool.x}}") == "{{unknown}} {{user.x}} {{tool.x}}"
+
+
+def test_a_two_step_script_moves_the_event_found() -> None:
+    """The eval's shape: step one finds, step two updates with the id found (rules `times: 1`)."""
+    script = Script.model_validate(
+        {
+            "rules": [
+                {
+                    "respond": {
+                        "tool_calls": [{"name": "find_events", "arguments": {"start": "D+1", "end": "D+2"}}]
+                    },
+                    "times": 1,
+                },
+                {
+                    "respond": {
+                        "tool_calls": [
+                            {
+                                "name": "update_schedule",
+                                "arguments": {"event_id": "{{tool_result.events.0.id}}", "date": "D+2"},
+                            }
+                        ]
+                    },
+                    "times": 1,
+                },
+            ]
+        }
+    )
+    first = conv({"role": "user", "content": "把明天和张三的会改到后天"})
+    index, response = script.select(first, {})
+    assert index == 0
+    second = after_find(json.dumps(FOUND))
+    index, response = script.select(second, {0: 1})
+    assert index == 1 and response.tool_calls is not None
+    assert json.loads(response.tool_calls[0].render_arguments(second)) == {"event_id": "ev_1", "date": "D+2"}
+
+
 def test_response_must_say_something() -> None:
     with pytest.raises(ValidationError):
         Response()

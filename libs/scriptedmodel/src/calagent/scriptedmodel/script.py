@@ -25,6 +25,23 @@ Templates in text and in string values of dict arguments: `{{user}}` (the last u
 `{{tool_result}}` (the last message's content when it is a tool result) and `{{tool}}` (that tool's
 name). String arguments are sent verbatim, untouched, so malformed JSON stays malformed.
 
+`{{tool_result.<path>}}` picks one value out of that tool result parsed as JSON: `<path>` is
+dot-separated object keys and list indexes (`-1` is the last), e.g. `{{tool_result.events.0.id}}`
+after a `find_events` step, so a later step can name an id that only exists at run time:
+
+      - name: move
+        when: {last_role: tool, last_tool: find_events}
+        respond:
+          tool_calls:
+            - name: update_schedule
+              arguments: {event_id: "{{tool_result.events.0.id}}", date: D+2}
+
+A string renders as itself, any other JSON value as compact JSON (`3`, `true`, `["a"]`). A path that
+is not there (no tool result, not JSON, a missing key, an index out of range, `null`) renders as the
+empty string: the call then fails validation visibly instead of the script guessing an id.
+Substitution is one pass, so text that a template inserts (a user message, a tool result) is never
+itself read as a template.
+
 A rule without `last_role` also matches after a tool result, because the last user message is still
 the same; scripts that use intermediate tools should put `last_role` on their user rules.
 """
@@ -142,12 +159,42 @@ class Conversation:
         name = message.get("name")
         return name if isinstance(name, str) else None
 
+    def tool_result_at(self, path: str) -> str:
+        """The value at `path` (dot-separated keys / list indexes) of the last tool result parsed as
+        JSON, rendered as text; the empty string when there is no such value."""
+        try:
+            value: Any = json.loads(self.last_tool_result)
+        except ValueError:
+            return ""
+        for key in path.split("."):
+            if isinstance(value, Mapping) and key in value:
+                value = value[key]
+            elif isinstance(value, list) and _INDEX.fullmatch(key):
+                index = int(key)
+                if not -len(value) <= index < len(value):
+                    return ""
+                value = value[index]
+            else:
+                return ""
+        if value is None:
+            return ""
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
     def substitute(self, text: str) -> str:
-        return (
-            text.replace("{{user}}", self.last_user)
-            .replace("{{tool_result}}", self.last_tool_result)
-            .replace("{{tool}}", self.last_tool_name or "")
-        )
+        def render(match: re.Match[str]) -> str:
+            name, path = match.group("name"), match.group("path")
+            if name == "user":
+                return self.last_user
+            if name == "tool":
+                return self.last_tool_name or ""
+            return self.last_tool_result if path is None else self.tool_result_at(path)
+
+        return _TEMPLATE.sub(render, text)
+
+
+# `{{user}}`, `{{tool}}`, `{{tool_result}}` and `{{tool_result.<path>}}`; anything else stays as written.
+_TEMPLATE = re.compile(r"\{\{(?P<name>user|tool_result|tool)(?:(?<=tool_result)\.(?P<path>[^{}]*))?\}\}")
+_INDEX = re.compile(r"-?[0-9]+")
 
 
 def _as_list(value: str | list[str] | None) -> list[str]:
