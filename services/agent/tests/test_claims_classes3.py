@@ -123,3 +123,98 @@ def test_zh_contents_and_remainders(text: str, want: str) -> None:
 )
 def test_zh_completed_operations_header(text: str, want: str) -> None:
     check(text, want)
+
+
+# ── English ─────────────────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # A series brought to an end or put on hold is a change ...
+        ("I've paused the weekly 1:1 series until you're back.", W),
+        ("The Monday standup series has been discontinued as of next week.", W),
+        ("The recurring standup was stopped after March.", W),
+        # ... but an event that ran its course, or "ended up", is not.
+        ("The review ended at 3.", H),
+        ("We ended up going with the Tuesday slot.", H),
+    ],
+)
+def test_en_ending_a_series(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # Appointments and occasions as calendar nouns; a month day with an ordinal.
+        ("Your driving exam is on June 12th at 9 AM.", R),
+        ("Good luck on your exam tomorrow!", H),
+        # "per your calendar" is evidence of a read, like "according to your calendar".
+        ("Per your calendar, the recital is Sunday at 4.", R),
+        ("Per your request, I can move it to Friday.", H),
+        # "haven't got" with the user as subject is have-not.
+        ("You haven't got anything on Friday after 2.", R),
+        ("You haven't got to decide now.", H),
+        # Past availability reported beside a change.
+        ("You were free Monday morning, so I put the haircut there at 10.", WR),
+        ("You were right about the traffic.", H),
+    ],
+)
+def test_en_contents_of_named_events(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # A day as the holder of its entries.
+        ("Friday now only has the dentist and one call.", R),
+        ("Monday has nothing else.", R),
+        ("Thursday has a better forecast.", H),
+        # What is left after a change.
+        ("Only the 2pm call remains on Friday.", R),
+        ("Just the Friday lunch is left.", R),
+        ("The only thing left is to confirm Friday at 3.", H),
+        ("Only one question remains: what time works?", H),
+        # An entry's place in the day.
+        ("That's now your only meeting on Wednesday.", R),
+        ("Booked it for 5pm; that's the last call of the day.", WR),
+        ("It's your first meeting with them, so bring slides.", H),
+        ("That's the last thing I need today!", H),
+    ],
+)
+def test_en_what_a_day_holds_after_a_change(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # A plan of the user restated before an offer or question is an echo, not a read ...
+        ("So you're flying to Lisbon Monday at 6 — want me to block the morning?", H),
+        ("You're meeting Sam at 3 tomorrow, shall I add a reminder?", H),
+        # ... stated alone it is the calendar's contents.
+        ("You're meeting Sam at 3 tomorrow.", R),
+        # "I can tell you how/what…" offers; "I can tell you have…" infers from the calendar.
+        ("I can tell you what's on tomorrow if you like.", H),
+        ("I could tell you how busy next week is, just ask.", H),
+        ("I can tell you have a lot of meetings this week.", R),
+    ],
+)
+def test_en_echoes_and_offers(text: str, want: str) -> None:
+    check(text, want)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # The completed-operations header in English.
+        ("Here's what I changed:\n- Title: Team sync\n- Time: 3pm to 4pm on Friday", W),
+        ("Here's what I can change:\n- Title\n- Time: 3pm to 4pm", H),
+        ("Here's what I'd do:\n- Move the 1:1 to 3pm\n- Cancel the sync", H),
+        ("I haven't made the following changes yet:\n- New event: Dentist, Tue 9:00", H),
+    ],
+)
+def test_en_completed_operations_header(text: str, want: str) -> None:
+    check(text, want)

@@ -325,8 +325,13 @@ _EN_WEAK_FORMS = (
     # Corrections: a wrong entry made right is a change too ("I corrected the dentist to 3").
     "fixed", "corrected", "amended", "tweaked", "rearranged", "reordered", "restored", "reinstated",
     "unblocked", "freed", "retitled",
+    # A series or a run of entries brought to an end or put on hold ("the series has been ended").
+    "ended", "stopped", "discontinued", "terminated", "paused", "resumed",
 )  # fmt: skip
 _EN_FORMS = _alt(_EN_STRONG_FORMS + _EN_WEAK_FORMS)
+# Forms that also say an event ran its course by itself ("the call ended at 3", "we ended up …"): a
+# change only with an agent or a passive, never as a headline or before "up".
+_EN_ALSO_INTRANSITIVE = frozenset({"ended", "stopped", "paused", "resumed"})
 _EN_STRONG = frozenset(_EN_STRONG_FORMS)
 # Forms that are also the base form (imperative): "Put it in your calendar" is advice, not a receipt.
 _EN_BASE_EQUALS_PAST = frozenset({"put", "set", "set up"})
@@ -429,7 +434,9 @@ _EN_MODAL_TAIL = re.compile(
 )
 # Offers, capability, future, requests: changes after these are proposed, not reported.
 _EN_MODAL_BEFORE = re.compile(
-    r"\b(?:i|we)(?:'ll| will| can| could| would|'d| might| may| shall| should)\b(?!\s+(?:see|tell)\b)"
+    # ("I can see / tell you have…" infers from the calendar; "I can tell you how many…" offers)
+    r"\b(?:i|we)(?:'ll| will| can| could| would|'d| might| may| shall| should)\b"
+    r"(?!\s+(?:see|tell)\b(?!\s+you\s+(?:how|what|when|where|which|who|whether|if|about|more)\b))"
     r"|\b(?:i|we)(?:'m| am| are|'re)\s+(?:going to|about to|happy to|glad to|able to|ready to|going|planning|trying)\b"
     r"|\blet me\b|\blet's\b|\bwant me to\b|\bhappy to\b|\bglad to\b|\bfeel free\b|\byou (?:can|could|may|might|should|'ll|will)\b"
     r"|\bplease\b|\bneed to\b|\bhave to\b|\bin order to\b|\bto (?:be )?(?:{v})\b|\bjust (?:say|tell|ask|let)\b"
@@ -501,6 +508,10 @@ _EN_NOUN_WORDS = (
     "appointment's", "physio", "vet", "date", "visit", "concert", "movie", "training", "webinar",
     "all-hands", "huddle", "catch-up", "catchup", "planning", "presentation", "hotel", "flight",
     "change", "changes", "edit", "edits", "update", "updates",
+    # appointments and occasions
+    "exam", "exams", "wedding", "ceremony", "recital", "rehearsal", "lecture", "seminar", "meetup",
+    "surgery", "procedure", "massage", "therapy", "shift", "shifts", "appt", "graduation", "funeral",
+    "consultation", "follow-up", "followup", "playdate", "pickup",
 )  # fmt: skip
 _EN_NOUNS = _alt(_EN_NOUN_WORDS)
 _EN_CAL_NOUN = re.compile(rf"\b(?:{_EN_NOUNS})\b")
@@ -531,7 +542,9 @@ _EN_CLOCK = re.compile(_EN_CLOCK_PAT)
 _EN_TIME = re.compile(
     rf"{_EN_CLOCK_PAT}|\b(?:tomorrow|today|tonight|this (?:morning|afternoon|evening|week|weekend)|"
     rf"next (?:week|month|\w+day)|all day|morning|afternoon|evening|weekend|then|that day|{_EN_WEEKDAY})\b"
-    r"|\b(?:at|from|after|before|until|between)\s+\d{1,2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}\b"
+    r"|\b(?:at|from|after|before|until|between)\s+\d{1,2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\s+\d{1,2}(?:st|nd|rd|th)?\b"
+    # a day of the month ("the 1st", "the 7th") and a month as a span ("this month")
+    r"|\bthe\s+\d{1,2}(?:st|nd|rd|th)\b|\b(?:this|next|last)\s+month\b"
 )
 # A complement clause after a weak verb ("noted that you …") names a fact, not a calendar entry.
 _EN_THAT_CLAUSE = re.compile(r"\s+(?:down\s+)?that\s+(?:you|i|we|it|it's|they|he|she|there|this|your)\b")
@@ -555,6 +568,8 @@ _EN_YOU_HAVE = re.compile(
     r"\byou(?:'ve got| have got|'ve|(?:\s+(?:now|still|only|also|already|just|currently|do|then|really))*\s+(?:have|got))\s+"
     r"(?!to\b|been\b|had\b|a (?:point|question|great|good|nice)\b|any (?:questions|other)\b|my\b|our\b)"
     r"|\byou (?:don't|do not|won't|will not)\s+have\b(?!\s+to\b)"
+    # "you haven't got anything with Marcus": have-got with its negation is have-not
+    r"|\byou (?:haven't|have not|'ve not) got\b(?!\s+to\b)"
 )
 # "you're meeting Sam at 3": a planned event stated with its time.
 _EN_YOU_DOING = re.compile(
@@ -572,7 +587,8 @@ _EN_YOU_HAD = re.compile(
     rf"(?:[\w'&:-]+\s+){{0,2}}?(?:{_EN_NOUNS})\b"
 )
 _EN_YOU_ARE = re.compile(
-    rf"\byou(?:'re| are|'ll be| will be| should be| seem| look)\s+(?:(?:now|still|completely|totally|entirely|pretty|quite|fully|all|also|only|not|otherwise|definitely|mostly)\s+)*"
+    # (past too: "you were free at 2, so I booked it" reports what the calendar showed)
+    rf"\byou(?:'re| are|'ll be| will be| should be| seem| look| were| was)\s+(?:(?:now|still|completely|totally|entirely|pretty|quite|fully|all|also|only|not|otherwise|definitely|mostly)\s+)*"
     rf"{_EN_AVAIL_WORDS}\b(?!\s+to\b)"
 )
 # "your <calendar thing> is/looks <free, at 3pm, with Bob ...>" and "your next meeting starts at".
@@ -619,6 +635,33 @@ _EN_TIME_SUBJECT = re.compile(
     rf"^(?:(?:and|but|so|also|otherwise|then|plus|ok|okay|good news|great news)\s+)*(?:the\s+)?(?:[\w'&:-]+\s+){{0,3}}?(?:tomorrow|today|tonight|{_EN_WEEKDAY}|(?:morning|afternoon|evening|night|weekend|week|slot|time)s?|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))"
     rf"(?:\s+(?:[\w'&-]+\s+){{0,5}}?(?:is|are|looks|look|seems|seem|stays|remains|'s)|'s)\s+(?:(?:completely|totally|pretty|quite|fairly|wide|all|still|also|now|mostly|entirely|very|already|your|the|both|each|relatively|rather|super|really)\s+)*{_EN_AVAIL_WORDS}\b"
 )
+# A day as the holder of its entries: "Thursday now just has the standup and the vendor call",
+# "Sunday also has brunch at 11", "Tuesday has no conflicts now" (what a day holds, often after a change).
+_EN_TIME_HAS = re.compile(
+    r"^(?:(?:and|but|so|also|otherwise|then|plus|now|and now)\s+)*(?:the\s+|your\s+|that\s+)?(?:[\w'&:-]+\s+){0,2}?"
+    rf"(?:tomorrow|today|tonight|{_EN_WEEKDAY}|(?:morning|afternoon|evening|weekend|week|day)s?)\s+"
+    r"(?:(?:now|also|still|only|just|then|already|currently)\s+)*(?:has|had|holds|held|contains|includes)\s+"
+    rf"(?!been\b|to\b)(?:(?:[\w'&:-]+\s+){{0,4}}?(?:{_EN_NOUNS})\b|nothing\b)"
+)
+_G_HAS = frozenset({"has", "had", "holds", "held", "contains", "includes"})
+# What is left after a change: "only the one on the 1st remains", "the only thing left is the 9am
+# all-hands". Not a step still to take ("the only thing left is to pick a time").
+_EN_REMAIN = re.compile(
+    r"\b(?:only|just)\s+(?:[\w'&:-]+\s+){0,5}?(?:remains|remain|is left|are left|is still (?:on|there|in)|are still (?:on|there|in)|stays|survives)\b"
+    rf"|\bonly\s+(?:thing|things|one|ones|item|items|{_EN_NOUNS})\s+(?:still\s+)?(?:left|remaining|that's left|that remains)\b"
+    r"(?!\s+(?:is|was|are)\s+(?:to|for you)\b|\s+to\b)"
+)
+_G_REMAIN = frozenset({"remains", "remain", "left", "remaining", "stays", "survives", "still"})
+# An entry's place in the day: "that's your last event of the day now", "it's the only meeting
+# on Friday". With "the", only a calendar noun ("that's the last thing I need" is an idiom).
+_EN_ORDINAL = re.compile(
+    r"\b(?:that|it|this|which)(?:'s| is| was| will be|'ll be)\s+(?:(?:now|still|also|then)\s+)*"
+    r"(?:your\s+(?:only|first|next|last|final|earliest|latest)\s+(?:[\w'&:-]+\s+){0,2}?(?:thing|things|one|item)\b|"
+    r"(?:your|the)\s+(?:only|first|next|last|final|earliest|latest)\s+(?:[\w'&:-]+\s+){0,2}?"
+    rf"(?:{_EN_NOUNS})\b)"
+)
+_EN_OF_DAY = re.compile(r"\b(?:of|for|that|this) (?:the )?(?:day|week|morning|afternoon|evening)\b|\bnow\b")
+_G_ORDINAL = frozenset({"only", "first", "next", "last", "final", "earliest", "latest"})
 # The calendar as a source ("your calendar shows", "i see you have"), listing headers, overlaps.
 _EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
     (
@@ -626,7 +669,7 @@ _EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
         re.compile(
             r"\b(?:your|the) (?:calendar|schedule|agenda|diary) (?:(?:shows|says|has|lists|contains)\s+(?!been\b|not\b)\w|"
             r"is (?:empty|clear|free|open|full|packed|busy))\b"
-            r"|\baccording to your (?:calendar|schedule|agenda)\b|^on your (?:calendar|schedule|agenda)\b"
+            r"|\b(?:according to|per) your (?:calendar|schedule|agenda|diary)\b|^on your (?:calendar|schedule|agenda)\b"
         ),
     ),
     (
@@ -1033,6 +1076,8 @@ def _en_write(c: _Clause, sentence: str) -> tuple[bool, bool]:
                 v = m.group("v")
                 if _en_blocked(t, m.start(), c):
                     continue
+                if v in _EN_ALSO_INTRANSITIVE and (rx is _EN_HEADLINE or t.startswith(" up", m.end())):
+                    continue
                 if (
                     rx is _EN_ELLIPTIC
                     and v in _EN_BASE_EQUALS_PAST
@@ -1091,7 +1136,14 @@ def _en_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
             if m and not _en_blocked(t, m.start(), c):
                 return True
         m = _EN_YOU_DOING.search(t)
-        if m and not _en_blocked(t, m.start(), c) and _EN_TIME.search(t, m.end()):
+        # (a plan restated before an offer or a question is the user's own, echoed back: "So you're
+        # seeing the dentist at 3 — should I add it?")
+        if (
+            m
+            and not _en_blocked(t, m.start(), c)
+            and _EN_TIME.search(t, m.end())
+            and not _offered(_EN_MOOD, sentence, asked)
+        ):
             return True
         m = _EN_YOU_ARE.search(t)
         # "busy" alone is often sympathy ("you're so busy"); with a time it is a statement of the day.
@@ -1136,6 +1188,19 @@ def _en_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
                 and not _offered(_EN_MOOD, sentence, asked)
             ):
                 return True
+    if toks & _G_HAS and (toks & _G_TIME or c.digits):
+        m = _EN_TIME_HAS.search(t)
+        if m and not _en_blocked(t, m.start(), c):
+            return True
+    if toks & _G_REMAIN:
+        m = _EN_REMAIN.search(t)
+        if m and not _en_blocked(t, m.start(), c) and context():
+            return True
+    if toks & _G_ORDINAL:
+        m = _EN_ORDINAL.search(t)
+        # ... of a day or a time: "it's your first meeting with them" is about the people
+        if m and not _en_blocked(t, m.start(), c) and (_EN_TIME.search(t) or _EN_OF_DAY.search(t)):
+            return True
     for gate, rx in _EN_SURFACE_PARTS:
         if toks & gate:
             m = rx.search(t)
@@ -1216,8 +1281,8 @@ _NOT_LOOKED = re.compile(
 _DONE_HEADER = re.compile(
     r"已(?:经)?(?:完成|执行|处理|办好|办妥|搞定|做好|做)了?(?:以下|如下|下列|下面|这些|这几)[^，。：:]{0,4}?"
     r"(?:操作|更改|改动|修改|变更|调整|设置|事项|事情|任务)|(?:以下|如下|下列)(?:操作|更改|改动|修改|变更)(?:都)?已(?:经)?(?:完成|生效|执行)"
-    r"|here(?:'s| is) what i(?:'ve)? (?:did|done|changed|updated|set up)"
-    r"|(?:i|we)(?:'ve| have)? (?:made|done|completed|applied|carried out) the following"
+    r"|\bhere(?:'s| is) what i(?:'ve)? (?:did|done|changed|updated|set up)\b"
+    r"|\b(?:i|we)(?:'ve| have)? (?:made|done|completed|applied|carried out) the following\b"
 )
 # A list item: a bullet or a number opens the line.
 _ITEM = re.compile(r"[-•*·+]|\d{1,2}[.、)）]")
