@@ -56,7 +56,17 @@ class RangeResult(WireModel):
 
 
 class ParseReplyRequest(WireModel):
+    """A message to read as a short reply.
+
+    `now` and `tz` are optional: most forms are emitted as symbols and need neither, but a day of
+    the month said alone or against a month ("12号", "下个月5号", "月底", "the 12th") is only a
+    date once today is known, and is answered as `YYYY-MM-DD`. Without both of them those forms
+    give `{}` (the model decides). A naive `now` is wall time in `tz`, as for the resolver.
+    """
+
     text: str = Field(max_length=4000)
+    now: dt.datetime | None = None
+    tz: str | None = Field(default=None, max_length=64)
 
 
 # The a.m. reading of an hour written without its half of the day: 01..11, so that adding 12 hours
@@ -119,7 +129,13 @@ class ParsedReply(WireModel):
     message (contract section 8): only then may code merge `patch` with zero model calls.
     "删除明天下午四点的会" has a patch but is not complete. It lives here and not in `SlotPatch`
     because a patch also travels inside merge commands, where completeness means nothing.
+    `recurrence_marker` lives here for the same reason.
     """
 
     patch: SlotPatch
     complete: bool
+    # The first word of the time service's bounded recurrence / trigger lexicon (contract section
+    # 9) found anywhere in the user's own words (transport wrappers removed), as written: "每周",
+    # "every", "自动". None when there is none. It does not depend on the message being a short
+    # reply: the agent holds a create without `recurrence` when this is set.
+    recurrence_marker: str | None = Field(default=None, max_length=32)
