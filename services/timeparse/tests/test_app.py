@@ -36,3 +36,34 @@ async def test_parse_reply_answers_with_the_patch_and_whether_it_is_the_whole_me
     assert ParsedReply.model_validate_json(wire) == reply
     with pytest.raises(ValueError, match="extra"):
         SlotPatch.model_validate_json(wire)
+
+
+async def test_parse_reply_reads_a_day_of_the_month_with_now_and_tz_and_reports_the_marker() -> None:
+    service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
+    now = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+    dated = await service.on_parse_reply(
+        ParseReplyRequest(text="12号下午3点", now=now, tz="Asia/Shanghai"), {}
+    )
+    assert dated.patch.model_dump(exclude_none=True) == {"date": "2026-10-12", "time": "15:00"}
+    assert dated.complete is True
+    assert dated.recurrence_marker is None
+    # Without now/tz (an older caller): the same text is not a date, so nothing to merge.
+    bare = await service.on_parse_reply(ParseReplyRequest(text="12号下午3点"), {})
+    assert bare.patch.is_empty()
+    assert bare.complete is False
+    series = await service.on_parse_reply(ParseReplyRequest(text="以后每周三下午3点都开这个会"), {})
+    assert series.recurrence_marker == "每周三"
+    assert series.patch.is_empty()
+    assert ParsedReply.model_validate_json(series.model_dump_json()) == series
+
+
+def test_parse_reply_request_now_and_tz_are_optional_on_the_wire() -> None:
+    assert ParseReplyRequest.model_validate_json('{"text": "12号"}') == ParseReplyRequest(text="12号")
+    request = ParseReplyRequest.model_validate_json(
+        '{"text": "12号", "now": "2026-09-24T10:00:00+08:00", "tz": "Asia/Shanghai"}'
+    )
+    assert request.tz == "Asia/Shanghai"
+    assert request.now == datetime(2026, 9, 24, 2, tzinfo=UTC)
+    # An older ParsedReply without the marker still reads (the field defaults to None).
+    old = ParsedReply.model_validate_json('{"patch": {}, "complete": false}')
+    assert old.recurrence_marker is None

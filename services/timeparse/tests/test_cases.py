@@ -120,6 +120,52 @@ def test_reply_case(text: str, want: dict[str, Any], complete: bool | None) -> N
         assert reply.complete is complete, f"leftover: {analyse_reply(text).leftover!r}"
 
 
+def _dated_params() -> list[Any]:
+    params = []
+    for group in _load("replies.yaml")["dated"]:
+        now = group.get("now")
+        for text, want, *whole in group["cases"]:
+            assert len(whole) <= 1 and set(whole) <= set(_WHOLE), f"{text}: bad completeness label {whole}"
+            params.append(
+                pytest.param(
+                    text,
+                    datetime.fromisoformat(now) if now else None,
+                    group.get("tz"),
+                    want,
+                    _WHOLE[whole[0]] if whole else None,
+                    id=f"{group['name'][:24]}|{text[:30]}",
+                )
+            )
+    return params
+
+
+@pytest.mark.parametrize(("text", "now", "tz", "want", "complete"), _dated_params())
+def test_dated_reply_case(
+    text: str, now: datetime | None, tz: str | None, want: dict[str, Any], complete: bool | None
+) -> None:
+    """Month-day forms need today: the same table through `parsed_reply(text, now, tz)`."""
+    _strings_only(want, text)
+    reply = parsed_reply(text, now, tz)
+    assert reply.patch == parse_reply(text, now, tz)
+    got = reply.patch.model_dump(exclude_none=True)
+    assert got == want, f"refused because: {analyse_reply(text, now, tz).reason}"
+    if reply.complete:
+        assert got, "a complete reply always carries something to merge"
+    if complete is not None:
+        assert reply.complete is complete, f"leftover: {analyse_reply(text, now, tz).leftover!r}"
+
+
+@pytest.mark.parametrize(
+    ("text", "marker"), [pytest.param(t, m, id=t[:30]) for t, m in _load("replies.yaml")["markers"]]
+)
+def test_recurrence_marker_case(text: str, marker: str | None) -> None:
+    reply = parsed_reply(text)
+    assert reply.recurrence_marker == marker
+    if marker is not None:
+        assert marker in text, "the marker is returned as written"
+        assert reply.patch.is_empty(), "a recurrence is never a one-off patch"
+
+
 def test_enough_replies_are_labelled_complete_or_partial() -> None:
     labels = [case[2] for case in _load("replies.yaml")["cases"] if len(case) > 2]
     assert labels.count("complete") >= 20
@@ -130,6 +176,11 @@ def test_there_are_enough_labelled_cases() -> None:
     symbols = sum(len(g["cases"]) for g in _load("symbols.yaml")["groups"])
     ranges = sum(len(g["cases"]) for g in _load("ranges.yaml")["groups"])
     replies = len(_load("replies.yaml")["cases"])
+    dated = sum(len(g["cases"]) for g in _load("replies.yaml")["dated"])
+    markers = _load("replies.yaml")["markers"]
+    assert dated >= 100
+    assert sum(m is not None for _, m in markers) >= 40
+    assert sum(m is None for _, m in markers) >= 20
     assert symbols + ranges + replies >= 300
     assert replies >= 150
     assert symbols + ranges >= 150

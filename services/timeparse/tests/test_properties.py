@@ -255,3 +255,79 @@ def test_a_complete_reply_carries_a_patch_and_any_other_word_makes_it_partial(te
 def test_strip_transport_is_idempotent(text: str) -> None:
     once = strip_transport(text)
     assert strip_transport(once) == once
+
+
+# --------------------------------------------------------------------------- days of the month
+
+
+@PROFILE
+@given(now=nows, tz=zones, day=st.integers(1, 31), form=st.sampled_from(["{d}号", "{d}日", "the {d}th"]))
+def test_a_day_of_the_month_is_the_next_such_day_on_or_after_today(
+    now: datetime, tz: str, day: int, form: str
+) -> None:
+    found = date.fromisoformat(parse_reply(form.format(d=day), now, tz).date or "")
+    today = local_today(now, tz)
+    assert found.day == day
+    assert found >= today
+    # No earlier day on or after today has that day of the month (months without it are skipped).
+    assert all((today + timedelta(days=i)).day != day for i in range((found - today).days))
+    assert (found - today).days < 62 + 31
+
+
+@PROFILE
+@given(now=nows, tz=zones, k=st.sampled_from([("上个", -1), ("", 0), ("本", 0), ("下个", 1), ("下下个", 2)]))
+def test_a_month_end_is_the_last_day_of_that_month(now: datetime, tz: str, k: tuple[str, int]) -> None:
+    word, months = k
+    found = date.fromisoformat(parse_reply(f"{word}月底", now, tz).date or "")
+    today = local_today(now, tz)
+    assert (found.year * 12 + found.month) - (today.year * 12 + today.month) == months
+    assert (found + timedelta(days=1)).day == 1
+
+
+_DATED_REPLYISH = st.lists(
+    st.sampled_from(
+        [
+            "12号", "31号", "十二日", "下个月", "本月", "月底", "5号", "的", "下旬", "the", "12th", "of",
+            "next", "month", "end", "on", "3rd", "下午3点", "midnight", "half past", "3pm", "quarter to",
+            "周一", "Friday", "每", "号", "两", " ", "，", "吧", "tomorrow", "明天",
+        ]
+    ),
+    max_size=5,
+).map("".join)  # fmt: skip
+
+
+@PROFILE
+@given(text=_DATED_REPLYISH, now=nows, tz=zones)
+def test_dated_reply_like_text_gives_resolvable_patches(text: str, now: datetime, tz: str) -> None:
+    reply = parsed_reply(text, now, tz)
+    ParsedReply.model_validate_json(reply.model_dump_json())
+    _check_patch(reply.patch)
+    if reply.complete:
+        assert not reply.patch.is_empty()
+    # Without today the month-day forms are refused, never guessed: a full date then comes only
+    # from a written year.
+    bare = parse_reply(text)
+    if bare.date is not None and bare.date[:1].isdigit():
+        assert re.search(r"[0-9]{4}", text)
+
+
+_MARKERISH = st.lists(
+    st.sampled_from(
+        [
+            "每", "周", "三", "每周", "每个", "人", "工作日", "下个", "every", "each", "of", "weekday",
+            "repeat", "that", "?", " ", "   ", "\n", "> ", "天天", "自动", "daily", "明天", "3pm", "Every",
+        ]
+    ),
+    max_size=8,
+).map("".join)  # fmt: skip
+
+
+@PROFILE
+@given(text=_MARKERISH)
+def test_the_recurrence_marker_is_written_in_the_users_words_and_blocks_the_patch(text: str) -> None:
+    reply = parsed_reply(text)
+    ParsedReply.model_validate_json(reply.model_dump_json())
+    if reply.recurrence_marker is not None:
+        assert reply.recurrence_marker in strip_transport(text)
+        assert reply.patch.is_empty()
+        assert not reply.complete

@@ -44,7 +44,9 @@ class TimeparseService:
     async def on_parse_reply(self, request: ParseReplyRequest, _headers: Mapping[str, str]) -> ParsedReply:
         # The patch and whether it is the whole message: the caller may merge with zero model
         # calls only a complete reply (contract section 8).
-        return parsed_reply(request.text)
+        # `now`/`tz` (optional) turn a day of the month (12号, 月底, the 12th) into a date; the
+        # recurrence marker rides along for the contract section 9 hold.
+        return parsed_reply(request.text, request.now, request.tz)
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> TimeparseService:

@@ -14,6 +14,7 @@ __all__ = [
     "EN_REL",
     "EN_WEEKDAY_PREFIX",
     "PERIODS",
+    "RECURRENCE_MARKERS",
     "REPLY_FILLERS",
     "REPLY_FILLER_RE",
     "WEEK_WORDS",
@@ -23,6 +24,7 @@ __all__ = [
     "ZH_REL",
     "ZH_WEEKDAY",
     "number",
+    "year_number",
 ]
 
 # --------------------------------------------------------------------------- numbers
@@ -63,6 +65,18 @@ def number(text: str) -> int | None:
     return None
 
 
+def year_number(text: str) -> int | None:
+    """A four-digit year in Arabic or Chinese digits (2027, 二零二七, 二〇二七); None otherwise."""
+    if len(text) != 4:
+        return None
+    if text.isdigit():
+        return int(text)
+    digits = [_CN_DIGITS.get(ch) for ch in text]
+    if any(d is None for d in digits) or "两" in text:
+        return None
+    return int("".join(str(d) for d in digits))
+
+
 # --------------------------------------------------------------------------- dates
 
 ZH_WEEKDAY = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "日": 7, "天": 7}
@@ -91,7 +105,19 @@ EN_REL = {
     "today": 0, "tonight": 0, "tomorrow": 1, "tmr": 1, "tmrw": 1, "yesterday": -1,
     "day after tomorrow": 2, "day before yesterday": -2,
 }  # fmt: skip
-WEEK_WORDS = {"下下": 2, "下": 1, "这": 0, "本": 0, "上": -1, "上上": -2, "next": 1, "this": 0, "last": -1}
+# Offsets of 下周 / next week; the same words count months (下个月 +1, 本月 0, last month -1).
+WEEK_WORDS = {
+    "下下": 2,
+    "下": 1,
+    "这": 0,
+    "這": 0,
+    "本": 0,
+    "上": -1,
+    "上上": -2,
+    "next": 1,
+    "this": 0,
+    "last": -1,
+}
 
 # --------------------------------------------------------------------------- periods
 
@@ -143,7 +169,7 @@ BLOCKER_RE = re.compile(
     r"|什么|几|哪|有空|有没有|忙"
     r"|\b(?:not|no|nope|don'?t|doesn'?t|isn'?t|can'?t|cannot|won'?t|never|cancel|or|every|before|after|until"
     r"|till|by|except|week|weeks|month|months|year|years|day|days|hour|hours|minutes?|next|last|coming|earlier"
-    r"|later|midnight|noon|am|pm|o'?clock|either|but|neither|nor|what|which|when|where|available|busy)\b"
+    r"|later|midnight|noon|am|pm|o'?clock|past|half|quarter|mid|either|but|neither|nor|what|which|when|where|available|busy)\b"
 )
 CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 WORD_RE = re.compile(r"[^\W\d_](?:[^\W\d_]|')*")
@@ -171,3 +197,32 @@ def _filler_pattern(word: str) -> str:
 
 # Longest first so 那就 is removed as a whole before 那 and 就.
 REPLY_FILLER_RE = re.compile("|".join(map(_filler_pattern, sorted(REPLY_FILLERS, key=len, reverse=True))))
+
+# --------------------------------------------------------------------------- recurrence markers
+
+# Contract section 9's code-side backstop: when the user's own words carry one of these and the model
+# writes without `recurrence`, the agent holds the write (reason `recurrence_unclear`). Bounded on
+# purpose and built of "每 + a unit of time", trigger and automation words only (no bare 每, 每个,
+# each-of): a false positive costs the user one "好" on a hold, a false negative writes a one-off
+# where a series was meant, so the list leans wide inside its bound, but it must stay a list a reader
+# can check, not a classifier. "每个人", "每位", "每人" cannot match (每 + a person is not a time
+# unit); the few cheap exclusions (下个工作日, each of us, repeat that?) are in `domain.recurrence`.
+# 例会 is a noun (one meeting of a series) and is left out. Chinese numbered intervals (每两周,
+# 每3天) are matched by `domain.recurrence` as a pattern beside these words.
+RECURRENCE_MARKERS: tuple[str, ...] = (
+    # Chinese: every day / night / morning
+    "每天", "每日", "每晚", "每早", "天天", "每小时",
+    # every week and every weekday
+    "每周", "每週", "每星期", "每个星期", "每個星期", "每礼拜", "每个礼拜", "每個禮拜", "每禮拜",
+    "每周末", "每个周末",
+    *(f"{week}{day}" for week in ("每周", "每週", "每星期", "每个星期", "每礼拜") for day in "一二三四五六日天"),
+    # month, quarter, year
+    "每月", "每个月", "每個月", "每季度", "每年",
+    # triggers, intervals, working days, automation
+    "每逢", "每当", "每當", "每次", "每回", "工作日", "每个工作日", "每個工作日", "隔周", "隔週", "隔天", "每隔",
+    "自动", "自動", "定期",
+    # English
+    "every", "everyday", "each", "daily", "weekly", "biweekly", "fortnightly", "monthly", "yearly",
+    "annually", "hourly", "weekdays", "weeknights", "every weekday", "whenever", "automatically",
+    "automate", "recurring", "recur", "recurs", "repeat", "repeats", "repeating",
+)  # fmt: skip

@@ -1,7 +1,9 @@
 """The short-reply parser: "周日下午2点" -> {"weekday": 7, "time": "14:00"}, with zero model calls.
 
 It answers only when the whole message is a short, bounded date/time phrase; anything else is `{}`
-and the model decides. Pure: no clock, no zone - it emits symbols, the resolver does the dates.
+and the model decides. Pure: no clock. It emits symbols and the resolver does the dates, except
+for the month-day forms below, which are dates only for a given today: `now` and `tz` are then
+arguments (when either is missing, or the zone is unknown, those forms give `{}`).
 
 What it understands (Chinese and English):
 
@@ -14,11 +16,20 @@ What it understands (Chinese and English):
   day word, 大明天, is refused); yesterday today tomorrow, "the day before yesterday" / "the day
   after tomorrow"; 三天后/in 3 days -> `D+3`; explicit dates 9月30日, 十月一号, 9/30, Sept 30, 30 September ->
   `--09-30`, and with a year (2026年9月30日, 2026-09-30, September 30, 2026) -> `2026-09-30`;
-  Chinese holidays (国庆节, 春节, 中秋 ...) -> `H:<name>`;
+  Chinese holidays (国庆节, 春节, 中秋 ...) -> `H:<name>`; Chinese-numeral years
+  (二零二七年三月一日 -> `2027-03-01`);
+* month-day forms, needing `now` and `tz`, always written `YYYY-MM-DD`: a day of the month alone
+  (12号, 12日, 十二号, the 12th, on the 3rd) -> the next such day on or after today (see
+  `_next_day_of_month`); against a month word (下个月5号, 下月5日, 本月十日, 这个月20号, next month on
+  the 5th, the 5th of next month) -> that day of that month, also when it has passed (like `W3+0`),
+  `{}` when the month lacks it (下个月31号 in a 30-day month); a month's last day (月底, 本月底,
+  下个月底, 月末, 下个月的最后一天, end of the month, the last day of next month; 3月底 -> the next
+  March's). A bare weekday beside such a date must be its weekday (12号周一), else `{}`;
 * times: 24-hour (14:00, 14点, 14点30), Chinese numerals with 两 十 半 一刻 三刻 零, minutes after
   点 (下午3点45 -> 15:45, 三点零五 -> 03:05), periods 凌晨 早上 上午 中午 下午 傍晚 晚上 and
-  am/pm/morning/afternoon/evening, noon; ranges (下午2点到4点, 2-4pm, 14:00-16:00) -> `time` and
-  `end_time`.
+  am/pm/morning/afternoon/evening, noon, midnight (00:00, only when no date is named); half past
+  3 pm, (a) quarter to 5pm, quarter past ten, 20 past 3, 10 minutes to 4pm; ranges (下午2点到4点,
+  2-4pm, 14:00-16:00) -> `time` and `end_time`. Mid-morning / late afternoon name no time.
 
 Reading rules (decisions, each one a test):
 
@@ -31,17 +42,21 @@ Reading rules (decisions, each one a test):
 * In a range whose start is ambiguous the end shares its unknown half of the day
   (3点到4点 -> `ambiguous_time` 03:00, `ambiguous_end_time` 04:00): the end must then be a bare
   hour 1..11 too, else `{}` (3点到晚上8点, 3点到15点).
-* 晚上 covers 5..11 (晚上8点 -> 20:00). 晚上12点, 半夜12点, midnight, and 晚上1..4点 are not
-  bounded - which calendar day is meant is exactly the question - so the reply is `{}`.
+* 晚上 covers 5..11 (晚上8点 -> 20:00). 晚上12点, 半夜12点, 午夜 and 晚上1..4点 are not
+  bounded - which calendar day is meant is exactly the question - so the reply is `{}`. The
+  English "midnight" alone is 00:00; beside a date or weekday (Friday midnight) it is `{}`.
 * A single-digit minute with neither 分 nor 零 (三点五) is ambiguous (3:05 or 3:30) -> `{}`.
 * In a range the end inherits the start's period (下午2点到4点 -> 14:00-16:00) and the start inherits
   the end's period when that keeps it before the end (2-4pm, 3点到下午5点 -> 15:00-17:00; 11-1pm
   flips to 11am; 10点到下午2点 keeps 10:00); an end not after the start is `{}` (no crossing
   midnight).
 * Never a guess: two different dates, two times that are not a range, an impossible date
-  (2月30日), a recurrence (每周三, every), a negation or alternative (不是, 或者, not, or), a relative
-  shift (早点, 晚一点, later), a question word (几, 哪, 什么, 有空, what, which, when), leftover digits
-  or time words we did not consume (30号, 下个月, next month), or a lone 天 all give `{}`.
+  (2月30日, 32号), a recurrence marker anywhere (`domain.recurrence`: 每周三, 工作日, every, daily),
+  a part of a month that is not one day (上旬 中旬 下旬 月初 月中 年底, early next month, later this
+  month, mid-month), a negation or alternative (不是, 或者, not, or), a relative shift (早点, 晚一点,
+  later), a question word (几, 哪, 什么, 有空, what, which, when), leftover digits or time words we
+  did not consume (下个月, next month, half past midnight; 30号 without `now`/`tz`), a number that
+  names a thing (12号楼, 3号线, 第3号, 3日内), or a lone 天 all give `{}`.
   Abbreviated weekdays that are also words (sat, sun, wed ...) count only when nothing but fillers
   surrounds them: "sat 10am" is Saturday, "I sat down" is not.
 * Short means short: after removing the recognised tokens, filler words (好的, 吧, 改到, ok,
@@ -53,6 +68,8 @@ Whole message (contract section 8): `parsed_reply` also says whether the reply i
 every character outside the recognised tokens is one of `lexicon.REPLY_FILLERS` (就 吧 那就 改到
 then, make it ...), whitespace or punctuation, and the patch holds something. "删除明天下午四点的会"
 still yields its date and time, but is not complete, so the fast path leaves it to the model.
+It also carries `recurrence_marker` (contract section 9), read from the whole message whatever
+its length; a message with a marker never has a patch.
 
 Transport wrappers are not the user's words: `strip_transport` removes quoted lines (`>`),
 channel tags (`<untrusted_channel_message ...>`, `[Telegram]`) and forwarded blocks before parsing,
@@ -65,10 +82,12 @@ re-exported here so existing imports keep working.
 
 from __future__ import annotations
 
+import calendar
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import NamedTuple
 
 from calagent.contracts.time import ParsedReply, SlotPatch
@@ -89,7 +108,10 @@ from calagent.timeparse.domain.lexicon import (
     ZH_REL,
     ZH_WEEKDAY,
     number,
+    year_number,
 )
+from calagent.timeparse.domain.recurrence import marker_of_words, recurrence_marker
+from calagent.timeparse.domain.symbols import local_today
 from calagent.timeparse.domain.transport import strip_transport
 
 __all__ = ["ReplyParse", "analyse_reply", "parse_reply", "parsed_reply", "strip_transport"]
@@ -123,6 +145,15 @@ class _Range(NamedTuple):
     end: _Time
 
 
+class _MonthDay(NamedTuple):
+    """A day that is a date only once today is known (12号, 下个月5号, 月底, 3月底, the 12th)."""
+
+    day: int | None  # None: the month's last day
+    months: int | None = None  # months from this one (下个月 +1); None: see `month`
+    month: int | None = None  # a named month (3月底); with `months` also None: the next such day
+    year: int | None = None  # a written year (2027年2月底)
+
+
 @dataclass(slots=True)
 class ReplyParse:
     """What the scan found; `patch()` is `{}` unless the reply is bounded and unambiguous."""
@@ -133,6 +164,10 @@ class ReplyParse:
     periods: list[str] = field(default_factory=list)
     pending: list[_Clock] = field(default_factory=list)
     pending_ranges: list[tuple[_Clock, _Clock]] = field(default_factory=list)
+    days: list[_MonthDay] = field(default_factory=list)
+    # The English "midnight" (00:00): refused beside a date, where which day is meant is the question.
+    midnight: bool = False
+    recurrence_marker: str | None = None
     leftover: str = ""
     # "sat", "sun", "wed" are also plain words: trusted only in a reply with no other words.
     loose_weekday: bool = False
@@ -167,10 +202,61 @@ def _add_date(out: ReplyParse, month: int | None, day: int | None, year: int | N
         out.dates.append(("date", f"--{month:02d}-{day:02d}", None))
 
 
+def _last_day(year: int, month: int) -> date:
+    return date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _month_plus(today: date, months: int) -> tuple[int, int]:
+    index = today.year * 12 + today.month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _next_day_of_month(day: int, today: date) -> date | None:
+    """The next date on or after today whose day of the month is `day`.
+
+    When this month's `day` has passed, the next month that has it; a month without that day is
+    skipped the same way (31号 on 5 September is 31 October, 30号 on 31 January is 30 March), as
+    the symbol `--02-29` skips to the next leap year: "the next such day on or after today" is one
+    rule, never a nearby day. A day no month has (32号) is None.
+    """
+    if not 1 <= day <= 31:
+        return None
+    for months in range(13):
+        year, month = _month_plus(today, months)
+        if day <= calendar.monthrange(year, month)[1] and date(year, month, day) >= today:
+            return date(year, month, day)
+    return None  # pragma: no cover - day 31 recurs within 12 months
+
+
+def _resolve_day(spec: _MonthDay, today: date) -> date | None:
+    """The date of a month-day form on `today`, or None when there is no such day (下个月31号 in a
+    30-day month)."""
+    if spec.months is None and spec.month is None:
+        return None if spec.day is None else _next_day_of_month(spec.day, today)
+    if spec.months is not None:
+        year, month = _month_plus(today, spec.months)
+    else:
+        assert spec.month is not None
+        if not 1 <= spec.month <= 12:
+            return None
+        month = spec.month
+        year = spec.year if spec.year is not None else today.year
+        # A named month's end without a year: the next one on or after today (3月底 in September
+        # is next March's).
+        if spec.year is None and _last_day(year, month) < today:
+            year += 1
+    if spec.day is None:
+        return _last_day(year, month)
+    try:
+        return date(year, month, spec.day)
+    except ValueError:
+        return None
+
+
 def _week_offset(word: str | None) -> int | None:
     if word is None:
         return None
-    return WEEK_WORDS.get(word.rstrip("个"))
+    return WEEK_WORDS.get(word.rstrip("个個"))
 
 
 def _signed(n: int) -> str:
@@ -233,6 +319,59 @@ def _clock_parts(m: re.Match[str], p: str) -> _Clock | None:
     return _Clock(int(g(f"{p}eh")), 0, period, _padded(g(f"{p}eh")))
 
 
+def _day_number(text: str) -> int | None:
+    # 两 counts things, it never names a day (两号 is not the 2nd); a day no month has is refused later.
+    return None if "两" in text else number(text)
+
+
+_EN_MINUTES = {"five": 5, "ten": 10, "twenty": 20, "twenty five": 25, "twenty-five": 25}
+
+
+def _past_parts(m: re.Match[str]) -> _Clock | None:
+    """Half past 3 pm -> (3, 30, pm); quarter to 5pm -> (4, 45, pm); None if malformed."""
+    g = m.group
+    hour = number(g("phr"))
+    if g("pq"):
+        minute, direction = 15, g("pqd")
+    elif g("ph"):
+        minute, direction = 30, "past"
+    else:
+        text = " ".join((g("pn") or g("pn2")).split())
+        written = int(text) if text.isdigit() else _EN_MINUTES.get(text)
+        if written is None or not 1 <= written <= 29:
+            return None
+        minute, direction = written, g("pnd") or g("pnd2")
+    mer = g("pmer")
+    if mer is not None:
+        mer = mer.replace(".", "").replace(" ", "")
+        mer = None if mer.startswith("o") else mer
+    if hour is None or not 1 <= hour <= 12:
+        return None
+    if direction in ("to", "till", "of"):
+        if hour == 12 and mer is not None:
+            return None  # quarter to 12am is 23:45 of the day before: not a guess
+        hour, minute = (12 if hour == 1 else hour - 1), 60 - minute
+    return _Clock(hour, minute, mer)
+
+
+def _add_month_day(out: ReplyParse, kind: str, g: Callable[[str], str | None]) -> None:
+    """下个月5号, 本月底, the 5th of next month, the end of the month: a day of a month counted
+    from this one (no month word: this month)."""
+    word, day_text = {
+        "zhrmend": ("rmep", None),
+        "zhrmd": ("rmp", "rmd"),
+        "enrmd": ("ermp", "ermd"),
+        "enrmd2": ("ermp2", "ermd2"),
+        "enmend": ("emep", None),
+    }[kind]
+    months = _week_offset(g(word)) if g(word) is not None else 0
+    day = None if day_text is None else _day_number(g(day_text) or "")
+    if months is None or (day_text is not None and day is None):
+        out.refuse("bad number")
+        return
+    out.days.append(_MonthDay(day, months=months))
+
+
 def _scan(text: str, out: ReplyParse) -> None:
     leftover: list[str] = []
     pos = 0
@@ -244,10 +383,32 @@ def _scan(text: str, out: ReplyParse) -> None:
             continue
         kind = kind[2:]
         g = m.group
-        if kind in ("shift", "recur", "midnight"):
+        if kind in ("shift", "recur", "midnight", "vague"):
             out.refuse(kind)
+        elif kind == "vagueper":
+            pass  # mid-morning, late afternoon: no time and no period to apply to one
+        elif kind == "enmidnight":
+            out.times.append(_Time(0, 0))
+            out.midnight = True
         elif kind == "zhymd":
-            _add_date(out, number(g("zm")), number(g("zd")), int(g("zy")))
+            _add_date(out, number(g("zm")), number(g("zd")), year_number(g("zy")))
+        elif kind == "zhmend":
+            end_month = number(g("mem"))
+            end_year = year_number(g("mey")) if g("mey") else None
+            if end_month is None or (g("mey") and end_year is None):
+                out.refuse("bad number")
+            else:
+                out.days.append(_MonthDay(None, month=end_month, year=end_year))
+        elif kind in ("zhrmend", "zhrmd", "enrmd", "enrmd2", "enmend"):
+            _add_month_day(out, kind, g)
+        elif kind == "zhday":
+            day = _day_number(g("dd"))
+            if day is None:
+                out.refuse("impossible date")
+            else:
+                out.days.append(_MonthDay(day))
+        elif kind == "enday":
+            out.days.append(_MonthDay(int(g("edd"))))
         elif kind == "isod":
             _add_date(out, int(g("im")), int(g("id")), int(g("iy")))
         elif kind == "zhmd":
@@ -324,6 +485,12 @@ def _scan(text: str, out: ReplyParse) -> None:
             a_part = _Clock(int(g("r3a")), int(g("r3am") or 0), None, _padded(g("r3a")))
             b_part = _Clock(int(g("r3b")), int(g("r3bm") or 0), mer, _padded(g("r3b")))
             out.pending_ranges.append((a_part, b_part))
+        elif kind == "enpast":
+            parts = _past_parts(m)
+            if parts is None:
+                out.refuse("malformed time")
+            else:
+                out.pending.append(parts)
         elif kind == "range":
             a_clock, b_clock = _clock_parts(m, "a"), _clock_parts(m, "b")
             if a_clock is None or b_clock is None:
@@ -425,10 +592,54 @@ def _normalise(text: str) -> str:
     return text.replace("’", "'").replace("：", ":")
 
 
-def analyse_reply(text: str) -> ReplyParse:
+def _today(now: datetime | None, tz: str | None) -> date | None:
+    if now is None or tz is None:
+        return None
+    try:
+        return local_today(now, tz)
+    except ValueError:  # an unknown zone: the forms that need today give {}
+        return None
+
+
+def _add_days(out: ReplyParse, today: date | None) -> None:
+    """Month-day forms become `YYYY-MM-DD` dates; without today (no `now`/`tz`) they are refused."""
+    for spec in out.days:
+        if today is None:
+            out.refuse("a day of the month needs now and tz")
+            return
+        if spec.day is not None and not 1 <= spec.day <= 31:
+            out.refuse("impossible date")
+            return
+        day = _resolve_day(spec, today)
+        if day is None:
+            out.refuse("impossible date")
+            return
+        out.dates.append(("date", day.isoformat(), None))
+
+
+def _check_weekday(out: ReplyParse) -> None:
+    """A bare weekday beside a full date (12号周五, Friday the 12th) must be that date's weekday:
+    it is then dropped, else the reply is refused."""
+    full = {symbol for kind, symbol, _ in out.dates if kind == "date" and symbol and symbol[:1].isdigit()}
+    weekdays = {wd for kind, _, wd in out.dates if kind == "weekday"}
+    if len(full) != 1 or not weekdays:
+        return
+    (symbol,) = full
+    if weekdays != {date.fromisoformat(symbol).isoweekday()}:
+        out.refuse("weekday does not match the date")
+        return
+    out.dates = [entry for entry in out.dates if entry[0] != "weekday"]
+
+
+def analyse_reply(text: str, now: datetime | None = None, tz: str | None = None) -> ReplyParse:
     """The full scan, with the reason a reply was refused (for tests and debugging)."""
     out = ReplyParse()
-    body = _normalise(strip_transport(text))
+    words = strip_transport(text)
+    # Any length, before the size checks: the marker is about the whole message (contract §9).
+    out.recurrence_marker = marker_of_words(words)
+    if out.recurrence_marker is not None:
+        out.refuse("recurrence")
+    body = _normalise(words)
     if not body:
         out.refuse("empty")
         return out
@@ -458,6 +669,10 @@ def analyse_reply(text: str) -> ReplyParse:
     if reason:
         out.refuse(reason)
     out.whole_message = _only_reply_fillers(out.leftover)
+    _add_days(out, _today(now, tz))
+    _check_weekday(out)
+    if out.midnight and out.dates:
+        out.refuse("midnight beside a date: which day is meant is the question")
     if len(set(out.dates)) > 1:
         out.refuse("two dates")
     if len(set(out.times)) + len(set(out.ranges)) > 1:
@@ -503,19 +718,36 @@ def _patch_of(out: ReplyParse) -> SlotPatch:
     )
 
 
-def parsed_reply(text: str) -> ParsedReply:
-    """The patch of a reply and whether it is `complete`: the whole message (after transport
-    stripping, whitespace and punctuation aside) is recognised date/time phrases plus
-    `lexicon.REPLY_FILLERS`, and the patch holds something. Only a complete reply may be merged
-    with zero model calls; "删除明天下午四点的会" has a patch but is not complete."""
+def _marker_or_none(text: str) -> str | None:
     try:
-        out = analyse_reply(text)
+        return recurrence_marker(text)
+    except Exception:  # pragma: no cover - same rule as below: degrade, never crash the turn
+        return None
+
+
+def parsed_reply(text: str, now: datetime | None = None, tz: str | None = None) -> ParsedReply:
+    """The patch of a reply, whether it is `complete` and its recurrence marker.
+
+    `complete`: the whole message (after transport stripping, whitespace and punctuation aside) is
+    recognised date/time phrases plus `lexicon.REPLY_FILLERS`, and the patch holds something. Only
+    a complete reply may be merged with zero model calls; "删除明天下午四点的会" has a patch but is
+    not complete. `now` and `tz` are needed only by the month-day forms (12号, 下个月5号, 月底, the
+    12th), which they turn into `YYYY-MM-DD`; without them those forms give `{}`.
+    `recurrence_marker`: see `domain.recurrence`; set for any message, short or not."""
+    try:
+        out = analyse_reply(text, now, tz)
         patch = _patch_of(out)
-        return ParsedReply(patch=patch, complete=out.whole_message and not patch.is_empty())
+        return ParsedReply(
+            patch=patch,
+            complete=out.whole_message and not patch.is_empty(),
+            recurrence_marker=out.recurrence_marker,
+        )
     except Exception:  # a parser bug must degrade to "the model decides", never crash the turn
-        return ParsedReply(patch=SlotPatch.model_construct(), complete=False)
+        return ParsedReply(
+            patch=SlotPatch.model_construct(), complete=False, recurrence_marker=_marker_or_none(text)
+        )
 
 
-def parse_reply(text: str) -> SlotPatch:
+def parse_reply(text: str, now: datetime | None = None, tz: str | None = None) -> SlotPatch:
     """The slot patch of a short reply; `{}` when nothing bounded and unambiguous was said."""
-    return parsed_reply(text).patch
+    return parsed_reply(text, now, tz).patch
