@@ -164,6 +164,59 @@ def test_parse_reply_prints_the_contract_json(
     assert _run(capsys, parse_reply_main, [text, "--now", NOW, "--tz", "Asia/Shanghai"]) == (0, expected)
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["12号", "--now", NOW, "--tz", "Asia/Shanghai"], '{"date":"2026-10-12"}'),
+        (["下个月5号下午2点", "--now", NOW], '{"date":"2026-10-05","time":"14:00"}'),
+        (["月底", "--now", "2028-02-10T09:00:00", "--tz", "Europe/London"], '{"date":"2028-02-29"}'),
+        (["the 12th", "--now", NOW, "--tz", "Asia/Shanghai"], '{"date":"2026-10-12"}'),
+        (["end of next month", "--now", NOW], '{"date":"2026-10-31"}'),
+        # 20:00 on 31 December in New York is already 1 January in Shanghai.
+        (["1号", "--now", "2026-12-31T20:00:00-05:00", "--tz", "America/New_York"], '{"date":"2027-01-01"}'),
+        (["31号", "--now", "2026-12-31T20:00:00-05:00", "--tz", "America/New_York"], '{"date":"2026-12-31"}'),
+        (["31号", "--now", "2026-12-31T20:00:00-05:00", "--tz", "Asia/Shanghai"], '{"date":"2027-01-31"}'),
+        (["--now", NOW, "--tz", "Asia/Shanghai", "12号"], '{"date":"2026-10-12"}'),
+        (["下旬", "--now", NOW], "{}"),
+        (["每周三下午3点", "--now", NOW], "{}"),
+        (["half past 3 pm", "--now", NOW], '{"time":"15:30"}'),
+    ],
+)
+def test_parse_reply_reads_days_of_the_month_for_now_and_tz(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    assert _run(capsys, parse_reply_main, argv) == (0, expected)
+
+
+def test_parse_reply_days_of_the_month_follow_the_environment_and_the_clock(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli, "wall_clock_now", lambda: datetime.fromisoformat("2026-01-31T02:00:00+00:00"))
+    assert _run(capsys, parse_reply_main, ["月底"]) == (0, '{"date":"2026-01-31"}')
+    monkeypatch.setenv("CALAGENT_NOW", "2026-09-23T16:30:00Z")  # already the 24th in Shanghai
+    assert _run(capsys, parse_reply_main, ["24号"]) == (0, '{"date":"2026-09-24"}')
+    monkeypatch.setenv("CALAGENT_DEFAULT_TZ", "America/New_York")  # still the 23rd there
+    assert _run(capsys, parse_reply_main, ["24号"]) == (0, '{"date":"2026-09-24"}')
+    assert _run(capsys, parse_reply_main, ["23号"]) == (0, '{"date":"2026-09-23"}')
+
+
+def test_calagent_parse_reply_passes_now_and_tz_through_the_top_level_cli(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from calagent.cli.main import main
+
+    assert main(["parse-reply", "12号下午3点", "--now", NOW, "--tz", "Asia/Shanghai"]) == 0
+    assert capsys.readouterr().out == '{"date":"2026-10-12","time":"15:00"}\n'
+    assert main(["parse-reply", "12号", "--now", NOW, "--tz", "Nowhere/Land"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"]["code"] == "invalid_zone"
+
+
+def test_parse_reply_rejects_a_bad_now(capsys: pytest.CaptureFixture[str]) -> None:
+    status, line = _run(capsys, parse_reply_main, ["12号", "--now", "yesterday"])
+    assert status == 2
+    assert json.loads(line)["error"]["code"] == "invalid_symbol"
+
+
 def test_parse_reply_rejects_a_bad_zone(capsys: pytest.CaptureFixture[str]) -> None:
     status, line = _run(capsys, parse_reply_main, ["周日", "--tz", "Nowhere/Land"])
     assert status == 2

@@ -134,18 +134,19 @@ def resolve_main(argv: list[str]) -> int:
 def parse_reply_main(argv: list[str]) -> int:
     """`calagent parse-reply "TEXT" [--now ISO] [--tz TZ]`: the slot patch as JSON.
 
-    The parser is pure and emits symbols, so `--now`/`--tz` only validate here; they are accepted
-    so the command line matches `resolve`.
+    Most forms are emitted as symbols and do not depend on the day; a day of the month (12号,
+    下个月5号, 月底, the 12th) is printed as `YYYY-MM-DD` for today in the zone. `--now` and `--tz`
+    default as for `resolve`: `$CALAGENT_NOW`, else the clock; `$CALAGENT_DEFAULT_TZ`, else
+    Asia/Shanghai.
     """
     parser = _Parser(prog="calagent parse-reply", description="Parse a short reply into a slot patch.")
     parser.add_argument("text")
-    parser.add_argument("--now")
-    parser.add_argument("--tz")
+    parser.add_argument("--now", help="ISO 8601 (default: $CALAGENT_NOW, else the clock)")
+    parser.add_argument("--tz", help="IANA zone (default: $CALAGENT_DEFAULT_TZ, else Asia/Shanghai)")
     try:
         args = parser.parse_args(argv)
-        if args.now is not None or args.tz is not None:
-            now, tz = _now_and_tz(args.now, args.tz)
-            local_today(now, tz)
+        now, tz = _now_and_tz(args.now, args.tz)
+        local_today(now, tz)
     except _UsageError as exc:
         code = "invalid_zone" if "time zone" in str(exc) else "invalid_symbol"
         print(_error_json(code, str(exc)))
@@ -153,7 +154,7 @@ def parse_reply_main(argv: list[str]) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if isinstance(exc.code, int | None) else 2
     # Only the patch, as contract section 7 prints it; `complete` is for the fast path over the bus.
-    print(_dumps(patch_json(parse_reply(args.text))))
+    print(_dumps(patch_json(parse_reply(args.text, now, tz))))
     return 0
 
 
