@@ -199,11 +199,6 @@ def test_all_day_events_are_dates() -> None:
     assert payday["RRULE"]["UNTIL"] == [date(2026, 11, 30)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="series.expand adds a master's exact duration on the wall clock: an all-day series "
-    "whose first day has 25 hours (end of DST) ends its later occurrences at 01:00 the next day",
-)
 def test_an_all_day_series_first_made_on_a_dst_day_keeps_whole_days() -> None:
     series = day_event(date(2026, 11, 1), 1, rrule="FREQ=WEEKLY")
     [second] = expand([series], datetime(2026, 11, 7, tzinfo=NY), datetime(2026, 11, 10, tzinfo=NY))

@@ -8,7 +8,7 @@ change) carries its UTC offset: "01:30–01:30" is not something a person can ac
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Literal
 
 Lang = Literal["zh", "en"]
@@ -67,6 +67,10 @@ def format_span(
     both offsets when the span crosses a DST change or starts or ends at an ambiguous time."""
     if all_day:
         label = "全天" if lang == "zh" else "all day"
+        # `end` is exclusive: an all-day event ending at next midnight covers only its own day.
+        last_day = (end - timedelta(microseconds=1)).date() if end > start else start.date()
+        if last_day > start.date():
+            return f"{format_day(start.date(), lang, today)} – {format_day(last_day, lang, today)} {label} ({tz})"
         return f"{format_day(start.date(), lang, today)} {label} ({tz})"
     offsets = (
         start.utcoffset() != end.utcoffset() or is_ambiguous_local_time(start) or is_ambiguous_local_time(end)

@@ -255,7 +255,13 @@ class Changes:
             return error_result("not_found", NOT_FOUND)
         scope: Scope = change["scope"]
         if change["action"] == "delete":
-            removed = await self._delete(txn, target, scope)
+            # What the user was shown: a series' remaining occurrences (None: endless), else rows.
+            removed: int | None = (
+                view.removed_count if target.master is not None and scope != "this" else None
+            )
+            deleted_rows = await self._delete(txn, target, scope)
+            if target.master is None or scope == "this":
+                removed = deleted_rows
             done = await self.writes.transition(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",

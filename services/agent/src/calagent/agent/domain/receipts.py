@@ -108,6 +108,8 @@ def _change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
         scope_text = ""
     if change.action == "update" and change.after is not None:
         after = _when(change.after, view)
+        if after == before:
+            after = "时间不变" if zh else "same time"
         renamed = change.after.title != title
         what = (
             (f"「{title}」→「{change.after.title}」" if renamed else f"「{title}」")
@@ -191,12 +193,21 @@ def _command_text(result: CommandResult, view: View) -> str:
             else f'Changed "{result.event.title}": {_when(result.before, view)} → {_when(result.event, view)}.'
         )
     if result.status == "deleted" and result.before is not None:
-        count = result.removed_count or 1
-        extra = (f"（共 {count} 次）" if zh else f" ({count} occurrences)") if count > 1 else ""
+        scope = stub.change.scope if stub is not None and stub.change is not None else "this"
+        count = result.removed_count
+        if result.before.series_id is not None and scope != "this":
+            what = "整个重复系列" if scope == "all" else "这一次及之后的重复"
+            what_en = "the whole series" if scope == "all" else "this and later occurrences"
+            many = "" if count is None else (f"，共 {count} 次" if zh else f", {count} occurrences")
+            return (
+                f"已删除「{result.before.title}」{what}（从 {_when(result.before, view)} 起{many}）。"
+                if zh
+                else f'Deleted "{result.before.title}", {what_en} (from {_when(result.before, view)}{many}).'
+            )
         return (
-            f"已删除「{result.before.title}」（{_when(result.before, view)}）{extra}。"
+            f"已删除「{result.before.title}」（{_when(result.before, view)}）。"
             if zh
-            else f'Deleted "{result.before.title}" ({_when(result.before, view)}){extra}.'
+            else f'Deleted "{result.before.title}" ({_when(result.before, view)}).'
         )
     if result.status == "planned" and stub is not None:
         return _plan_text(stub, view, confirmed=stub.status == "planned")
@@ -208,6 +219,15 @@ def _command_text(result: CommandResult, view: View) -> str:
             if zh
             else f'Created "{event.title}": {span}, calendar "{event.calendar}".'
         )
+        if event.recurrence:
+            rule = describe_rule(event.recurrence, view.lang)
+            text += f"（{rule}重复）" if zh else f" (repeats {rule})"
+        if event.reminder_minutes is not None:
+            text += (
+                f"（提前 {event.reminder_minutes} 分钟提醒）"
+                if zh
+                else f" (reminder {event.reminder_minutes} min before)"
+            )
         if result.calendar_fallback is not None:
             fb = result.calendar_fallback
             text += (

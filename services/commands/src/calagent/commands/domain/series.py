@@ -10,7 +10,7 @@ moved override still names the slot it replaced.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrule, rrulestr
@@ -136,10 +136,19 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
                 out.append(event)
             continue
         duration = event.end - event.start
+        tz = _zone(event)
+        # An all-day series covers whole local days: its length is counted in days, not hours (a
+        # first day of 23 or 25 hours must not shift the end of every later occurrence).
+        days = (event.end.astimezone(tz).date() - event.start.astimezone(tz).date()).days
         for start in starts(event, window_start, window_end, inclusive_before=duration):
             if (event.id, start.astimezone(UTC)) in replaced:
                 continue
-            end = start + duration
+            if event.all_day:
+                end = _localise(
+                    datetime.combine(start.astimezone(tz).date() + timedelta(days=max(days, 1)), time(0)), tz
+                )
+            else:
+                end = start + duration
             if start < window_end and end > window_start:
                 out.append(
                     event.evolve(
