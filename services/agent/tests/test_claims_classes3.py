@@ -101,6 +101,9 @@ def test_zh_arranged_time_and_calendar_evidence(text: str, want: str) -> None:
         ("周六就这两个事，其他时段都空。", R),
         ("还有一件事：记得带伞。", H),
         ("其他时间都可以，看你方便。", H),
+        # Nothing besides what was named.
+        ("好的，聚餐已删除，那天除了这个就没别的了。", WR),
+        ("没别的事了，祝你愉快！", H),
     ],
 )
 def test_zh_contents_and_remainders(text: str, want: str) -> None:
@@ -117,6 +120,11 @@ def test_zh_contents_and_remainders(text: str, want: str) -> None:
         ("如果你同意，我会完成以下操作：\n- 删除：周五 9:00 晨会\n- 新建：周五 10:00 评审会", H),
         ("需要我完成以下操作吗？\n- 新建：周一 9:00 晨会\n- 新建：周二 14:00 评审", H),
         ("我们能完成以下操作：新建、修改、删除日程。", H),
+        # A bare completion or a done status opening a list is such a header too.
+        ("全部搞定：\n- 新建：周会 周一 9:00\n- 提醒：提前十分钟", W),
+        ("操作已完成：删除周五晨会、新建周五评审。", W),
+        ("如果操作已完成：请刷新页面", H),
+        ("还没完成：\n- 新建周会", H),
         # A list of times without such a header stays the calendar's contents.
         ("你明天的安排：\n- 9:00 站会\n- 14:00 评审", R),
     ],
@@ -138,6 +146,8 @@ def test_zh_completed_operations_header(text: str, want: str) -> None:
         # ... but an event that ran its course, or "ended up", is not.
         ("The review ended at 3.", H),
         ("We ended up going with the Tuesday slot.", H),
+        ("The offsite series has been cut short after this week.", W),
+        ("Cut the meeting to 30 minutes.", H),
     ],
 )
 def test_en_ending_a_series(text: str, want: str) -> None:
@@ -159,6 +169,11 @@ def test_en_ending_a_series(text: str, want: str) -> None:
         # Past availability reported beside a change.
         ("You were free Monday morning, so I put the haircut there at 10.", WR),
         ("You were right about the traffic.", H),
+        # "next"/"upcoming" make any noun an entry; a definite event on a weekday.
+        ("Your next physical is on March 2nd.", R),
+        ("Your next step is to pick a time.", H),
+        ("The recital is Sunday at 4.", R),
+        ("The meeting is Monday's top priority.", H),
     ],
 )
 def test_en_contents_of_named_events(text: str, want: str) -> None:
@@ -182,6 +197,11 @@ def test_en_contents_of_named_events(text: str, want: str) -> None:
         ("Booked it for 5pm; that's the last call of the day.", WR),
         ("It's your first meeting with them, so bring slides.", H),
         ("That's the last thing I need today!", H),
+        # What a change leaves.
+        ("Booked the haircut at 10. That leaves your afternoon wide open.", WR),
+        ("Moved the call, which leaves you with just the standup on Monday.", WR),
+        ("That leaves you with two options.", H),
+        ("That leaves you free to focus.", H),
     ],
 )
 def test_en_what_a_day_holds_after_a_change(text: str, want: str) -> None:

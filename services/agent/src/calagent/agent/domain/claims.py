@@ -280,6 +280,8 @@ _ZH_AVAIL_WORDS = (
     "有事", "排满", "满了", "很满", "挺满", "满满", "安排满", "冲突", "撞了", "重叠", "没有安排", "没安排",
     "无安排", "没有任何安排", "没什么安排", "什么安排都没有", "没有会", "没会", "没有日程", "没有行程",
     "空档", "空当", "有时间", "没时间", "闲", "忙",
+    # nothing besides what was named ("那天除了这个就没别的了")
+    "没别的", "没有别的", "没其他", "没有其他", "别的都没有", "其他都没有",
 )  # fmt: skip
 _ZH_AVAIL = re.compile(
     _alt(_ZH_AVAIL_WORDS)
@@ -326,7 +328,7 @@ _EN_WEAK_FORMS = (
     "fixed", "corrected", "amended", "tweaked", "rearranged", "reordered", "restored", "reinstated",
     "unblocked", "freed", "retitled",
     # A series or a run of entries brought to an end or put on hold ("the series has been ended").
-    "ended", "stopped", "discontinued", "terminated", "paused", "resumed",
+    "ended", "stopped", "discontinued", "terminated", "paused", "resumed", "cut short", "cut",
 )  # fmt: skip
 _EN_FORMS = _alt(_EN_STRONG_FORMS + _EN_WEAK_FORMS)
 # Forms that also say an event ran its course by itself ("the call ended at 3", "we ended up …"): a
@@ -334,7 +336,7 @@ _EN_FORMS = _alt(_EN_STRONG_FORMS + _EN_WEAK_FORMS)
 _EN_ALSO_INTRANSITIVE = frozenset({"ended", "stopped", "paused", "resumed"})
 _EN_STRONG = frozenset(_EN_STRONG_FORMS)
 # Forms that are also the base form (imperative): "Put it in your calendar" is advice, not a receipt.
-_EN_BASE_EQUALS_PAST = frozenset({"put", "set", "set up"})
+_EN_BASE_EQUALS_PAST = frozenset({"put", "set", "set up", "cut", "cut short"})
 # Adverbs that may sit between the auxiliary and the participle.
 _EN_ADV = r"(?:just|already|also|now|successfully|officially|gone ahead and|went ahead and|quickly|finally|then|both|all|automatically|tentatively|since|actually|simply|been)"
 # Write claims with the agent as subject (I've moved / we cancelled / I went ahead and booked).
@@ -625,7 +627,8 @@ _EN_EVENT_AT = re.compile(
     r"^(?:(?:and|but|so|also|yes|yep|yeah|ok|okay|hmm|actually|right|no|nope|good news)\s+)*"
     r"(?:the|your|that|this|both)\s+(?:[\w'\"“”&:-]+\s+){0,3}?"
     rf"(?:{_EN_NOUNS})[\"”]?(?P<gap>(?:\s+[\w'&-]+){{0,4}}?)(?:\s+(?:is|are|was|were)|'s)\s+"
-    r"(?:(?:actually|still|really|indeed|definitely|also|only|just|both|all|now|then)\s+)*(?P<at>on|at|from|this|next|tomorrow|today|tonight)\b"
+    r"(?:(?:actually|still|really|indeed|definitely|also|only|just|both|all|now|then)\s+)*"
+    rf"(?P<at>on|at|from|this|next|tomorrow|today|tonight|{_EN_WEEKDAY})\b(?!'s)"
 )
 _EN_ECHO_GAP = re.compile(
     r"\b(?:want|wanted|wants|like|need|needed|requested|mentioned|proposed|suggested|described|plan|planned|"
@@ -661,6 +664,19 @@ _EN_ORDINAL = re.compile(
     rf"(?:{_EN_NOUNS})\b)"
 )
 _EN_OF_DAY = re.compile(r"\b(?:of|for|that|this) (?:the )?(?:day|week|morning|afternoon|evening)\b|\bnow\b")
+# What a change leaves: "that leaves your afternoon wide open", "which leaves you with just the standup".
+_EN_LEAVES = re.compile(
+    r"\b(?:that|which|this|it)\s+(?:now\s+)?(?:leaves|will leave|'ll leave|left)\s+you(?:r\s+(?:[\w'&:-]+\s+){0,2}?[\w'&:-]+)?\s+"
+    r"(?:(?:completely|totally|wide|pretty|fully|still|all|just|only|now)\s+)*"
+    rf"(?:{_EN_AVAIL_WORDS}\b(?!\s+to\b)|with\s+(?:nothing\b|(?:[\w'&:-]+\s+){{0,3}}?(?:{_EN_NOUNS}|day|days|morning|afternoon|evening|night|week|weekend)\b))"
+)
+_G_LEAVES = frozenset({"leaves", "leave", "left"})
+# "your next physical is on March 2nd": "next"/"upcoming" make any noun an entry of the calendar.
+_EN_YOUR_NEXT = re.compile(
+    r"\byour\s+(?:next|upcoming)\s+[\w'-]+(?:\s+[\w'-]+)?(?:\s+(?:is|are)|'s)\s+(?:(?:still|now|also)\s+)*"
+    rf"(?:on|at|from|this|next|tomorrow|today|tonight|{_EN_WEEKDAY})\b"
+)
+_G_NEXT = frozenset({"next", "upcoming"})
 _G_ORDINAL = frozenset({"only", "first", "next", "last", "final", "earliest", "latest"})
 # The calendar as a source ("your calendar shows", "i see you have"), listing headers, overlaps.
 _EN_SURFACE_PARTS: tuple[tuple[frozenset[str], re.Pattern[str]], ...] = (
@@ -1196,6 +1212,14 @@ def _en_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
         m = _EN_REMAIN.search(t)
         if m and not _en_blocked(t, m.start(), c) and context():
             return True
+    if toks & _G_LEAVES:
+        m = _EN_LEAVES.search(t)
+        if m and not _en_blocked(t, m.start(), c):
+            return True
+    if "your" in toks and toks & _G_NEXT:
+        m = _EN_YOUR_NEXT.search(t)
+        if m and not _en_blocked(t, m.start(), c) and _EN_TIME.search(t, m.start()):
+            return True
     if toks & _G_ORDINAL:
         m = _EN_ORDINAL.search(t)
         # ... of a day or a time: "it's your first meeting with them" is about the people
@@ -1280,10 +1304,25 @@ _NOT_LOOKED = re.compile(
 # the items under it are the changes made (新建/邀请/提醒 …), not the calendar's contents.
 _DONE_HEADER = re.compile(
     r"已(?:经)?(?:完成|执行|处理|办好|办妥|搞定|做好|做)了?(?:以下|如下|下列|下面|这些|这几)[^，。：:]{0,4}?"
-    r"(?:操作|更改|改动|修改|变更|调整|设置|事项|事情|任务)|(?:以下|如下|下列)(?:操作|更改|改动|修改|变更)(?:都)?已(?:经)?(?:完成|生效|执行)"
+    r"(?:操作|更改|改动|修改|变更|调整|设置|事项|事情|任务)|(?:操作|更改|改动|修改|变更)(?:都|均)?已(?:经)?(?:完成|生效|执行)"
+    # a bare completion that opens a list ("已完成：", "全部搞定：")
+    r"|(?:已经?|都已经?|全部|均已)(?:完成|执行|处理好|办好|办妥|搞定|做好|弄好)了?[:：]"
     r"|\bhere(?:'s| is) what i(?:'ve)? (?:did|done|changed|updated|set up)\b"
     r"|\b(?:i|we)(?:'ve| have)? (?:made|done|completed|applied|carried out) the following\b"
 )
+_DONE_CUE = re.compile(r"已|搞定|办好|办妥|弄好|here|following")
+
+
+def _done_header(text: str) -> bool:
+    """`text` reports operations as done, and nothing before that makes it a condition or an offer
+    ("如果操作已完成：…", "once I've made the following changes")."""
+    m = _DONE_HEADER.search(text) if _DONE_CUE.search(text) else None
+    if m is None:
+        return False
+    head = text[: m.start()]
+    return not any(rx.search(head) for rx in (_ZH_COND, _ZH_MODAL_BEFORE, _EN_COND, _EN_MODAL_BEFORE))
+
+
 # A list item: a bullet or a number opens the line.
 _ITEM = re.compile(r"[-•*·+]|\d{1,2}[.、)）]")
 
@@ -1299,7 +1338,7 @@ def _done_lists(norm: str) -> tuple[str, bool]:
         if in_list and _ITEM.match(stripped):
             continue
         in_list = False
-        if stripped and stripped[-1] not in "?？" and _DONE_HEADER.search(stripped):
+        if stripped and stripped[-1] not in "?？" and _done_header(stripped):
             found = in_list = True
             continue
         keep.append(line)
@@ -1326,8 +1365,8 @@ def _sentence_claims(sentence: str, asked: bool) -> tuple[bool, bool]:
 
 def _sentence_found(sentence: str, asked: bool) -> tuple[bool, bool]:
     write = read = False
-    if not asked and ("已" in sentence or "here" in sentence or "following" in sentence):
-        write = _DONE_HEADER.search(sentence) is not None  # "已完成以下操作：新建…、邀请…"
+    if not asked:
+        write = _done_header(sentence)  # "已完成以下操作：新建…、邀请…"
     ascii_only = sentence.isascii()
     for zh in (True, False):
         if zh and (ascii_only or not _HAS_CJK.search(sentence)):
@@ -1373,7 +1412,7 @@ def find_claims(text: str) -> Claims:
         return NONE
     norm = text.replace("’", "'").replace("‘", "'").lower()
     write = read = False
-    if "\n" in norm and ("已" in norm or "here" in norm or "following" in norm):
+    if "\n" in norm and _DONE_CUE.search(norm):
         norm, write = _done_lists(norm)
     for sentence, asked in _sentences(norm):
         w, r = _sentence_claims(sentence, asked)
