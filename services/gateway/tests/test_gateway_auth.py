@@ -110,6 +110,7 @@ ROUTES = [
     ("GET", "/v1/commands/active"),
     ("GET", "/v1/turns/abc/timeline"),
     ("GET", "/v1/calendar.ics"),
+    ("POST", "/v1/feeds"),
 ]
 
 

@@ -4,6 +4,7 @@ requests finish (bounded), then runs the lifespan shutdown that closes the bus."
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -11,7 +12,7 @@ import sys
 
 import uvicorn
 
-from calagent.gateway.app import create_app
+from calagent.gateway.app import RedactFeedSecrets, create_app
 from calagent.runtime.clock import clock_from_env
 from calagent.runtime.service import configure_logging
 from calagent.runtime.settings import load_settings
@@ -39,6 +40,8 @@ def _shared_socket(host: str, port: int) -> socket.socket:
 
 def main() -> None:
     configure_logging("gateway")
+    # Access log lines name the path, and a feed's path is its credential.
+    logging.getLogger("uvicorn.access").addFilter(RedactFeedSecrets())
     settings = load_settings()
     provider = setup_tracing("gateway", settings)
     app = create_app(settings, clock_from_env(settings.now))

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from datetime import datetime, timedelta
@@ -33,10 +34,12 @@ from calagent.contracts.bus import HealthReply
 from calagent.contracts.commands import (
     EventOut,
     ExportIcs,
+    FeedCalendar,
     GetActiveStub,
     QueryRange,
     QueryRequest,
     QueryResult,
+    RotateFeed,
     StubOut,
 )
 from calagent.contracts.envelope import Channel, Envelope
@@ -72,6 +75,12 @@ HEALTH_TIMEOUT_S = 1.0
 QUERY_TIMEOUT_S = 10.0
 MAX_RANGE = timedelta(days=366)
 SHUTDOWN_GRACE_S = 5.0
+# A feed secret as commands makes it (`secrets.token_urlsafe`) within `FeedCalendar`'s bounds;
+# anything else in a feed address is answered 404 without asking anyone.
+FEED_SECRET = re.compile(r"[A-Za-z0-9_-]{16,128}")
+FEED_PATH = re.compile(r"/feeds/[^/\s\"]*")
+FEED_NOT_FOUND = "no calendar feed at this address"
+ICS_MEDIA_TYPE = "text/calendar; charset=utf-8"
 
 tracer = trace.get_tracer("calagent.gateway")
 
@@ -241,13 +250,17 @@ class Gateway:
             channel="api",
         )
 
-    async def query(self, principal: Principal, query: Any) -> QueryResult:
+    async def ask(self, query: Any) -> QueryResult:
+        """A query to the commands service, its own errors left in the result."""
         try:
-            result = await self.bus.request(
+            return await self.bus.request(
                 subjects.COMMAND_QUERY, QueryRequest(query=query), QueryResult, timeout=QUERY_TIMEOUT_S
             )
         except BusRequestError as exc:
             raise downstream("commands", exc) from exc
+
+    async def query(self, principal: Principal, query: Any) -> QueryResult:
+        result = await self.ask(query)
         if result.error is not None:
             code = 422 if result.error.code in ("invalid_range", "invalid_time", "invalid_symbol") else 502
             raise DownstreamError(code, result.error.message)
@@ -281,6 +294,20 @@ class Gateway:
             await self.bus.js_publish(subjects.TURN_DELIVERED, record, msg_id=f"delivered:{turn.turn_id}")
         except Exception:
             log.warning("could not publish the delivery record of %s", turn.turn_id, exc_info=True)
+
+
+def redact_feed_secrets(text: str) -> str:
+    """A feed address is its own credential: logs and traces keep only its shape."""
+    return FEED_PATH.sub("/feeds/<redacted>", text)
+
+
+class RedactFeedSecrets(logging.Filter):
+    """For uvicorn's access log, whose record arguments carry the request path."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_feed_secrets(a) if isinstance(a, str) else a for a in record.args)
+        return True
 
 
 def _gateway(request: Request) -> Gateway:
@@ -542,9 +569,43 @@ def create_app(
             raise DownstreamError(502, "the commands service returned no calendar")
         return Response(
             result.ics,
-            media_type="text/calendar; charset=utf-8",
+            media_type=ICS_MEDIA_TYPE,
             headers={"Content-Disposition": 'inline; filename="calendar.ics"'},
         )
 
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz")
+    # ---- private feeds (contract §10) ---------------------------------------------------------
+
+    @app.post("/v1/feeds", status_code=201)
+    async def rotate_feed(principal: AuthPrincipal) -> JSONResponse:
+        """A new private address for the caller's feed; the previous one stops working."""
+        result = await gw.query(principal, RotateFeed(envelope=gw.envelope(principal)))
+        secret = result.feed_secret
+        if secret is None or not FEED_SECRET.fullmatch(secret):
+            raise DownstreamError(502, "the commands service returned no usable feed address")
+        return JSONResponse(
+            {"url": f"/feeds/{secret}.ics"}, status_code=201, headers={"Cache-Control": "no-store"}
+        )
+
+    @app.api_route("/feeds/{secret}.ics", methods=["GET", "HEAD"], response_model=None)
+    async def feed(secret: str) -> Response:
+        """No bearer: the secret is the credential. The answer is the feed or 404, nothing about
+        whose it is; a malformed secret is not even asked about."""
+        if not FEED_SECRET.fullmatch(secret):
+            return _error_json(404, FEED_NOT_FOUND)
+        result = await gw.ask(FeedCalendar(secret=secret))
+        if result.error is not None and result.error.code == "not_found":
+            return _error_json(404, FEED_NOT_FOUND)
+        if result.error is not None or result.ics is None:
+            raise DownstreamError(502, "the commands service could not serve the feed")
+        return Response(
+            result.ics,
+            media_type=ICS_MEDIA_TYPE,
+            headers={
+                "Content-Disposition": 'inline; filename="calendar.ics"',
+                "Cache-Control": "private, no-cache",
+            },
+        )
+
+    # Feed addresses are credentials: no span records them.
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")
     return app
