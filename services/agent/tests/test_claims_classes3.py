@@ -81,6 +81,10 @@ def test_zh_holding_a_slot_is_a_write(text: str, want: str) -> None:
         ("体检在日历上是下周二早上的。", R),
         ("日历上写着呢，周六下午三点的婚礼。", R),
         ("日历上是可以设置重复规则的。", H),
+        ("从日历上看，周四比较空。", R),
+        ("根据你的日程，下周一你全天在外地出差。", R),
+        ("从日历中删除了周五的会。", W),
+        ("我可以根据你的日历推荐时间。", H),
     ],
 )
 def test_zh_arranged_time_and_calendar_evidence(text: str, want: str) -> None:
@@ -103,6 +107,10 @@ def test_zh_arranged_time_and_calendar_evidence(text: str, want: str) -> None:
         ("其他时间都可以，看你方便。", H),
         # Nothing besides what was named.
         ("好的，聚餐已删除，那天除了这个就没别的了。", WR),
+        ("周五的瑜伽课已经取消了，那天就剩晚上的聚餐。", WR),
+        # A range of clock times is one slot, not a list of entries.
+        ("周一上午9点到11点给你占上了。", W),
+        ("我可以约9点、10点的会", H),
         ("没别的事了，祝你愉快！", H),
     ],
 )
@@ -187,6 +195,10 @@ def test_en_contents_of_named_events(text: str, want: str) -> None:
         ("Friday now only has the dentist and one call.", R),
         ("Monday has nothing else.", R),
         ("Thursday has a better forecast.", H),
+        ("Wednesday's only got the 10am review now.", R),
+        ("Tuesday has got to be the day.", H),
+        # Past availability of a day, reported beside a change.
+        ("Saturday was open, so I put the hike in at 8.", WR),
         # What is left after a change.
         ("Only the 2pm call remains on Friday.", R),
         ("Just the Friday lunch is left.", R),

@@ -245,13 +245,10 @@ _ZH_PRONOUN = re.compile(r"我们|我|(?<![帮给为替跟和陪让找请诉])(?
 # Read classes.
 # Possession/existence: 你…有/没有…<calendar noun> and <time>…有/没有…<calendar noun>.
 # A total needs no 有: "明天一共三个会" (一共/总共/合计 state a count of what is there).
-_ZH_HAVE = re.compile(
-    _alt(
-        ("还有", "只有", "也有", "都有", "共有", "一共有", "各有", "有", "没有", "没", "只剩", "剩下", "还剩")
-    )
-    + "|"
-    + _alt(("一共", "总共", "共计", "合计", "总计"))
-)
+_ZH_HAVE_WORDS = (
+    "还有", "只有", "也有", "都有", "共有", "一共有", "各有", "有", "没有", "没", "只剩", "剩下", "还剩", "就剩",
+)  # fmt: skip
+_ZH_HAVE = re.compile(_alt(_ZH_HAVE_WORDS) + "|" + _alt(("一共", "总共", "共计", "合计", "总计")))
 # A count of events ("三个会", "2场面试", "那一个"): after a have-word anywhere in its tail, and right
 # after a time as a nominal predicate ("周五两个会").
 _ZH_COUNT = re.compile(r"[一二三四五六七八九十两几\d]+(?:个|场|项|件|节)")
@@ -295,8 +292,10 @@ _ZH_AVAIL = re.compile(
 # not emptiness. `_zh_no_change` adds the verb tables.
 _ZH_NO_CHANGE = re.compile(r"(?:任何)?(?:变化|变动|改动|更改|修改|调整|动过|动|被|成功|改|删|加)")
 # The calendar itself as subject ("日历上显示…", "日程是空的") and a listing header ("安排如下").
-# The calendar as evidence ("航班在日历上是12号的", "日历上写着呢") states what it holds too.
+# The calendar as evidence ("航班在日历上是12号的", "日历上写着呢", "根据你的日历，…") states what it
+# holds too.
 _ZH_SURFACE = re.compile(
+    r"(?:根据|按照|依据)(?:你|您)?的?(?:日历|日程|行程)|从(?:你|您)?的?(?:日历|日程|行程)(?:上|里|中)?来?看|"
     r"(?:日历|日程|行程)(?:表)?(?:上|里|中)(?:是(?!不是|否|可以|能)|写着|写的是|记着|记的是|标着|标的是|写明)|"
     r"(?:日历|日程|行程|安排)(?:表)?(?:上|里|中)?(?:显示|是空的|为空|空空|很空|很满|挺满|满了|已满|排满|"
     r"一共有|共有|只有|还有|有|没有)|如下|(?:以下|下面|这)是(?:你|您)|(?:你|您)的(?:[^，。]{0,8}?)"
@@ -636,17 +635,19 @@ _EN_ECHO_GAP = re.compile(
 )
 _EN_TIME_SUBJECT = re.compile(
     rf"^(?:(?:and|but|so|also|otherwise|then|plus|ok|okay|good news|great news)\s+)*(?:the\s+)?(?:[\w'&:-]+\s+){{0,3}}?(?:tomorrow|today|tonight|{_EN_WEEKDAY}|(?:morning|afternoon|evening|night|weekend|week|slot|time)s?|\d{{1,2}}(?::\d\d)?\s?(?:am|pm))"
-    rf"(?:\s+(?:[\w'&-]+\s+){{0,5}}?(?:is|are|looks|look|seems|seem|stays|remains|'s)|'s)\s+(?:(?:completely|totally|pretty|quite|fairly|wide|all|still|also|now|mostly|entirely|very|already|your|the|both|each|relatively|rather|super|really)\s+)*{_EN_AVAIL_WORDS}\b"
+    # (past too: "Saturday was open, so I put the hike in at 8")
+    rf"(?:\s+(?:[\w'&-]+\s+){{0,5}}?(?:is|are|was|were|looks|look|seems|seem|stays|remains|'s)|'s)\s+(?:(?:completely|totally|pretty|quite|fairly|wide|all|still|also|now|mostly|entirely|very|already|your|the|both|each|relatively|rather|super|really)\s+)*{_EN_AVAIL_WORDS}\b"
 )
 # A day as the holder of its entries: "Thursday now just has the standup and the vendor call",
 # "Sunday also has brunch at 11", "Tuesday has no conflicts now" (what a day holds, often after a change).
 _EN_TIME_HAS = re.compile(
     r"^(?:(?:and|but|so|also|otherwise|then|plus|now|and now)\s+)*(?:the\s+|your\s+|that\s+)?(?:[\w'&:-]+\s+){0,2}?"
-    rf"(?:tomorrow|today|tonight|{_EN_WEEKDAY}|(?:morning|afternoon|evening|weekend|week|day)s?)\s+"
-    r"(?:(?:now|also|still|only|just|then|already|currently)\s+)*(?:has|had|holds|held|contains|includes)\s+"
+    rf"(?:tomorrow|today|tonight|{_EN_WEEKDAY}|(?:morning|afternoon|evening|weekend|week|day)s?)"
+    r"(?:\s+(?:(?:now|also|still|only|just|then|already|currently)\s+)*(?:has|had|holds|held|contains|includes)\s+|"
+    r"(?:'s|\s+has)\s+(?:(?:now|also|still|only|just)\s+)*got\s+)"
     rf"(?!been\b|to\b)(?:(?:[\w'&:-]+\s+){{0,4}}?(?:{_EN_NOUNS})\b|nothing\b)"
 )
-_G_HAS = frozenset({"has", "had", "holds", "held", "contains", "includes"})
+_G_HAS = frozenset({"has", "had", "holds", "held", "contains", "includes", "got"})
 # What is left after a change: "only the one on the 1st remains", "the only thing left is the 9am
 # all-hands". Not a step still to take ("the only thing left is to pick a time").
 _EN_REMAIN = re.compile(
@@ -1021,9 +1022,18 @@ def _zh_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
     return False
 
 
+# A range of clock times ("9点到11点", "14:00-16:00", "3-4pm") is one slot, not two entries.
+_RANGE = re.compile(r"(?<=\d|点|半|分)\s*(?:到|至|-|–|—|~|～|to)\s*(?=\d|[一二三四五六七八九十两]+点)")
+
+
+def _clocks(rx: re.Pattern[str], sentence: str) -> int:
+    n = len(rx.findall(sentence))
+    return n - len(_RANGE.findall(sentence)) if n >= 2 else n
+
+
 def _zh_list(sentence: str) -> bool:
     """An enumerated list of times with titles ("9点站会、11点客户会、下午3点评审会")."""
-    return len(_ZH_CLOCK.findall(sentence)) >= 2 and bool(
+    return _clocks(_ZH_CLOCK, sentence) >= 2 and bool(
         _ZH_CAL_NOUN.search(sentence) or "你" in sentence or "您" in sentence
     )
 
@@ -1234,7 +1244,7 @@ def _en_read(c: _Clause, sentence: str, asked: bool = False) -> bool:
 
 
 def _en_list(sentence: str) -> bool:
-    return len(_EN_CLOCK.findall(sentence)) >= 2 and bool(
+    return _clocks(_EN_CLOCK, sentence) >= 2 and bool(
         _EN_CAL_NOUN.search(sentence) or re.search(r"\byou(?:r|'ve|'re)?\b", sentence)
     )
 
@@ -1253,9 +1263,10 @@ _ZH_MOOD = _Mood(
     cond_tail=_ZH_COND_TAIL,
     header=_ZH_HEADER,
     # A clause without any of these cannot hold a claim: skip its mood tables.
-    # (共/计: totals; 个/场/项/件/节: counts of events; 松/紧/密: how loaded a day is)
+    # (共/计: totals; 个/场/项/件/节: counts of events; 松/紧/密: how loaded a day is; 据/看: the
+    # calendar as evidence)
     cue=re.compile(
-        _alt((*_ZH_STRONG_VERBS, *_ZH_WEAK_VERBS, *"有没空闲忙满冲撞重显如是剩在为共计个场项件节松紧密"))
+        _alt((*_ZH_STRONG_VERBS, *_ZH_WEAK_VERBS, *"有没空闲忙满冲撞重显如是剩在为共计个场项件节松紧密据看"))
     ),
 )
 _EN_MOOD = _Mood(
