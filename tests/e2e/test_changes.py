@@ -400,3 +400,59 @@ async def test_an_automation_request_is_planned_and_writes_nothing(
         status = await conn.scalar(text("select status from commands.plans where user_id = :u"), {"u": user})
     assert status == "confirmed"
     assert await count_events(db, user) == 0
+
+
+# ---- the recurrence backstop -----------------------------------------------------------------------
+
+
+async def test_a_one_off_from_words_that_say_every_day_is_held_then_made_a_series(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    scripted.set_script(
+        script(
+            on_user(
+                "吃药",
+                tool_calls=[call("prepare_or_create_schedule", title="吃药", date="D+1", time="08:00")],
+            ),
+            on_user(
+                "每天都要",
+                tool_calls=[
+                    call(
+                        "prepare_or_create_schedule",
+                        title="吃药",
+                        date="D+1",
+                        time="08:00",
+                        recurrence="FREQ=DAILY",
+                    )
+                ],
+            ),
+        )
+    )
+    held = (await stack.chat(user, "每天早上八点吃药")).json()
+    assert held["outcome"] == "held", held
+    assert await count_events(db, user) == 0
+    plan = (await stack.chat(user, "对，每天都要")).json()
+    assert plan["outcome"] == "held", plan
+    assert "每天" in plan["reply"]
+    done = (await stack.chat(user, "确认")).json()
+    assert done["outcome"] == "created", done
+    found = await events(stack, user, "2026-09-25T00:00:00+08:00", "2026-09-28T00:00:00+08:00")
+    assert spans(found) == [
+        ("吃药", "2026-09-25T08:00:00+08:00"),
+        ("吃药", "2026-09-26T08:00:00+08:00"),
+        ("吃药", "2026-09-27T08:00:00+08:00"),
+    ]
+
+
+async def test_words_without_a_marker_create_directly(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    scripted.set_script(
+        script(
+            on_user(
+                "吃药",
+                tool_calls=[call("prepare_or_create_schedule", title="吃药", date="D+1", time="08:00")],
+            )
+        )
+    )
+    assert (await stack.chat(user, "明天早上八点吃药")).json()["outcome"] == "created"

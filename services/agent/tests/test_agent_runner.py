@@ -85,7 +85,7 @@ class FakeCommands:
 
 
 class FakeTime:
-    async def parse_reply(self, text: str) -> ParsedReply:
+    async def parse_reply(self, text: str, now: datetime, tz: str) -> ParsedReply:
         return ParsedReply(patch=SlotPatch(), complete=False)
 
 

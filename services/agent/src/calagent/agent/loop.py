@@ -187,12 +187,15 @@ class TurnRunner:
     async def _run(self, state: TurnState, sink: EventSink) -> Finished:
         env = state.env
         with state.timeline.segment("context.build"):
-            # Independent reads: one round trip's worth of waiting instead of three. The user's
-            # message is archived only after the history read so it is not its own history.
-            stub_result, calendars, history = await asyncio.gather(
+            # Independent reads: one round trip's worth of waiting instead of four. The user's
+            # message is archived only after the history read so it is not its own history. The
+            # time service reads every message once: the fast path needs its patch, and a create
+            # needs to know whether the words carried a repetition marker.
+            stub_result, calendars, history, parsed = await asyncio.gather(
                 self.commands.query(GetActiveStub(envelope=env)),
                 self.commands.query(ListCalendars(envelope=env)),
                 self.store.history(env.user_id, env.conversation_id),
+                self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
             )
             now = self.clock.now()
             await self.store.archive(
@@ -206,6 +209,7 @@ class TurnRunner:
             state.stub = None
         state.calendars = calendars.calendars
         state.last_assistant = _last_assistant(history)
+        state.parsed = parsed
 
         pending = await self._answer_pending(state, sink, now)
         if pending is not None:
@@ -255,9 +259,7 @@ class TurnRunner:
             )
             return apply_command_result(state, result)
 
-        with state.timeline.segment("fastpath.parse"):
-            parsed = await self.time.parse_reply(state.turn.text)
-        patch = fast_path_patch(stub, parsed)
+        patch = fast_path_patch(stub, state.parsed) if state.parsed is not None else None
         if patch is None:
             return None
         merge = MergeStub(

@@ -37,7 +37,7 @@ class CommandsPort(Protocol):
 
 
 class TimePort(Protocol):
-    async def parse_reply(self, text: str) -> ParsedReply: ...
+    async def parse_reply(self, text: str, now: datetime, tz: str) -> ParsedReply: ...
 
 
 class StorePort(Protocol):

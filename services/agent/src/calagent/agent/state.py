@@ -9,6 +9,7 @@ from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.receipts import View
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import EventView, Flag, Outcome, ToolCallOut, TurnRequested
 from calagent.runtime.timeline import Timeline
 
@@ -29,6 +30,7 @@ class TurnState:
     stub: StubOut | None = None  # the active stub as the turn found it
     calendars: tuple[str, ...] = ()
     last_assistant: LastAssistant | None = None
+    parsed: ParsedReply | None = None  # the time service's reading of the user's words
     tool_calls: list[ToolCallOut] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     model_calls: int = 0

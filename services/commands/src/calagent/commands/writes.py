@@ -374,7 +374,9 @@ class Writes:
                 "candidates": candidates,
                 "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
                 "hold_reason": decision.hold_reason if decision else None,
-                "requested_hold": hold if hold not in ("past_start", "recurrence_plan") else None,
+                # Only third-party content sticks to a stub across clarifications; the other holds
+                # are judged again on every evaluation (a past start, a rule, an unclear one).
+                "requested_hold": hold if hold == "third_party_content" else None,
                 "confirmed": confirmed,
                 "proposed_start": proposal.start if proposal else None,
                 "proposed_end": proposal.end if proposal else None,

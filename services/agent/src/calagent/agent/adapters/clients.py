@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.contracts import subjects
@@ -64,7 +65,10 @@ class TimeClient:
         self.bus = bus
         self.timeout = timeout
 
-    async def parse_reply(self, text: str) -> ParsedReply:
+    async def parse_reply(self, text: str, now: datetime, tz: str) -> ParsedReply:
         return await self.bus.request(
-            subjects.TIME_PARSE_REPLY, ParseReplyRequest(text=text[:4000]), ParsedReply, timeout=self.timeout
+            subjects.TIME_PARSE_REPLY,
+            ParseReplyRequest(text=text[:4000], now=now, tz=tz),
+            ParsedReply,
+            timeout=self.timeout,
         )
