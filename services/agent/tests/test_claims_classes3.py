@@ -48,6 +48,10 @@ def test_zh_relative_clause_is_not_the_subject(text: str, want: str) -> None:
         ("保存日程时出了点问题，这次没有创建成功。", H),
         ("刚才删除会议的时候报错了，会议还在。", H),
         ("刚才的问题已经修好了，会议也改到周五了。", W),
+        # A verb before 时/的时候 is the time of something else, even on a prefix of the reply.
+        ("抱歉，修改日程时出了", H),
+        ("会议推迟了一小时。", W),
+        ("已删除，同时也取消了提醒。", W),
     ],
 )
 def test_zh_errors_are_failures(text: str, want: str) -> None:

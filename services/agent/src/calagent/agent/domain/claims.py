@@ -135,10 +135,13 @@ _ZH_ALREADY = re.compile(r"已")
 
 # Completion after the verb: a perfective particle (了/啦/咯/喽) or a resultative of success. The
 # search stops at words that turn what follows into a condition, a modal or a degree comment
-# ("删了就找不回来了", "改期太麻烦了", "取消之后无法恢复了").
+# ("删了就找不回来了", "改期太麻烦了", "取消之后无法恢复了"), and at 时/的时候, which make the verb
+# the time of something else ("修改日程时出了问题": while changing it, not a change made; 小时/按时/
+# 同时/3时 are other words).
 _ZH_AFTER_STOP = re.compile(
     r"就|才|再|吗|呢|吧|的话|太|真|挺|得|要|能|可以|如果|还是|或者|无法|没法|不能|"
-    r"(?<![开例站晨周早晚组个场次的班])会(?!议)"
+    r"(?<![开例站晨周早晚组个场次的班])会(?!议)|"
+    r"(?<![\d０-９一二三四五六七八九十两小按准及临定同暂当届平随])时(?![间长段区])"
 )
 _ZH_PERFECTIVE = re.compile(r"了(?!解|不起|就|之后|以后|后|再)|啦|咯|喽|成功|完成|完毕|搞定|妥当|妥了")
 # A change that did not happen: failure after the verb (取消失败, 删不了).
