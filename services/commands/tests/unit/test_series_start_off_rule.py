@@ -1,6 +1,7 @@
 """A series created on a day its rule does not give (a Thursday with BYDAY=MO): the engine's first
 occurrence is the next Monday (dateutil does not count DTSTART off the rule; the feed writes that
-Monday as DTSTART). Found while writing the feed; the fix belongs to writes/changes."""
+Monday as DTSTART). The series is therefore stored from that Monday, and the id the create answers
+with names a real occurrence."""
 
 from __future__ import annotations
 
@@ -22,11 +23,6 @@ def env() -> Envelope:
     return Envelope(turn_id="t", user_id="alice", conversation_id="c", occurred_at=NOW, tz="Asia/Shanghai")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="changes.find takes a master's own id for its first occurrence at the stored start; "
-    "a start off the rule is no occurrence, so the id the create answered with is not_found",
-)
 async def test_the_id_a_series_create_answers_with_can_be_changed(harness: Any) -> None:
     held = await harness.service.execute(
         PrepareOrCreate(

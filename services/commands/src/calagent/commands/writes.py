@@ -12,14 +12,14 @@ a create continues the active stub only when `continues_stub` says so, otherwise
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from calagent.commands.changes import Changes
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import find_conflicts
-from calagent.commands.domain.series import InvalidRecurrenceError, validate_rule
+from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.domain.slots import merge_slots, slots_from_args
 from calagent.commands.domain.stubs import (
     Decision,
@@ -31,6 +31,7 @@ from calagent.commands.domain.stubs import (
     decide,
     plan,
 )
+from calagent.commands.domain.timeutil import local_day_span
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
@@ -285,6 +286,11 @@ class Writes:
         stub: Stub | None,
         fallback: CalendarFallback | None,
     ) -> CommandResult:
+        if slots.recurrence:
+            # RFC 5545 wants DTSTART to be the first instance; dateutil does not count a start the
+            # rule does not give ("Thursday" with BYDAY=MO). The series starts at its first real
+            # occurrence, which is also what the plan showed as the first of the next three.
+            proposal = first_occurrence(proposal, slots.recurrence, txn.tz)
         event = Event(
             id=new_id(),
             user_id=txn.user_id,
@@ -427,3 +433,21 @@ class Writes:
     async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:
         expired = await self.transition(txn, stub, "expired")
         return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))
+
+
+def first_occurrence(proposal: Proposal, rule: str, tz: ZoneInfo) -> Proposal:
+    """The proposal moved to the rule's first occurrence on or after it (same length; whole
+    local days for an all-day series)."""
+    found = next_starts(rule, proposal.start, tz, proposal.start, 1)
+    if not found or found[0] == proposal.start:
+        return proposal
+    start = found[0].astimezone(UTC)
+    if proposal.all_day:
+        days = (proposal.end.astimezone(tz).date() - proposal.start.astimezone(tz).date()).days
+        first_day = found[0].date()
+        return Proposal(
+            local_day_span(first_day, tz)[0],
+            local_day_span(first_day + timedelta(days=max(days, 1) - 1), tz)[1],
+            True,
+        )
+    return Proposal(start, start + (proposal.end - proposal.start), False)
