@@ -400,6 +400,19 @@ async def test_an_automation_request_is_planned_and_writes_nothing(
         status = await conn.scalar(text("select status from commands.plans where user_id = :u"), {"u": user})
     assert status == "confirmed"
     assert await count_events(db, user) == 0
+    # The plan is listed for its owner only, and its owner alone can delete it.
+    listed = (await stack.client.get("/v1/plans", headers=stack.headers(user))).json()["plans"]
+    assert [(p["trigger"], p["steps"], p["status"]) for p in listed] == [
+        ("每天早上8点", ["读取当天日程", "发给我一段总结"], "confirmed")
+    ]
+    other = f"{user}-other"
+    assert (await stack.client.get("/v1/plans", headers=stack.headers(other))).json() == {"plans": []}
+    path = f"/v1/plans/{listed[0]['id']}"
+    refused = await stack.client.delete(path, headers=stack.headers(other))
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "not_found"
+    assert (await stack.client.delete(path, headers=stack.headers(user))).status_code == 204
+    assert (await stack.client.get("/v1/plans", headers=stack.headers(user))).json() == {"plans": []}
+    assert (await stack.client.delete(path, headers=stack.headers(user))).status_code == 404
 
 
 # ---- the recurrence backstop -----------------------------------------------------------------------

@@ -111,6 +111,8 @@ ROUTES = [
     ("GET", "/v1/turns/abc/timeline"),
     ("GET", "/v1/calendar.ics"),
     ("POST", "/v1/feeds"),
+    ("GET", "/v1/plans"),
+    ("DELETE", "/v1/plans/abc"),
 ]
 
 

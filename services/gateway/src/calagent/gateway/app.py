@@ -32,10 +32,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from calagent.contracts import subjects
 from calagent.contracts.bus import HealthReply
 from calagent.contracts.commands import (
+    DeletePlan,
     EventOut,
     ExportIcs,
     FeedCalendar,
     GetActiveStub,
+    ListPlans,
     QueryRange,
     QueryRequest,
     QueryResult,
@@ -572,6 +574,23 @@ def create_app(
             media_type=ICS_MEDIA_TYPE,
             headers={"Content-Disposition": 'inline; filename="calendar.ics"'},
         )
+
+    # ---- automation plans: offers that never run by themselves (contract §9) ---------------------
+
+    @app.get("/v1/plans")
+    async def plans(principal: AuthPrincipal) -> dict[str, list[dict[str, Any]]]:
+        result = await gw.query(principal, ListPlans(envelope=gw.envelope(principal)))
+        return {"plans": [plan.model_dump(mode="json") for plan in result.plans]}
+
+    @app.delete("/v1/plans/{plan_id}", response_model=None)
+    async def delete_plan(principal: AuthPrincipal, plan_id: str) -> Response:
+        # Another user's plan id is answered like one that does not exist.
+        if not 0 < len(plan_id) <= 64:
+            return _error_json(404, "no plan with this id")
+        result = await gw.query(principal, DeletePlan(envelope=gw.envelope(principal), plan_id=plan_id))
+        if not result.deleted:
+            return _error_json(404, "no plan with this id")
+        return Response(status_code=204)
 
     # ---- private feeds (contract §10) ---------------------------------------------------------
 
