@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -58,3 +59,34 @@ async def event_rows(db: AsyncEngine, user_id: str) -> list[dict[str, object]]:
             {"u": user_id},
         )
         return [dict(r._mapping) for r in rows]
+
+
+# ---- scripted model rules, shared by every end-to-end module ----------------------------------------
+
+
+def script(*rules: dict[str, Any], default: str = "好的。") -> Script:
+    return Script.model_validate({"rules": list(rules), "default": {"text": default}})
+
+
+def on_user(contains: str | list[str], **respond: Any) -> dict[str, Any]:
+    return {"when": {"user_contains": contains, "last_role": "user"}, "respond": respond}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+async def read_events(
+    stack: Stack,
+    user: str,
+    start: str = "2026-01-01T00:00:00+08:00",
+    end: str = "2026-12-31T00:00:00+08:00",
+    tz: str | None = None,
+) -> list[dict[str, Any]]:
+    """The caller's events through `GET /v1/events`: the facts a client reads back."""
+    response = await stack.client.get(
+        "/v1/events", params={"start": start, "end": end}, headers=stack.headers(user, tz)
+    )
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["events"]
+    return found

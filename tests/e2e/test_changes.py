@@ -12,23 +12,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.scriptedmodel import Script, ScriptedModelServer
+from calagent.scriptedmodel import ScriptedModelServer
 
-from .conftest import count_events
+from .conftest import call, count_events, on_user, read_events, script
 
 pytestmark = pytest.mark.e2e
-
-
-def script(*rules: dict[str, Any], default: str = "好的。") -> Script:
-    return Script.model_validate({"rules": list(rules), "default": {"text": default}})
-
-
-def on_user(contains: str | list[str], **respond: Any) -> dict[str, Any]:
-    return {"when": {"user_contains": contains, "last_role": "user"}, "respond": respond}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
 
 
 async def events(
@@ -38,12 +26,7 @@ async def events(
     end: str = "2026-12-31T00:00:00+08:00",
     tz: str | None = None,
 ) -> list[dict[str, Any]]:
-    response = await stack.client.get(
-        "/v1/events", params={"start": start, "end": end}, headers=stack.headers(user, tz)
-    )
-    assert response.status_code == 200, response.text
-    found: list[dict[str, Any]] = response.json()["events"]
-    return found
+    return await read_events(stack, user, start, end, tz)
 
 
 def spans(found: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -16,19 +16,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.cli.stack import Stack
 from calagent.contracts import subjects
 from calagent.contracts.time import ParsedReply, ParseReplyRequest
-from calagent.scriptedmodel import Script, ScriptedModelServer
+from calagent.scriptedmodel import ScriptedModelServer
 
-from .conftest import count_events, event_rows
+from .conftest import count_events, event_rows, on_user, read_events, script
 
 pytestmark = pytest.mark.e2e
-
-
-def script(*rules: dict[str, Any], default: str = "好的。") -> Script:
-    return Script.model_validate({"rules": list(rules), "default": {"text": default}})
-
-
-def on_user(contains: str | list[str], **respond: Any) -> dict[str, Any]:
-    return {"when": {"user_contains": contains, "last_role": "user"}, "respond": respond}
 
 
 def create(title: str, date: str, time: str | None = None, **more: Any) -> dict[str, Any]:
@@ -38,15 +30,8 @@ def create(title: str, date: str, time: str | None = None, **more: Any) -> dict[
     return {"name": "prepare_or_create_schedule", "arguments": arguments}
 
 
-async def events(stack: Stack, user: str, tz: str | None = None) -> list[dict[str, Any]]:
-    response = await stack.client.get(
-        "/v1/events",
-        params={"start": "2026-01-01T00:00:00+08:00", "end": "2026-12-31T00:00:00+08:00"},
-        headers=stack.headers(user, tz),
-    )
-    assert response.status_code == 200, response.text
-    found: list[dict[str, Any]] = response.json()["events"]
-    return found
+async def events(stack: Stack, user: str) -> list[dict[str, Any]]:
+    return await read_events(stack, user)
 
 
 async def active(stack: Stack, user: str) -> Any:

@@ -13,23 +13,11 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.scriptedmodel import Script, ScriptedModelServer
+from calagent.scriptedmodel import ScriptedModelServer
 
-from .conftest import count_events, event_rows
+from .conftest import call, count_events, event_rows, on_user, script
 
 pytestmark = pytest.mark.e2e
-
-
-def script(*rules: dict[str, Any], default: str = "好的。") -> Script:
-    return Script.model_validate({"rules": list(rules), "default": {"text": default}})
-
-
-def on_user(contains: str | list[str], **respond: Any) -> dict[str, Any]:
-    return {"when": {"user_contains": contains, "last_role": "user"}, "respond": respond}
-
-
-def call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
 
 
 CREATE_ZHANG = on_user(

@@ -204,9 +204,8 @@ class ProposePlan(WireModel):
     steps: tuple[str, ...] = Field(min_length=1, max_length=10)
 
 
-Command = Annotated[
-    PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan, Field(discriminator="kind")
-]
+AnyCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
+Command = Annotated[AnyCommand, Field(discriminator="kind")]
 
 
 class CommandRequest(WireModel):
@@ -314,7 +313,7 @@ class DeletePlan(WireModel):
     plan_id: str = Field(min_length=1, max_length=64)
 
 
-Query = Annotated[
+AnyQuery = (
     QueryRange
     | SuggestFree
     | GetActiveStub
@@ -324,9 +323,9 @@ Query = Annotated[
     | RotateFeed
     | FeedCalendar
     | ListPlans
-    | DeletePlan,
-    Field(discriminator="kind"),
-]
+    | DeletePlan
+)
+Query = Annotated[AnyQuery, Field(discriminator="kind")]
 
 
 class QueryRequest(WireModel):

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from calagent.agent.domain import receipts
 from calagent.agent.domain.pending import write_hold
-from calagent.agent.ports import AgentCommand, CommandsPort, StorePort
+from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, StorePort
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     CancelStub,
@@ -26,6 +26,7 @@ from calagent.contracts.commands import (
     PrepareOrCreate,
     ProposePlan,
     QueryRange,
+    QueryResult,
     SuggestFree,
 )
 from calagent.contracts.time import SlotPatch
@@ -229,21 +230,30 @@ class Tools:
 
     # ---- reads ---------------------------------------------------------------------------------
 
-    async def query_range(self, state: TurnState, args: QueryScheduleRange) -> ToolResult:
-        result = await self.commands.query(
-            QueryRange(
-                envelope=state.env,
-                start_symbol=args.start,
-                end_symbol=args.end,
-                incomplete_only=args.incomplete_only,
-            )
-        )
+    async def read(self, state: TurnState, query: AgentQuery) -> QueryResult | ToolResult:
+        """Run a read; a refused range goes back to the model as a tool error. Only a read that
+        really ran counts as one for the exit check."""
+        result = await self.commands.query(query)
         add_db_segment(state, result.db_ms)
         if result.error is not None:
             return ToolResult(
                 f"error:{result.error.code}", error_content(result.error.code, result.error.message)
             )
         state.read_ran = True
+        return result
+
+    async def query_range(self, state: TurnState, args: QueryScheduleRange) -> ToolResult:
+        result = await self.read(
+            state,
+            QueryRange(
+                envelope=state.env,
+                start_symbol=args.start,
+                end_symbol=args.end,
+                incomplete_only=args.incomplete_only,
+            ),
+        )
+        if isinstance(result, ToolResult):
+            return result
         state.events.extend(event_view(e) for e in result.events)
         with state.timeline.segment("receipt"):
             return ToolResult(
@@ -251,34 +261,28 @@ class Tools:
             )
 
     async def suggest_free_time(self, state: TurnState, args: SuggestFreeTime) -> ToolResult:
-        result = await self.commands.query(
+        result = await self.read(
+            state,
             SuggestFree(
                 envelope=state.env,
                 start_symbol=args.start,
                 end_symbol=args.end,
                 duration_minutes=args.duration_minutes,
-            )
+            ),
         )
-        add_db_segment(state, result.db_ms)
-        if result.error is not None:
-            return ToolResult(
-                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
-            )
-        state.read_ran = True
+        if isinstance(result, ToolResult):
+            return result
         with state.timeline.segment("receipt"):
             reply = receipts.free_time_receipt(result.free_slots, args.duration_minutes, state.view)
         return ToolResult("suggested", finished=Finished("suggested", reply))
 
     async def find_events(self, state: TurnState, args: FindEvents) -> ToolResult:
-        result = await self.commands.query(
-            FindEventsQuery(envelope=state.env, start_symbol=args.start, end_symbol=args.end, text=args.text)
+        result = await self.read(
+            state,
+            FindEventsQuery(envelope=state.env, start_symbol=args.start, end_symbol=args.end, text=args.text),
         )
-        add_db_segment(state, result.db_ms)
-        if result.error is not None:
-            return ToolResult(
-                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
-            )
-        state.read_ran = True
+        if isinstance(result, ToolResult):
+            return result
         found = [
             {
                 "id": e.id,

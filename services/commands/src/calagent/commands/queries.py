@@ -16,9 +16,9 @@ from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.views import event_out, render_ics, stub_out
 from calagent.contracts.commands import (
+    AnyQuery,
     CommandError,
     DeletePlan,
-    ExportIcs,
     FeedCalendar,
     FindEventsQuery,
     FreeSlot,
@@ -41,18 +41,7 @@ ALL_DAY_SLACK = timedelta(days=1)
 FEED_SECRET_BYTES = 32  # token_urlsafe: 43 characters, 256 random bits
 FEED_NOT_FOUND = "no feed at this address"
 
-Query = (
-    QueryRange
-    | SuggestFree
-    | GetActiveStub
-    | ListCalendars
-    | ExportIcs
-    | FindEventsQuery
-    | RotateFeed
-    | FeedCalendar
-    | ListPlans
-    | DeletePlan
-)
+Query = AnyQuery
 
 
 async def events_in(

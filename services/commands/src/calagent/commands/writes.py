@@ -37,6 +37,7 @@ from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
+    AnyCommand,
     CalendarFallback,
     CancelStub,
     CommandResult,
@@ -53,7 +54,7 @@ from calagent.contracts.commands import (
 from calagent.contracts.time import ResolveRequest
 from calagent.runtime.clock import Clock
 
-Command = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
+Command = AnyCommand
 
 
 @dataclass(frozen=True)
