@@ -488,3 +488,12 @@ def test_raw_sse_framing(server: ScriptedModelServer) -> None:
     usage_chunk = json.loads(events[-2][len("data: ") :])
     assert usage_chunk["choices"] == []
     assert set(usage_chunk["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+
+
+def test_the_listening_socket_is_tcp_so_answers_are_not_delayed() -> None:
+    # Same trap as the gateway's: proto 0 leaves Nagle on for accepted connections (~40 ms a reply).
+    import socket
+
+    with ScriptedModelServer(Script(rules=[])) as server:
+        assert server._socket is not None
+        assert server._socket.proto == socket.IPPROTO_TCP

@@ -134,3 +134,18 @@ async def test_framework_errors_use_the_error_body() -> None:
     assert wrong_method.status_code == 405
     assert wrong_method.json()["error"]["code"] == "method_not_allowed"
     assert "allow" in wrong_method.headers
+
+
+def test_the_listening_socket_is_tcp_so_accepted_connections_get_nodelay() -> None:
+    # asyncio sets TCP_NODELAY on an accepted connection only when the listening socket's proto is
+    # IPPROTO_TCP; with proto 0 every response stalls ~40 ms (Nagle against delayed ACKs).
+    import socket
+
+    from calagent.gateway.__main__ import _shared_socket
+    from calagent.runtime.embedded import free_port
+
+    sock = _shared_socket("127.0.0.1", free_port())
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()

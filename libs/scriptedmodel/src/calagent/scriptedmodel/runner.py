@@ -68,7 +68,9 @@ class ScriptedModelServer:
             return self.base_url
         # Binding here, not inside uvicorn, gives the port before the thread runs and no window in
         # which another process can take a "free" port.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted connections only when the
+        # listening socket says it is TCP; without it every answer waits ~40 ms (Nagle, delayed ACK).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self._requested_port))

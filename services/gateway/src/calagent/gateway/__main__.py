@@ -29,7 +29,10 @@ def _shared_socket(host: str, port: int) -> socket.socket:
     """A listening socket with SO_REUSEPORT: several gateway replicas on one host bind the same
     port and the kernel spreads connections across them (`calagent up --scale gateway=N`)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted connections only when the
+    # listening socket says it is TCP. With proto 0, Nagle meets delayed ACKs and every response
+    # waits ~40 ms.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))

@@ -92,7 +92,8 @@ class LiveProxy:
 
     def start(self) -> str:
         self.local.start()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only for a TCP socket.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.bind(("127.0.0.1", 0))
         sock.listen(128)
         self.port = sock.getsockname()[1]
