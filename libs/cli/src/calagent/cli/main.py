@@ -180,6 +180,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     tree or the current directory); `--corpus FILE_OR_DIR` (repeatable) reads others."""
     what = getattr(args, "what", "timeparse")
     code = 0
+    if what == "turns":
+        from calagent.cli.turnbench import run_turn_bench
+
+        return run_turn_bench(args)
     if what in ("timeparse", "all"):
         from calagent.timeparse.bench import run_benchmark
 
@@ -255,10 +259,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "what",
         nargs="?",
-        choices=("timeparse", "claims", "all"),
+        choices=("timeparse", "claims", "turns", "all"),
         default="timeparse",
-        help="timeparse (default): time service; claims: exit-check recall/false alarms; all: both",
+        help="timeparse (default): time service; claims: exit-check recall/false alarms; "
+        "turns: the cost of a turn on the running system beside its floor; all: timeparse and claims",
     )
+    bench.add_argument("--n", type=int, default=200, help="turns: sequential creates measured")
+    bench.add_argument("--clients", type=int, default=16, help="turns: concurrent clients for throughput")
+    bench.add_argument("--seconds", type=float, default=10.0, help="turns: how long throughput runs")
+    bench.add_argument("--in-flight", type=int, default=300, help="turns: concurrent turns at the slow model")
+    bench.add_argument("--slow-ms", type=int, default=1500, help="turns: model latency for the in-flight run")
+    bench.add_argument("--compare-ms", type=int, default=500, help="turns: model latency against pydantic-ai")
+    bench.add_argument("--compare-n", type=int, default=20, help="turns: turns per side against pydantic-ai")
     bench.add_argument(
         "--corpus",
         action="append",

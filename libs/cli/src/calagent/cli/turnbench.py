@@ -1,0 +1,451 @@
+"""`calagent bench turns`: what one turn costs, measured on the running system beside its floor.
+
+In one run, on this machine, with a scripted model answering at a chosen latency:
+
+- the floor: one openai call and one asyncpg insert in one process, against the same model server
+  and the same PostgreSQL;
+- a create turn and a clarification merge through HTTP, NATS and every service (`calagent up`,
+  each service its own process): p50 / p99;
+- CPU per turn per process (gateway, agent, commands, timeparse, evalrec, nats-server, PostgreSQL)
+  and in total, from the processes' own CPU counters over the sequential creates;
+- throughput with concurrent clients;
+- turns in flight on one agent replica with a slow model, and the errors;
+- with pydantic-ai installed, its default agent in process against the same model, same tool
+  and same database, beside ours at the same model latency.
+
+It prints numbers and asserts nothing: machines here are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from calagent.runtime.embedded import free_port
+
+NOW = "2026-09-24T10:00:00+08:00"
+CREATE = "明天下午三点开会"
+WEEKEND = "这个周末去修汽车轮毂"
+MERGE = "周日下午2点"
+FLOOR_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "prepare_or_create_schedule",
+        "description": "create an event",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "title": {"type": "string"},
+                "date": {"type": "string"},
+                "time": {"type": "string"},
+            },
+            "required": ["title", "date"],
+        },
+    },
+}
+
+
+def bench_script(ttft_ms: int) -> dict[str, Any]:
+    create = {"title": "开会", "date": "D+1", "time": "15:00"}
+    return {
+        "rules": [
+            {
+                "when": {"user_contains": "修汽车轮毂", "last_role": "user"},
+                "respond": {
+                    "tool_calls": [
+                        {
+                            "name": "prepare_or_create_schedule",
+                            "arguments": {"title": "修汽车轮毂", "date": "WE"},
+                        }
+                    ],
+                    "ttft_ms": ttft_ms,
+                },
+            },
+            {
+                "when": {"user_contains": "开会", "last_role": "user"},
+                "respond": {
+                    "tool_calls": [{"name": "prepare_or_create_schedule", "arguments": create}],
+                    "ttft_ms": ttft_ms,
+                },
+            },
+            # pydantic-ai asks again after its tool ran: it gets a short final answer.
+            {"when": {"last_role": "tool"}, "respond": {"text": "已创建。", "ttft_ms": ttft_ms}},
+        ],
+        "default": {"text": "ok", "ttft_ms": ttft_ms},
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+@dataclass
+class System:
+    """`calagent up` in a temporary data dir, and a scripted model as its own process."""
+
+    data_dir: Path
+    secret: str = field(default_factory=lambda: secrets.token_hex(32))
+    port: int = field(default_factory=free_port)
+    model_port: int = field(default_factory=free_port)
+    up: subprocess.Popen[str] | None = None
+    model: subprocess.Popen[str] | None = None
+    database_url: str = ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def model_url(self) -> str:
+        return f"http://127.0.0.1:{self.model_port}"
+
+    def start(self) -> None:
+        base = {
+            k: v for k, v in os.environ.items() if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL"}
+        }
+        self.model = subprocess.Popen(
+            [sys.executable, "-m", "calagent.scriptedmodel", "--port", str(self.model_port)],
+            env=base,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.model.stdout is not None
+        self.model.stdout.readline()  # "scripted model listening …"
+        env = {
+            **base,
+            "CALAGENT_DATA_DIR": str(self.data_dir),
+            "CALAGENT_NOW": NOW,
+            "CALAGENT_AUTH_SECRET": self.secret,
+            "OPENAI_BASE_URL": f"{self.model_url}/v1",
+            "OPENAI_API_KEY": "bench",
+        }
+        self.up = subprocess.Popen(
+            [sys.executable, "-m", "calagent.cli.main", "up", "--port", str(self.port)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.up.stdout is not None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            line = self.up.stdout.readline()
+            if line.startswith("calagent ready "):
+                break
+            if not line and self.up.poll() is not None:
+                raise RuntimeError("calagent up exited before it was ready")
+        else:
+            raise RuntimeError("calagent up was not ready in time")
+        state = json.loads((self.data_dir / "up.json").read_text())
+        self.database_url = state["database_url"]
+
+    def set_latency(self, ttft_ms: int) -> None:
+        httpx.put(f"{self.model_url}/_script", json=bench_script(ttft_ms), timeout=10).raise_for_status()
+
+    def token(self, user: str) -> str:
+        from calagent.gateway.auth import issue_token
+
+        return issue_token(user, self.secret)
+
+    def processes(self) -> dict[str, list[psutil.Process]]:
+        """The system's processes by role; the model server is not part of the system."""
+        assert self.up is not None
+        roles: dict[str, list[psutil.Process]] = {}
+        for proc in psutil.Process(self.up.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                argv = " ".join(proc.cmdline())
+                role = next(
+                    (
+                        name
+                        for name in ("gateway", "agent", "commands", "timeparse", "evalrec")
+                        if f"calagent.{name}" in argv
+                    ),
+                    "nats-server" if "nats-server" in argv else "postgres" if "postgres" in argv else None,
+                )
+                if role is not None:
+                    roles.setdefault(role, []).append(proc)
+        return roles
+
+    def stop(self) -> None:
+        for proc in (self.up, self.model):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=30)
+                if proc.poll() is None:
+                    proc.kill()
+
+
+def cpu_seconds(procs: dict[str, list[psutil.Process]]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for role, members in procs.items():
+        total = 0.0
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        totals[role] = total
+    return totals
+
+
+@contextlib.contextmanager
+def cpu_meter(system: System, out: dict[str, float]) -> Iterator[None]:
+    # PostgreSQL forks a backend per connection: list the processes again after the work so a
+    # backend born during it is counted (from zero), not missed.
+    before = cpu_seconds(system.processes())
+    yield
+    after = cpu_seconds(system.processes())
+    for role, seconds in after.items():
+        out[role] = seconds - before.get(role, 0.0)
+
+
+async def timed(work: Awaitable[object]) -> float:
+    began = time.perf_counter()
+    await work
+    return (time.perf_counter() - began) * 1000
+
+
+async def chat(client: httpx.AsyncClient, system: System, user: str, message: str) -> dict[str, Any]:
+    response = await client.post(
+        "/v1/chat",
+        json={"message": message},
+        headers={"Authorization": f"Bearer {system.token(user)}"},
+    )
+    response.raise_for_status()
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+async def floor_turns(system: System, n: int) -> tuple[list[float], float]:
+    """The least a turn could cost: one model call and one insert, in this process."""
+    import asyncpg
+    from openai import AsyncOpenAI
+
+    model = AsyncOpenAI(base_url=f"{system.model_url}/v1", api_key="bench")
+    conn = await asyncpg.connect(system.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    await conn.execute(
+        "CREATE TEMP TABLE floor_events (id text primary key, title text, start_at timestamptz)"
+    )
+    times: list[float] = []
+    process = psutil.Process()
+    before = process.cpu_times()
+    backend = await conn.fetchval("SELECT pg_backend_pid()")
+    pg = psutil.Process(backend)
+    pg_before = pg.cpu_times()
+    for _ in range(n):
+
+        async def once() -> None:
+            reply = await model.chat.completions.create(
+                model="bench",
+                messages=[{"role": "user", "content": CREATE}],
+                tools=[FLOOR_TOOL],  # type: ignore[list-item]
+            )
+            calls = reply.choices[0].message.tool_calls or []
+            arguments = json.loads(getattr(calls[0], "function").arguments) if calls else {}  # noqa: B009
+            await conn.execute(
+                "INSERT INTO floor_events VALUES ($1, $2, now())",
+                uuid.uuid4().hex,
+                arguments.get("title", ""),
+            )
+
+        times.append(await timed(once()))
+    after = process.cpu_times()
+    pg_after = pg.cpu_times()
+    cpu = (after.user + after.system - before.user - before.system) + (
+        pg_after.user + pg_after.system - pg_before.user - pg_before.system
+    )
+    await conn.close()
+    await model.close()
+    return times, cpu * 1000 / n
+
+
+async def pydantic_ai_turns(system: System, n: int) -> list[float] | None:
+    """pydantic-ai's default agent, in process, one tool writing the same row (two model calls)."""
+    try:
+        from pydantic_ai import Agent
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+    except ImportError:
+        return None
+    import asyncpg
+
+    conn = await asyncpg.connect(system.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    await conn.execute("CREATE TEMP TABLE pai_events (id text primary key, title text, start_at timestamptz)")
+    model = OpenAIChatModel(
+        "bench", provider=OpenAIProvider(base_url=f"{system.model_url}/v1", api_key="bench")
+    )
+    agent: Agent[None, str] = Agent(model)
+
+    @agent.tool_plain
+    async def prepare_or_create_schedule(title: str, date: str, time: str | None = None) -> str:
+        """Create an event."""
+        await conn.execute("INSERT INTO pai_events VALUES ($1, $2, now())", uuid.uuid4().hex, title)
+        return "created"
+
+    times = []
+    for _ in range(n):
+
+        async def once() -> None:
+            await agent.run(CREATE)
+
+        times.append(await timed(once()))
+    await conn.close()
+    return times
+
+
+async def measure(system: System, args: Any) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    async with httpx.AsyncClient(base_url=system.url, timeout=120, limits=limits) as client:
+        system.set_latency(0)
+        # Warm every process and connection pool first.
+        for i in range(10):
+            await chat(client, system, f"warm-{i}", CREATE)
+
+        floor, floor_cpu = await floor_turns(system, args.n)
+        results["floor"] = {
+            "p50": percentile(floor, 0.5),
+            "p99": percentile(floor, 0.99),
+            "cpu_ms": floor_cpu,
+        }
+
+        creates: list[float] = []
+        cpu: dict[str, float] = {}
+        with cpu_meter(system, cpu):
+            for i in range(args.n):
+                user = f"c-{i}-{uuid.uuid4().hex[:6]}"
+                creates.append(await timed(chat(client, system, user, CREATE)))
+        results["create"] = {"p50": percentile(creates, 0.5), "p99": percentile(creates, 0.99)}
+        results["cpu_ms_per_turn"] = {role: seconds * 1000 / args.n for role, seconds in sorted(cpu.items())}
+        results["cpu_ms_per_turn_total"] = sum(results["cpu_ms_per_turn"].values())
+
+        merges: list[float] = []
+        for i in range(max(10, args.n // 2)):
+            user = f"m-{i}-{uuid.uuid4().hex[:6]}"
+            await chat(client, system, user, WEEKEND)
+            merges.append(await timed(chat(client, system, user, MERGE)))
+        results["merge"] = {"p50": percentile(merges, 0.5), "p99": percentile(merges, 0.99)}
+
+        done = 0
+        errors = 0
+        stop_at = time.monotonic() + args.seconds
+
+        async def worker(index: int) -> None:
+            nonlocal done, errors
+            k = 0
+            while time.monotonic() < stop_at:
+                k += 1
+                try:
+                    await chat(client, system, f"t-{index}-{k}-{uuid.uuid4().hex[:4]}", CREATE)
+                    done += 1
+                except httpx.HTTPError:
+                    errors += 1
+
+        began = time.monotonic()
+        await asyncio.gather(*(worker(i) for i in range(args.clients)))
+        results["throughput"] = {
+            "turns_per_s": done / (time.monotonic() - began),
+            "clients": args.clients,
+            "errors": errors,
+        }
+
+        system.set_latency(args.slow_ms)
+        outcomes: list[str] = []
+
+        async def slow(index: int) -> None:
+            try:
+                answer = await chat(client, system, f"f-{index}-{uuid.uuid4().hex[:6]}", CREATE)
+                outcomes.append(answer["outcome"])
+            except httpx.HTTPError as exc:
+                outcomes.append(f"error:{type(exc).__name__}")
+
+        began = time.monotonic()
+        await asyncio.gather(*(slow(i) for i in range(args.in_flight)))
+        results["in_flight"] = {
+            "turns": args.in_flight,
+            "model_ms": args.slow_ms,
+            "wall_s": time.monotonic() - began,
+            "created": outcomes.count("created"),
+            "errors": sum(1 for o in outcomes if o != "created"),
+        }
+
+        system.set_latency(args.compare_ms)
+        ours: list[float] = []
+        for i in range(args.compare_n):
+            user = f"r-{i}-{uuid.uuid4().hex[:6]}"
+            ours.append(await timed(chat(client, system, user, CREATE)))
+        theirs = await pydantic_ai_turns(system, args.compare_n)
+        results["versus_pydantic_ai"] = {
+            "model_ms": args.compare_ms,
+            "ours_p50": percentile(ours, 0.5),
+            "pydantic_ai_p50": percentile(theirs, 0.5) if theirs else None,
+            "ratio": percentile(ours, 0.5) / percentile(theirs, 0.5) if theirs else None,
+        }
+    return results
+
+
+def format_results(r: dict[str, Any]) -> str:
+    lines = ["calagent bench turns (scripted model; medians and p99 in ms; CPU in ms per turn)"]
+    f, c, m = r["floor"], r["create"], r["merge"]
+    lines.append(
+        f"floor (openai call + asyncpg insert, one process)  p50 {f['p50']:.1f}  p99 {f['p99']:.1f}  CPU {f['cpu_ms']:.1f}"
+    )
+    lines.append(f"create turn (HTTP, NATS, every service)            p50 {c['p50']:.1f}  p99 {c['p99']:.1f}")
+    lines.append(f"clarification merge (0 model calls)                p50 {m['p50']:.1f}  p99 {m['p99']:.1f}")
+    per = "  ".join(f"{role} {ms:.2f}" for role, ms in r["cpu_ms_per_turn"].items())
+    lines.append(f"CPU per create turn: {per}  total {r['cpu_ms_per_turn_total']:.1f}")
+    t = r["throughput"]
+    lines.append(
+        f"throughput: {t['turns_per_s']:.1f} turns/s with {t['clients']} clients, {t['errors']} errors"
+    )
+    i = r["in_flight"]
+    lines.append(
+        f"in flight: {i['turns']} turns at a {i['model_ms']} ms model on one agent replica: "
+        f"{i['created']} created, {i['errors']} errors, {i['wall_s']:.1f} s wall"
+    )
+    v = r["versus_pydantic_ai"]
+    if v["pydantic_ai_p50"] is None:
+        lines.append(
+            f"versus pydantic-ai at a {v['model_ms']} ms model: pydantic-ai is not installed (ours p50 {v['ours_p50']:.0f})"
+        )
+    else:
+        lines.append(
+            f"versus pydantic-ai at a {v['model_ms']} ms model: ours p50 {v['ours_p50']:.0f}, "
+            f"pydantic-ai p50 {v['pydantic_ai_p50']:.0f}, ratio {v['ratio']:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def run_turn_bench(args: Any) -> int:
+    with tempfile.TemporaryDirectory(prefix="calagent-bench-") as tmp:
+        system = System(Path(tmp))
+        try:
+            system.start()
+            results = asyncio.run(measure(system, args))
+        finally:
+            system.stop()
+    if getattr(args, "json", False):
+        print(json.dumps(results, indent=2))
+    else:
+        print(format_results(results))
+    return 0
