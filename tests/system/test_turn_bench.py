@@ -1,0 +1,34 @@
+"""`calagent bench turns` runs end to end on a real `calagent up` and reports every figure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_turn_bench_reports_every_figure_in_one_run() -> None:
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "calagent.cli.main", "bench", "turns", "--json",
+            "--n", "6", "--seconds", "1", "--clients", "2", "--in-flight", "12", "--slow-ms", "200",
+            "--compare-ms", "50", "--compare-n", "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    assert report["floor"]["p50"] > 0
+    assert report["create"]["p50"] > 0 and report["merge"]["p50"] > 0
+    assert {"gateway", "agent", "commands", "timeparse", "evalrec", "nats-server", "postgres"} <= set(
+        report["cpu_ms_per_turn"]
+    )
+    assert report["throughput"]["errors"] == 0
+    assert (report["in_flight"]["created"], report["in_flight"]["errors"]) == (12, 0)
+    assert report["versus_pydantic_ai"]["ratio"] is not None
