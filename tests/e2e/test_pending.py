@@ -14,8 +14,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.contracts import subjects
-from calagent.contracts.time import ParsedReply, ParseReplyRequest
+from calagent.contracts import wire
+from calagent.contracts.time import ParseReplyRequest
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import count_events, event_rows, on_user, read_events, script
@@ -313,7 +313,7 @@ async def test_an_hour_without_a_period_follows_the_stubs_afternoon(
 async def test_da_qian_tian_is_three_days_back_in_the_running_time_service(stack: Stack) -> None:
     assert stack.probe is not None
     parsed = await stack.probe.request(
-        subjects.TIME_PARSE_REPLY, ParseReplyRequest(text="大前天下午三点"), ParsedReply, timeout=5
+        wire.TIME_PARSE_REPLY, ParseReplyRequest(text="大前天下午三点"), timeout=5
     )
     assert (parsed.patch.date, parsed.patch.time) == ("D-3", "15:00")
 

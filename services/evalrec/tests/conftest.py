@@ -18,9 +18,10 @@ from calagent.contracts import subjects
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.turns import Segment, ToolCallOut, TurnDelivered, TurnRecord
 from calagent.evalrec.app import EvalrecService, create_app
-from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.db import make_engine
+from calagent.runtime.service import start_service
 from calagent.runtime.settings import Settings
 
 RECORDED_AT = datetime(2026, 9, 24, 3, 0, tzinfo=UTC)
@@ -100,13 +101,11 @@ async def recorder(nats_url: str, database_url: str) -> AsyncIterator[Recorder]:
     clock = FrozenClock(RECORDED_AT)
     settings = Settings(NATS_URL=nats_url, DATABASE_URL=database_url)
     client = await Bus.connect(nats_url, "evalrec-test-producer", clock)
-    await ensure_streams(client.js)
     # The records stream is shared by the whole test session; what earlier modules left in it
     # would land in this module's database and skew its counts.
     await client.js.purge_stream(subjects.RECORDS_STREAM)
-    bus = await Bus.connect(nats_url, "evalrec", clock)
     app = create_app(settings, clock)
-    await app.start(bus)
+    bus = await start_service(app, nats_url, clock)
     engine = make_engine(database_url, pool_size=2)
     try:
         yield Recorder(app=app, bus=bus, client=client, engine=engine)

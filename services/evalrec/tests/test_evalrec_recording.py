@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.aio.msg import Msg
 
-from calagent.contracts import subjects
+from calagent.contracts import subjects, wire
 from calagent.contracts.bus import DeadLetter
 from calagent.contracts.evalrec import TimelineRequest, TimelineResult
 from calagent.contracts.turns import Segment, ToolCallOut
@@ -40,7 +40,7 @@ async def test_records_a_turn_with_its_facts_and_segments(recorder: Recorder) ->
             ToolCallOut(name="prepare_or_create_schedule", arguments={"title": "开会"}, result="created"),
         ),
     )
-    await recorder.client.js_publish(subjects.TURN_RECORDED, record)
+    await recorder.client.js_publish(wire.TURN_RECORDED, record)
     await recorder.drained()
 
     assert await recorder.scalar("SELECT outcome FROM evalrec.turns WHERE turn_id = 'rec-1'") == "created"
@@ -61,14 +61,14 @@ async def test_records_a_turn_with_its_facts_and_segments(recorder: Recorder) ->
 async def test_a_redelivered_record_changes_nothing(recorder: Recorder) -> None:
     record = make_record("rec-dup", segments=AGENT_SEGMENTS)
     # No message id: JetStream keeps both copies, as after a producer retry outside the dedup window.
-    await recorder.client.js_publish(subjects.TURN_RECORDED, record)
-    await recorder.client.js_publish(subjects.TURN_RECORDED, record)
+    await recorder.client.js_publish(wire.TURN_RECORDED, record)
+    await recorder.client.js_publish(wire.TURN_RECORDED, record)
     await recorder.drained()
     # A later record with the same turn id but other content is a replay, not a correction.
-    await recorder.client.js_publish(subjects.TURN_RECORDED, make_record("rec-dup", outcome="held"))
+    await recorder.client.js_publish(wire.TURN_RECORDED, make_record("rec-dup", outcome="held"))
     delivered = make_delivered("rec-dup", segments=GATEWAY_SEGMENTS)
-    await recorder.client.js_publish(subjects.TURN_DELIVERED, delivered)
-    await recorder.client.js_publish(subjects.TURN_DELIVERED, delivered)
+    await recorder.client.js_publish(wire.TURN_DELIVERED, delivered)
+    await recorder.client.js_publish(wire.TURN_DELIVERED, delivered)
     await recorder.drained()
 
     assert await recorder.scalar("SELECT count(*) FROM evalrec.turns WHERE turn_id = 'rec-dup'") == 1
@@ -81,13 +81,13 @@ async def test_a_redelivered_record_changes_nothing(recorder: Recorder) -> None:
 
 async def timeline(recorder: Recorder, turn_id: str, user_id: str | None = None) -> TimelineResult:
     return await recorder.client.request(
-        subjects.EVALREC_TIMELINE, TimelineRequest(turn_id=turn_id, user_id=user_id), TimelineResult
+        wire.EVALREC_TIMELINE, TimelineRequest(turn_id=turn_id, user_id=user_id)
     )
 
 
 async def test_the_gateway_record_may_arrive_before_the_agent_record(recorder: Recorder) -> None:
     await recorder.client.js_publish(
-        subjects.TURN_DELIVERED, make_delivered("rec-ooo", total_ms=1000.0, segments=GATEWAY_SEGMENTS)
+        wire.TURN_DELIVERED, make_delivered("rec-ooo", total_ms=1000.0, segments=GATEWAY_SEGMENTS)
     )
     await recorder.drained()
     early = (await timeline(recorder, "rec-ooo", "u1")).timeline
@@ -97,7 +97,7 @@ async def test_the_gateway_record_may_arrive_before_the_agent_record(recorder: R
     assert await recorder.scalar("SELECT count(*) FROM evalrec.turns WHERE turn_id = 'rec-ooo'") == 0
 
     await recorder.client.js_publish(
-        subjects.TURN_RECORDED, make_record("rec-ooo", total_ms=900.0, segments=AGENT_SEGMENTS)
+        wire.TURN_RECORDED, make_record("rec-ooo", total_ms=900.0, segments=AGENT_SEGMENTS)
     )
     await recorder.drained()
     full = (await timeline(recorder, "rec-ooo", "u1")).timeline
@@ -109,7 +109,7 @@ async def test_the_gateway_record_may_arrive_before_the_agent_record(recorder: R
 
 async def test_timeline_is_sorted_and_scoped_to_its_user(recorder: Recorder) -> None:
     await recorder.client.js_publish(
-        subjects.TURN_RECORDED,
+        wire.TURN_RECORDED,
         make_record("rec-tl", user_id="alice", total_ms=900.0, segments=tuple(reversed(AGENT_SEGMENTS))),
     )
     await recorder.drained()
@@ -123,7 +123,7 @@ async def test_timeline_is_sorted_and_scoped_to_its_user(recorder: Recorder) -> 
     assert [s.name for s in agent_only.segments][:2] == ["bus.wait", "context.build"]
 
     await recorder.client.js_publish(
-        subjects.TURN_DELIVERED,
+        wire.TURN_DELIVERED,
         make_delivered("rec-tl", user_id="alice", total_ms=1000.0, segments=GATEWAY_SEGMENTS),
     )
     await recorder.drained()

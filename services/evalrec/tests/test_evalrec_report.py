@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from calagent.contracts import subjects
-from calagent.contracts.evalrec import ReportRequest, ReportResult
+from calagent.contracts import wire
+from calagent.contracts.evalrec import ReportRequest
 from calagent.contracts.turns import Segment, ToolCallOut, TurnDelivered, TurnRecord
 
 from .conftest import RECORDED_AT, Recorder, make_delivered, make_record
@@ -99,15 +99,15 @@ def expected_summary(values: list[float]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 async def report_data(recorder: Recorder) -> tuple[list[TurnRecord], list[TurnDelivered]]:
     records, deliveries = synthetic_turns()
-    await asyncio.gather(*(recorder.client.js_publish(subjects.TURN_RECORDED, r) for r in records))
-    await asyncio.gather(*(recorder.client.js_publish(subjects.TURN_DELIVERED, d) for d in deliveries))
+    await asyncio.gather(*(recorder.client.js_publish(wire.TURN_RECORDED, r) for r in records))
+    await asyncio.gather(*(recorder.client.js_publish(wire.TURN_DELIVERED, d) for d in deliveries))
     await recorder.drained(within_s=60)
     return records, deliveries
 
 
 async def fetch_report(recorder: Recorder, *, candidates: bool, limit: int = 200) -> dict[str, Any]:
     result = await recorder.client.request(
-        subjects.EVALREC_REPORT, ReportRequest(candidates=candidates, limit=limit), ReportResult, timeout=30
+        wire.EVALREC_REPORT, ReportRequest(candidates=candidates, limit=limit), timeout=30
     )
     return result.report
 

@@ -8,14 +8,13 @@ and the feed against `GET /v1/events`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import random
 import secrets
 import string
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -28,7 +27,7 @@ import recurring_ical_events  # type: ignore[import-untyped]
 from fastapi import FastAPI
 from icalendar import Calendar
 
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.commands import (
     CommandError,
     CommandRequest,
@@ -47,6 +46,7 @@ from calagent.gateway.app import RedactFeedSecrets, create_app, redact_feed_secr
 from calagent.gateway.auth import issue_token
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
+from calagent.runtime.service import start_service
 from calagent.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -87,7 +87,7 @@ class FakeFeeds:
     queries: list[Any] = field(default_factory=list)
     secrets: dict[str, str] = field(default_factory=dict)  # user -> secret
 
-    async def on_query(self, request: QueryRequest, _headers: Mapping[str, str]) -> QueryResult:
+    async def on_query(self, request: QueryRequest) -> QueryResult:
         query = request.query
         self.queries.append(query)
         if isinstance(query, RotateFeed):
@@ -106,9 +106,9 @@ class FakeFeeds:
 @pytest.fixture
 async def feeds(nats_url: str) -> AsyncIterator[FakeFeeds]:
     fake = FakeFeeds()
-    commands = await Bus.connect(nats_url, "commands")
-    commands.serve(subjects.COMMAND_QUERY, QueryRequest, fake.on_query)
-    await asyncio.sleep(0.1)
+    commands = Bus(nats_url, "commands")
+    commands.serve(wire.COMMAND_QUERY, fake.on_query)
+    await commands.start()
     try:
         yield fake
     finally:
@@ -252,9 +252,7 @@ class Stack:
     clock: FrozenClock
 
     async def execute(self, command: Any) -> CommandResult:
-        return await self.bus.request(
-            subjects.COMMAND_EXECUTE, CommandRequest(command=command), CommandResult, timeout=15
-        )
+        return await self.bus.request(wire.COMMAND_EXECUTE, CommandRequest(command=command), timeout=15)
 
     async def create(self, user: str, **args: Any) -> CommandResult:
         env = Envelope(
@@ -293,8 +291,7 @@ async def stack(nats_url: str, database_url: str) -> AsyncIterator[Stack]:
     apps, buses = [], []
     for factory in (create_timeparse, create_commands):
         app = factory(settings, clock)
-        bus = await Bus.connect(nats_url, app.name, clock)
-        await app.start(bus)
+        bus = await start_service(app, nats_url, clock)
         apps.append(app)
         buses.append(bus)
     client_bus = await Bus.connect(nats_url, "agent", clock)

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -24,7 +24,7 @@ import pytest
 from fastapi import FastAPI
 from nats.js.errors import NotFoundError
 
-from calagent.contracts import subjects
+from calagent.contracts import subjects, wire
 from calagent.contracts.commands import (
     EventOut,
     FeedCalendar,
@@ -47,7 +47,7 @@ from calagent.contracts.turns import (
 from calagent.gateway.app import create_app
 from calagent.gateway.auth import issue_token
 from calagent.gateway.turns import KEY_CLAIMS_BUCKET
-from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.bus import Bus, RetryPolicy, ensure_streams
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import Settings
 
@@ -80,9 +80,9 @@ class FakeAgent:
         return [s for s in self.seen if s.turn.envelope.user_id == user_id]
 
     async def emit(self, event: TurnEvent) -> None:
-        await self.bus.publish(subjects.turn_events(event.turn_id), event)
+        await self.bus.publish(wire.TURN_EVENTS, event.turn_id, event)
 
-    async def on_turn(self, turn: TurnRequested, _headers: Mapping[str, str]) -> None:
+    async def on_turn(self, turn: TurnRequested) -> None:
         env = turn.envelope
         key = (env.user_id, turn.client_message_id) if turn.client_message_id else None
         if key is not None and key in self.answers:
@@ -119,7 +119,7 @@ class FakeAgent:
             self.answers[key] = answer
         await self.emit(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer))
 
-    async def on_lookup(self, request: TurnLookup, _headers: Mapping[str, str]) -> TurnLookupResult:
+    async def on_lookup(self, request: TurnLookup) -> TurnLookupResult:
         key = (request.user_id, request.client_message_id)
         result = TurnLookupResult()
         if key in self.answers:
@@ -151,17 +151,13 @@ async def admin(nats_url: str) -> AsyncIterator[Any]:
 @pytest.fixture(scope="module")
 async def fake_agent(nats_url: str, admin: Any) -> AsyncIterator[FakeAgent]:
     await _reset_turns_stream(admin)
-    bus = await Bus.connect(nats_url, "agent")
+    bus = Bus(nats_url, "agent")
     agent = FakeAgent(bus)
     bus.consume(
-        stream=subjects.TURNS_STREAM,
-        durable=FAKE_DURABLE,
-        subject=subjects.TURN_REQUESTED,
-        message_type=TurnRequested,
-        handler=agent.on_turn,
-        concurrency=32,
+        wire.TURN_REQUESTED, agent.on_turn, durable=FAKE_DURABLE, policy=RetryPolicy(), max_workers=32
     )
-    bus.serve(subjects.AGENT_TURN_LOOKUP, TurnLookup, agent.on_lookup)
+    bus.serve(wire.AGENT_TURN_LOOKUP, agent.on_lookup)
+    await bus.start()
     try:
         yield agent
     finally:
@@ -567,16 +563,14 @@ async def test_the_delivery_record_carries_the_gateways_segments(
 async def test_healthz_names_missing_services_then_reports_ok(nats_url: str) -> None:
     async with gateway(nats_url) as client:
         degraded = await client.get("/healthz")
-        responders = [
-            await Bus.connect(nats_url, name) for name in ("agent", "commands", "timeparse", "evalrec")
-        ]
+        responders = [Bus(nats_url, name) for name in ("agent", "commands", "timeparse", "evalrec")]
         try:
             responders[0].serve_health()
-            await asyncio.sleep(0.1)
+            await responders[0].start()
             partial = await client.get("/healthz")
             for bus in responders[1:]:
                 bus.serve_health()
-            await asyncio.sleep(0.1)
+                await bus.start()
             healthy = await client.get("/healthz")
         finally:
             for bus in responders:
@@ -606,7 +600,7 @@ class FakeReaders:
     timelines: list[TimelineRequest] = field(default_factory=list)
     stub_for: set[str] = field(default_factory=set)
 
-    async def on_query(self, request: QueryRequest, _headers: Mapping[str, str]) -> QueryResult:
+    async def on_query(self, request: QueryRequest) -> QueryResult:
         self.queries.append(request)
         query = request.query
         assert not isinstance(query, FeedCalendar)  # the double serves only signed-in reads
@@ -639,7 +633,7 @@ class FakeReaders:
             return QueryResult(ics=f"BEGIN:VCALENDAR\r\nX-WR-CALNAME:{env.user_id}\r\nEND:VCALENDAR\r\n")
         return QueryResult()
 
-    async def on_timeline(self, request: TimelineRequest, _headers: Mapping[str, str]) -> TimelineResult:
+    async def on_timeline(self, request: TimelineRequest) -> TimelineResult:
         self.timelines.append(request)
         if request.turn_id != "t-known" or request.user_id != "owner":
             return TimelineResult()
@@ -653,11 +647,12 @@ class FakeReaders:
 @pytest.fixture
 async def readers(nats_url: str) -> AsyncIterator[FakeReaders]:
     fake = FakeReaders()
-    commands = await Bus.connect(nats_url, "commands")
-    evalrec = await Bus.connect(nats_url, "evalrec")
-    commands.serve(subjects.COMMAND_QUERY, QueryRequest, fake.on_query)
-    evalrec.serve(subjects.EVALREC_TIMELINE, TimelineRequest, fake.on_timeline)
-    await asyncio.sleep(0.1)
+    commands = Bus(nats_url, "commands")
+    evalrec = Bus(nats_url, "evalrec")
+    commands.serve(wire.COMMAND_QUERY, fake.on_query)
+    evalrec.serve(wire.EVALREC_TIMELINE, fake.on_timeline)
+    await commands.start()
+    await evalrec.start()
     try:
         yield fake
     finally:

@@ -27,7 +27,7 @@ async def test_parse_reply_answers_with_the_patch_and_whether_it_is_the_whole_me
     text: str, patch: dict[str, object], complete: bool
 ) -> None:
     service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
-    reply = await service.on_parse_reply(ParseReplyRequest(text=text), {})
+    reply = await service.on_parse_reply(ParseReplyRequest(text=text))
     assert isinstance(reply, ParsedReply)
     assert reply.patch.model_dump(exclude_none=True) == patch
     assert reply.complete is complete
@@ -41,17 +41,15 @@ async def test_parse_reply_answers_with_the_patch_and_whether_it_is_the_whole_me
 async def test_parse_reply_reads_a_day_of_the_month_with_now_and_tz_and_reports_the_marker() -> None:
     service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
     now = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
-    dated = await service.on_parse_reply(
-        ParseReplyRequest(text="12号下午3点", now=now, tz="Asia/Shanghai"), {}
-    )
+    dated = await service.on_parse_reply(ParseReplyRequest(text="12号下午3点", now=now, tz="Asia/Shanghai"))
     assert dated.patch.model_dump(exclude_none=True) == {"date": "2026-10-12", "time": "15:00"}
     assert dated.complete is True
     assert dated.recurrence_marker is None
     # Without now/tz (an older caller): the same text is not a date, so nothing to merge.
-    bare = await service.on_parse_reply(ParseReplyRequest(text="12号下午3点"), {})
+    bare = await service.on_parse_reply(ParseReplyRequest(text="12号下午3点"))
     assert bare.patch.is_empty()
     assert bare.complete is False
-    series = await service.on_parse_reply(ParseReplyRequest(text="以后每周三下午3点都开这个会"), {})
+    series = await service.on_parse_reply(ParseReplyRequest(text="以后每周三下午3点都开这个会"))
     assert series.recurrence_marker == "每周三"
     assert series.patch.is_empty()
     assert ParsedReply.model_validate_json(series.model_dump_json()) == series
@@ -67,3 +65,30 @@ def test_parse_reply_request_now_and_tz_are_optional_on_the_wire() -> None:
     # An older ParsedReply without the marker still reads (the field defaults to None).
     old = ParsedReply.model_validate_json('{"patch": {}, "complete": false}')
     assert old.recurrence_marker is None
+
+
+async def test_the_wired_endpoints_answer_over_the_bus() -> None:
+    from faststream.nats import TestNatsBroker
+
+    from calagent.contracts import wire
+    from calagent.contracts.time import ResolveRequest
+    from calagent.runtime.bus import Bus, BusRequestError
+
+    service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
+    bus = Bus("nats://unused", service.name)
+    service.wire(bus)
+    now = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+    async with TestNatsBroker(bus.broker) as broker:
+        parsed = await bus.request(wire.TIME_PARSE_REPLY, ParseReplyRequest(text="周日下午2点"))
+        resolved = await bus.request(
+            wire.TIME_RESOLVE, ResolveRequest(date="D+1", time="15:00", now=now, tz="Asia/Shanghai")
+        )
+        malformed = await broker.request(b'{"text": 42}', wire.TIME_PARSE_REPLY.subject)
+        with pytest.raises(BusRequestError) as refused:
+            # A request built without validation (no `now`, no `tz`): the server refuses it.
+            await bus.request(wire.TIME_RESOLVE, ResolveRequest.model_construct(date="D+1"))  # type: ignore[call-arg]
+    assert (parsed.patch.weekday, parsed.patch.time, parsed.complete) == (7, "14:00", True)
+    assert resolved.start is not None
+    assert resolved.start.isoformat() == "2026-09-25T15:00:00+08:00"
+    assert b'"code":"malformed"' in malformed.body
+    assert refused.value.code == "malformed"

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from calagent.commands.app import CommandsService, create_app
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.commands import (
     CommandRequest,
     CommandResult,
@@ -21,8 +21,9 @@ from calagent.contracts.commands import (
     QueryResult,
 )
 from calagent.contracts.envelope import Envelope
-from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
+from calagent.runtime.service import start_service
 from calagent.runtime.settings import Settings
 from calagent.timeparse.app import create_app as create_timeparse
 
@@ -38,14 +39,10 @@ class System:
     database_url: str
 
     async def execute(self, command: Any) -> CommandResult:
-        return await self.client.request(
-            subjects.COMMAND_EXECUTE, CommandRequest(command=command), CommandResult, timeout=15
-        )
+        return await self.client.request(wire.COMMAND_EXECUTE, CommandRequest(command=command), timeout=15)
 
     async def query(self, query: Any) -> QueryResult:
-        return await self.client.request(
-            subjects.COMMAND_QUERY, QueryRequest(query=query), QueryResult, timeout=15
-        )
+        return await self.client.request(wire.COMMAND_QUERY, QueryRequest(query=query), timeout=15)
 
     async def scalar(self, sql: str, **params: Any) -> Any:
         async with self.db.connect() as conn:
@@ -64,14 +61,11 @@ def envelope(user: str, at: datetime = NOW, tz: str = "Asia/Shanghai") -> Envelo
 async def system(nats_url: str, database_url: str) -> AsyncIterator[System]:
     clock = FrozenClock(NOW)
     settings = Settings.model_validate({"DATABASE_URL": database_url, "NATS_URL": nats_url})
-    time_bus = await Bus.connect(nats_url, "timeparse", clock)
-    command_bus = await Bus.connect(nats_url, "commands", clock)
-    client = await Bus.connect(nats_url, "agent", clock)
-    await ensure_streams(client.js)
     timeparse = create_timeparse(settings, clock)
-    await timeparse.start(time_bus)
+    time_bus = await start_service(timeparse, nats_url, clock)
     app = create_app(settings, clock)
-    await app.start(command_bus)
+    command_bus = await start_service(app, nats_url, clock)
+    client = await Bus.connect(nats_url, "agent", clock)
     db = create_async_engine(database_url)
     try:
         yield System(client, app, clock, db, database_url)

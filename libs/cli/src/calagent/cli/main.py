@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from calagent.cli.up import STATE_FILE
+from calagent.contracts.wire import Endpoint, Rep, Req
 from calagent.runtime.settings import Settings
 
 
@@ -108,24 +109,22 @@ def cmd_parse_reply(args: argparse.Namespace) -> int:
     return parse_reply_main(args.rest)
 
 
-async def _evalrec_request(subject: str, message: Any, reply_type: Any) -> Any:
+async def _evalrec_request(endpoint: Endpoint[Req, Rep], message: Req) -> Rep:
     from calagent.runtime.bus import Bus
 
     bus = await Bus.connect(_nats_url(Settings()), "cli")
     try:
-        return await bus.request(subject, message, reply_type, timeout=10)
+        return await bus.request(endpoint, message, timeout=10)
     finally:
         await bus.close()
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from calagent.cli.render import render_timeline
-    from calagent.contracts import subjects
-    from calagent.contracts.evalrec import TimelineRequest, TimelineResult
+    from calagent.contracts import wire
+    from calagent.contracts.evalrec import TimelineRequest
 
-    result = asyncio.run(
-        _evalrec_request(subjects.EVALREC_TIMELINE, TimelineRequest(turn_id=args.turn_id), TimelineResult)
-    )
+    result = asyncio.run(_evalrec_request(wire.EVALREC_TIMELINE, TimelineRequest(turn_id=args.turn_id)))
     if result.timeline is None:
         print(f"no recorded turn {args.turn_id}", file=sys.stderr)
         return 1
@@ -135,15 +134,11 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from calagent.cli.render import candidates_to_cases, render_candidates, render_report
-    from calagent.contracts import subjects
-    from calagent.contracts.evalrec import ReportRequest, ReportResult
+    from calagent.contracts import wire
+    from calagent.contracts.evalrec import ReportRequest
 
     result = asyncio.run(
-        _evalrec_request(
-            subjects.EVALREC_REPORT,
-            ReportRequest(candidates=args.candidates or bool(args.cases)),
-            ReportResult,
-        )
+        _evalrec_request(wire.EVALREC_REPORT, ReportRequest(candidates=args.candidates or bool(args.cases)))
     )
     if args.json:
         print(json.dumps(result.report, ensure_ascii=False, indent=2))
@@ -154,6 +149,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(render_candidates(result.report))
     else:
         print(render_report(result.report))
+    return 0
+
+
+def cmd_asyncapi(args: argparse.Namespace) -> int:
+    from calagent.cli.asyncapi import render
+
+    text = render()
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
     return 0
 
 
@@ -280,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="claims: print the report as JSON")
     bench.set_defaults(func=cmd_bench)
+
+    asyncapi = sub.add_parser("asyncapi", help="print (or write) the AsyncAPI document of every subject")
+    asyncapi.add_argument("--out", default=None, help="write it to this file, e.g. docs/asyncapi.json")
+    asyncapi.set_defaults(func=cmd_asyncapi)
     return parser
 
 

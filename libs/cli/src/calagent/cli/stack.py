@@ -1,7 +1,7 @@
 """The whole system in one event loop, on real NATS and PostgreSQL, for end-to-end tests and the
 offline eval.
 
-Each service is built by the same `create_app` and started by the same `start(bus)` as in
+Each service is built by the same `create_app` and started by the same `start_service` as in
 production, with its own bus connection; only the process boundary is missing. The gateway is
 reached over HTTP by the same routes a client uses.
 """
@@ -20,7 +20,7 @@ from nats.js.errors import NotFoundError
 from calagent.contracts import subjects
 from calagent.runtime.bus import Bus, ensure_streams
 from calagent.runtime.clock import FrozenClock
-from calagent.runtime.service import ServiceApp
+from calagent.runtime.service import ServiceApp, start_service
 from calagent.runtime.settings import Settings
 
 DEFAULT_NOW = "2026-09-24T10:00:00+08:00"  # a Thursday
@@ -106,16 +106,14 @@ async def start_stack(
     apps: list[ServiceApp] = []
     for factory in (create_timeparse, create_commands, create_agent, create_evalrec):
         app = factory(settings, clock)
-        bus = await Bus.connect(nats_url, app.name, clock)
-        await app.start(bus)
-        bus.serve_health()
-        buses.append(bus)
+        buses.append(await start_service(app, nats_url, clock))
         apps.append(app)
 
-    gateway_bus = await Bus.connect(nats_url, "gateway", clock)
-    gateway_bus.serve_health()
-    buses.append(gateway_bus)
+    gateway_bus = Bus(nats_url, "gateway", clock)
     gateway = create_gateway(settings, clock, bus=gateway_bus)
+    gateway_bus.serve_health()
+    await gateway_bus.start()
+    buses.append(gateway_bus)
     transport = gateway_transport or httpx.ASGITransport(app=gateway)
     client = httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=60.0)
     probe = await Bus.connect(nats_url, "probe", clock)

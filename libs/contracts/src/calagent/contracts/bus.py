@@ -29,6 +29,10 @@ class DeadLetter(WireModel):
     occurred_at: datetime
 
 
+class HealthCheck(WireModel):
+    """A health request carries nothing: answering at all is the answer."""
+
+
 class HealthReply(WireModel):
     service: str
     status: Literal["ok"] = "ok"

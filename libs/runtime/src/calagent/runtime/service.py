@@ -1,4 +1,4 @@
-"""How every service process runs: connect the bus, start the app, stop cleanly on SIGTERM/SIGINT."""
+"""How every service process runs: wire the bus, start the app, stop cleanly on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from typing import Protocol
 
-from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
 from calagent.runtime.telemetry import setup_tracing, shutdown_tracing
@@ -19,7 +19,14 @@ log = logging.getLogger("calagent.service")
 class ServiceApp(Protocol):
     name: str
 
-    async def start(self, bus: Bus) -> None: ...
+    def wire(self, bus: Bus) -> None:
+        """Declare what the service serves, consumes and publishes; no I/O (the AsyncAPI
+        document is generated from this alone)."""
+        ...
+
+    async def start(self, bus: Bus) -> None:
+        """Open what the handlers need (database, model client); no message flows yet."""
+        ...
 
     async def stop(self) -> None: ...
 
@@ -34,11 +41,23 @@ def configure_logging(service: str) -> None:
     )
 
 
-async def serve(app: ServiceApp, settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
-    bus = await Bus.connect(settings.require_nats(), app.name, clock)
-    await ensure_streams(bus.js)
-    await app.start(bus)
+async def start_service(app: ServiceApp, nats_url: str, clock: Clock) -> Bus:
+    """Wire `app` on a bus of its own, start it, and only then let messages in."""
+    bus = Bus(nats_url, app.name, clock)
+    app.wire(bus)
     bus.serve_health()
+    try:
+        await bus.open()
+        await app.start(bus)
+        await bus.start()
+    except BaseException:
+        await bus.close()
+        raise
+    return bus
+
+
+async def serve(app: ServiceApp, settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
+    bus = await start_service(app, settings.require_nats(), clock)
     log.info("%s started", app.name)
     try:
         await stop.wait()

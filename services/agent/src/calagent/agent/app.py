@@ -4,7 +4,6 @@ only caller of the model."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -12,14 +11,18 @@ from calagent.agent.adapters.clients import CommandsClient, TimeClient
 from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
 from calagent.agent.loop import TurnRunner
-from calagent.contracts import subjects
-from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
-from calagent.runtime.bus import Bus, instance_id
+from calagent.contracts import wire
+from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRecord, TurnRequested
+from calagent.runtime.bus import Bus, RetryPolicy, StreamPublisher, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
 
 log = logging.getLogger("calagent.agent")
+
+# A turn that fails twice more is dead-lettered. `ack_wait` is short because a running turn reports
+# progress: a turn whose agent died is redelivered within it, not after the whole turn timeout.
+TURN_POLICY = RetryPolicy(max_deliver=3, ack_wait=30.0, progress_every=10.0)
 
 
 class AgentService:
@@ -30,17 +33,23 @@ class AgentService:
         self.clock = clock
         self.model = model
         self.engine: AsyncEngine | None = None
-        self.bus: Bus | None = None
         self.runner: TurnRunner | None = None
         self.store: AgentStore | None = None
+        self.events: TopicPublisher[TurnEvent] | None = None
+        self.records: StreamPublisher[TurnRecord] | None = None
         self._warm = False
+
+    def wire(self, bus: Bus) -> None:
+        self.events = bus.topic_publisher(wire.TURN_EVENTS)
+        self.records = bus.stream_publisher(wire.TURN_RECORDED)
+        bus.serve(wire.AGENT_TURN_LOOKUP, self.on_lookup)
+        bus.consume(wire.TURN_REQUESTED, self.on_turn, policy=TURN_POLICY)
 
     async def start(self, bus: Bus) -> None:
         database_url = self.settings.require_database()
         await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
         self.engine = make_engine(database_url)
         self.store = AgentStore(self.engine)
-        self.bus = bus
         if self.model is None and self.settings.openai_base_url:
             self.model = OpenAIModelClient(
                 self.settings.openai_base_url,
@@ -61,16 +70,6 @@ class AgentService:
             session_gap_minutes=self.settings.session_gap_minutes,
             offer_window_minutes=self.settings.offer_window_minutes,
         )
-        bus.serve(subjects.AGENT_TURN_LOOKUP, TurnLookup, self.on_lookup)
-        bus.consume(
-            stream=subjects.TURNS_STREAM,
-            durable=subjects.AGENT_CONSUMER,
-            subject=subjects.TURN_REQUESTED,
-            message_type=TurnRequested,
-            handler=self.on_turn,
-            max_deliver=3,
-            ack_wait=max(120.0, self.settings.turn_timeout_s + 30.0),
-        )
 
     async def stop(self) -> None:
         if isinstance(self.model, OpenAIModelClient):
@@ -78,21 +77,22 @@ class AgentService:
         if self.engine is not None:
             await self.engine.dispose()
 
-    async def on_lookup(self, request: TurnLookup, _headers: Mapping[str, str]) -> TurnLookupResult:
+    async def on_lookup(self, request: TurnLookup) -> TurnLookupResult:
         assert self.store is not None
         claim = await self.store.lookup_turn(request.user_id, request.client_message_id)
         if claim is None:
             return TurnLookupResult()
         return TurnLookupResult(answer=claim.answer, pending=claim.status != "done")
 
-    async def on_turn(self, turn: TurnRequested, _headers: Mapping[str, str]) -> None:
-        assert self.store is not None and self.runner is not None and self.bus is not None
-        bus = self.bus
+    async def on_turn(self, turn: TurnRequested) -> None:
+        assert self.store is not None and self.runner is not None
+        assert self.events is not None and self.records is not None
+        events, records = self.events, self.records
         env = turn.envelope
         turn_key = turn.client_message_id or env.turn_id
 
         async def sink(event: TurnEvent) -> None:
-            await bus.publish(subjects.turn_events(env.turn_id), event)
+            await events.publish(env.turn_id, event)
 
         async with self.store.user_turn_lock(env.user_id):
             claim = await self.store.claim_turn(env.user_id, turn_key, env.turn_id, self.clock.now())
@@ -106,7 +106,7 @@ class AgentService:
             await self.store.finish_turn(env.user_id, turn_key, answer, self.clock.now())
         log.info("turn %s processed by %s: %s", env.turn_id, instance_id(), answer.outcome)
         try:
-            await bus.js_publish(subjects.TURN_RECORDED, record, msg_id=f"record:{env.turn_id}")
+            await records.publish(record, msg_id=f"record:{env.turn_id}")
         except Exception:
             log.exception("could not publish the record of turn %s", env.turn_id)
 

@@ -10,8 +10,8 @@ from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
 from calagent.commands.handlers import Handlers
 from calagent.commands.service import CommandConfig, CommandService
-from calagent.contracts import subjects
-from calagent.contracts.commands import CommandRequest, QueryRequest
+from calagent.contracts import wire
+from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import make_engine, upgrade_async
@@ -30,15 +30,29 @@ class CommandsService:
         self.config = CommandConfig.from_settings(settings)
         self.engine: AsyncEngine | None = None
         self.service: CommandService | None = None
+        self.handlers: Handlers | None = None
+
+    def wire(self, bus: Bus) -> None:
+        bus.serve(wire.COMMAND_EXECUTE, self.on_command)
+        bus.serve(wire.COMMAND_QUERY, self.on_query)
 
     async def start(self, bus: Bus) -> None:
         database_url = self.settings.require_database()
         await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
         self.engine = make_engine(database_url)
         self.service = CommandService(SqlStore(self.engine), BusTimeClient(bus), self.config, self.clock)
-        handlers = Handlers(self.service)
-        bus.serve(subjects.COMMAND_EXECUTE, CommandRequest, handlers.on_command)
-        bus.serve(subjects.COMMAND_QUERY, QueryRequest, handlers.on_query)
+        self.handlers = Handlers(self.service)
+
+    def _handlers(self) -> Handlers:
+        if self.handlers is None:
+            raise RuntimeError("commands is not started")
+        return self.handlers
+
+    async def on_command(self, request: CommandRequest) -> CommandResult:
+        return await self._handlers().on_command(request)
+
+    async def on_query(self, request: QueryRequest) -> QueryResult:
+        return await self._handlers().on_query(request)
 
     async def stop(self) -> None:
         if self.engine is not None:

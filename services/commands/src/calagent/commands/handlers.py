@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from opentelemetry import trace
 from sqlalchemy.exc import SQLAlchemyError
@@ -46,7 +46,7 @@ class Handlers:
     def __init__(self, service: CommandService) -> None:
         self.service = service
 
-    async def on_command(self, request: CommandRequest, _headers: Mapping[str, str]) -> CommandResult:
+    async def on_command(self, request: CommandRequest) -> CommandResult:
         command = request.command
         with (
             tracer.start_as_current_span(f"command.{command.kind}") as span,
@@ -57,7 +57,7 @@ class Handlers:
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result
 
-    async def on_query(self, request: QueryRequest, _headers: Mapping[str, str]) -> QueryResult:
+    async def on_query(self, request: QueryRequest) -> QueryResult:
         query = request.query
         with tracer.start_as_current_span(f"query.{query.kind}") as span, transient_failures(query.kind):
             result = await self.service.query(query)

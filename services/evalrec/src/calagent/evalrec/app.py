@@ -7,19 +7,18 @@ online decision ever waits for or reads anything from here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.evalrec import ReportRequest, ReportResult, TimelineRequest, TimelineResult
 from calagent.contracts.turns import TurnDelivered, TurnRecord
 from calagent.evalrec.adapters.models import SCHEMA
 from calagent.evalrec.adapters.repository import SqlTurnRepository
 from calagent.evalrec.domain.ports import TurnRepository
 from calagent.evalrec.domain.report import build_report
-from calagent.runtime.bus import Bus
+from calagent.runtime.bus import Bus, RetryPolicy
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
@@ -31,6 +30,9 @@ MIGRATIONS_DIR = Path(__file__).parent / "adapters" / "migrations"
 # A report reads the newest turns only, so its cost stays flat however long the system has run.
 REPORT_WINDOW_TURNS = 20_000
 MAX_CANDIDATES = 1_000
+# A database outage is waited out with backoff; a record still failing after five deliveries is
+# dead-lettered.
+RECORD_POLICY = RetryPolicy(max_deliver=5, ack_wait=180.0)
 
 
 class EvalrecService:
@@ -42,28 +44,18 @@ class EvalrecService:
         self.repository = repository
         self._engine: AsyncEngine | None = None
 
+    def wire(self, bus: Bus) -> None:
+        bus.consume(wire.TURN_RECORDED, self.on_turn_recorded, policy=RECORD_POLICY)
+        bus.consume(wire.TURN_DELIVERED, self.on_turn_delivered, policy=RECORD_POLICY)
+        bus.serve(wire.EVALREC_TIMELINE, self.on_timeline)
+        bus.serve(wire.EVALREC_REPORT, self.on_report)
+
     async def start(self, bus: Bus) -> None:
         if self.repository is None:
             database_url = self.settings.require_database()
             await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
             self._engine = make_engine(database_url, pool_size=5)
             self.repository = SqlTurnRepository(self._engine)
-        bus.consume(
-            stream=subjects.RECORDS_STREAM,
-            durable=subjects.EVALREC_CONSUMER,
-            subject=subjects.TURN_RECORDED,
-            message_type=TurnRecord,
-            handler=self.on_turn_recorded,
-        )
-        bus.consume(
-            stream=subjects.RECORDS_STREAM,
-            durable=subjects.EVALREC_DELIVERED_CONSUMER,
-            subject=subjects.TURN_DELIVERED,
-            message_type=TurnDelivered,
-            handler=self.on_turn_delivered,
-        )
-        bus.serve(subjects.EVALREC_TIMELINE, TimelineRequest, self.on_timeline)
-        bus.serve(subjects.EVALREC_REPORT, ReportRequest, self.on_report)
 
     async def stop(self) -> None:
         if self._engine is not None:
@@ -75,20 +67,20 @@ class EvalrecService:
             raise RuntimeError("evalrec is not started")
         return self.repository
 
-    async def on_turn_recorded(self, record: TurnRecord, _headers: Mapping[str, str]) -> None:
+    async def on_turn_recorded(self, record: TurnRecord) -> None:
         # A database error propagates: the bus naks and JetStream redelivers later, and the
         # idempotent insert makes that redelivery safe.
         if not await self._repo().save_turn(record, self.clock.now()):
             log.info("turn %s was already recorded", record.envelope.turn_id)
 
-    async def on_turn_delivered(self, delivered: TurnDelivered, _headers: Mapping[str, str]) -> None:
+    async def on_turn_delivered(self, delivered: TurnDelivered) -> None:
         if not await self._repo().save_delivery(delivered, self.clock.now()):
             log.info("delivery of turn %s was already recorded", delivered.turn_id)
 
-    async def on_timeline(self, request: TimelineRequest, _headers: Mapping[str, str]) -> TimelineResult:
+    async def on_timeline(self, request: TimelineRequest) -> TimelineResult:
         return TimelineResult(timeline=await self._repo().timeline(request.turn_id, request.user_id))
 
-    async def on_report(self, request: ReportRequest, _headers: Mapping[str, str]) -> ReportResult:
+    async def on_report(self, request: ReportRequest) -> ReportResult:
         facts = await self._repo().recent_turns(REPORT_WINDOW_TURNS)
         limit = min(max(request.limit, 0), MAX_CANDIDATES)
         return ReportResult(report=build_report(facts, candidates=request.candidates, limit=limit))

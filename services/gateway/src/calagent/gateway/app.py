@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, f
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from calagent.contracts import subjects
-from calagent.contracts.bus import HealthReply
+from calagent.contracts import subjects, wire
+from calagent.contracts.bus import HealthCheck
 from calagent.contracts.commands import (
     DeletePlan,
     EventOut,
@@ -45,7 +45,7 @@ from calagent.contracts.commands import (
     StubOut,
 )
 from calagent.contracts.envelope import Channel, Envelope
-from calagent.contracts.evalrec import TimelineRequest, TimelineResult
+from calagent.contracts.evalrec import TimelineRequest
 from calagent.contracts.turns import (
     MAX_MESSAGE_CHARS,
     Segment,
@@ -64,7 +64,7 @@ from calagent.gateway.turns import (
     TurnRunner,
     TurnTimeoutError,
 )
-from calagent.runtime.bus import Bus, BusRequestError, ensure_streams
+from calagent.runtime.bus import Bus, BusRequestError, StreamPublisher
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import DEV_AUTH_SECRET, Settings, load_settings
 from calagent.runtime.timeline import epoch_ms
@@ -208,9 +208,12 @@ class Gateway:
     def __init__(self, settings: Settings, clock: Clock, bus: Bus | None) -> None:
         self.settings = settings
         self.clock = clock
-        self._bus = bus
-        self._runner: TurnRunner | None = TurnRunner(bus, settings, clock) if bus is not None else None
+        self._bus: Bus | None = None
+        self._runner: TurnRunner | None = None
+        self._delivered: StreamPublisher[TurnDelivered] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        if bus is not None:
+            self.attach(bus)
 
     @property
     def bus(self) -> Bus:
@@ -225,8 +228,10 @@ class Gateway:
         return self._runner
 
     def attach(self, bus: Bus) -> None:
+        """Wire the gateway's subscriptions and publishers on `bus`, before it starts."""
         self._bus = bus
         self._runner = TurnRunner(bus, self.settings, self.clock)
+        self._delivered = bus.stream_publisher(wire.TURN_DELIVERED)
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         # Kept referenced so a detached task (a turn whose client went away) is not collected.
@@ -256,7 +261,7 @@ class Gateway:
         """A query to the commands service, its own errors left in the result."""
         try:
             return await self.bus.request(
-                subjects.COMMAND_QUERY, QueryRequest(query=query), QueryResult, timeout=QUERY_TIMEOUT_S
+                wire.COMMAND_QUERY, QueryRequest(query=query), timeout=QUERY_TIMEOUT_S
             )
         except BusRequestError as exc:
             raise downstream("commands", exc) from exc
@@ -292,8 +297,10 @@ class Gateway:
             ),
             total_ms=written_ms - start,
         )
+        if self._delivered is None:
+            return
         try:
-            await self.bus.js_publish(subjects.TURN_DELIVERED, record, msg_id=f"delivered:{turn.turn_id}")
+            await self._delivered.publish(record, msg_id=f"delivered:{turn.turn_id}")
         except Exception:
             log.warning("could not publish the delivery record of %s", turn.turn_id, exc_info=True)
 
@@ -347,15 +354,12 @@ def _event_view(event: EventOut) -> dict[str, Any]:
     return event_view(event).model_dump(mode="json")
 
 
-class _Ping(BaseModel):
-    pass
-
-
 def create_app(
     settings: Settings | None = None, clock: Clock | None = None, bus: Bus | None = None
 ) -> FastAPI:
     """The gateway app. Without `bus` the lifespan connects one to `settings.nats_url`; a given bus
-    (created with service name `gateway`) is used as is and left open for its owner to close."""
+    (created with service name `gateway`, not started yet) is wired here, started by the lifespan
+    if its owner has not, and left open for its owner to close."""
     settings = settings or load_settings()
     clock = clock or clock_from_env(settings.now)
     gw = Gateway(settings, clock, bus)
@@ -365,11 +369,14 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         own = bus is None
-        active = bus if bus is not None else await Bus.connect(settings.require_nats(), SERVICE, clock)
-        try:
-            await ensure_streams(active.js)
-            active.serve_health()
+        if bus is None:
+            active = Bus(settings.require_nats(), SERVICE, clock)
             gw.attach(active)
+            active.serve_health()
+        else:
+            active = bus
+        try:
+            await active.start()
             yield
         finally:
             # Turns still waiting have lost their clients by now (uvicorn closed them first).
@@ -436,7 +443,7 @@ def create_app(
 
         async def ask(service: str) -> str:
             try:
-                await gw.bus.request(subjects.health(service), _Ping(), HealthReply, timeout=HEALTH_TIMEOUT_S)
+                await gw.bus.request(wire.health(service), HealthCheck(), timeout=HEALTH_TIMEOUT_S)
             except Exception:
                 return "missing"
             return "ok"
@@ -553,9 +560,8 @@ def create_app(
             return _error_json(404, "no timeline for this turn")
         try:
             result = await gw.bus.request(
-                subjects.EVALREC_TIMELINE,
+                wire.EVALREC_TIMELINE,
                 TimelineRequest(turn_id=turn_id, user_id=principal.user_id),
-                TimelineResult,
                 timeout=QUERY_TIMEOUT_S,
             )
         except BusRequestError as exc:

@@ -17,6 +17,10 @@ Idempotency (invariant 9) then has three layers, cheapest first:
    *same* events subject as the original; while the original may have finished before this wait
    began, the lookup is polled as well.
 
+Progress events of every turn arrive through one subscription per process (`TURN_EVENTS`, no
+queue group, in order of arrival); each waiting turn registers its queue under its turn id before
+it publishes, so an agent that answers at once does not answer into the void.
+
 Per-user ordering: one `asyncio.Lock` per user in this process, held from publishing a turn until
 its `turn.done` (or the deadline), so one user's turns never interleave through one gateway. The
 agent serialises per user as well, which covers several gateway replicas and turns whose wait timed
@@ -39,20 +43,19 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from nats.aio.msg import Msg
+from faststream.nats import NatsBroker
 from nats.js.api import StorageType
-from nats.js.client import JetStreamContext
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
+from opentelemetry import propagate
 from opentelemetry.trace import Span
-from pydantic import ValidationError
 
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
 from calagent.gateway.envelopes import Unwrapped
-from calagent.runtime.bus import Bus, BusRequestError, inject_trace_headers
+from calagent.runtime.bus import Bus, BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 from calagent.runtime.timeline import epoch_ms
@@ -218,26 +221,23 @@ class KeyClaims:
     from writing anything (it answers with the first turn's answer instead of 409).
     """
 
-    def __init__(self, js: JetStreamContext) -> None:
-        self._js = js
+    def __init__(self, broker: NatsBroker) -> None:
+        self._broker = broker
         self._kv: KeyValue | None = None
         self._opening = asyncio.Lock()
 
     async def _bucket(self) -> KeyValue:
-        # Opened lazily: an app given a bus works without its lifespan having run.
+        # Opened lazily: an app given a bus works without its lifespan having run. Replicas
+        # racing here send the same bucket config, which JetStream accepts.
         async with self._opening:
             if self._kv is None:
-                try:
-                    self._kv = await self._js.key_value(KEY_CLAIMS_BUCKET)
-                except BucketNotFoundError:
-                    # Replicas racing here send the same stream config, which JetStream accepts.
-                    self._kv = await self._js.create_key_value(
-                        bucket=KEY_CLAIMS_BUCKET,
-                        ttl=KEY_CLAIM_TTL_S,
-                        history=1,
-                        storage=StorageType.FILE,
-                        description="gateway: the message each client_message_id was first used for",
-                    )
+                self._kv = await self._broker.key_value(
+                    KEY_CLAIMS_BUCKET,
+                    ttl=KEY_CLAIM_TTL_S,
+                    history=1,
+                    storage=StorageType.FILE,
+                    description="gateway: the message each client_message_id was first used for",
+                )
             return self._kv
 
     async def claim(self, key: str, fingerprint: str) -> bool:
@@ -269,13 +269,23 @@ def _retrieve(fut: asyncio.Future[TurnOutcome]) -> None:
 
 class TurnRunner:
     def __init__(self, bus: Bus, settings: Settings, clock: Clock) -> None:
+        """Wires the turn path on `bus` (the events subscription, the turns publisher): called
+        before the bus starts."""
         self.bus = bus
         self.settings = settings
         self.clock = clock
         self.locks = UserLocks()
         self.answers = AnswerCache()
-        self.claims = KeyClaims(bus.js)
+        self.claims = KeyClaims(bus.broker)
+        self.turns = bus.stream_publisher(wire.TURN_REQUESTED)
         self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
+        self._waiting: dict[str, asyncio.Queue[TurnEvent]] = {}
+        bus.listen(wire.TURN_EVENTS, self.on_event)
+
+    async def on_event(self, event: TurnEvent) -> None:
+        queue = self._waiting.get(event.turn_id)
+        if queue is not None:
+            queue.put_nowait(event)
 
     async def run(self, turn: ChatTurn, sink: EventSink | None = None) -> TurnOutcome:
         loop = asyncio.get_running_loop()
@@ -337,9 +347,8 @@ class TurnRunner:
             return None
         try:
             return await self.bus.request(
-                subjects.AGENT_TURN_LOOKUP,
+                wire.AGENT_TURN_LOOKUP,
                 TurnLookup(user_id=key[0], client_message_id=key[1]),
-                TurnLookupResult,
                 timeout=timeout,
             )
         except BusRequestError as exc:
@@ -364,18 +373,8 @@ class TurnRunner:
     ) -> TurnOutcome:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[TurnEvent] = asyncio.Queue()
-
-        async def on_event(msg: Msg) -> None:
-            try:
-                event = TurnEvent.model_validate_json(msg.data)
-            except ValidationError:
-                log.warning("dropped a malformed event on %s", msg.subject)
-                return
-            if event.turn_id == turn.turn_id:
-                events.put_nowait(event)
-
-        # Subscribed before publishing: an agent that answers at once must not answer into the void.
-        sub = await self.bus.nc.subscribe(subjects.turn_events(turn.turn_id), cb=on_event)
+        # Registered before publishing: an agent that answers at once must not answer into the void.
+        self._waiting[turn.turn_id] = events
         try:
             published_ms, duplicate = await self._publish(turn, deadline)
             turn.end_receive()
@@ -403,13 +402,16 @@ class TurnRunner:
                 if sink is not None:
                     sink(event)
         finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+            if self._waiting.get(turn.turn_id) is events:
+                del self._waiting[turn.turn_id]
 
     async def _publish(self, turn: ChatTurn, deadline: float) -> tuple[float, bool]:
         """Publish the turn; returns when it was published and whether JetStream saw it before."""
         loop = asyncio.get_running_loop()
-        trace_headers = inject_trace_headers()
+        # The turn's trace context, kept in the envelope for whoever reads the turn later (the
+        # record); the message itself carries it in its headers.
+        trace_headers: dict[str, str] = {}
+        propagate.inject(trace_headers)
         envelope = Envelope(
             turn_id=turn.turn_id,
             user_id=turn.principal.user_id,
@@ -437,15 +439,11 @@ class TurnRunner:
             if turn.client_message_id is not None
             else turn.turn_id
         )
-        headers = dict(trace_headers)
-        headers["Nats-Msg-Id"] = msg_id
         timeout = max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
-        # The JetStream context is used directly (not `Bus.js_publish`) because the ack says
-        # whether this was a duplicate, and a duplicate means the answer may already exist.
+        # The ack says whether this was a duplicate, and a duplicate means the answer may already
+        # exist. Trace context rides in the headers (FastStream's telemetry middleware).
         try:
-            ack = await self.bus.js.publish(
-                subjects.TURN_REQUESTED, request.model_dump_json().encode(), headers=headers, timeout=timeout
-            )
+            ack = await self.turns.publish(request, msg_id=msg_id, timeout=timeout)
         except Exception as exc:
             raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
         return published_ms, bool(ack.duplicate)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.time import (
     ParsedReply,
     ParseReplyRequest,
@@ -27,21 +25,24 @@ class TimeparseService:
         self.settings = settings
         self.clock = clock
 
+    def wire(self, bus: Bus) -> None:
+        bus.serve(wire.TIME_RESOLVE, self.on_resolve)
+        bus.serve(wire.TIME_RESOLVE_RANGE, self.on_resolve_range)
+        bus.serve(wire.TIME_PARSE_REPLY, self.on_parse_reply)
+
     async def start(self, bus: Bus) -> None:
-        bus.serve(subjects.TIME_RESOLVE, ResolveRequest, self.on_resolve)
-        bus.serve(subjects.TIME_RESOLVE_RANGE, RangeRequest, self.on_resolve_range)
-        bus.serve(subjects.TIME_PARSE_REPLY, ParseReplyRequest, self.on_parse_reply)
+        return None
 
     async def stop(self) -> None:
         return None
 
-    async def on_resolve(self, request: ResolveRequest, _headers: Mapping[str, str]) -> ResolveResult:
+    async def on_resolve(self, request: ResolveRequest) -> ResolveResult:
         return resolve(request)
 
-    async def on_resolve_range(self, request: RangeRequest, _headers: Mapping[str, str]) -> RangeResult:
+    async def on_resolve_range(self, request: RangeRequest) -> RangeResult:
         return resolve_range(request)
 
-    async def on_parse_reply(self, request: ParseReplyRequest, _headers: Mapping[str, str]) -> ParsedReply:
+    async def on_parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
         # The patch and whether it is the whole message: the caller may merge with zero model
         # calls only a complete reply (contract section 8).
         # `now`/`tz` (optional) turn a day of the month (12号, 月底, the 12th) into a date; the

@@ -11,7 +11,7 @@ import logging
 from datetime import datetime
 
 from calagent.agent.ports import AgentCommand, AgentQuery
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.commands import (
     CommandRequest,
     CommandResult,
@@ -36,9 +36,7 @@ class CommandsClient:
         request = CommandRequest(command=command)
         for attempt, delay in enumerate((*RETRY_DELAYS, None)):
             try:
-                return await self.bus.request(
-                    subjects.COMMAND_EXECUTE, request, CommandResult, timeout=self.timeout
-                )
+                return await self.bus.request(wire.COMMAND_EXECUTE, request, timeout=self.timeout)
             except BusRequestError as exc:
                 if exc.code not in RETRYABLE or delay is None:
                     raise
@@ -50,9 +48,7 @@ class CommandsClient:
         request = QueryRequest(query=query)
         for delay in (*RETRY_DELAYS, None):
             try:
-                return await self.bus.request(
-                    subjects.COMMAND_QUERY, request, QueryResult, timeout=self.timeout
-                )
+                return await self.bus.request(wire.COMMAND_QUERY, request, timeout=self.timeout)
             except BusRequestError as exc:
                 if exc.code not in RETRYABLE or delay is None:
                     raise
@@ -67,8 +63,5 @@ class TimeClient:
 
     async def parse_reply(self, text: str, now: datetime, tz: str) -> ParsedReply:
         return await self.bus.request(
-            subjects.TIME_PARSE_REPLY,
-            ParseReplyRequest(text=text[:4000], now=now, tz=tz),
-            ParsedReply,
-            timeout=self.timeout,
+            wire.TIME_PARSE_REPLY, ParseReplyRequest(text=text[:4000], now=now, tz=tz), timeout=self.timeout
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calagent.contracts import subjects
+from calagent.contracts import wire
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
 from calagent.runtime.bus import Bus
 
@@ -13,7 +13,7 @@ class BusTimeClient:
         self.timeout = timeout
 
     async def resolve(self, request: ResolveRequest) -> ResolveResult:
-        return await self.bus.request(subjects.TIME_RESOLVE, request, ResolveResult, timeout=self.timeout)
+        return await self.bus.request(wire.TIME_RESOLVE, request, timeout=self.timeout)
 
     async def resolve_range(self, request: RangeRequest) -> RangeResult:
-        return await self.bus.request(subjects.TIME_RESOLVE_RANGE, request, RangeResult, timeout=self.timeout)
+        return await self.bus.request(wire.TIME_RESOLVE_RANGE, request, timeout=self.timeout)
