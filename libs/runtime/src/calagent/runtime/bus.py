@@ -69,6 +69,10 @@ from calagent.contracts.wire import Endpoint, Stream, Topic, deadletter, health
 from calagent.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger("calagent.bus")
+# FastStream's own log: per-message lines and subscriber task chatter stay out of the service
+# logs; its warnings and errors (a subscriber task that failed and restarts) stay in.
+faststream_log = logging.getLogger("calagent.bus.faststream")
+faststream_log.setLevel(logging.WARNING)
 
 M = TypeVar("M", bound=BaseModel)
 Req = TypeVar("Req", bound=BaseModel)
@@ -353,6 +357,7 @@ class Bus:
             middlewares=(
                 NatsTelemetryMiddleware(tracer_provider=tracer_provider, include_messages_counters=False),
             ),
+            logger=faststream_log,
             # FastStream logs every message received and processed at this level.
             log_level=logging.DEBUG,
         )
