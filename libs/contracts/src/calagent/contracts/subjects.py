@@ -12,7 +12,8 @@ TURN_REQUESTED: Final = "calagent.turn.requested"
 TURNS_STREAM: Final = "CALAGENT_TURNS"
 AGENT_CONSUMER: Final = "agent"
 
-# Core NATS: the agent streams progress of one turn to whoever waits for it (the gateway).
+# Core NATS: the agent streams progress of one turn to whoever waits for it (the gateway), on
+# `<prefix>.<turn_id>` (`wire.TURN_EVENTS.subject(turn_id)`).
 TURN_EVENTS_PREFIX: Final = "calagent.turn.events"
 
 # JetStream: finished turn records for the eval recorder.
@@ -40,10 +41,6 @@ DEADLETTER_PREFIX: Final = "calagent.deadletter"
 DEADLETTER_STREAM: Final = "CALAGENT_DEADLETTER"
 
 SERVICES: Final = ("gateway", "agent", "commands", "timeparse", "evalrec")
-
-
-def turn_events(turn_id: str) -> str:
-    return f"{TURN_EVENTS_PREFIX}.{turn_id}"
 
 
 def health(service: str) -> str:

@@ -8,6 +8,8 @@ import signal
 from collections.abc import Callable
 from typing import Protocol
 
+from opentelemetry.trace import TracerProvider
+
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
@@ -41,9 +43,11 @@ def configure_logging(service: str) -> None:
     )
 
 
-async def start_service(app: ServiceApp, nats_url: str, clock: Clock) -> Bus:
+async def start_service(
+    app: ServiceApp, nats_url: str, clock: Clock, *, tracer_provider: TracerProvider | None = None
+) -> Bus:
     """Wire `app` on a bus of its own, start it, and only then let messages in."""
-    bus = Bus(nats_url, app.name, clock)
+    bus = Bus(nats_url, app.name, clock, tracer_provider=tracer_provider)
     app.wire(bus)
     bus.serve_health()
     try:
@@ -56,8 +60,14 @@ async def start_service(app: ServiceApp, nats_url: str, clock: Clock) -> Bus:
     return bus
 
 
-async def serve(app: ServiceApp, settings: Settings, clock: Clock, stop: asyncio.Event) -> None:
-    bus = await start_service(app, settings.require_nats(), clock)
+async def serve(
+    app: ServiceApp,
+    settings: Settings,
+    clock: Clock,
+    stop: asyncio.Event,
+    tracer_provider: TracerProvider | None = None,
+) -> None:
+    bus = await start_service(app, settings.require_nats(), clock, tracer_provider=tracer_provider)
     log.info("%s started", app.name)
     try:
         await stop.wait()
@@ -79,7 +89,7 @@ def run(factory: AppFactory, service: str) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(factory(settings, clock), settings, clock, stop)
+        await serve(factory(settings, clock), settings, clock, stop, provider)
 
     try:
         asyncio.run(main())
