@@ -5,7 +5,10 @@ with no I/O; this module wires all five on unconnected buses and hands their bro
 FastStream's AsyncAPI generator. `docs/asyncapi.json` is its output, and a test regenerates it.
 
     calagent asyncapi [--out docs/asyncapi.json]
-    faststream docs gen --factory calagent.cli.asyncapi:docs_app --out docs/asyncapi.json
+
+`faststream docs gen --factory calagent.cli.asyncapi:docs_app` gives the same channels, operations
+and schemas, without the request-reply replies this module adds (FastStream documents what a
+subscriber receives, not what it answers).
 """
 
 from __future__ import annotations
