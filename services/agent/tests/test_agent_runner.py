@@ -18,6 +18,7 @@ from calagent.contracts.commands import (
     EventOut,
     ListCalendars,
     QueryResult,
+    TurnContext,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply, SlotPatch
@@ -79,7 +80,7 @@ class FakeCommands:
 
     async def query(self, query: AgentQuery) -> QueryResult:
         self.queried.append(query)
-        if isinstance(query, ListCalendars):
+        if isinstance(query, ListCalendars | TurnContext):
             return QueryResult(calendars=("工作", "家庭", "个人"))
         return QueryResult()
 

@@ -273,6 +273,14 @@ class ListCalendars(WireModel):
     envelope: Envelope
 
 
+class TurnContext(WireModel):
+    """What a turn needs to know before the model is asked, in one request: the active stub (with
+    the events it conflicts with) and the user's calendars."""
+
+    kind: Literal["context"] = "context"
+    envelope: Envelope
+
+
 class ExportIcs(WireModel):
     kind: Literal["ics"] = "ics"
     envelope: Envelope
@@ -314,7 +322,8 @@ class DeletePlan(WireModel):
 
 
 AnyQuery = (
-    QueryRange
+    TurnContext
+    | QueryRange
     | SuggestFree
     | GetActiveStub
     | ListCalendars

@@ -17,7 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 
 
 def make_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
-    return create_async_engine(database_url, pool_size=pool_size, max_overflow=20, pool_pre_ping=True)
+    # No pre-ping: it costs a round trip on every checkout, i.e. on every unit of work. A connection
+    # that died with its server fails its first statement instead; SQLAlchemy then invalidates the
+    # pool, the failure surfaces as transient, and the caller retries with the same idempotency key.
+    return create_async_engine(database_url, pool_size=pool_size, max_overflow=20, pool_pre_ping=False)
 
 
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]

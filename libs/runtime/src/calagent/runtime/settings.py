@@ -32,6 +32,7 @@ class Settings(BaseSettings):
     working_hours: str = Field(default="09:00-18:00", alias="CALAGENT_WORKING_HOURS")
     model_timeout_s: float = Field(default=60.0, gt=0, alias="CALAGENT_MODEL_TIMEOUT_S")
     turn_timeout_s: float = Field(default=90.0, gt=0, alias="CALAGENT_TURN_TIMEOUT_S")
+    agent_concurrency: int = Field(default=512, ge=1, le=10000, alias="CALAGENT_AGENT_CONCURRENCY")
 
     @field_validator("nats_url", "database_url", "openai_base_url", "openai_api_key", "now", "otlp_endpoint")
     @classmethod

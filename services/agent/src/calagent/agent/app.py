@@ -43,7 +43,14 @@ class AgentService:
         self.events = bus.topic_publisher(wire.TURN_EVENTS)
         self.records = bus.stream_publisher(wire.TURN_RECORDED)
         bus.serve(wire.AGENT_TURN_LOOKUP, self.on_lookup)
-        bus.consume(wire.TURN_REQUESTED, self.on_turn, policy=TURN_POLICY)
+        # A turn mostly waits for the model; what bounds the turns in flight is memory and the model
+        # endpoint, not a small pool (the per-user lease holds no database connection meanwhile).
+        bus.consume(
+            wire.TURN_REQUESTED,
+            self.on_turn,
+            policy=TURN_POLICY,
+            max_workers=self.settings.agent_concurrency,
+        )
 
     async def start(self, bus: Bus) -> None:
         database_url = self.settings.require_database()

@@ -39,10 +39,9 @@ from calagent.agent.tools import (
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
     CancelStub,
-    GetActiveStub,
-    ListCalendars,
     MergeStub,
     StubOut,
+    TurnContext,
 )
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (
@@ -187,13 +186,12 @@ class TurnRunner:
     async def _run(self, state: TurnState, sink: EventSink) -> Finished:
         env = state.env
         with state.timeline.segment("context.build"):
-            # Independent reads: one round trip's worth of waiting instead of four. The user's
-            # message is archived only after the history read so it is not its own history. The
-            # time service reads every message once: the fast path needs its patch, and a create
-            # needs to know whether the words carried a repetition marker.
-            stub_result, calendars, history, parsed = await asyncio.gather(
-                self.commands.query(GetActiveStub(envelope=env)),
-                self.commands.query(ListCalendars(envelope=env)),
+            # Independent reads, one round trip's worth of waiting; the stub and the calendars come
+            # in one request. The user's message is archived only after the history read so it is
+            # not its own history. The time service reads every message once: the fast path needs
+            # its patch, and a create needs to know whether the words carried a repetition marker.
+            context, history, parsed = await asyncio.gather(
+                self.commands.query(TurnContext(envelope=env)),
                 self.store.history(env.user_id, env.conversation_id),
                 self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
             )
@@ -201,13 +199,13 @@ class TurnRunner:
             await self.store.archive(
                 env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now
             )
-        state.stub = stub_result.stub
+        state.stub = context.stub
         if state.turn.active_command_id and (
             state.stub is None or state.stub.id != state.turn.active_command_id
         ):
             # The stub this message answers has ended (expired, created, cancelled): nothing to merge.
             state.stub = None
-        state.calendars = calendars.calendars
+        state.calendars = context.calendars
         state.last_assistant = _last_assistant(history)
         state.parsed = parsed
 

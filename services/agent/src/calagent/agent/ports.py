@@ -21,13 +21,14 @@ from calagent.contracts.commands import (
     QueryRange,
     QueryResult,
     SuggestFree,
+    TurnContext,
 )
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import TurnEvent
 
 # What the agent sends the commands service: the writes and reads of a turn.
 AgentCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
-AgentQuery = QueryRange | SuggestFree | GetActiveStub | ListCalendars | FindEventsQuery
+AgentQuery = TurnContext | QueryRange | SuggestFree | GetActiveStub | ListCalendars | FindEventsQuery
 
 
 class CommandsPort(Protocol):

@@ -28,7 +28,9 @@ from calagent.contracts.commands import (
     QueryRange,
     QueryResult,
     RotateFeed,
+    StubOut,
     SuggestFree,
+    TurnContext,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import RangeRequest
@@ -101,11 +103,12 @@ class Queries:
         user_id = query.envelope.user_id
         async with self.store.unit_of_work() as uow:
             if isinstance(query, GetActiveStub):
-                stub = await uow.active_stub(user_id)
-                if stub is None or stub.expired_at(self.clock.now()):
-                    return QueryResult(db_ms=uow.db_ms)
-                conflicts = await uow.events_by_ids(user_id, stub.conflict_event_ids)
-                return QueryResult(stub=stub_out(stub, conflicts, tz), db_ms=uow.db_ms)
+                return QueryResult(stub=await self._active(uow, user_id, tz), db_ms=uow.db_ms)
+            if isinstance(query, TurnContext):
+                stub = await self._active(uow, user_id, tz)
+                names = await uow.calendars(user_id, self.config.calendars)
+                await uow.commit()  # a first turn creates the default calendars
+                return QueryResult(stub=stub, calendars=tuple(names), db_ms=uow.db_ms)
             if isinstance(query, ListCalendars):
                 names = await uow.calendars(user_id, self.config.calendars)
                 await uow.commit()
@@ -118,6 +121,13 @@ class Queries:
                 return QueryResult(deleted=deleted, db_ms=uow.db_ms)
             events = await uow.all_events(user_id)
             return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
+
+    async def _active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:
+        stub = await uow.active_stub(user_id)
+        if stub is None or stub.expired_at(self.clock.now()):
+            return None
+        conflicts = await uow.events_by_ids(user_id, stub.conflict_event_ids)
+        return stub_out(stub, conflicts, tz)
 
     async def _range(
         self, envelope: Envelope, start_symbol: str | None, end_symbol: str | None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -34,31 +35,59 @@ def _claim(status: str, answer: Any) -> TurnClaim:
     return TurnClaim("running", None)
 
 
-def _lock_key(user_id: str) -> int:
-    digest = hashlib.blake2b(f"calagent-turn:{user_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
 def _like(term: str) -> str:
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+# A lease outlives a crashed holder by at most this long: the turn is redelivered after its ack
+# wait anyway, and a new holder may then take the user over.
+LEASE_SECONDS = 150.0
+_ACQUIRE = text(
+    """
+    INSERT INTO agent.user_leases (user_id, holder, expires_at)
+    VALUES (:user_id, :holder, clock_timestamp() + make_interval(secs => :ttl))
+    ON CONFLICT (user_id) DO UPDATE
+        SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+        WHERE agent.user_leases.expires_at < clock_timestamp()
+    RETURNING holder
+    """
+)
+_RELEASE = text("DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder")
+
+
 class AgentStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, lease_seconds: float = LEASE_SECONDS) -> None:
         self.engine = engine
+        self.lease_seconds = lease_seconds
 
     @asynccontextmanager
     async def user_turn_lock(self, user_id: str) -> AsyncIterator[None]:
-        """Two turns of one user never interleave, whichever agent replicas pulled them: a session
-        advisory lock, held on its own connection for the length of the turn."""
-        async with self.engine.connect() as conn:
-            await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _lock_key(user_id)})
-            await conn.commit()
-            try:
-                yield
-            finally:
-                await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _lock_key(user_id)})
-                await conn.commit()
+        """Two turns of one user never interleave, whichever agent replicas pulled them.
+
+        A lease row, not a lock held on a connection: a turn spends most of its life waiting for
+        the model, and a connection held all that time would cap the turns in flight at the pool
+        size. Taking and giving back the lease is one statement each; a second turn of the same
+        user retries with a short backoff (rare: the gateway already orders a user's turns). The
+        lease expires on the database's own clock, so a crashed holder cannot block its user.
+        """
+        holder = uuid.uuid4().hex
+        delay = 0.005
+        while True:
+            async with self.engine.begin() as conn:
+                got = (
+                    await conn.execute(
+                        _ACQUIRE, {"user_id": user_id, "holder": holder, "ttl": self.lease_seconds}
+                    )
+                ).first()
+            if got is not None:
+                break
+            await asyncio.sleep(delay)
+            delay = min(0.2, delay * 2)
+        try:
+            yield
+        finally:
+            async with self.engine.begin() as conn:
+                await conn.execute(_RELEASE, {"user_id": user_id, "holder": holder})
 
     async def claim_turn(self, user_id: str, turn_key: str, turn_id: str, now: datetime) -> TurnClaim:
         async with self.engine.begin() as conn:

@@ -60,3 +60,11 @@ turns = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("user_id", "turn_key", name="pk_turns"),
 )
+
+user_leases = Table(
+    "user_leases",
+    metadata,
+    Column("user_id", String(128), primary_key=True),
+    Column("holder", String(32), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+)

@@ -1,0 +1,71 @@
+"""The agent's store on a real PostgreSQL: the per-user turn lease keeps one user's turns apart
+without holding a connection, lets other users through, and outlives a crashed holder only for
+its lease time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
+from calagent.runtime.db import make_engine, upgrade_async
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def engine(database_url: str) -> AsyncIterator[AsyncEngine]:
+    await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
+    engine = make_engine(database_url, pool_size=2)
+    yield engine
+    await engine.dispose()
+
+
+async def test_one_users_turns_never_interleave_and_others_pass(engine: AsyncEngine) -> None:
+    store = AgentStore(engine)
+    trace: list[str] = []
+
+    async def turn(user: str, name: str, hold: float) -> None:
+        async with store.user_turn_lock(user):
+            trace.append(f"{name}+")
+            await asyncio.sleep(hold)
+            trace.append(f"{name}-")
+
+    first = asyncio.create_task(turn("alice", "a1", 0.3))
+    await asyncio.sleep(0.05)
+    await asyncio.gather(turn("alice", "a2", 0.01), turn("bob", "b1", 0.01), first)
+    # bob ran while a1 held alice; a2 started only after a1 ended.
+    assert trace.index("b1-") < trace.index("a1-")
+    assert trace.index("a2+") > trace.index("a1-")
+
+
+async def test_many_turns_in_flight_hold_no_connection(engine: AsyncEngine) -> None:
+    # Pool of 2 (+ overflow): 60 users each holding their lease at once must not exhaust it.
+    store = AgentStore(engine)
+    inside = 0
+    peak = 0
+
+    async def turn(user: str) -> None:
+        nonlocal inside, peak
+        async with store.user_turn_lock(user):
+            inside += 1
+            peak = max(peak, inside)
+            await asyncio.sleep(0.3)
+            inside -= 1
+
+    await asyncio.wait_for(asyncio.gather(*(turn(f"u{i}") for i in range(60))), timeout=30)
+    assert peak == 60
+
+
+async def test_a_crashed_holders_lease_expires(engine: AsyncEngine) -> None:
+    crashed = AgentStore(engine, lease_seconds=0.3)
+    lock = crashed.user_turn_lock("carol")
+    await lock.__aenter__()  # taken and never given back: the holder died
+    store = AgentStore(engine)
+    began = asyncio.get_running_loop().time()
+    async with store.user_turn_lock("carol"):
+        waited = asyncio.get_running_loop().time() - began
+    assert 0.2 <= waited < 5
