@@ -1,4 +1,5 @@
-"""The bus's answer and settle policies, on FastStream's in-memory `TestNatsBroker` (no server).
+"""The settle policies (`calagent.runtime.settle`) as the bus wires them, on FastStream's
+in-memory `TestNatsBroker` (no server).
 
 What a real JetStream adds (delivery counts, redelivery timing, `in_progress`) is proven against
 real NATS in `test_bus_jetstream.py`; here every branch of the policy runs against the handler.

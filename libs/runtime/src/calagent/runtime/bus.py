@@ -4,19 +4,8 @@ One `Bus` per process and service wraps FastStream's `NatsBroker` (nats-py under
 declarations in `calagent.contracts.wire` are the only place a subject meets its types: `serve`
 and `request` take an `Endpoint[Req, Rep]`, `consume` and `js_publish` a `Stream[Msg]`, so a
 handler and its callers cannot disagree about a body. Trace context rides in NATS headers through
-FastStream's `NatsTelemetryMiddleware` (OpenTelemetry messaging conventions).
-
-Acknowledgement is explicit and owned here, never left to a framework default:
-
-- request-reply: a body that is not the declared request type is dead-lettered and answered
-  `malformed`; a `TransientError` is answered `transient` (the caller may retry with the same
-  idempotency key); anything else is answered `internal`. No handler error leaves a caller
-  waiting for its timeout.
-- JetStream (`AckPolicy.MANUAL`): success is `ack`ed; a failure is `nack`ed with the policy's
-  backoff; the delivery that reaches `max_deliver` is dead-lettered and `term`inated; a malformed
-  body is dead-lettered and terminated at once. A long handler reports `in_progress` so `ack_wait`
-  can stay short. A handler cancelled by shutdown settles nothing: JetStream redelivers after
-  `ack_wait`.
+FastStream's `NatsTelemetryMiddleware` (OpenTelemetry messaging conventions). How each received
+message is acknowledged, answered or dead-lettered is `calagent.runtime.settle`.
 """
 
 from __future__ import annotations
@@ -27,12 +16,10 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Generic, TypeVar
 
-from faststream import AckPolicy, BaseMiddleware
-from faststream.message import StreamMessage
+from faststream import AckPolicy
 from faststream.nats import (
     ConsumerConfig,
     JStream,
@@ -44,7 +31,6 @@ from faststream.nats import (
     StorageType,
     StreamConfig,
 )
-from faststream.nats.message import NatsMessage
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.publisher.usecase import LogicPublisher
 from nats.aio.client import Client as NatsClient
@@ -52,14 +38,11 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
-from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode, TracerProvider
+from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from calagent.contracts import subjects
 from calagent.contracts.bus import (
-    BusError,
-    BusErrorCode,
     BusErrorReply,
     DeadLetter,
     HealthCheck,
@@ -67,6 +50,17 @@ from calagent.contracts.bus import (
 )
 from calagent.contracts.wire import Endpoint, Stream, Topic, deadletter, health
 from calagent.runtime.clock import Clock, SystemClock
+from calagent.runtime.settle import (
+    RetryPolicy,
+    TransientError,
+    answer_policy,
+    decoder_for,
+    listen_policy,
+    settle_policy,
+)
+
+# Handlers raise `TransientError` and consumers take a `RetryPolicy`: both belong to using the bus.
+__all__ = ("Bus", "BusRequestError", "RetryPolicy", "StreamPublisher", "TopicPublisher", "TransientError")
 
 log = logging.getLogger("calagent.bus")
 # FastStream's own log: per-message lines and subscriber task chatter stay out of the service
@@ -94,37 +88,8 @@ class BusRequestError(Exception):
         self.message = message
 
 
-class TransientError(Exception):
-    """Raised by a handler for a failure worth retrying later (database down, dependency timeout)."""
-
-
-class MalformedMessageError(Exception):
-    """A body that is not the type its subject declares: retrying it can never help."""
-
-
 def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# ---- the JetStream retry policy ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How a durable consumer settles a failed delivery."""
-
-    max_deliver: int = 5
-    backoff: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0)
-    ack_wait: float = 180.0
-    # While a handler runs, tell JetStream it is still working this often (None: never).
-    progress_every: float | None = None
-
-    def nak_delay(self, deliveries: int) -> float | None:
-        """The redelivery delay after failed delivery number `deliveries`; None when it was the
-        last one allowed (the message is dead-lettered instead)."""
-        if deliveries >= self.max_deliver:
-            return None
-        return self.backoff[min(max(deliveries, 1) - 1, len(self.backoff) - 1)]
 
 
 # ---- streams -----------------------------------------------------------------------------------------
@@ -169,130 +134,6 @@ def _jstream(name: str) -> JStream:
     # Declared by `ensure_streams` with their full configuration, not by FastStream from the
     # subjects its subscribers happen to name.
     return JStream(name, declare=False)
-
-
-# ---- decoding and settling ---------------------------------------------------------------------------
-
-
-def _decoder(model: type[BaseModel]) -> Callable[[StreamMessage[Any]], Awaitable[BaseModel]]:
-    """Validate the body once, in JSON mode; the handler gets the model as is."""
-
-    async def decode(msg: StreamMessage[Any]) -> BaseModel:
-        try:
-            # An empty body is an empty object: a bare health probe is a valid `HealthCheck`.
-            return model.model_validate_json(msg.body or b"{}")
-        except ValidationError as exc:
-            raise MalformedMessageError(str(exc)) from exc
-
-    return decode
-
-
-def _deliveries(msg: StreamMessage[Any]) -> int:
-    try:
-        metadata = msg.raw_message.metadata
-    except Exception:  # not a JetStream message (an in-memory test broker's)
-        return 1
-    return int(metadata.num_delivered or 1)
-
-
-def _mark_failed(exc: BaseException) -> None:
-    span = trace.get_current_span()
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
-
-
-class _Answer(BaseMiddleware):
-    """Request-reply: every failure becomes an error reply (see the module docstring)."""
-
-    def __init__(self, msg: Any, /, *, context: Any, bus: Bus, subject: str) -> None:
-        super().__init__(msg, context=context)
-        self.bus = bus
-        self.subject = subject
-
-    async def consume_scope(self, call_next: Callable[[Any], Awaitable[Any]], msg: StreamMessage[Any]) -> Any:
-        code: BusErrorCode
-        failure: Exception
-        try:
-            return await call_next(msg)
-        except MalformedMessageError as exc:
-            await self.bus.dead_letter(self.subject, "malformed", str(exc), msg.body)
-            code, text, failure = "malformed", str(exc), exc
-        except TransientError as exc:
-            code, text, failure = "transient", str(exc), exc
-        except Exception as exc:
-            log.exception("handler for %s failed", self.subject)
-            code, text, failure = "internal", repr(exc), exc
-        _mark_failed(failure)
-        return BusErrorReply(bus_error=BusError(code=code, message=text))
-
-
-class _Settle(BaseMiddleware):
-    """JetStream: ack, nack with backoff, or dead-letter and term (see the module docstring)."""
-
-    def __init__(self, msg: Any, /, *, context: Any, bus: Bus, subject: str, policy: RetryPolicy) -> None:
-        super().__init__(msg, context=context)
-        self.bus = bus
-        self.subject = subject
-        self.policy = policy
-
-    async def consume_scope(self, call_next: Callable[[Any], Awaitable[Any]], msg: NatsMessage) -> Any:  # type: ignore[override]
-        deliveries = _deliveries(msg)
-        every = self.policy.progress_every
-        heartbeat = asyncio.create_task(_report_progress(msg, every)) if every else None
-        try:
-            await call_next(msg)
-        except MalformedMessageError as exc:
-            _mark_failed(exc)
-            await self.bus.dead_letter(self.subject, "malformed", str(exc), msg.body, deliveries)
-            await msg.reject()  # term: no redelivery can make it valid
-            return None
-        except Exception as exc:
-            _mark_failed(exc)
-            delay = self.policy.nak_delay(deliveries)
-            if delay is None:
-                await self.bus.dead_letter(self.subject, "exhausted", repr(exc), msg.body, deliveries)
-                await msg.reject()
-            else:
-                log.warning(
-                    "transient failure on %s (delivery %s), retrying in %ss: %r",
-                    self.subject,
-                    deliveries,
-                    delay,
-                    exc,
-                )
-                await msg.nack(delay=delay)
-            return None
-        finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
-        await msg.ack()
-        return None
-
-
-async def _report_progress(msg: StreamMessage[Any], every: float) -> None:
-    while True:
-        await asyncio.sleep(every)
-        try:
-            await msg.raw_message.in_progress()
-        except Exception:
-            log.warning("could not report progress on %s", msg.raw_message.subject, exc_info=True)
-
-
-class _Listen(BaseMiddleware):
-    """Core fan-out: nobody waits for a reply, so a bad message is logged and dropped."""
-
-    def __init__(self, msg: Any, /, *, context: Any, subject: str) -> None:
-        super().__init__(msg, context=context)
-        self.subject = subject
-
-    async def consume_scope(self, call_next: Callable[[Any], Awaitable[Any]], msg: StreamMessage[Any]) -> Any:
-        try:
-            return await call_next(msg)
-        except MalformedMessageError:
-            log.warning("dropped a malformed message on %s", msg.raw_message.subject)
-        except Exception:
-            log.exception("handler for %s failed", self.subject)
-        return None
 
 
 # ---- typed publishers --------------------------------------------------------------------------------
@@ -430,12 +271,12 @@ class Bus:
         max_workers: int = REQUEST_WORKERS,
     ) -> None:
         """Answer `endpoint` in this service's queue group (replicas share the load)."""
-        router = NatsRouter(middlewares=(_policy(_Answer, bus=self, subject=endpoint.subject),))
+        router = NatsRouter(middlewares=(answer_policy(endpoint.subject, self.dead_letter),))
         router.subscriber(
             endpoint.subject,
             queue=subjects.queue_group(self.service),
             max_workers=max_workers,
-            decoder=_decoder(endpoint.request),
+            decoder=decoder_for(endpoint.request),
             title=self.title(endpoint.subject),
             description=endpoint.summary,
         )(handler)
@@ -463,7 +304,7 @@ class Bus:
         name = durable or stream.durable
         if name is None:
             raise ValueError(f"{stream.subject} has no durable consumer")
-        router = NatsRouter(middlewares=(_policy(_Settle, bus=self, subject=stream.subject, policy=policy),))
+        router = NatsRouter(middlewares=(settle_policy(stream.subject, self.dead_letter, policy),))
         router.subscriber(
             stream.subject,
             stream=_jstream(stream.stream),
@@ -479,7 +320,7 @@ class Bus:
             pull_sub=PullSub(batch_size=1, timeout=1.0),
             ack_policy=AckPolicy.MANUAL,
             max_workers=max_workers,
-            decoder=_decoder(stream.message),
+            decoder=decoder_for(stream.message),
             title=self.title(stream.subject),
             description=f"{stream.summary} Durable pull consumer `{name}`.",
         )(handler)
@@ -487,10 +328,10 @@ class Bus:
 
     def listen(self, topic: Topic[M], handler: Callable[[M], Awaitable[None]]) -> None:
         """Receive every message of `topic` (no queue group, in order of arrival)."""
-        router = NatsRouter(middlewares=(_policy(_Listen, subject=topic.wildcard),))
+        router = NatsRouter(middlewares=(listen_policy(topic.wildcard),))
         router.subscriber(
             topic.wildcard,
-            decoder=_decoder(topic.message),
+            decoder=decoder_for(topic.message),
             title=self.title(topic.wildcard),
             description=topic.summary,
         )(handler)
@@ -581,12 +422,3 @@ class Bus:
             await self._dead_letters.publish(record)
         except Exception:
             log.exception("could not publish a dead letter for %s", subject)
-
-
-def _policy(kind: type[BaseMiddleware], **options: Any) -> Any:
-    """A FastStream middleware factory: `kind` built per message with `options`."""
-
-    def build(msg: Any, /, *, context: Any) -> BaseMiddleware:
-        return kind(msg, context=context, **options)
-
-    return build
