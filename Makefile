@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck pytest bench clean
+.PHONY: up test lint typecheck pytest browser bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,31 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy libs services tests
 
-pytest: $(STAMP)
+# The page's end-to-end tests drive Debian's Chromium through Playwright (tests/e2e/test_web.py);
+# nothing downloads a browser. Installed once, quietly, when missing (CI runs as root); a CJK font
+# so Chinese renders in the screenshots.
+BROWSER_PACKAGES := chromium fonts-wqy-microhei
+
+browser:
+	@missing=""; \
+	for pkg in $(BROWSER_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$pkg 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if ! command -v apt-get >/dev/null; then \
+	    [ -x /usr/bin/chromium ] && exit 0; \
+	    echo "the browser tests need Chromium at /usr/bin/chromium (or CALAGENT_CHROMIUM)" >&2; exit 1; \
+	  fi; \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo="sudo -n"; \
+	  echo "installing$$missing (apt-get, for the browser tests)"; \
+	  log=$$(mktemp); \
+	  { $$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; } >$$log 2>&1 \
+	    || { cat $$log >&2; rm -f $$log; exit 1; }; \
+	  rm -f $$log; \
+	fi
+
+pytest: $(STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest

@@ -64,6 +64,7 @@ from calagent.gateway.turns import (
     TurnRunner,
     TurnTimeoutError,
 )
+from calagent.gateway.web import page_router
 from calagent.runtime.bus import Bus, BusRequestError, StreamPublisher
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import DEV_AUTH_SECRET, Settings, load_settings
@@ -386,6 +387,7 @@ def create_app(
 
     app = FastAPI(title="calagent gateway", version="0.1.0", lifespan=lifespan)
     app.state.gateway = gw
+    app.include_router(page_router(settings, clock))  # the page at `/` (services/gateway/web)
 
     # ---- error mapping ---------------------------------------------------------------------------
 

@@ -1,0 +1,211 @@
+"""Every string of the page, in Chinese and English, and which of the two a request gets.
+
+One catalog serves both sides: the template renders the first paint in the negotiated language,
+and the script (which gets the same catalog as `/web/i18n.json`) renders everything it builds and
+switches language in place. Words the page *sends* on the user's behalf (`reply.*`) live here too,
+so a button says exactly what a person would type in that language.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Lang = Literal["zh", "en"]
+LANGS: tuple[Lang, ...] = ("zh", "en")
+DEFAULT_LANG: Lang = "en"  # a browser that asks for neither reads English more often than Chinese
+LANG_COOKIE = "calagent_lang"
+
+# key: (中文, English). `{name}` marks a value filled in by the script.
+CATALOG: dict[str, tuple[str, str]] = {
+    "app.title": ("calagent 日历助手", "calagent calendar assistant"),
+    "app.tagline": ("用一句话安排日程", "Your calendar, in a sentence"),
+    "app.skip": ("跳到对话", "Skip to the chat"),
+    "app.main_label": ("日历助手", "Calendar assistant"),
+    "lang.switch": ("English", "中文"),
+    "lang.switch_label": ("切换到英文界面", "Switch the page to Chinese"),
+    "user.signed_in_as": ("已登录：{user}（{tz}）", "Signed in as {user} ({tz})"),
+    "user.sign_out": ("退出", "Sign out"),
+    # ---- sign-in
+    "signin.heading": ("登录", "Sign in"),
+    "signin.token_label": ("Bearer 令牌", "Bearer token"),
+    "signin.token_help": (
+        "粘贴 calagent token 用户名 打印出的令牌。令牌只保存在这个标签页中，关闭即清除。",
+        "Paste the token that calagent token USER prints. It stays in this tab only and is gone "
+        "when the tab closes.",
+    ),
+    "signin.token_submit": ("登录", "Sign in"),
+    "signin.dev_heading": ("开发模式", "Development mode"),
+    "signin.dev_help": (
+        "服务器正在使用公开的开发密钥，因此可以直接为任意用户名签发令牌。生产环境请设置 CALAGENT_AUTH_SECRET。",
+        "The server signs tokens with the public development secret, so one can be issued for any "
+        "user name. Set CALAGENT_AUTH_SECRET in production.",
+    ),
+    "signin.dev_user_label": ("用户名", "User name"),
+    "signin.dev_submit": ("以这个用户名登录", "Sign in as this user"),
+    "signin.error_refused": (
+        "令牌无效或已过期，请重新登录。",
+        "The token was refused or has expired; sign in again.",
+    ),
+    "signin.error_empty": ("请先填写。", "Fill this in first."),
+    "signin.error_network": ("连不上服务器，请稍后再试。", "Could not reach the server; try again."),
+    "signin.signed_out": ("已退出。", "Signed out."),
+    # ---- chat
+    "chat.heading": ("对话", "Chat"),
+    "chat.log_label": ("对话记录", "Conversation"),
+    "chat.empty": (
+        "还没有消息。告诉我一个安排试试。",
+        "No messages yet. Tell me about something to schedule.",
+    ),
+    "chat.input_label": ("消息", "Message"),
+    "chat.input_placeholder": ("例如：明天下午三点和张三开会", "e.g. Lunch with Ana tomorrow at noon"),
+    "chat.input_help": ("按 Enter 发送，Shift+Enter 换行。", "Enter sends; Shift+Enter starts a new line."),
+    "chat.send": ("发送", "Send"),
+    "chat.you": ("你", "You"),
+    "chat.assistant": ("助手", "Assistant"),
+    "chat.working": ("正在处理…", "Working…"),
+    "chat.tool": ("{name} → {result}", "{name} → {result}"),
+    "chat.tools_label": ("这一轮调用的工具", "Tools this turn called"),
+    "chat.model_calls": ("模型调用 {n} 次", "{n} model call(s)"),
+    "chat.error": ("这条消息没有完成：{message}", "This message did not go through: {message}"),
+    "chat.stream_cut": ("连接在回复完成前中断了。", "The connection dropped before the reply was finished."),
+    # ---- the pending command
+    "card.heading": ("待处理的请求", "Pending request"),
+    "card.status.needs_date": ("需要选一天", "Needs a day"),
+    "card.status.needs_time": ("需要一个时间", "Needs a time"),
+    "card.status.conflict": ("与已有日程冲突", "Conflicts with your calendar"),
+    "card.status.held": ("等你确认", "Waiting for your confirmation"),
+    "card.known": ("已知信息", "What is known"),
+    "card.field.title": ("标题", "Title"),
+    "card.field.date": ("日期", "Date"),
+    "card.field.time": ("开始时间", "Start time"),
+    "card.field.end_time": ("结束时间", "End time"),
+    "card.field.duration_minutes": ("时长（分钟）", "Duration (minutes)"),
+    "card.field.all_day": ("全天", "All day"),
+    "card.field.calendar": ("日历", "Calendar"),
+    "card.field.end_date": ("结束日期", "End date"),
+    "card.field.recurrence": ("重复", "Repeats"),
+    "card.field.reminder_minutes": ("提前提醒（分钟）", "Reminder (minutes before)"),
+    "card.candidates": ("选一天", "Pick a day"),
+    "card.ask_time": ("直接回复一个时间，例如“下午两点”。", "Reply with a time, e.g. “2pm”."),
+    "card.change": ("改动", "The change"),
+    "card.before": ("之前", "Before"),
+    "card.after": ("之后", "After"),
+    "card.removed": ("删除", "Removed"),
+    "card.receipt": ("助手的说明", "What the assistant said"),
+    "card.confirm": ("确认", "Confirm"),
+    "card.cancel": ("取消", "Cancel"),
+    "card.expires_in": ("{time} 后失效", "Expires in {time}"),
+    "card.expired": ("已失效", "Expired"),
+    "card.countdown_label": ("剩余时间", "Time left"),
+    # The words a button sends: what a person would type (contract §7, §8).
+    "reply.confirm": ("确认", "confirm"),
+    "reply.cancel": ("算了", "cancel"),
+    "reply.weekday.1": ("周一", "Monday"),
+    "reply.weekday.2": ("周二", "Tuesday"),
+    "reply.weekday.3": ("周三", "Wednesday"),
+    "reply.weekday.4": ("周四", "Thursday"),
+    "reply.weekday.5": ("周五", "Friday"),
+    "reply.weekday.6": ("周六", "Saturday"),
+    "reply.weekday.7": ("周日", "Sunday"),
+    # ---- the week
+    "week.heading": ("一周日程", "The week"),
+    "week.range": ("{start} – {end}", "{start} – {end}"),
+    "week.prev": ("上一周", "Previous week"),
+    "week.this": ("本周", "This week"),
+    "week.next": ("下一周", "Next week"),
+    "week.today": ("今天", "Today"),
+    "week.empty_day": ("无安排", "Nothing"),
+    "week.all_day": ("全天", "All day"),
+    "week.day_of": ("第 {i}/{n} 天", "day {i} of {n}"),
+    "week.series": ("重复日程", "repeating"),
+    "week.reminder": ("提前 {n} 分钟提醒", "reminder {n} min before"),
+    "week.completed": ("已完成", "done"),
+    "week.calendar": ("日历：{name}", "calendar: {name}"),
+    "week.loading": ("正在读取…", "Loading…"),
+    "week.error": ("读取日程失败：{message}", "Could not load the week: {message}"),
+    "weekday.1": ("周一", "Mon"),
+    "weekday.2": ("周二", "Tue"),
+    "weekday.3": ("周三", "Wed"),
+    "weekday.4": ("周四", "Thu"),
+    "weekday.5": ("周五", "Fri"),
+    "weekday.6": ("周六", "Sat"),
+    "weekday.7": ("周日", "Sun"),
+    # ---- the private feed
+    "feed.heading": ("日历订阅", "Calendar feed"),
+    "feed.help": (
+        "日历应用（Apple 日历、Google 日历、Thunderbird、Outlook）可以不带令牌订阅这个私密地址。"
+        "再次创建会换成新地址，旧地址随即失效。",
+        "Calendar apps (Apple Calendar, Google Calendar, Thunderbird, Outlook) can subscribe to this "
+        "private address without a token. Creating it again replaces it; the old one stops working.",
+    ),
+    "feed.create": ("创建私密订阅地址", "Create a private feed address"),
+    "feed.rotate": ("换一个新地址", "Replace with a new address"),
+    "feed.url_label": ("私密订阅地址", "Private feed address"),
+    "feed.copy": ("复制地址", "Copy the address"),
+    "feed.copied": ("已复制。", "Copied."),
+    "feed.copy_failed": (
+        "无法自动复制，请选中地址后手动复制。",
+        "Could not copy; select the address and copy it.",
+    ),
+    "feed.error": ("没有创建成功：{message}", "Could not create it: {message}"),
+    # ---- where the time went
+    "timeline.show": ("耗时明细", "Where the time went"),
+    "timeline.hide": ("收起耗时明细", "Hide where the time went"),
+    "timeline.caption": ("这一轮的分段耗时，共 {ms} 毫秒", "This turn's segments, {ms} ms in all"),
+    "timeline.col.segment": ("环节", "Segment"),
+    "timeline.col.start": ("开始（毫秒）", "Starts at (ms)"),
+    "timeline.col.ms": ("耗时（毫秒）", "Took (ms)"),
+    "timeline.col.bar": ("时间轴", "Waterfall"),
+    "timeline.loading": ("正在读取…", "Loading…"),
+    "timeline.missing": ("这一轮的耗时还没有记录。", "This turn's timeline is not recorded yet."),
+    "timeline.error": ("读取耗时失败：{message}", "Could not load the timeline: {message}"),
+    # ---- errors
+    "error.network": ("连不上服务器。", "Could not reach the server."),
+}
+
+PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+def catalog(lang: Lang) -> dict[str, str]:
+    index = LANGS.index(lang)
+    return {key: pair[index] for key, pair in CATALOG.items()}
+
+
+def catalogs() -> dict[str, dict[str, str]]:
+    return {lang: catalog(lang) for lang in LANGS}
+
+
+def _tag_lang(tag: str) -> Lang | None:
+    primary = tag.strip().lower().split("-")[0]
+    if primary == "zh":
+        return "zh"
+    if primary == "en":
+        return "en"
+    return None
+
+
+def negotiate(accept_language: str | None, cookie: str | None = None) -> Lang:
+    """The page's language: the user's own choice (a cookie the language switch sets), else the
+    first of Chinese or English the browser ranks highest (RFC 9110 quality values)."""
+    if cookie in LANGS:
+        return "zh" if cookie == "zh" else "en"
+    ranked: list[tuple[float, int, Lang]] = []
+    for position, item in enumerate((accept_language or "").split(",")):
+        tag, _, params = item.partition(";")
+        lang = _tag_lang(tag)
+        if lang is None:
+            continue
+        quality = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        if quality > 0:
+            ranked.append((-quality, position, lang))
+    if not ranked:
+        return DEFAULT_LANG
+    return min(ranked)[2]

@@ -1,0 +1,619 @@
+"""The page at `/` (issue 14) in headless Chromium against the real running system.
+
+Every service runs as in production (the in-process stack on real NATS and PostgreSQL, the
+scripted model behind an OpenAI-compatible HTTP port); the gateway, with the page, listens on a
+real TCP port under uvicorn, and Debian's Chromium drives it through Playwright. Assertions are
+facts: DOM state the page exposes (`data-*`), the scripted model's request log, and events read
+back over HTTP; never wording. Each test leaves a screenshot in `.test-output/web/`; with
+`CALAGENT_DOCS_SCREENSHOTS=1` the three the README shows are rewritten under `docs/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import socket
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
+
+from calagent.cli.stack import Stack, start_stack
+from calagent.gateway.app import create_app as create_gateway
+from calagent.runtime.settings import DEV_AUTH_SECRET
+from calagent.runtime.testing.servers import Servers
+from calagent.scriptedmodel import ScriptedModelServer
+
+from .conftest import call, on_user, read_events, script
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / ".test-output" / "web"
+DOCS = ROOT / "docs"
+# Debian's chromium package (the Makefile installs it); nothing here downloads a browser.
+CHROMIUM = os.environ.get("CALAGENT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DESKTOP = {"width": 1280, "height": 860}
+PHONE = {"width": 390, "height": 844}
+WEEK = ("2026-09-21T00:00:00+08:00", "2026-09-28T00:00:00+08:00")  # the week of the frozen "now"
+
+
+# ---- the system, on a real port ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
+    # Development mode on purpose, whatever the environment says: the page offers minting a token.
+    system = await start_stack(
+        nats_url=servers.nats_url,
+        database_url=database_url,
+        model_base_url=scripted.base_url,
+        settings_overrides={"CALAGENT_AUTH_SECRET": DEV_AUTH_SECRET},
+    )
+    yield system
+    await system.stop()
+
+
+def _listening_socket() -> socket.socket:
+    # IPPROTO_TCP spelled out so asyncio sets TCP_NODELAY (see the gateway's __main__).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+@pytest.fixture(scope="module")
+async def base_url(stack: Stack) -> AsyncIterator[str]:
+    """The production gateway app (its own bus, from its lifespan) under uvicorn on a free port."""
+    app = create_gateway(stack.settings, stack.clock)
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    sock = _listening_socket()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="web-gateway", daemon=True)
+    thread.start()
+    for _ in range(1000):
+        if server.started or not thread.is_alive():
+            break
+        await asyncio.sleep(0.01)
+    assert server.started, "the gateway did not start"
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    await asyncio.to_thread(thread.join, 15)
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(
+            f"{CHROMIUM} is missing: `make test` installs Debian's chromium (apt-get install chromium)"
+        )
+    async with async_playwright() as playwright:
+        # Playwright adds --headless and a fresh temporary --user-data-dir of its own.
+        launched = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        yield launched
+        await launched.close()
+
+
+@pytest.fixture(scope="module")
+def catalogs(base_url: str) -> dict[str, dict[str, str]]:
+    """Every string of the page in both languages, as the page itself gets them."""
+    found: dict[str, dict[str, str]] = httpx.get(f"{base_url}/web/i18n.json").json()
+    return found
+
+
+# WCAG 2 contrast of every visible piece of text against the first opaque background behind it.
+LOW_CONTRAST = """() => {
+  const parse = (c) => {
+    const m = c.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const p = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number);
+    return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+  };
+  const channel = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = (c) => 0.2126 * channel(c.r) + 0.7152 * channel(c.g) + 0.0722 * channel(c.b);
+  const behind = (e) => {
+    for (; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c && c.a >= 0.99) return c;
+    }
+    return { r: 255, g: 255, b: 255, a: 1 };
+  };
+  const found = [];
+  for (const e of document.querySelectorAll("body *")) {
+    const text = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!text || !e.checkVisibility() || e.closest("button:disabled, [aria-hidden=true]")) continue;
+    const style = getComputedStyle(e);
+    const [hi, lo] = [lum(parse(style.color)), lum(behind(e))].sort((a, b) => b - a);
+    const ratio = (hi + 0.05) / (lo + 0.05);
+    const size = parseFloat(style.fontSize);
+    const large = size >= 24 || (Number(style.fontWeight) >= 700 && size >= 18.66);
+    if (ratio < (large ? 3 : 4.5)) found.push(`${e.tagName}.${e.className} ${ratio.toFixed(2)}`);
+  }
+  return found;
+}"""
+
+# Any refusal by the Content-Security-Policy reaches the console, whatever Chromium's wording.
+REPORT_CSP = """document.addEventListener("securitypolicyviolation",
+  (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));"""
+
+
+class Tab:
+    """One browser tab on the page, with what it logged."""
+
+    def __init__(self, page: Page, base_url: str) -> None:
+        self.page = page
+        self.base_url = base_url
+        self.errors: list[str] = []
+        self.console: list[str] = []
+        # Console lines a test expects (a refused token is a 401 Chromium reports).
+        self.allowed: tuple[str, ...] = ()
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("console", self._on_console)
+
+    def _on_console(self, message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning"):
+            self.console.append(message.text)
+
+    async def open(self) -> None:
+        await self.page.goto(self.base_url + "/")
+        await expect(self.page.locator("body[data-ready=true]")).to_have_count(1)
+
+    async def sign_in(self, user: str) -> None:
+        """Development mode: a token minted for the user name, as a person would do it."""
+        await self.open()
+        await self.page.fill("#dev-user", user)
+        await self.page.press("#dev-user", "Enter")
+        await expect(self.page.locator("#app")).to_be_visible()
+        await expect(self.page.locator("#week-days .day")).to_have_count(7)
+
+    async def send(self, text: str) -> dict[str, str]:
+        """Type a message and press Enter; the finished assistant message's facts."""
+        before = await self.page.locator(".message.assistant").count()
+        await self.page.fill("#composer-input", text)
+        await self.page.press("#composer-input", "Enter")
+        return await self.answer(before)
+
+    async def answer(self, before: int) -> dict[str, str]:
+        done = self.page.locator(".message.assistant").nth(before)
+        await expect(done).to_have_attribute("data-outcome", re.compile(r".+"))
+        facts = await done.evaluate(
+            "e => ({turn_id: e.dataset.turnId, outcome: e.dataset.outcome, model_calls: e.dataset.modelCalls})"
+        )
+        assert isinstance(facts, dict)
+        return facts
+
+    async def shot(self, name: str, docs_name: str | None = None) -> Path:
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        path = OUTPUT / f"{name}.png"
+        await self.page.screenshot(path=str(path), full_page=True)
+        if docs_name and os.environ.get("CALAGENT_DOCS_SCREENSHOTS") == "1":
+            shutil.copyfile(path, DOCS / docs_name)
+        return path
+
+    async def low_contrast(self) -> list[str]:
+        found: list[str] = await self.page.evaluate(LOW_CONTRAST)
+        return found
+
+    def check_clean(self, allow: tuple[str, ...] = ()) -> None:
+        """No uncaught error, and nothing the Content-Security-Policy refused."""
+        assert self.errors == []
+        refused = [
+            m for m in self.console if any(w in m for w in ("Content Security Policy", "Refused to", "CSP"))
+        ]
+        assert refused == []
+        unexpected = [m for m in self.console if not any(a in m for a in allow)]
+        assert unexpected == []
+
+
+@pytest.fixture
+async def tabs(browser: Browser, base_url: str) -> AsyncIterator[list[Tab]]:
+    opened: list[Tab] = []
+    yield opened
+    for tab in opened:
+        await tab.page.context.close()
+    for tab in opened:
+        tab.check_clean(tab.allowed)
+
+
+async def new_tab(
+    browser: Browser,
+    base_url: str,
+    opened: list[Tab],
+    *,
+    locale: str = "zh-CN",
+    viewport: dict[str, int] = DESKTOP,
+) -> Tab:
+    context = await browser.new_context(locale=locale, viewport=viewport)  # type: ignore[arg-type]
+    await context.add_init_script(REPORT_CSP)
+    tab = Tab(await context.new_page(), base_url)
+    opened.append(tab)
+    return tab
+
+
+def create(title: str, date: str, time: str | None = None, **more: Any) -> dict[str, Any]:
+    arguments: dict[str, Any] = {"title": title, "date": date, **more}
+    if time is not None:
+        arguments["time"] = time
+    return call("prepare_or_create_schedule", **arguments)
+
+
+async def week_events(stack: Stack, user: str) -> list[dict[str, Any]]:
+    return await read_events(stack, user, *WEEK)
+
+
+# ---- sign-in -------------------------------------------------------------------------------------
+
+
+async def test_sign_in_with_a_pasted_token_and_a_refused_token_leads_back_to_sign_in(
+    browser: Browser, base_url: str, stack: Stack, user: str, tabs: list[Tab]
+) -> None:
+    tab = await new_tab(browser, base_url, tabs)
+    page = tab.page
+    await tab.open()
+    # Every field has a label.
+    unlabelled = await page.evaluate(
+        "[...document.querySelectorAll('input, textarea')].filter(e => !e.labels.length && !e.ariaLabel).length"
+    )
+    assert unlabelled == 0
+    token = stack.token(user, "Europe/Berlin")
+    await page.fill("#token-input", token)
+    await page.click("#token-form button[type=submit]")
+    await expect(page.locator("#app")).to_be_visible()
+    await expect(page.locator("#signin")).to_be_hidden()
+    await expect(page.locator("#who")).to_contain_text(user)
+    await expect(page.locator("#who")).to_contain_text("Europe/Berlin")
+    assert await page.evaluate("sessionStorage.getItem('calagent.token')") == token
+    await tab.shot("sign-in-done")
+
+    # A token the gateway refuses (here: signed with another secret) ends the session.
+    foreign = token.rsplit(".", 1)[0] + ".c2lnbmF0dXJl"
+    await page.evaluate(f"sessionStorage.setItem('calagent.token', {foreign!r})")
+    await page.reload()
+    await expect(page.locator("#signin")).to_be_visible()
+    await expect(page.locator("#signin-message")).to_be_visible()
+    assert await page.evaluate("sessionStorage.getItem('calagent.token')") is None
+    assert await tab.low_contrast() == []
+    await tab.shot("sign-in-refused")
+    tab.allowed = ("status of 401",)
+
+    # Development mode: a token minted for a user name.
+    await tab.sign_in(f"{user}-dev")
+    await expect(page.locator("#who")).to_contain_text(f"{user}-dev")
+
+
+# ---- chat, streaming, the week ------------------------------------------------------------------
+
+
+async def test_an_event_created_by_chat_appears_in_the_week(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(script(on_user("和张三开会", tool_calls=[create("和张三开会", "D+1", "15:00")])))
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    answer = await tab.send("明天下午三点和张三开会")
+    assert answer["outcome"] == "created"
+    bubble = page.locator(".message.assistant").last
+    # The tool call arrived as a stream event and stays listed under the reply.
+    await expect(bubble.locator("[data-tool=prepare_or_create_schedule]")).to_have_count(1)
+
+    [event] = await week_events(stack, user)
+    chip = page.locator(f'#week-days .day[data-date="2026-09-25"] .event[data-event-id="{event["id"]}"]')
+    await expect(chip).to_be_visible()
+    await expect(chip).to_contain_text(event["title"])
+    await expect(page.locator("#week-days .event")).to_have_count(1)
+    # Today (the frozen "now", a Thursday) is marked.
+    await expect(page.locator('#week-days .day[aria-current="date"]')).to_have_attribute(
+        "data-date", "2026-09-24"
+    )
+    await tab.shot("chat-created-week")
+
+
+async def test_a_series_and_a_multi_day_event_fill_every_day_they_cover(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("站会", tool_calls=[create("站会", "D", "18:00", recurrence="FREQ=DAILY;COUNT=2")]),
+            on_user("出差", tool_calls=[create("出差", "D+2", end_date="D+3", all_day=True)]),
+        )
+    )
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    held = await tab.send("今明两天晚上六点站会")
+    assert held["outcome"] == "held"  # a repeating create is shown as a plan first
+    await page.locator("#card button.confirm").click()
+    assert (await tab.answer(1))["outcome"] == "created"
+    assert (await tab.send("周末出差两天"))["outcome"] == "created"
+
+    read_back = await week_events(stack, user)
+    trip = [e["id"] for e in read_back if e["all_day"]]
+    occurrences = [e["id"] for e in read_back if not e["all_day"]]
+    assert len(trip) == 1 and len(occurrences) == 2
+    for day in ("2026-09-24", "2026-09-25"):
+        await expect(page.locator(f'.day[data-date="{day}"] .event:not(.multi-day)')).to_have_count(1)
+    for day in ("2026-09-26", "2026-09-27"):
+        await expect(page.locator(f'.day[data-date="{day}"] .event.multi-day')).to_have_count(1)
+    shown = await page.eval_on_selector_all("#week-days .event", "es => es.map(e => e.dataset.eventId)")
+    # Each occurrence of the series, and the trip once on every day it covers.
+    assert sorted(shown) == sorted(occurrences + trip * 2)
+    await tab.shot("week-series-multi-day", "web-week.png")
+
+
+# ---- the pending command as a card --------------------------------------------------------------
+
+
+async def test_tapping_a_weekend_candidate_answers_the_stub_with_zero_model_calls(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+    catalogs: dict[str, dict[str, str]],
+) -> None:
+    scripted.set_script(script(on_user("修汽车轮毂", tool_calls=[create("修汽车轮毂", "WE", "14:00")])))
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    assert (await tab.send("这个周末下午两点去修汽车轮毂"))["outcome"] == "needs_date"
+    card = page.locator("#card")
+    await expect(card).to_have_attribute("data-status", "needs_date")
+    candidates = card.locator("button[data-candidate]")
+    assert await candidates.evaluate_all("bs => bs.map(b => b.dataset.candidate)") == [
+        "2026-09-26",
+        "2026-09-27",
+    ]
+    await expect(card.locator(".countdown")).to_have_text(re.compile(r"\d\d:\d\d"))
+    await tab.shot("card-needs-date", "web-chat-card.png")
+
+    sunday = card.locator('button[data-candidate="2026-09-27"]')
+    # It sends what a person would type in this language: the weekday.
+    assert await sunday.get_attribute("data-sends") == catalogs["zh"]["reply.weekday.7"]
+    asked = len(scripted.requests)
+    before = await page.locator(".message.assistant").count()
+    await sunday.click()
+    answer = await tab.answer(before)
+    assert (answer["outcome"], answer["model_calls"]) == ("created", "0")
+    assert len(scripted.requests) == asked
+    await expect(page.locator(".message.user").last.locator(".text")).to_have_text(
+        catalogs["zh"]["reply.weekday.7"]
+    )
+    await expect(card).to_be_hidden()
+    [event] = await week_events(stack, user)
+    assert event["start"] == "2026-09-27T14:00:00+08:00"
+    await expect(
+        page.locator(f'.day[data-date="2026-09-27"] .event[data-event-id="{event["id"]}"]')
+    ).to_be_visible()
+    await tab.shot("card-answered")
+
+
+async def test_a_held_move_is_confirmed_with_the_button(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+    catalogs: dict[str, dict[str, str]],
+) -> None:
+    scripted.set_script(script(on_user("和张三开会", tool_calls=[create("和张三开会", "D+1", "15:00")])))
+    assert (await stack.chat(user, "明天下午三点和张三开会")).json()["outcome"] == "created"
+    [meeting] = await week_events(stack, user)
+    scripted.set_script(
+        script(
+            on_user(
+                "改到后天",
+                tool_calls=[call("update_schedule", event_id=meeting["id"], date="D+2", time="16:00")],
+            )
+        )
+    )
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    await expect(
+        page.locator(f'.day[data-date="2026-09-25"] .event[data-event-id="{meeting["id"]}"]')
+    ).to_be_visible()
+    assert (await tab.send("把明天和张三的会改到后天下午四点"))["outcome"] == "held"
+    card = page.locator("#card")
+    await expect(card).to_have_attribute("data-status", "held")
+    await expect(card.locator(".receipt blockquote")).not_to_be_empty()
+    confirm = card.locator("button.confirm")
+    assert await confirm.get_attribute("data-sends") == catalogs["zh"]["reply.confirm"]
+    assert await card.locator("button.cancel").get_attribute("data-sends") == catalogs["zh"]["reply.cancel"]
+    assert await tab.low_contrast() == []
+    await tab.shot("card-held-move")
+    # Nothing moved yet.
+    assert [e["start"] for e in await week_events(stack, user)] == ["2026-09-25T15:00:00+08:00"]
+
+    asked = len(scripted.requests)
+    before = await page.locator(".message.assistant").count()
+    await confirm.click()
+    answer = await tab.answer(before)
+    assert (answer["outcome"], answer["model_calls"]) == ("updated", "0")
+    assert len(scripted.requests) == asked
+    assert [(e["id"], e["start"]) for e in await week_events(stack, user)] == [
+        (meeting["id"], "2026-09-26T16:00:00+08:00")
+    ]
+    await expect(
+        page.locator(f'.day[data-date="2026-09-26"] .event[data-event-id="{meeting["id"]}"]')
+    ).to_be_visible()
+    await expect(page.locator('.day[data-date="2026-09-25"] .event')).to_have_count(0)
+    await expect(card).to_be_hidden()
+
+
+# ---- where the time went -------------------------------------------------------------------------
+
+
+async def test_an_assistant_message_unfolds_its_turns_timeline(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("修汽车轮毂", tool_calls=[create("修汽车轮毂", "WE")]),
+            on_user("开会", tool_calls=[create("开会", "D+1", "10:00")]),
+        )
+    )
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    await tab.send("明天上午十点开会")
+    answer = await tab.send("这个周末去修汽车轮毂")
+    bubble = page.locator(f'.message.assistant[data-turn-id="{answer["turn_id"]}"]')
+    toggle = bubble.locator("button.timeline-toggle")
+    await expect(toggle).to_have_attribute("aria-expanded", "false")
+    await toggle.click()
+    await expect(toggle).to_have_attribute("aria-expanded", "true")
+    rows = bubble.locator("table.waterfall tr[data-segment]")
+    await expect(rows.first).to_be_visible()
+    shown = await rows.evaluate_all("rs => rs.map(r => r.dataset.segment)")
+    timeline = (
+        await stack.client.get(f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers(user))
+    ).json()
+    # The same segments `calagent timeline` prints (the gateway's own may land a moment later).
+    assert set(shown) <= {s["name"] for s in timeline["segments"]}
+    assert {"model.request", "tool.prepare_or_create_schedule"} <= set(shown)
+    assert await tab.low_contrast() == []
+    await tab.shot("timeline", "web-timeline.png")
+    await toggle.click()
+    await expect(bubble.locator("table.waterfall")).to_be_hidden()
+
+
+# ---- language ------------------------------------------------------------------------------------
+
+
+async def test_the_page_follows_the_browser_language_and_switches(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+    catalogs: dict[str, dict[str, str]],
+) -> None:
+    english = await new_tab(browser, base_url, tabs, locale="en-US")
+    await english.open()
+    assert await english.page.get_attribute("html", "lang") == "en"
+    await expect(english.page.locator("#signin-heading")).to_have_text(catalogs["en"]["signin.heading"])
+
+    scripted.set_script(script(on_user("meeting", tool_calls=[create("Meeting", "D-1", "15:00")])))
+    tab = await new_tab(browser, base_url, tabs, locale="zh-CN")
+    await tab.sign_in(user)
+    page = tab.page
+    assert await page.get_attribute("html", "lang") == "zh-CN"
+    await expect(page.locator("#chat-heading")).to_have_text(catalogs["zh"]["chat.heading"])
+    await page.click("#lang-switch")
+    assert await page.get_attribute("html", "lang") == "en"
+    await expect(page.locator("#chat-heading")).to_have_text(catalogs["en"]["chat.heading"])
+    await expect(page.locator("#week-heading")).to_have_text(catalogs["en"]["week.heading"])
+    assert (
+        await page.get_attribute("#composer-input", "placeholder") == catalogs["en"]["chat.input_placeholder"]
+    )
+    assert (
+        await page.locator("#week-days .day h3 .weekday").first.text_content() == catalogs["en"]["weekday.1"]
+    )
+
+    # In English the buttons send the English words, through the same zero-model path.
+    assert (await tab.send("had a meeting yesterday at 3pm"))["outcome"] == "held"
+    confirm = page.locator("#card button.confirm")
+    await expect(confirm).to_have_text(catalogs["en"]["card.confirm"])
+    assert await confirm.get_attribute("data-sends") == catalogs["en"]["reply.confirm"]
+    before = await page.locator(".message.assistant").count()
+    await confirm.click()
+    answer = await tab.answer(before)
+    assert (answer["outcome"], answer["model_calls"]) == ("created", "0")
+    [event] = await week_events(stack, user)
+    assert event["start"] == "2026-09-23T15:00:00+08:00"
+    await expect(
+        page.locator(f'.day[data-date="2026-09-23"] .event[data-event-id="{event["id"]}"]')
+    ).to_be_visible()
+
+    # The choice outlives a reload (the token too: same tab).
+    await page.reload()
+    await expect(page.locator("#app")).to_be_visible()
+    assert await page.get_attribute("html", "lang") == "en"
+    assert await tab.low_contrast() == []
+    await tab.shot("language-en")
+
+
+# ---- a phone, the keyboard alone, the feed --------------------------------------------------------
+
+
+async def test_a_phone_sized_screen_with_the_keyboard_alone(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(script(on_user("修汽车轮毂", tool_calls=[create("修汽车轮毂", "WE", "09:00")])))
+    tab = await new_tab(browser, base_url, tabs, viewport=PHONE)
+    await tab.open()
+    page = tab.page
+    # Focus starts in the user-name field; everything below is keys only.
+    await page.keyboard.type(user)
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#app")).to_be_visible()
+    await expect(page.locator("#composer-input")).to_be_focused()
+    await page.keyboard.type("这个周末上午九点去修汽车轮毂")
+    await page.keyboard.press("Enter")
+    await expect(page.locator("#card")).to_have_attribute("data-status", "needs_date")
+    await expect(page.locator("#composer-input")).to_be_focused()
+    # Back from the composer into the card: the candidates come first.
+    for _ in range(6):
+        await page.keyboard.press("Shift+Tab")
+        if await page.evaluate("document.activeElement.dataset.candidate || null"):
+            break
+    picked = await page.evaluate("document.activeElement.dataset.candidate")
+    assert picked in ("2026-09-26", "2026-09-27")
+    before = await page.locator(".message.assistant").count()
+    await page.keyboard.press("Enter")
+    assert (await tab.answer(before))["outcome"] == "created"
+    [event] = await week_events(stack, user)
+    assert event["start"] == f"{picked}T09:00:00+08:00"
+    # Nothing wider than the screen.
+    assert await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    await tab.shot("phone")
+
+
+async def test_the_private_feed_address_is_created_shown_and_copied(
+    browser: Browser, base_url: str, stack: Stack, user: str, tabs: list[Tab]
+) -> None:
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
+    await tab.sign_in(user)
+    page = tab.page
+    await page.click("#feed-create")
+    url_field = page.locator("#feed-url")
+    await expect(url_field).to_have_value(re.compile(r"/feeds/[A-Za-z0-9_-]{16,128}\.ics$"))
+    first = await url_field.input_value()
+    assert first.startswith(base_url + "/feeds/")
+    async with httpx.AsyncClient() as client:
+        feed = await client.get(first)
+        assert feed.status_code == 200
+        assert feed.headers["content-type"].startswith("text/calendar")
+        await page.click("#feed-copy")
+        await expect(page.locator("#feed-status")).not_to_be_empty()
+        assert await page.evaluate("navigator.clipboard.readText()") == first
+        # Again: a new address, and the old one is gone.
+        await page.click("#feed-create")
+        await expect(url_field).not_to_have_value(first)
+        assert (await client.get(first)).status_code == 404
+    await tab.shot("feed")
