@@ -73,6 +73,13 @@ async def test_a_move_is_held_then_confirmed_and_leaves_exactly_one_event(
     assert held["outcome"] == "held", held
     assert [c["name"] for c in held["tool_calls"]] == ["find_events", "update_schedule"]
     assert "周五" in held["reply"] and "周六" in held["reply"]  # before → after, with weekdays
+    # The client gets the change as data too, to show it as a card.
+    change = held["command"]["change"]
+    assert (held["command"]["kind"], change["action"]) == ("change", "update")
+    assert (change["before"]["start"], change["after"]["start"]) == (
+        "2026-09-25T15:00:00+08:00",
+        "2026-09-26T15:00:00+08:00",
+    )
     assert spans(await events(stack, user)) == [("和张三开会", "2026-09-25T15:00:00+08:00")]
     done = (await stack.chat(user, "确认")).json()
     assert (done["outcome"], done["model_calls"]) == ("updated", 0), done
@@ -177,6 +184,9 @@ async def test_a_weekly_series_keeps_its_local_time_across_a_dst_change(
         recurrence="FREQ=WEEKLY;BYDAY=MO",
     )
     found = await events(stack, user, "2026-10-20T00:00:00-04:00", "2026-11-20T00:00:00-05:00", tz=tz)
+    assert {(e["series_id"], e["recurrence"]) for e in found} == {
+        (found[0]["series_id"], "FREQ=WEEKLY;BYDAY=MO")
+    }
     assert spans(found) == [
         ("Standup", "2026-10-26T09:00:00-04:00"),
         ("Standup", "2026-11-02T09:00:00-05:00"),

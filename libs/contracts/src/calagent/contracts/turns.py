@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from calagent.contracts.base import WireModel
-from calagent.contracts.commands import EventOut, StubOut
+from calagent.contracts.commands import ChangeOut, EventOut, StubOut
 from calagent.contracts.envelope import Envelope
 
 MAX_MESSAGE_CHARS = 4000
@@ -70,12 +70,46 @@ class ToolCallOut(WireModel):
     result: str  # the outcome of that call: created, needs_date, error:invalid_symbol, refused, …
 
 
+# Keys beyond the contract's §4 example are sent only when they say something, so a client that
+# reads the documented shape sees exactly it for a plain event or stub.
+_STUB_EXTRAS = ("kind", "hold_reason", "proposed_start", "proposed_end", "change", "next_occurrences")
+_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes")
+
+
+def _says_nothing(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(_says_nothing(v) for v in value.values())
+    # "create" is the ordinary kind of stub: only a change or a plan is worth naming.
+    return value in (None, (), [], "create")
+
+
+def _drop_empty(data: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(data)
+    for key in keys:
+        if key in out and _says_nothing(out[key]):
+            del out[key]
+    return out
+
+
 class StubView(WireModel):
+    """The client's view of the pending command (contract §4), plus what a client needs to show it:
+    what is known, the proposed time, why it is held, and a held change's before and after."""
+
     id: str
     status: str
     title: str
     candidates: tuple[date, ...] = ()
     expires_at: datetime
+    kind: str = "create"
+    hold_reason: str | None = None
+    proposed_start: datetime | None = None
+    proposed_end: datetime | None = None
+    change: ChangeOut | None = None
+    next_occurrences: tuple[datetime, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_empty(handler(self), _STUB_EXTRAS)
 
 
 class EventView(WireModel):
@@ -86,6 +120,14 @@ class EventView(WireModel):
     calendar: str
     completed: bool = False
     all_day: bool = False
+    # A series occurrence names its series and rule; a reminder its minutes before the start.
+    series_id: str | None = None
+    recurrence: str | None = None
+    reminder_minutes: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_empty(handler(self), _EVENT_EXTRAS)
 
 
 def event_view(event: EventOut) -> EventView:
@@ -98,6 +140,9 @@ def event_view(event: EventOut) -> EventView:
         calendar=event.calendar,
         completed=event.completed,
         all_day=event.all_day,
+        series_id=event.series_id,
+        recurrence=event.recurrence,
+        reminder_minutes=event.reminder_minutes,
     )
 
 
@@ -108,6 +153,12 @@ def stub_view(stub: StubOut) -> StubView:
         title=stub.title,
         candidates=stub.candidates,
         expires_at=stub.expires_at,
+        kind=stub.kind,
+        hold_reason=stub.hold_reason,
+        proposed_start=stub.proposed_start,
+        proposed_end=stub.proposed_end,
+        change=stub.change,
+        next_occurrences=stub.next_occurrences,
     )
 
 
