@@ -8,6 +8,7 @@ import signal
 from collections.abc import Callable
 from typing import Protocol
 
+import uvloop
 from opentelemetry.trace import TracerProvider
 
 from calagent.runtime.bus import Bus
@@ -92,6 +93,8 @@ def run(factory: AppFactory, service: str) -> None:
         await serve(factory(settings, clock), settings, clock, stop, provider)
 
     try:
-        asyncio.run(main())
+        # uvloop: the services spend most of their CPU in the event loop and its sockets.
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
     finally:
         shutdown_tracing(provider)

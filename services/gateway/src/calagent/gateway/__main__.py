@@ -55,6 +55,9 @@ def main() -> None:
         port=settings.http_port,
         log_level="info",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        # uvloop and httptools: the gateway's CPU goes to the event loop and HTTP parsing.
+        loop="uvloop",
+        http="httptools",
         # Logging is configured above; uvicorn's own dictConfig would replace it.
         log_config=None,
     )
