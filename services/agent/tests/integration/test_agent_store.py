@@ -69,3 +69,27 @@ async def test_a_crashed_holders_lease_expires(engine: AsyncEngine) -> None:
     async with store.user_turn_lock("carol"):
         waited = asyncio.get_running_loop().time() - began
     assert 0.2 <= waited < 5
+
+
+async def test_a_turn_is_claimed_with_its_lease_and_a_finished_one_is_answered_again(
+    engine: AsyncEngine,
+) -> None:
+    from datetime import UTC, datetime
+
+    from calagent.contracts.turns import TurnAnswer
+
+    store = AgentStore(engine)
+    now = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+    answer = TurnAnswer(
+        turn_id="t1", conversation_id="c", outcome="answered", reply="ok", intent="general.chat"
+    )
+    async with store.turn("dave", "k1", "t1", now) as lease:
+        assert lease.claim.status == "new"
+        await store.finish_turn(lease, "k1", answer, now)
+        assert lease.released
+    # The lease is free again, and a redelivery of the same key finds the stored answer.
+    async with store.turn("dave", "k1", "t1", now) as again:
+        assert again.claim.status == "done"
+        assert again.claim.answer == answer
+    async with store.user_turn_lock("dave"):
+        pass

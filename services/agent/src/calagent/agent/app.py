@@ -101,8 +101,8 @@ class AgentService:
         async def sink(event: TurnEvent) -> None:
             await events.publish(env.turn_id, event)
 
-        async with self.store.user_turn_lock(env.user_id):
-            claim = await self.store.claim_turn(env.user_id, turn_key, env.turn_id, self.clock.now())
+        async with self.store.turn(env.user_id, turn_key, env.turn_id, self.clock.now()) as lease:
+            claim = lease.claim
             if claim.status == "done" and claim.answer is not None:
                 # A redelivered turn or a client retry: answer again, run nothing.
                 await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=claim.answer))
@@ -110,7 +110,7 @@ class AgentService:
             cold = not self._warm
             self._warm = True
             answer, record = await self.runner.run(turn, turn_key, sink, cold_start=cold)
-            await self.store.finish_turn(env.user_id, turn_key, answer, self.clock.now())
+            await self.store.finish_turn(lease, turn_key, answer, self.clock.now())
         log.info("turn %s processed by %s: %s", env.turn_id, instance_id(), answer.outcome)
         try:
             await records.publish(record, msg_id=f"record:{env.turn_id}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
 from calagent.agent.domain.search import rank, search_terms
@@ -27,6 +27,16 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 class TurnClaim:
     status: str  # "new" | "running" | "done"
     answer: TurnAnswer | None
+
+
+@dataclass
+class TurnLease:
+    """The user's lease, held for one turn, and that turn's claim."""
+
+    user_id: str
+    holder: str
+    claim: TurnClaim
+    released: bool = False
 
 
 def _claim(status: str, answer: Any) -> TurnClaim:
@@ -62,14 +72,35 @@ class AgentStore:
 
     @asynccontextmanager
     async def user_turn_lock(self, user_id: str) -> AsyncIterator[None]:
-        """Two turns of one user never interleave, whichever agent replicas pulled them.
+        """Two turns of one user never interleave (see `turn`), here without a turn claim."""
+        holder = await self._acquire(user_id, None)
+        try:
+            yield
+        finally:
+            async with self.engine.begin() as conn:
+                await conn.execute(_RELEASE, {"user_id": user_id, "holder": holder.holder})
+
+    @asynccontextmanager
+    async def turn(
+        self, user_id: str, turn_key: str, turn_id: str, now: datetime
+    ) -> AsyncIterator[TurnLease]:
+        """Hold the user's lease and claim the turn, in one transaction.
 
         A lease row, not a lock held on a connection: a turn spends most of its life waiting for
         the model, and a connection held all that time would cap the turns in flight at the pool
-        size. Taking and giving back the lease is one statement each; a second turn of the same
-        user retries with a short backoff (rare: the gateway already orders a user's turns). The
-        lease expires on the database's own clock, so a crashed holder cannot block its user.
+        size. A second turn of the same user retries with a short backoff (rare: the gateway
+        already orders a user's turns). The lease expires on the database's own clock, so a
+        crashed holder cannot block its user. `finish_turn` gives it back with the answer.
         """
+        lease = await self._acquire(user_id, (turn_key, turn_id, now))
+        try:
+            yield lease
+        finally:
+            if not lease.released:
+                async with self.engine.begin() as conn:
+                    await conn.execute(_RELEASE, {"user_id": user_id, "holder": lease.holder})
+
+    async def _acquire(self, user_id: str, claim: tuple[str, str, datetime] | None) -> TurnLease:
         holder = uuid.uuid4().hex
         delay = 0.005
         while True:
@@ -79,49 +110,50 @@ class AgentStore:
                         _ACQUIRE, {"user_id": user_id, "holder": holder, "ttl": self.lease_seconds}
                     )
                 ).first()
-            if got is not None:
-                break
+                if got is not None:
+                    status = await self._claim(conn, user_id, *claim) if claim else TurnClaim("new", None)
+                    return TurnLease(user_id, holder, status)
             await asyncio.sleep(delay)
             delay = min(0.2, delay * 2)
-        try:
-            yield
-        finally:
-            async with self.engine.begin() as conn:
-                await conn.execute(_RELEASE, {"user_id": user_id, "holder": holder})
 
-    async def claim_turn(self, user_id: str, turn_key: str, turn_id: str, now: datetime) -> TurnClaim:
-        async with self.engine.begin() as conn:
-            inserted = await conn.execute(
-                insert(turns)
-                .values(
-                    user_id=user_id,
-                    turn_key=turn_key,
-                    turn_id=turn_id,
-                    status="running",
-                    created_at=now,
-                    updated_at=now,
-                )
-                .on_conflict_do_nothing(constraint="pk_turns")
-                .returning(turns.c.turn_key)
+    @staticmethod
+    async def _claim(
+        conn: AsyncConnection, user_id: str, turn_key: str, turn_id: str, now: datetime
+    ) -> TurnClaim:
+        inserted = await conn.execute(
+            insert(turns)
+            .values(
+                user_id=user_id,
+                turn_key=turn_key,
+                turn_id=turn_id,
+                status="running",
+                created_at=now,
+                updated_at=now,
             )
-            if inserted.first() is not None:
-                return TurnClaim("new", None)
-            row = (
-                await conn.execute(
-                    select(turns.c.status, turns.c.answer).where(
-                        turns.c.user_id == user_id, turns.c.turn_key == turn_key
-                    )
+            .on_conflict_do_nothing(constraint="pk_turns")
+            .returning(turns.c.turn_key)
+        )
+        if inserted.first() is not None:
+            return TurnClaim("new", None)
+        row = (
+            await conn.execute(
+                select(turns.c.status, turns.c.answer).where(
+                    turns.c.user_id == user_id, turns.c.turn_key == turn_key
                 )
-            ).one()
+            )
+        ).one()
         return _claim(row.status, row.answer)
 
-    async def finish_turn(self, user_id: str, turn_key: str, answer: TurnAnswer, now: datetime) -> None:
+    async def finish_turn(self, lease: TurnLease, turn_key: str, answer: TurnAnswer, now: datetime) -> None:
+        """Store the answer and give the user's lease back, in one transaction."""
         async with self.engine.begin() as conn:
             await conn.execute(
                 turns.update()
-                .where(turns.c.user_id == user_id, turns.c.turn_key == turn_key)
+                .where(turns.c.user_id == lease.user_id, turns.c.turn_key == turn_key)
                 .values(status="done", answer=answer.model_dump(mode="json"), updated_at=now)
             )
+            await conn.execute(_RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
+        lease.released = True
 
     async def lookup_turn(self, user_id: str, turn_key: str) -> TurnClaim | None:
         async with self.engine.connect() as conn:
@@ -232,4 +264,4 @@ class AgentStore:
         return int(value or 0)
 
 
-__all__ = ["MIGRATIONS_DIR", "SCHEMA", "AgentStore", "TurnClaim"]
+__all__ = ["MIGRATIONS_DIR", "SCHEMA", "AgentStore", "TurnClaim", "TurnLease"]
