@@ -95,7 +95,7 @@ class FakeStore:
         self.archived: list[tuple[str, str]] = []
         self.memories: list[str] = ["妈妈的生日是10月3日"]
 
-    async def history(self, user_id: str, conversation_id: str) -> list[ArchivedMessage]:
+    async def history(self, user_id: str, conversation_id: str, exclude_turn: str) -> list[ArchivedMessage]:
         return []
 
     async def archive(

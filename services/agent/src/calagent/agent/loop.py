@@ -186,18 +186,18 @@ class TurnRunner:
     async def _run(self, state: TurnState, sink: EventSink) -> Finished:
         env = state.env
         with state.timeline.segment("context.build"):
-            # Independent reads, one round trip's worth of waiting; the stub and the calendars come
-            # in one request. The user's message is archived only after the history read so it is
-            # not its own history. The time service reads every message once: the fast path needs
-            # its patch, and a create needs to know whether the words carried a repetition marker.
-            context, history, parsed = await asyncio.gather(
-                self.commands.query(TurnContext(envelope=env)),
-                self.store.history(env.user_id, env.conversation_id),
-                self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
-            )
+            # Independent requests, one round trip's worth of waiting: the stub and the calendars in
+            # one request, the history (without this turn's own message, archived alongside), and
+            # the time service's reading of the message (the fast path needs its patch, a create
+            # needs to know whether the words carried a repetition marker).
             now = self.clock.now()
-            await self.store.archive(
-                env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now
+            context, history, parsed, _ = await asyncio.gather(
+                self.commands.query(TurnContext(envelope=env)),
+                self.store.history(env.user_id, env.conversation_id, env.turn_id),
+                self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
+                self.store.archive(
+                    env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now
+                ),
             )
         state.stub = context.stub
         if state.turn.active_command_id and (

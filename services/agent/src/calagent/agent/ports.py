@@ -42,7 +42,9 @@ class TimePort(Protocol):
 
 
 class StorePort(Protocol):
-    async def history(self, user_id: str, conversation_id: str) -> list[ArchivedMessage]: ...
+    async def history(
+        self, user_id: str, conversation_id: str, exclude_turn: str
+    ) -> list[ArchivedMessage]: ...
 
     async def archive(
         self,

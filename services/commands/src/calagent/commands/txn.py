@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from calagent.commands.ports import UnitOfWork
 from calagent.contracts.commands import CommandError, CommandResult
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import ResolveRequest, ResolveResult
 
 
 def new_id() -> str:
@@ -31,6 +33,8 @@ class Txn:
     key: str
     tz: ZoneInfo
     now: datetime  # the service clock: stub expiry
+    # Resolutions started before the transaction opened, by the request they answer.
+    prefetched: dict[ResolveRequest, asyncio.Task[ResolveResult]] = field(default_factory=dict)
 
     @property
     def user_id(self) -> str:

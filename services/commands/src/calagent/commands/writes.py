@@ -11,6 +11,7 @@ a create continues the active stub only when `continues_stub` says so, otherwise
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -51,7 +52,8 @@ from calagent.contracts.commands import (
     StubSlots,
     StubStatus,
 )
-from calagent.contracts.time import ResolveRequest
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import ResolveRequest, ResolveResult
 from calagent.runtime.clock import Clock
 
 Command = AnyCommand
@@ -74,28 +76,66 @@ class Writes:
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
-        async with self.store.unit_of_work() as uow:
-            stored = await uow.claim_key(envelope.user_id, command.idempotency_key)
-            if stored is not None:
-                return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
-            await uow.lock_user(envelope.user_id)
-            txn = Txn(uow, envelope, command.idempotency_key, tz, self.clock.now())
-            if isinstance(command, PrepareOrCreate):
-                result = await self._prepare_or_create(txn, command)
-            elif isinstance(command, MergeStub):
-                result = await self._merge(txn, command)
-            elif isinstance(command, PrepareChange):
-                result = await self.changes.prepare(txn, command)
-            elif isinstance(command, ProposePlan):
-                result = await self.changes.propose_plan(txn, command)
-            else:
-                result = await self._cancel(txn, command)
-            if result.status == "error":
-                # Leaving without commit rolls back: an error writes nothing, not even the key.
-                return result.model_copy(update={"db_ms": uow.db_ms})
-            await uow.store_result(envelope.user_id, command.idempotency_key, result)
-            await uow.commit()
+        # The symbols a create names are known before any row is read: resolve them while the
+        # transaction claims its key and takes the user's lock, not inside the lock afterwards.
+        early = self._early_resolve(command)
+        try:
+            async with self.store.unit_of_work() as uow:
+                stored = await uow.claim_key(envelope.user_id, command.idempotency_key)
+                if stored is not None:
+                    return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
+                await uow.lock_user(envelope.user_id)
+                txn = Txn(uow, envelope, command.idempotency_key, tz, self.clock.now())
+                if early is not None:
+                    txn.prefetched[early[0]] = early[1]
+                return await self._run(txn, command)
+        finally:
+            if early is not None:
+                task = early[1]
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled():
+                    task.exception()  # retrieved: an unused early answer is not an unhandled error
+
+    def _early_resolve(self, command: Command) -> tuple[ResolveRequest, asyncio.Task[ResolveResult]] | None:
+        if not isinstance(command, PrepareOrCreate):
+            return None
+        slots = merge_slots(StubSlots(), slots_from_args(command.args), command.patch)
+        request = self._resolve_request(slots, command.envelope)
+        if request is None:
+            return None
+        return request, asyncio.ensure_future(self.time.resolve(request))
+
+    def _resolve_request(self, slots: StubSlots, envelope: Envelope) -> ResolveRequest | None:
+        if not slots.date:
+            return None
+        return ResolveRequest(
+            date=slots.date,
+            time=None if slots.all_day else slots.time,
+            end_time=None if slots.all_day else slots.end_time,
+            now=envelope.occurred_at,
+            tz=envelope.tz,
+            holiday_country=self.config.holiday_country,
+        )
+
+    async def _run(self, txn: Txn, command: Command) -> CommandResult:
+        uow = txn.uow
+        if isinstance(command, PrepareOrCreate):
+            result = await self._prepare_or_create(txn, command)
+        elif isinstance(command, MergeStub):
+            result = await self._merge(txn, command)
+        elif isinstance(command, PrepareChange):
+            result = await self.changes.prepare(txn, command)
+        elif isinstance(command, ProposePlan):
+            result = await self.changes.propose_plan(txn, command)
+        else:
+            result = await self._cancel(txn, command)
+        if result.status == "error":
+            # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
+        await uow.store_result(txn.user_id, txn.key, result)
+        await uow.commit()
+        return result.model_copy(update={"db_ms": uow.db_ms})
 
     async def _prepare_or_create(self, txn: Txn, command: PrepareOrCreate) -> CommandResult:
         args = command.args
@@ -193,18 +233,11 @@ class Writes:
         calendars = await txn.uow.calendars(txn.user_id, self.config.calendars)
         calendar, requested = pick_calendar(slots.calendar, calendars)
         fallback = CalendarFallback(requested=requested, used=calendar) if requested is not None else None
-        if not slots.date:
+        request = self._resolve_request(slots, txn.envelope)
+        if request is None:
             return error_result("invalid_arguments", "a date symbol is required")
-        resolved = await self.time.resolve(
-            ResolveRequest(
-                date=slots.date,
-                time=None if slots.all_day else slots.time,
-                end_time=None if slots.all_day else slots.end_time,
-                now=txn.spoken_at,
-                tz=txn.envelope.tz,
-                holiday_country=self.config.holiday_country,
-            )
-        )
+        early = txn.prefetched.pop(request, None)
+        resolved = await early if early is not None else await self.time.resolve(request)
         if resolved.error is not None:
             return error_result(resolved.error.code, resolved.error.message)
         last_day = None

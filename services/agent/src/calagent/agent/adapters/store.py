@@ -168,7 +168,12 @@ class AgentStore:
             return None
         return _claim(row.status, row.answer)
 
-    async def history(self, user_id: str, conversation_id: str, limit: int = 200) -> list[ArchivedMessage]:
+    async def history(
+        self, user_id: str, conversation_id: str, exclude_turn: str = "", limit: int = 200
+    ) -> list[ArchivedMessage]:
+        """The conversation oldest first, without the messages of `exclude_turn` (the turn being
+        run: its own user message is not its history, even when archived concurrently or by an
+        earlier delivery of the same turn)."""
         async with self.engine.connect() as conn:
             rows = (
                 await conn.execute(
@@ -178,7 +183,11 @@ class AgentStore:
                         messages.c.created_at,
                         messages.c.offer_command_id,
                     )
-                    .where(messages.c.user_id == user_id, messages.c.conversation_id == conversation_id)
+                    .where(
+                        messages.c.user_id == user_id,
+                        messages.c.conversation_id == conversation_id,
+                        messages.c.turn_id != exclude_turn,
+                    )
                     .order_by(messages.c.created_at.desc(), messages.c.id.desc())
                     .limit(limit)
                 )
