@@ -265,3 +265,12 @@ async def test_every_contract_tool_runs_through_the_real_dispatch(name: str) -> 
         assert answer.tool_calls[0].result in ("saved",) or answer.tool_calls[0].result.startswith("found:")
     else:
         assert touched in sent, sent
+
+
+async def test_a_nul_in_a_tool_argument_goes_back_to_the_model_and_never_to_storage() -> None:
+    poisoned = ("prepare_or_create_schedule", {"title": "a\u0000b", "date": "D+1", "time": "15:00"})
+    model = FakeModel([reply("", poisoned), reply("", CREATE)])
+    answer, commands, _ = await run(model)
+    assert [c.result for c in answer.tool_calls] == ["error:invalid_arguments", "created"]
+    assert "\u0000" not in json.dumps(answer.model_dump(mode="json"))
+    assert len(commands.executed) == 1 and "\u0000" not in commands.executed[0].model_dump_json()

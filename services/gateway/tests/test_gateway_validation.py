@@ -149,3 +149,12 @@ def test_the_listening_socket_is_tcp_so_accepted_connections_get_nodelay() -> No
         assert sock.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+@pytest.mark.parametrize("field", ["message", "conversation_id", "client_message_id", "active_command_id"])
+def test_a_nul_character_in_any_text_field_is_a_422_not_a_dead_letter(field: str) -> None:
+    import json
+
+    body = {"message": "明天下午三点开会", field: "a\u0000b"}
+    with pytest.raises(UnprocessableError):
+        parse_chat_body(json.dumps(body).encode())

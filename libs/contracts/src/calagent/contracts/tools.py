@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calagent.contracts.symbols import DATE_SYMBOL_PATTERN, RANGE_SYMBOL_PATTERN, RRULE_PATTERN, TIME_PATTERN
+from calagent.contracts.text import NUL_MESSAGE, has_nul
 
 ToolKind = Literal["terminal", "intermediate"]
 Scope = Literal["this", "following", "all"]
@@ -25,6 +26,14 @@ _REMINDER_MAX = 4 * 7 * 24 * 60
 
 class ToolArgs(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_nul(cls, data: Any) -> Any:
+        # A NUL in an argument goes back to the model as an invalid argument, never to storage.
+        if has_nul(data):
+            raise ValueError(NUL_MESSAGE)
+        return data
 
 
 class PrepareOrCreateSchedule(ToolArgs):

@@ -43,6 +43,7 @@ from calagent.contracts.commands import (
     StubOut,
     TurnContext,
 )
+from calagent.contracts.text import without_nul
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (
     StubView,
@@ -78,11 +79,13 @@ def _last_assistant(history: Sequence[ArchivedMessage]) -> LastAssistant | None:
 
 
 def _loads(raw: str) -> dict[str, Any]:
+    """The model's arguments as recorded with the call, even when invalid; never with a NUL,
+    which the answer's storage cannot hold."""
     try:
         value = json.loads(raw or "{}")
     except json.JSONDecodeError:
-        return {"_raw": raw[:500]}
-    return value if isinstance(value, dict) else {"_raw": raw[:500]}
+        return {"_raw": without_nul(raw[:500])}
+    return without_nul(value) if isinstance(value, dict) else {"_raw": without_nul(raw[:500])}
 
 
 def _combined(finished: Sequence[Finished]) -> Finished:

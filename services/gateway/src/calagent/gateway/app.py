@@ -46,6 +46,7 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.evalrec import TimelineRequest
+from calagent.contracts.text import NUL, refuse_nul
 from calagent.contracts.turns import (
     MAX_MESSAGE_CHARS,
     Segment,
@@ -156,6 +157,11 @@ class ChatRequest(BaseModel):
     client_message_id: StrictStr | None = Field(default=None, min_length=1, max_length=200)
     active_command_id: StrictStr | None = Field(default=None, min_length=1, max_length=64)
     channel: Channel = "web"
+
+    @field_validator("message", "conversation_id", "client_message_id", "active_command_id")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        return value if value is None else refuse_nul(value)
 
     @field_validator("message")
     @classmethod
@@ -558,7 +564,7 @@ def create_app(
 
     @app.get("/v1/turns/{turn_id}/timeline", response_model=None)
     async def timeline(principal: AuthPrincipal, turn_id: str) -> dict[str, Any] | JSONResponse:
-        if not 0 < len(turn_id) <= 64:
+        if not 0 < len(turn_id) <= 64 or NUL in turn_id:
             return _error_json(404, "no timeline for this turn")
         try:
             result = await gw.bus.request(
@@ -593,7 +599,7 @@ def create_app(
     @app.delete("/v1/plans/{plan_id}", response_model=None)
     async def delete_plan(principal: AuthPrincipal, plan_id: str) -> Response:
         # Another user's plan id is answered like one that does not exist.
-        if not 0 < len(plan_id) <= 64:
+        if not 0 < len(plan_id) <= 64 or NUL in plan_id:
             return _error_json(404, "no plan with this id")
         result = await gw.query(principal, DeletePlan(envelope=gw.envelope(principal), plan_id=plan_id))
         if not result.deleted:

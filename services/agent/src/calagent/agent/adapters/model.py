@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import openai
 
+from calagent.contracts.text import without_nul
 from calagent.runtime.timeline import epoch_ms
 
 log = logging.getLogger("calagent.agent.model")
@@ -112,12 +113,14 @@ class OpenAIModelClient:
                     finish = choice.finish_reason
                 if delta is None:
                     continue
-                if delta.content:
+                # A NUL cannot be stored (see contracts.text): dropped from what the model says.
+                content = without_nul(delta.content) if delta.content else ""
+                if content:
                     if not first:
                         first = epoch_ms()
-                    text_parts.append(delta.content)
+                    text_parts.append(content)
                     if on_delta is not None:
-                        await on_delta(delta.content)
+                        await on_delta(content)
                 for tc in delta.tool_calls or []:
                     if not first:
                         first = epoch_ms()
