@@ -360,3 +360,15 @@ async def test_a_reused_client_message_id_with_another_message_is_409_and_writes
     assert reused.json()["error"]["code"] == "idempotency_key_reused"
     assert [e["title"] for e in await events(stack, user)] == ["和张三开会"]
     assert [r["title"] for r in await event_rows(db, user)] == ["和张三开会"]
+
+
+async def test_two_users_whose_ids_and_keys_spell_the_same_pair_both_get_their_turn(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    scripted.set_script(script(on_user("开会", tool_calls=[create("开会", "D+1", "15:00")])))
+    first = await stack.chat(f"{user}:x", "明天下午三点开会", client_message_id="y")
+    second = await stack.chat(user, "明天下午三点开会", client_message_id="x:y")
+    assert (first.status_code, second.status_code) == (200, 200)
+    assert first.json()["turn_id"] != second.json()["turn_id"]
+    assert await count_events(db, f"{user}:x") == 1
+    assert await count_events(db, user) == 1

@@ -158,3 +158,11 @@ def test_a_nul_character_in_any_text_field_is_a_422_not_a_dead_letter(field: str
     body = {"message": "明天下午三点开会", field: "a\u0000b"}
     with pytest.raises(UnprocessableError):
         parse_chat_body(json.dumps(body).encode())
+
+
+def test_keyed_turn_ids_of_two_users_never_collide_however_ids_and_keys_are_spelled() -> None:
+    from calagent.gateway.turns import turn_id_for
+
+    assert turn_id_for("eve:x", "y") != turn_id_for("eve", "x:y")
+    assert turn_id_for("a\nb", "c") != turn_id_for("a", "b\nc")
+    assert turn_id_for("eve", "k") == turn_id_for("eve", "k")

@@ -11,7 +11,8 @@ Idempotency (invariant 9) then has three layers, cheapest first:
    still running awaits the first request's future instead of publishing again;
 2. a short-lived in-process cache of answers already given (the JetStream dedup window long);
 3. across gateway replicas and restarts: the agent is asked (`AGENT_TURN_LOOKUP`) for the stored
-   answer of that key. Whatever it says, the turn is published with `Nats-Msg-Id = user:key`, so
+   answer of that key. Whatever it says, the turn is published with `Nats-Msg-Id` = the keyed turn
+   id (derived from user and key, length-prefixed so no two pairs share it), so
    JetStream drops a duplicate inside its window, and the agent itself processes one turn per
    (user, key) outside it. A keyed turn's id is derived from (user, key), so a retry waits on the
    *same* events subject as the original; while the original may have finished before this wait
@@ -78,7 +79,8 @@ def turn_id_for(user_id: str, client_message_id: str | None) -> str:
     """A fresh id per turn; a keyed turn's id is stable so every retry names the same turn."""
     if client_message_id is None:
         return uuid.uuid4().hex
-    return uuid.uuid5(_TURN_ID_NAMESPACE, f"{user_id}\n{client_message_id}").hex
+    # Length-prefixed, so no (user, key) pair can spell another's: "eve:x"+"y" ≠ "eve"+"x:y".
+    return uuid.uuid5(_TURN_ID_NAMESPACE, f"{len(user_id)}:{user_id}{client_message_id}").hex
 
 
 def request_fingerprint(raw_text: str, conversation_id: str) -> str:
@@ -434,11 +436,8 @@ class TurnRunner:
             received_ms=turn.received_ms,
             published_ms=published_ms,
         )
-        msg_id = (
-            f"{turn.principal.user_id}:{turn.client_message_id}"
-            if turn.client_message_id is not None
-            else turn.turn_id
-        )
+        # A keyed turn's id is derived from (user, key) without ambiguity: it is the dedup id too.
+        msg_id = turn.turn_id
         timeout = max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
         # The ack says whether this was a duplicate, and a duplicate means the answer may already
         # exist. Trace context rides in the headers (FastStream's telemetry middleware).
