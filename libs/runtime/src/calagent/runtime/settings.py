@@ -39,6 +39,15 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None
 
+    @field_validator("auth_secret")
+    @classmethod
+    def _secret_not_blank(cls, value: str) -> str:
+        # An empty secret would sign and accept tokens anyone can forge, and the JWT library
+        # refuses it at the first request (a 500 on every call): refuse it at start instead.
+        if not value.strip():
+            raise ValueError("CALAGENT_AUTH_SECRET is set but empty: set a secret, or unset it")
+        return value
+
     @property
     def calendars(self) -> tuple[str, ...]:
         names = tuple(n.strip() for n in self.default_calendars.split(",") if n.strip())
