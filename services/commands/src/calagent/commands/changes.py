@@ -16,13 +16,14 @@ from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.series import (
     exdates_after,
     expand,
+    localise,
     occurrence_count,
     remaining_rule,
     split_occurrence_id,
     starts,
     until_before,
 )
-from calagent.commands.domain.timeutil import at_local, local_day_span, parse_hhmm
+from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
@@ -191,9 +192,10 @@ class Changes:
             last_day = resolved_last
         try:
             if all_day:
-                span_days = max(1, (current.end - current.start).days) if current.all_day else 1
-                start, _ = local_day_span(day, tz)
-                _, end = local_day_span(last_day or day + timedelta(days=span_days - 1), tz)
+                days = local_days(current.start, current.end, tz) if current.all_day else 1
+                if last_day is not None:
+                    days = (last_day - day).days + 1
+                start, end = whole_days(day, days, tz)
             else:
                 clock = (
                     parse_hhmm(update.time)
@@ -421,4 +423,4 @@ def _wall(instant: datetime, txn: Txn) -> datetime:
 
 
 def _from_wall(naive: datetime, txn: Txn) -> datetime:
-    return naive.replace(tzinfo=txn.tz, fold=0).astimezone(UTC)
+    return localise(naive, txn.tz).astimezone(UTC)

@@ -32,7 +32,7 @@ from calagent.commands.domain.stubs import (
     decide,
     plan,
 )
-from calagent.commands.domain.timeutil import local_day_span
+from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
@@ -374,14 +374,10 @@ class Writes:
 
     async def resolve_day(self, txn: Txn, symbol: str) -> date | CommandResult:
         """A date symbol to the local day it names, or the error result to answer with."""
-        resolved = await self.time.resolve(
-            ResolveRequest(
-                date=symbol,
-                now=txn.spoken_at,
-                tz=txn.envelope.tz,
-                holiday_country=self.config.holiday_country,
-            )
-        )
+        request = self._resolve_request(StubSlots(date=symbol), txn.envelope)
+        if request is None:
+            return error_result("invalid_symbol", "a date symbol is required")
+        resolved = await self.time.resolve(request)
         if resolved.error is not None:
             return error_result(resolved.error.code, resolved.error.message)
         if resolved.date is not None:
@@ -477,11 +473,6 @@ def first_occurrence(proposal: Proposal, rule: str, tz: ZoneInfo) -> Proposal:
         return proposal
     start = found[0].astimezone(UTC)
     if proposal.all_day:
-        days = (proposal.end.astimezone(tz).date() - proposal.start.astimezone(tz).date()).days
-        first_day = found[0].date()
-        return Proposal(
-            local_day_span(first_day, tz)[0],
-            local_day_span(first_day + timedelta(days=max(days, 1) - 1), tz)[1],
-            True,
-        )
+        first, end = whole_days(found[0].date(), local_days(proposal.start, proposal.end, tz), tz)
+        return Proposal(first, end, True)
     return Proposal(start, start + (proposal.end - proposal.start), False)

@@ -10,12 +10,13 @@ moved override still names the slot it replaced.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrule, rrulestr
 
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.timeutil import local_days, whole_days
 
 STAMP = "%Y%m%dT%H%M%SZ"
 
@@ -69,7 +70,7 @@ def _local_until(text: str) -> str:
     return ";".join(parts)
 
 
-def _localise(naive: datetime, tz: ZoneInfo) -> datetime:
+def localise(naive: datetime, tz: ZoneInfo) -> datetime:
     """fold=0: a wall-clock time that occurs twice means the earlier instant; one that does not
     occur (spring forward) lands the gap later, as the time service resolves it."""
     return naive.replace(tzinfo=tz, fold=0).astimezone(UTC).astimezone(tz)
@@ -93,7 +94,7 @@ def starts(
     excluded = {d.astimezone(UTC) for d in master.exdates}
     found = []
     for naive in rule.between(lo, hi, inc=True):
-        start = _localise(naive, tz)
+        start = localise(naive, tz)
         if start.astimezone(UTC) not in excluded:
             found.append(start)
     return found
@@ -107,7 +108,7 @@ def next_starts(
     found: list[datetime] = []
     cursor = after.astimezone(tz).replace(tzinfo=None)
     for naive in rule.xafter(cursor, count=count, inc=True):
-        found.append(_localise(naive, tz))
+        found.append(localise(naive, tz))
     return found
 
 
@@ -139,14 +140,12 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
         tz = _zone(event)
         # An all-day series covers whole local days: its length is counted in days, not hours (a
         # first day of 23 or 25 hours must not shift the end of every later occurrence).
-        days = (event.end.astimezone(tz).date() - event.start.astimezone(tz).date()).days
+        days = local_days(event.start, event.end, tz)
         for start in starts(event, window_start, window_end, inclusive_before=duration):
             if (event.id, start.astimezone(UTC)) in replaced:
                 continue
             if event.all_day:
-                end = _localise(
-                    datetime.combine(start.astimezone(tz).date() + timedelta(days=max(days, 1)), time(0)), tz
-                )
+                end = whole_days(start.astimezone(tz).date(), days, tz)[1].astimezone(tz)
             else:
                 end = start + duration
             if start < window_end and end > window_start:

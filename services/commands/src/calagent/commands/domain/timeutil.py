@@ -43,6 +43,17 @@ def local_day_span(day: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
     return local_midnight(day, tz), local_midnight(day + timedelta(days=1), tz)
 
 
+def local_days(start: datetime, end: datetime, tz: ZoneInfo) -> int:
+    """How many local days an all-day span covers, counted by date (at least one): a DST day of
+    23 or 25 hours is one day, however many hours it has."""
+    return max(1, (end.astimezone(tz).date() - start.astimezone(tz).date()).days)
+
+
+def whole_days(first_day: date, days: int, tz: ZoneInfo) -> tuple[datetime, datetime]:
+    """[00:00 of `first_day`, 00:00 after its `days`-th day) in `tz`, as UTC instants."""
+    return local_midnight(first_day, tz), local_midnight(first_day + timedelta(days=days), tz)
+
+
 def local_date(instant: datetime, tz: ZoneInfo) -> date:
     return instant.astimezone(tz).date()
 
