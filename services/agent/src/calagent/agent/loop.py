@@ -39,6 +39,7 @@ from calagent.agent.tools import (
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
     CancelStub,
+    CommandResult,
     MergeStub,
     StubOut,
     TurnContext,
@@ -252,9 +253,7 @@ class TurnRunner:
             else:
                 name = "cancel_schedule_command"
                 command = CancelStub(envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id)
-            with state.timeline.segment(f"tool.{name}"):
-                result = await self.commands.execute(command)
-            add_db_segment(state, result.db_ms)
+            result = await self._execute(state, name, command)
             await self._record_call(
                 state, sink, ToolCallOut(name=name, arguments={"command_id": stub.id}, result=result.status)
             )
@@ -266,9 +265,7 @@ class TurnRunner:
         merge = MergeStub(
             envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id, patch=patch
         )
-        with state.timeline.segment("tool.merge_stub"):
-            result = await self.commands.execute(merge)
-        add_db_segment(state, result.db_ms)
+        result = await self._execute(state, "merge_stub", merge)
         if result.status == "error":
             # A patch the resolver refuses is not guessed into a date: the model, which sees the
             # stub and the message, takes over instead.
@@ -279,6 +276,13 @@ class TurnRunner:
         )
         await self._record_call(state, sink, call)
         return apply_command_result(state, result)
+
+    async def _execute(self, state: TurnState, name: str, command: MergeStub | CancelStub) -> CommandResult:
+        """A command code issues on its own (no model call), timed like a tool of that name."""
+        with state.timeline.segment(f"tool.{name}"):
+            result = await self.commands.execute(command)
+        add_db_segment(state, result.db_ms)
+        return result
 
     async def _record_call(self, state: TurnState, sink: EventSink, call: ToolCallOut) -> None:
         state.tool_calls.append(call)

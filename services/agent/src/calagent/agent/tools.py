@@ -18,6 +18,7 @@ from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, StorePo
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     CancelStub,
+    ChangeAction,
     CommandResult,
     FindEventsQuery,
     HoldReason,
@@ -39,6 +40,7 @@ from calagent.contracts.tools import (
     ProposeAutomation,
     QueryScheduleRange,
     SaveMemory,
+    Scope,
     SearchChatArchive,
     SearchMemory,
     SuggestFreeTime,
@@ -164,29 +166,29 @@ class Tools:
         return None
 
     async def update(self, state: TurnState, args: UpdateSchedule) -> ToolResult:
+        return await self._change(state, "update", args.event_id, args.scope, args)
+
+    async def delete(self, state: TurnState, args: DeleteSchedule) -> ToolResult:
+        return await self._change(state, "delete", args.event_id, args.scope, None)
+
+    async def _change(
+        self,
+        state: TurnState,
+        action: ChangeAction,
+        event_id: str,
+        scope: Scope,
+        update: UpdateSchedule | None,
+    ) -> ToolResult:
         # Held, never run now: the user sees before and after and confirms (contract §9).
         return await self.execute(
             state,
             PrepareChange(
                 envelope=state.env,
                 idempotency_key=state.next_key(),
-                action="update",
-                event_id=args.event_id,
-                update=args,
-                scope=args.scope,
-                hold=write_hold(state.turn.third_party),
-            ),
-        )
-
-    async def delete(self, state: TurnState, args: DeleteSchedule) -> ToolResult:
-        return await self.execute(
-            state,
-            PrepareChange(
-                envelope=state.env,
-                idempotency_key=state.next_key(),
-                action="delete",
-                event_id=args.event_id,
-                scope=args.scope,
+                action=action,
+                event_id=event_id,
+                update=update,
+                scope=scope,
                 hold=write_hold(state.turn.third_party),
             ),
         )
