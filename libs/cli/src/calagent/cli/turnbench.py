@@ -115,6 +115,11 @@ class System:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def asyncpg_dsn(self) -> str:
+        """The database for asyncpg itself (the URL the services get names SQLAlchemy's driver)."""
+        return self.database_url.replace("postgresql+asyncpg://", "postgresql://")
+
+    @property
     def model_url(self) -> str:
         return f"http://127.0.0.1:{self.model_port}"
 
@@ -242,7 +247,7 @@ async def floor_turns(system: System, n: int) -> tuple[list[float], float]:
     from openai import AsyncOpenAI
 
     model = AsyncOpenAI(base_url=f"{system.model_url}/v1", api_key="bench")
-    conn = await asyncpg.connect(system.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    conn = await asyncpg.connect(system.asyncpg_dsn)
     await conn.execute(
         "CREATE TEMP TABLE floor_events (id text primary key, title text, start_at timestamptz)"
     )
@@ -289,7 +294,7 @@ async def pydantic_ai_turns(system: System, n: int) -> list[float] | None:
         return None
     import asyncpg
 
-    conn = await asyncpg.connect(system.database_url.replace("postgresql+asyncpg://", "postgresql://"))
+    conn = await asyncpg.connect(system.asyncpg_dsn)
     await conn.execute("CREATE TEMP TABLE pai_events (id text primary key, title text, start_at timestamptz)")
     model = OpenAIChatModel(
         "bench", provider=OpenAIProvider(base_url=f"{system.model_url}/v1", api_key="bench")
