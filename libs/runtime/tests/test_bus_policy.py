@@ -53,6 +53,74 @@ def test_a_short_backoff_repeats_its_last_step() -> None:
     assert [policy.nak_delay(n) for n in range(1, 11)] == [1.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, None]
 
 
+def test_an_outage_is_retried_for_its_time_budget_and_a_bad_message_only_max_deliver_times() -> None:
+    policy = RetryPolicy(max_deliver=3, backoff=(0.25, 0.5, 1.0, 2.0, 3.0), transient_for=30.0)
+    delays: list[float] = []
+    deliveries = 1
+    while (delay := policy.nak_delay(deliveries, transient=True)) is not None:
+        delays.append(delay)
+        deliveries += 1
+    # The waits fill the budget (and not much more), so a turn is retried while it can be answered.
+    assert 30.0 <= sum(delays) < 33.0
+    assert policy.consumer_max_deliver == deliveries
+    assert [policy.nak_delay(n) for n in (1, 2, 3)] == [0.25, 0.5, None]
+
+
+def test_without_a_time_budget_transient_failures_use_max_deliver() -> None:
+    policy = RetryPolicy(max_deliver=4, backoff=(0.1,))
+    assert policy.transient_deliveries == policy.consumer_max_deliver == 4
+    assert policy.nak_delay(4, transient=True) is None
+
+
+class _OperationalError(Exception):
+    pass
+
+
+_OperationalError.__name__ = "OperationalError"
+_OperationalError.__module__ = "sqlalchemy.exc"
+
+
+def _caused(outer: Exception, inner: Exception) -> Exception:
+    outer.__cause__ = inner
+    return outer
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (ConnectionRefusedError(111, "refused"), True),
+        (TimeoutError(), True),
+        (TransientError("db down"), True),
+        (BusRequestError("transient", "commands: database away"), True),
+        (BusRequestError("timeout", "no answer"), True),
+        (BusRequestError("internal", "a bug"), False),
+        (BusRequestError("malformed", "bad body"), False),
+        (_OperationalError("server closed the connection"), True),
+        (_caused(RuntimeError("wrapped"), ConnectionResetError()), True),
+        (ValueError("year 0 is out of range"), False),
+        (OverflowError("date value out of range"), False),
+        (KeyError("title"), False),
+    ],
+)
+def test_only_an_unreachable_dependency_counts_as_transient(exc: Exception, transient: bool) -> None:
+    from calagent.runtime.settle import is_transient
+
+    assert is_transient(exc) is transient
+
+
+def test_a_repeating_warning_is_folded_into_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from calagent.runtime.settle import RateLimitedLog
+
+    limited = RateLimitedLog(logging.getLogger("calagent.test.limited"), every=60.0)
+    with caplog.at_level(logging.WARNING, logger="calagent.test.limited"):
+        for n in range(500):
+            limited.warning("subject", "failure %s", n)
+        limited.warning("other", "another subject")
+    assert [r.getMessage() for r in caplog.records] == ["failure 0", "another subject"]
+
+
 # ---- request-reply ---------------------------------------------------------------------------------
 
 

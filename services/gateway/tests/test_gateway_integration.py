@@ -588,7 +588,38 @@ async def test_healthz_names_missing_services_then_reports_ok(nats_url: str) -> 
         "evalrec": "missing",
     }
     assert healthy.status_code == 200
-    assert healthy.json() == {"status": "ok", "services": dict.fromkeys(subjects.SERVICES, "ok")}
+    assert healthy.json() == {
+        "status": "ok",
+        "services": dict.fromkeys(subjects.SERVICES, "ok"),
+        "dependencies": {"bus": "ok"},
+    }
+
+
+async def test_healthz_names_a_dependency_a_service_reports_down(nats_url: str) -> None:
+    database = {"state": "down"}
+
+    async def probe() -> dict[str, str]:
+        return {"database": database["state"]}
+
+    async with gateway(nats_url) as client:
+        responders = [Bus(nats_url, name) for name in ("agent", "commands", "timeparse", "evalrec")]
+        try:
+            for bus in responders:
+                bus.serve_health(probe if bus.service in {"agent", "commands"} else None)
+                await bus.start()
+            down = await client.get("/healthz")
+            database["state"] = "ok"
+            back = await client.get("/healthz")
+        finally:
+            for bus in responders:
+                await bus.close()
+    assert down.status_code == 503
+    assert down.json()["services"]["agent"] == "degraded"
+    assert down.json()["services"]["commands"] == "degraded"
+    assert down.json()["services"]["timeparse"] == "ok"
+    assert down.json()["dependencies"] == {"bus": "ok", "database": "down"}
+    assert back.status_code == 200
+    assert back.json()["dependencies"] == {"bus": "ok", "database": "ok"}
 
 
 # ---- reads ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
@@ -61,9 +62,14 @@ async def test_many_turns_in_flight_hold_no_connection(engine: AsyncEngine) -> N
 
 
 async def test_a_crashed_holders_lease_expires(engine: AsyncEngine) -> None:
-    crashed = AgentStore(engine, lease_seconds=0.3)
-    lock = crashed.user_turn_lock("carol")
-    await lock.__aenter__()  # taken and never given back: the holder died
+    # Taken and never given back nor renewed: the holder died.
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO agent.user_leases (user_id, holder, expires_at)"
+                " VALUES ('carol', 'dead', clock_timestamp() + interval '0.3 seconds')"
+            )
+        )
     store = AgentStore(engine)
     began = asyncio.get_running_loop().time()
     async with store.user_turn_lock("carol"):
@@ -93,3 +99,42 @@ async def test_a_turn_is_claimed_with_its_lease_and_a_finished_one_is_answered_a
         assert again.claim.answer == answer
     async with store.user_turn_lock("dave"):
         pass
+
+
+async def test_a_live_holder_keeps_its_lease_past_the_lease_time(engine: AsyncEngine) -> None:
+    # The lease is short so a crashed holder frees its user fast; a live one renews it, however
+    # long its turn waits for the model.
+    holder = AgentStore(engine, lease_seconds=0.6)
+    other = AgentStore(engine, lease_seconds=0.6)
+    order: list[str] = []
+
+    async def long_turn() -> None:
+        async with holder.user_turn_lock("erin"):
+            order.append("first in")
+            await asyncio.sleep(2.0)
+            order.append("first out")
+
+    async def second_turn() -> None:
+        await asyncio.sleep(0.2)
+        async with other.user_turn_lock("erin"):
+            order.append("second in")
+
+    await asyncio.wait_for(asyncio.gather(long_turn(), second_turn()), timeout=20)
+    assert order == ["first in", "first out", "second in"]
+
+
+async def test_a_running_claim_nobody_holds_is_reported_stalled(engine: AsyncEngine) -> None:
+    from datetime import UTC, datetime
+
+    store = AgentStore(engine)
+    now = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+    async with store.turn("frank", "k1", "t1", now):
+        # While its turn runs the claim is running (the lease is live)...
+        claim = await store.lookup_turn("frank", "k1")
+        assert claim is not None and claim.status == "running"
+    # ...and once nobody holds the user (the turn failed and was given up), it is stalled: a
+    # client retry must run it again instead of waiting for an answer that never comes.
+    claim = await store.lookup_turn("frank", "k1")
+    assert claim is not None and claim.status == "stalled"
+    async with store.turn("frank", "k1", "t1", now) as again:
+        assert again.claim.status == "running"  # claimed but not done: the turn runs again

@@ -81,7 +81,10 @@ async def start_stack(
     now: str = DEFAULT_NOW,
     settings_overrides: dict[str, Any] | None = None,
     gateway_transport: httpx.AsyncBaseTransport | None = None,
+    without: frozenset[str] = frozenset(),
 ) -> Stack:
+    """The system in this event loop; the services named in `without` are left to the caller
+    (a test that runs one as a process of its own, to kill it)."""
     from calagent.agent.app import create_app as create_agent
     from calagent.commands.app import create_app as create_commands
     from calagent.evalrec.app import create_app as create_evalrec
@@ -106,6 +109,8 @@ async def start_stack(
     apps: list[ServiceApp] = []
     for factory in (create_timeparse, create_commands, create_agent, create_evalrec):
         app = factory(settings, clock)
+        if app.name in without:
+            continue
         buses.append(await start_service(app, nats_url, clock))
         apps.append(app)
 

@@ -3,6 +3,8 @@
 from datetime import datetime
 from typing import Literal
 
+from pydantic import Field
+
 from calagent.contracts.base import WireModel
 
 BusErrorCode = Literal["malformed", "transient", "internal", "unavailable"]
@@ -35,5 +37,8 @@ class HealthCheck(WireModel):
 
 class HealthReply(WireModel):
     service: str
-    status: Literal["ok"] = "ok"
+    # "degraded": the replica answers, but a dependency it cannot work without does not.
+    status: Literal["ok", "degraded"] = "ok"
     instance: str
+    # What the replica depends on and how it found it: {"database": "ok" | "down"}.
+    dependencies: dict[str, Literal["ok", "down"]] = Field(default_factory=dict)

@@ -208,6 +208,7 @@ class Bus:
         self._topic_publishers: dict[str, TopicPublisher[Any]] = {}
         # What this bus answers, as declared: the AsyncAPI document adds each one's reply.
         self.endpoints: list[Endpoint[Any, Any]] = []
+        self._consumers: list[tuple[str, ConsumerConfig]] = []
         self._dead_letters = self.stream_publisher(deadletter(service))
 
     @classmethod
@@ -227,6 +228,7 @@ class Bus:
 
     async def start(self) -> None:
         await self.open()
+        await self._ensure_consumers()
         if not self.broker.running:
             await self.broker.start()
         else:
@@ -237,6 +239,17 @@ class Bus:
         # Once `start` returns, the server knows every subscription: a request sent right after
         # from another connection finds its responder.
         await self.nc.flush()
+
+    async def _ensure_consumers(self) -> None:
+        """Create or update each declared durable consumer before its subscriber binds to it.
+
+        A subscriber binds to an existing durable as it is, so an `ack_wait` or `max_deliver`
+        changed in code would never reach a consumer created by an earlier version; adding a
+        consumer under an existing name updates what the server allows to change.
+        """
+        js = self.nc.jetstream()
+        for stream_name, config in self._consumers:
+            await js.add_consumer(stream_name, config)
 
     async def close(self) -> None:
         """Stop taking messages, let in-flight handlers finish (bounded), then disconnect."""
@@ -283,11 +296,20 @@ class Bus:
         self.broker.include_router(router)
         self.endpoints.append(endpoint)
 
-    def serve_health(self) -> None:
+    def serve_health(self, probe: Callable[[], Awaitable[dict[str, str]]] | None = None) -> None:
+        """Answer health checks; with `probe`, report the dependencies it checks (a replica whose
+        database is down answers `degraded`, naming it)."""
         reply = HealthReply(service=self.service, instance=instance_id())
 
         async def on_health(_check: HealthCheck) -> HealthReply:
-            return reply
+            if probe is None:
+                return reply
+            found = await probe()
+            dependencies = {name: "ok" if state == "ok" else "down" for name, state in found.items()}
+            healthy = all(state == "ok" for state in dependencies.values())
+            return reply.model_copy(
+                update={"status": "ok" if healthy else "degraded", "dependencies": dependencies}
+            )
 
         self.serve(health(self.service), on_health, max_workers=4)
 
@@ -305,17 +327,19 @@ class Bus:
         if name is None:
             raise ValueError(f"{stream.subject} has no durable consumer")
         router = NatsRouter(middlewares=(settle_policy(stream.subject, self.dead_letter, policy),))
+        config = ConsumerConfig(
+            durable_name=name,
+            filter_subject=stream.subject,
+            ack_wait=policy.ack_wait,
+            max_deliver=policy.consumer_max_deliver,
+            max_ack_pending=1000,
+        )
+        self._consumers.append((stream.stream, config))
         router.subscriber(
             stream.subject,
             stream=_jstream(stream.stream),
             durable=name,
-            config=ConsumerConfig(
-                durable_name=name,
-                filter_subject=stream.subject,
-                ack_wait=policy.ack_wait,
-                max_deliver=policy.max_deliver,
-                max_ack_pending=1000,
-            ),
+            config=config,
             # One message per fetch: a busy replica leaves the next turn to an idle one.
             pull_sub=PullSub(batch_size=1, timeout=1.0),
             ack_policy=AckPolicy.MANUAL,

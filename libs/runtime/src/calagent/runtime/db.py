@@ -23,6 +23,22 @@ def make_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
     return create_async_engine(database_url, pool_size=pool_size, max_overflow=20, pool_pre_ping=False)
 
 
+HEALTH_PROBE_TIMEOUT_S = 1.0
+
+
+async def database_state(engine: AsyncEngine | None, timeout: float = HEALTH_PROBE_TIMEOUT_S) -> str:
+    """ "ok" when the database answers a trivial query within `timeout`, else "down": what a health
+    probe reports, so `/healthz` does not say ok while every turn is failing on the database."""
+    if engine is None:
+        return "down"
+    try:
+        async with asyncio.timeout(timeout), engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception:
+        return "down"
+    return "ok"
+
+
 def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
     return async_sessionmaker(engine, expire_on_commit=False)
 

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import uvloop
 from opentelemetry.trace import TracerProvider
@@ -34,6 +34,13 @@ class ServiceApp(Protocol):
     async def stop(self) -> None: ...
 
 
+@runtime_checkable
+class HealthProbe(Protocol):
+    async def health(self) -> dict[str, str]:
+        """The state of what the service cannot work without: {"database": "ok" | "down"}."""
+        ...
+
+
 AppFactory = Callable[[Settings, Clock], ServiceApp]
 
 
@@ -50,7 +57,7 @@ async def start_service(
     """Wire `app` on a bus of its own, start it, and only then let messages in."""
     bus = Bus(nats_url, app.name, clock, tracer_provider=tracer_provider)
     app.wire(bus)
-    bus.serve_health()
+    bus.serve_health(app.health if isinstance(app, HealthProbe) else None)
     try:
         await bus.open()
         await app.start(bus)

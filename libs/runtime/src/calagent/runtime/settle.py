@@ -3,11 +3,13 @@
 Explicit and owned here, never left to a framework default:
 
 - request-reply (`answer_policy`): a body that is not the declared request type is dead-lettered
-  and answered `malformed`; a `TransientError` is answered `transient` (the caller may retry with
-  the same idempotency key); anything else is answered `internal`. No handler error leaves a
+  and answered `malformed`; a transient failure (`is_transient`: a `TransientError`, or a
+  dependency that is unreachable) is answered `transient` (the caller may retry with the same
+  idempotency key); anything else is answered `internal`. No handler error leaves a
   caller waiting for its timeout.
 - JetStream (`settle_policy`, on subscribers with `AckPolicy.MANUAL`): success is `ack`ed; a
-  failure is `nack`ed with the `RetryPolicy`'s backoff; the delivery that reaches `max_deliver` is
+  failure is `nack`ed with the `RetryPolicy`'s backoff; the delivery that exhausts its budget
+  (`max_deliver` for a failure of the message, `transient_for` seconds for an outage) is
   dead-lettered and `term`inated; a malformed body is dead-lettered and terminated at once. A long
   handler reports `in_progress` so `ack_wait` can stay short. A handler cancelled by shutdown
   settles nothing: JetStream redelivers after `ack_wait`.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -56,20 +59,129 @@ class MalformedMessageError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How a durable consumer settles a failed delivery."""
+    """How a durable consumer settles a failed delivery.
+
+    Two budgets, because the two kinds of failure deserve different patience. A failure that is not
+    transient (a bug, a value the handler cannot take) is tried `max_deliver` times and then
+    dead-lettered. A transient one (the database or a dependency is down, see `is_transient`) is the
+    world's fault, not the message's: it is retried with capped backoff for `transient_for` seconds
+    of waiting — for a turn, as long as its answer can still be awaited — so an outage delays the
+    message instead of losing it.
+    """
 
     max_deliver: int = 5
     backoff: tuple[float, ...] = (0.5, 2.0, 5.0, 15.0)
     ack_wait: float = 180.0
     # While a handler runs, tell JetStream it is still working this often (None: never).
     progress_every: float | None = None
+    # Seconds of backoff that transient failures may spend in all (None: `max_deliver` applies).
+    transient_for: float | None = None
 
-    def nak_delay(self, deliveries: int) -> float | None:
+    def delay(self, deliveries: int) -> float:
+        return self.backoff[min(max(deliveries, 1) - 1, len(self.backoff) - 1)]
+
+    @property
+    def transient_deliveries(self) -> int:
+        """Deliveries a transiently failing message gets: enough for its backoff to fill
+        `transient_for` seconds."""
+        if self.transient_for is None:
+            return self.max_deliver
+        waited, deliveries = 0.0, 1
+        while waited < self.transient_for:
+            waited += self.delay(deliveries)
+            deliveries += 1
+        return max(deliveries, self.max_deliver)
+
+    @property
+    def consumer_max_deliver(self) -> int:
+        """The consumer's own limit: the larger budget (the handler enforces the smaller)."""
+        return max(self.max_deliver, self.transient_deliveries)
+
+    def nak_delay(self, deliveries: int, *, transient: bool = False) -> float | None:
         """The redelivery delay after failed delivery number `deliveries`; None when it was the
         last one allowed (the message is dead-lettered instead)."""
-        if deliveries >= self.max_deliver:
+        limit = self.transient_deliveries if transient else self.max_deliver
+        if deliveries >= limit:
             return None
-        return self.backoff[min(max(deliveries, 1) - 1, len(self.backoff) - 1)]
+        return self.delay(deliveries)
+
+
+# ---- what counts as transient ------------------------------------------------------------------------
+
+# Connection-level failures: the message was fine, the world was not. Matched by module and name
+# so neither driver must be imported here; a SQLAlchemy error counts only when it wraps one of
+# these (a DataError or IntegrityError is about the message, and retrying it cannot help).
+_TRANSIENT_NAMES = frozenset(
+    {
+        "OperationalError",
+        "InterfaceError",
+        "DisconnectionError",
+        "PostgresConnectionError",
+        "ConnectionDoesNotExistError",
+        "ConnectionFailureError",
+        "CannotConnectNowError",
+        "TooManyConnectionsError",
+        "AdminShutdownError",
+        "CrashShutdownError",
+        "ConnectionClosedError",
+        "NoServersError",
+        "StaleConnectionError",
+        "OutboundBufferLimitError",
+        "ServiceUnavailableError",
+    }
+)
+_TRANSIENT_MODULES = ("sqlalchemy", "asyncpg", "nats")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when `exc`, or what caused it, says a dependency is unavailable rather than that the
+    message is wrong: worth retrying the same message later."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, TransientError | OSError | TimeoutError | ConnectionError):
+            return True
+        code = getattr(current, "code", None)
+        if type(current).__name__ == "BusRequestError" and code in {"transient", "timeout", "unavailable"}:
+            return True
+        kind = type(current)
+        if kind.__name__ in _TRANSIENT_NAMES and kind.__module__.startswith(_TRANSIENT_MODULES):
+            return True
+        if getattr(current, "connection_invalidated", False):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class RateLimitedLog:
+    """One warning per `every` seconds for a repeating failure, with how many were folded in.
+
+    During an outage every in-flight message fails on every delivery; a line for each filled a
+    disk with identical warnings while telling an operator nothing more than the first one did.
+    """
+
+    def __init__(self, logger: logging.Logger, every: float = 5.0) -> None:
+        self.logger = logger
+        self.every = every
+        self._last: dict[str, float] = {}
+        self._folded: dict[str, int] = {}
+
+    def warning(self, key: str, message: str, *args: object) -> None:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.every:
+            self._folded[key] = self._folded.get(key, 0) + 1
+            return
+        folded = self._folded.pop(key, 0)
+        self._last[key] = now
+        if folded:
+            message += " (%s more like it in the last %.0fs)"
+            args = (*args, folded, now - last if last is not None else 0.0)
+        self.logger.warning(message, *args)
+
+
+_retries = RateLimitedLog(log)
 
 
 # ---- decoding and settling -------------------------------------------------------------------------
@@ -118,11 +230,15 @@ class _Answer(BaseMiddleware):
         except MalformedMessageError as exc:
             await self.dead_letter(self.subject, "malformed", str(exc), msg.body)
             code, text, failure = "malformed", str(exc), exc
-        except TransientError as exc:
-            code, text, failure = "transient", str(exc), exc
         except Exception as exc:
-            log.exception("handler for %s failed", self.subject)
-            code, text, failure = "internal", repr(exc), exc
+            if is_transient(exc):
+                # The caller retries with the same key; one line per subject now and then is
+                # enough to say a dependency is away (an outage fails every request alike).
+                _retries.warning(self.subject, "transient failure answering %s: %r", self.subject, exc)
+                code, text, failure = "transient", str(exc), exc
+            else:
+                log.exception("handler for %s failed", self.subject)
+                code, text, failure = "internal", repr(exc), exc
         _mark_failed(failure)
         return BusErrorReply(bus_error=BusError(code=code, message=text))
 
@@ -151,13 +267,16 @@ class _Settle(BaseMiddleware):
             return None
         except Exception as exc:
             _mark_failed(exc)
-            delay = self.policy.nak_delay(deliveries)
+            transient = is_transient(exc)
+            delay = self.policy.nak_delay(deliveries, transient=transient)
             if delay is None:
                 await self.dead_letter(self.subject, "exhausted", repr(exc), msg.body, deliveries)
                 await msg.reject()
             else:
-                log.warning(
-                    "transient failure on %s (delivery %s), retrying in %ss: %r",
+                _retries.warning(
+                    self.subject,
+                    "%s failure on %s (delivery %s), retrying in %ss: %r",
+                    "transient" if transient else "unexpected",
                     self.subject,
                     deliveries,
                     delay,

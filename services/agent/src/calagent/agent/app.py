@@ -15,14 +15,29 @@ from calagent.contracts import wire
 from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRecord, TurnRequested
 from calagent.runtime.bus import Bus, RetryPolicy, StreamPublisher, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
-from calagent.runtime.db import make_engine, upgrade_async
+from calagent.runtime.db import database_state, make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
 
 log = logging.getLogger("calagent.agent")
 
-# A turn that fails twice more is dead-lettered. `ack_wait` is short because a running turn reports
-# progress: a turn whose agent died is redelivered within it, not after the whole turn timeout.
-TURN_POLICY = RetryPolicy(max_deliver=3, ack_wait=30.0, progress_every=10.0)
+
+def turn_policy(settings: Settings) -> RetryPolicy:
+    """How a turn's delivery is settled.
+
+    A turn that fails unexpectedly is tried twice more, then dead-lettered. One that fails because
+    the database or another service is away is retried with backoff for as long as its client can
+    still be waiting for the answer (the turn timeout): an outage delays turns, it does not lose
+    them (and a turn given up on is run again by the client's retry, see `on_lookup`). `ack_wait`
+    is a few seconds because a running turn reports progress every two: a turn whose agent died is
+    redelivered within seconds, not after the whole turn timeout.
+    """
+    return RetryPolicy(
+        max_deliver=3,
+        backoff=(0.25, 0.5, 1.0, 2.0, 3.0),
+        ack_wait=6.0,
+        progress_every=2.0,
+        transient_for=settings.turn_timeout_s,
+    )
 
 
 class AgentService:
@@ -48,7 +63,7 @@ class AgentService:
         bus.consume(
             wire.TURN_REQUESTED,
             self.on_turn,
-            policy=TURN_POLICY,
+            policy=turn_policy(self.settings),
             max_workers=self.settings.agent_concurrency,
         )
 
@@ -89,7 +104,11 @@ class AgentService:
         claim = await self.store.lookup_turn(request.user_id, request.client_message_id)
         if claim is None:
             return TurnLookupResult()
-        return TurnLookupResult(answer=claim.answer, pending=claim.status != "done")
+        # `pending` only while someone works on it: a stalled claim asks the caller to publish again.
+        return TurnLookupResult(answer=claim.answer, pending=claim.status == "running")
+
+    async def health(self) -> dict[str, str]:
+        return {"database": await database_state(self.engine)}
 
     async def on_turn(self, turn: TurnRequested) -> None:
         assert self.store is not None and self.runner is not None

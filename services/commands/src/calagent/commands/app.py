@@ -14,7 +14,7 @@ from calagent.contracts import wire
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, SystemClock
-from calagent.runtime.db import make_engine, upgrade_async
+from calagent.runtime.db import database_state, make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
 
 MIGRATIONS_DIR = Path(__file__).parent / "adapters" / "migrations"
@@ -53,6 +53,9 @@ class CommandsService:
 
     async def on_query(self, request: QueryRequest) -> QueryResult:
         return await self._handlers().on_query(request)
+
+    async def health(self) -> dict[str, str]:
+        return {"database": await database_state(self.engine)}
 
     async def stop(self) -> None:
         if self.engine is not None:

@@ -20,7 +20,7 @@ from calagent.evalrec.domain.ports import TurnRepository
 from calagent.evalrec.domain.report import build_report
 from calagent.runtime.bus import Bus, RetryPolicy
 from calagent.runtime.clock import Clock, SystemClock
-from calagent.runtime.db import make_engine, upgrade_async
+from calagent.runtime.db import database_state, make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
 
 log = logging.getLogger("calagent.evalrec")
@@ -56,6 +56,9 @@ class EvalrecService:
             await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
             self._engine = make_engine(database_url, pool_size=5)
             self.repository = SqlTurnRepository(self._engine)
+
+    async def health(self) -> dict[str, str]:
+        return {"database": await database_state(self._engine)}
 
     async def stop(self) -> None:
         if self._engine is not None:

@@ -75,7 +75,8 @@ log = logging.getLogger("calagent.gateway")
 
 SERVICE = "gateway"
 DEFAULT_CONVERSATION = "default"
-HEALTH_TIMEOUT_S = 1.0
+# Above the services' own database probe (1 s), so a slow database reads as down, not missing.
+HEALTH_TIMEOUT_S = 2.0
 QUERY_TIMEOUT_S = 10.0
 MAX_RANGE = timedelta(days=366)
 SHUTDOWN_GRACE_S = 5.0
@@ -233,6 +234,15 @@ class Gateway:
         if self._runner is None:
             raise DownstreamError(503, "the gateway is not connected to the bus")
         return self._runner
+
+    @property
+    def bus_connected(self) -> bool:
+        if self._bus is None:
+            return False
+        try:
+            return bool(self._bus.nc.is_connected)
+        except RuntimeError:
+            return False
 
     def attach(self, bus: Bus) -> None:
         """Wire the gateway's subscriptions and publishers on `bus`, before it starts."""
@@ -447,20 +457,27 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
+        """Every service named with what it answered ("ok", "degraded": it answers but a dependency
+        it needs is down, "missing": no replica answers), and the dependencies by name, so a
+        database or bus outage shows here instead of only as failing turns."""
         others = [s for s in subjects.SERVICES if s != SERVICE]
+        dependencies: dict[str, str] = {"bus": "ok" if gw.bus_connected else "down"}
 
         async def ask(service: str) -> str:
             try:
-                await gw.bus.request(wire.health(service), HealthCheck(), timeout=HEALTH_TIMEOUT_S)
+                reply = await gw.bus.request(wire.health(service), HealthCheck(), timeout=HEALTH_TIMEOUT_S)
             except Exception:
                 return "missing"
-            return "ok"
+            for name, state in reply.dependencies.items():
+                if state != "ok" or name not in dependencies:
+                    dependencies[name] = state
+            return reply.status
 
         answers = await asyncio.gather(*(ask(s) for s in others))
         services = {SERVICE: "ok", **dict(zip(others, answers, strict=True))}
-        healthy = all(v == "ok" for v in services.values())
+        healthy = all(v == "ok" for v in services.values()) and all(v == "ok" for v in dependencies.values())
         return JSONResponse(
-            {"status": "ok" if healthy else "degraded", "services": services},
+            {"status": "ok" if healthy else "degraded", "services": services, "dependencies": dependencies},
             status_code=200 if healthy else 503,
         )
 

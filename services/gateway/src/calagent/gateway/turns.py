@@ -14,7 +14,9 @@ Idempotency (invariant 9) then has three layers, cheapest first:
    answer of that key. Whatever it says, the turn is published with `Nats-Msg-Id` = the keyed turn
    id (derived from user and key, length-prefixed so no two pairs share it), so
    JetStream drops a duplicate inside its window, and the agent itself processes one turn per
-   (user, key) outside it. A keyed turn's id is derived from (user, key), so a retry waits on the
+   (user, key) outside it. A duplicate that nobody runs (the agent says so: no live claim) was
+   given up on, e.g. after a database outage outlasted its retries; it is published once more
+   under a fresh dedup id, so the client's retry runs it instead of waiting for nothing. A keyed turn's id is derived from (user, key), so a retry waits on the
    *same* events subject as the original; while the original may have finished before this wait
    began, the lookup is polled as well.
 
@@ -341,7 +343,10 @@ class TurnRunner:
             turn.accepted.set()
             return TurnOutcome(answer=found.answer, replayed=True)
         pending = found is not None and found.pending
-        return await self._publish_and_wait(turn, deadline, sink, poll=pending)
+        # The agent answered and nobody runs this turn: a duplicate ack below then means only that
+        # an earlier copy was given up on (an outage outlasted its retries) or is still queued.
+        idle = found is not None and not found.pending
+        return await self._publish_and_wait(turn, deadline, sink, poll=pending, idle=idle)
 
     async def _lookup(self, key: tuple[str, str], deadline: float) -> TurnLookupResult | None:
         timeout = min(LOOKUP_TIMEOUT_S, deadline - asyncio.get_running_loop().time())
@@ -359,26 +364,35 @@ class TurnRunner:
             return None
 
     async def _publish_and_wait(
-        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool
+        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool, idle: bool = False
     ) -> TurnOutcome:
         loop = asyncio.get_running_loop()
         user_id = turn.principal.user_id
         try:
             async with self.locks.hold(user_id, deadline - loop.time()):
-                return await self._locked_turn(turn, deadline, sink, poll=poll)
+                return await self._locked_turn(turn, deadline, sink, poll=poll, idle=idle)
         except TimeoutError as exc:
             # Either waiting for the user's previous turn or for this one's answer ran out.
             raise TurnTimeoutError(turn.turn_id) from exc
 
     async def _locked_turn(
-        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool
+        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool, idle: bool
     ) -> TurnOutcome:
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[TurnEvent] = asyncio.Queue()
         # Registered before publishing: an agent that answers at once must not answer into the void.
         self._waiting[turn.turn_id] = events
         try:
-            published_ms, duplicate = await self._publish(turn, deadline)
+            published_ms, duplicate = await self._publish(turn, deadline, turn.turn_id)
+            # Republished at most once per request, under a fresh dedup id, when JetStream says it
+            # has this turn and the agent says nobody runs it: a turn dropped after an outage must
+            # not stay "a duplicate" for the whole dedup window. A second copy is harmless: the
+            # agent claims (user, key) under the user's lease, so only one copy ever runs and the
+            # other answers with the stored result.
+            republished = False
+            if duplicate and idle:
+                published_ms, _ = await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}")
+                republished = True
             turn.end_receive()
             turn.accepted.set()
             poll = poll or duplicate
@@ -395,6 +409,9 @@ class TurnRunner:
                         found = await self._lookup((turn.principal.user_id, turn.client_message_id), deadline)
                         if found is not None and found.answer is not None:
                             return TurnOutcome(answer=found.answer, replayed=True)
+                        if duplicate and not republished and found is not None and not found.pending:
+                            await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}")
+                            republished = True
                     continue
                 if event.type == "turn.done":
                     if event.answer is None:
@@ -407,7 +424,7 @@ class TurnRunner:
             if self._waiting.get(turn.turn_id) is events:
                 del self._waiting[turn.turn_id]
 
-    async def _publish(self, turn: ChatTurn, deadline: float) -> tuple[float, bool]:
+    async def _publish(self, turn: ChatTurn, deadline: float, msg_id: str) -> tuple[float, bool]:
         """Publish the turn; returns when it was published and whether JetStream saw it before."""
         loop = asyncio.get_running_loop()
         # The turn's trace context, kept in the envelope for whoever reads the turn later (the
@@ -436,8 +453,6 @@ class TurnRunner:
             received_ms=turn.received_ms,
             published_ms=published_ms,
         )
-        # A keyed turn's id is derived from (user, key) without ambiguity: it is the dedup id too.
-        msg_id = turn.turn_id
         timeout = max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
         # The ack says whether this was a duplicate, and a duplicate means the answer may already
         # exist. Trace context rides in the headers (FastStream's telemetry middleware).

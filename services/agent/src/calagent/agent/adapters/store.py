@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,13 +20,17 @@ from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage
 from calagent.contracts.turns import TurnAnswer
+from calagent.runtime.settle import RateLimitedLog
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+log = logging.getLogger("calagent.agent.store")
+_renewals = RateLimitedLog(log)
 
 
 @dataclass(frozen=True)
 class TurnClaim:
-    status: str  # "new" | "running" | "done"
+    status: str  # "new" | "running" | "stalled" | "done"
     answer: TurnAnswer | None
 
 
@@ -49,9 +54,10 @@ def _like(term: str) -> str:
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-# A lease outlives a crashed holder by at most this long: the turn is redelivered after its ack
-# wait anyway, and a new holder may then take the user over.
-LEASE_SECONDS = 150.0
+# A lease outlives a crashed holder by at most this long. A live holder renews it every third of
+# that, so the lease may be short however long the model takes: a crashed agent's turn, redelivered
+# after the consumer's few-second ack wait, takes the user over seconds later, not minutes.
+LEASE_SECONDS = 8.0
 _ACQUIRE = text(
     """
     INSERT INTO agent.user_leases (user_id, holder, expires_at)
@@ -63,6 +69,15 @@ _ACQUIRE = text(
     """
 )
 _RELEASE = text("DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder")
+_RENEW = text(
+    """
+    UPDATE agent.user_leases SET expires_at = clock_timestamp() + make_interval(secs => :ttl)
+    WHERE user_id = :user_id AND holder = :holder
+    """
+)
+_LEASE_LIVE = text(
+    "SELECT 1 FROM agent.user_leases WHERE user_id = :user_id AND expires_at > clock_timestamp()"
+)
 
 
 class AgentStore:
@@ -73,12 +88,9 @@ class AgentStore:
     @asynccontextmanager
     async def user_turn_lock(self, user_id: str) -> AsyncIterator[None]:
         """Two turns of one user never interleave (see `turn`), here without a turn claim."""
-        holder = await self._acquire(user_id, None)
-        try:
+        lease = await self._acquire(user_id, None)
+        async with self._renewed(lease):
             yield
-        finally:
-            async with self.engine.begin() as conn:
-                await conn.execute(_RELEASE, {"user_id": user_id, "holder": holder.holder})
 
     @asynccontextmanager
     async def turn(
@@ -93,12 +105,39 @@ class AgentStore:
         crashed holder cannot block its user. `finish_turn` gives it back with the answer.
         """
         lease = await self._acquire(user_id, (turn_key, turn_id, now))
-        try:
+        async with self._renewed(lease):
             yield lease
+
+    @asynccontextmanager
+    async def _renewed(self, lease: TurnLease) -> AsyncIterator[None]:
+        """Keep `lease` alive while the body runs, and give it back after (unless already)."""
+        renewer = asyncio.create_task(self._renew(lease))
+        try:
+            yield
         finally:
+            renewer.cancel()
             if not lease.released:
                 async with self.engine.begin() as conn:
-                    await conn.execute(_RELEASE, {"user_id": user_id, "holder": lease.holder})
+                    await conn.execute(_RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
+                lease.released = True
+
+    async def _renew(self, lease: TurnLease) -> None:
+        params = {"user_id": lease.user_id, "holder": lease.holder, "ttl": self.lease_seconds}
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                async with self.engine.begin() as conn:
+                    renewed = (await conn.execute(_RENEW, params)).rowcount
+            except Exception as exc:
+                # The database is away: the turn itself will fail on its next statement and be
+                # retried; nothing to do here but try again.
+                _renewals.warning("renew", "could not renew a user lease: %r", exc)
+                continue
+            if not renewed and not lease.released:
+                # Expired and taken over (this process stalled longer than the lease): the other
+                # holder runs the user's turns now; this turn's writes stay idempotent by key.
+                log.warning("the lease of user %s was taken over while its turn ran", lease.user_id)
+                return
 
     async def _acquire(self, user_id: str, claim: tuple[str, str, datetime] | None) -> TurnLease:
         holder = uuid.uuid4().hex
@@ -156,6 +195,9 @@ class AgentStore:
         lease.released = True
 
     async def lookup_turn(self, user_id: str, turn_key: str) -> TurnClaim | None:
+        """The claim of a turn, if any; a `running` claim whose user holds no live lease is
+        reported as `stalled`: nobody works on it (its agent died or its message was given up),
+        so a client's retry must run it again rather than wait for it."""
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
@@ -164,9 +206,14 @@ class AgentStore:
                     )
                 )
             ).first()
-        if row is None:
-            return None
-        return _claim(row.status, row.answer)
+            if row is None:
+                return None
+            claim = _claim(row.status, row.answer)
+            if claim.status == "running":
+                live = (await conn.execute(_LEASE_LIVE, {"user_id": user_id})).first()
+                if live is None:
+                    return TurnClaim("stalled", None)
+        return claim
 
     async def history(
         self, user_id: str, conversation_id: str, exclude_turn: str = "", limit: int = 200
