@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck pytest browser bench clean
+.PHONY: up test lint typecheck pytest browser bench faults clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/calagent bench
+
+# The fault suite (not part of `make test`, which keeps a short smoke of it): hundreds of SIGKILLs
+# of every part of a running system under load; prints faults, turns, lost, duplicated, 5xx and the
+# slowest recovery, and fails when anything was lost.
+faults: $(STAMP)
+	$(BIN)/calagent faults
 
 clean:
 	rm -rf $(VENV) .calagent .mypy_cache .pytest_cache .ruff_cache

@@ -215,6 +215,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_faults(args: argparse.Namespace) -> int:
+    from calagent.cli.faults import run_faults_command
+
+    return run_faults_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calagent", description="calendar chat agent backend")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -287,6 +293,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", action="store_true", help="claims: print the report as JSON")
     bench.set_defaults(func=cmd_bench)
+
+    faults = sub.add_parser(
+        "faults", help="kill every part of a running system under load and count what was lost"
+    )
+    faults.add_argument("--kills", type=int, default=210, help="faults to inject (SIGKILLs)")
+    faults.add_argument("--clients", type=int, default=8, help="concurrent clients sending turns")
+    faults.add_argument(
+        "--gap", type=float, default=0.5, help="seconds between a recovery and the next fault"
+    )
+    faults.add_argument(
+        "--supervisor-every", type=int, default=25, help="every Nth fault kills the supervisor (0: never)"
+    )
+    faults.add_argument("--json", action="store_true", help="print the report as JSON")
+    faults.set_defaults(func=cmd_faults)
 
     asyncapi = sub.add_parser("asyncapi", help="print (or write) the AsyncAPI document of every subject")
     asyncapi.add_argument("--out", default=None, help="write it to this file, e.g. docs/asyncapi.json")

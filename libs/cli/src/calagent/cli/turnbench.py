@@ -21,24 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import secrets
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
-from calagent.runtime.embedded import free_port
+from calagent.cli.system import System
 
-NOW = "2026-09-24T10:00:00+08:00"
 CREATE = "明天下午三点开会"
 WEEKEND = "这个周末去修汽车轮毂"
 MERGE = "周日下午2点"
@@ -96,109 +90,6 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
     return ordered[index]
-
-
-@dataclass
-class System:
-    """`calagent up` in a temporary data dir, and a scripted model as its own process."""
-
-    data_dir: Path
-    secret: str = field(default_factory=lambda: secrets.token_hex(32))
-    port: int = field(default_factory=free_port)
-    model_port: int = field(default_factory=free_port)
-    up: subprocess.Popen[str] | None = None
-    model: subprocess.Popen[str] | None = None
-    database_url: str = ""
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def asyncpg_dsn(self) -> str:
-        """The database for asyncpg itself (the URL the services get names SQLAlchemy's driver)."""
-        return self.database_url.replace("postgresql+asyncpg://", "postgresql://")
-
-    @property
-    def model_url(self) -> str:
-        return f"http://127.0.0.1:{self.model_port}"
-
-    def start(self) -> None:
-        base = {
-            k: v for k, v in os.environ.items() if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL"}
-        }
-        self.model = subprocess.Popen(
-            [sys.executable, "-m", "calagent.scriptedmodel", "--port", str(self.model_port)],
-            env=base,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.model.stdout is not None
-        self.model.stdout.readline()  # "scripted model listening …"
-        env = {
-            **base,
-            "CALAGENT_DATA_DIR": str(self.data_dir),
-            "CALAGENT_NOW": NOW,
-            "CALAGENT_AUTH_SECRET": self.secret,
-            "OPENAI_BASE_URL": f"{self.model_url}/v1",
-            "OPENAI_API_KEY": "bench",
-        }
-        self.up = subprocess.Popen(
-            [sys.executable, "-m", "calagent.cli.main", "up", "--port", str(self.port)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.up.stdout is not None
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = self.up.stdout.readline()
-            if line.startswith("calagent ready "):
-                break
-            if not line and self.up.poll() is not None:
-                raise RuntimeError("calagent up exited before it was ready")
-        else:
-            raise RuntimeError("calagent up was not ready in time")
-        state = json.loads((self.data_dir / "up.json").read_text())
-        self.database_url = state["database_url"]
-
-    def set_latency(self, ttft_ms: int) -> None:
-        httpx.put(f"{self.model_url}/_script", json=bench_script(ttft_ms), timeout=10).raise_for_status()
-
-    def token(self, user: str) -> str:
-        from calagent.gateway.auth import issue_token
-
-        return issue_token(user, self.secret)
-
-    def processes(self) -> dict[str, list[psutil.Process]]:
-        """The system's processes by role; the model server is not part of the system."""
-        assert self.up is not None
-        roles: dict[str, list[psutil.Process]] = {}
-        for proc in psutil.Process(self.up.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                argv = " ".join(proc.cmdline())
-                role = next(
-                    (
-                        name
-                        for name in ("gateway", "agent", "commands", "timeparse", "evalrec")
-                        if f"calagent.{name}" in argv
-                    ),
-                    "nats-server" if "nats-server" in argv else "postgres" if "postgres" in argv else None,
-                )
-                if role is not None:
-                    roles.setdefault(role, []).append(proc)
-        return roles
-
-    def stop(self) -> None:
-        for proc in (self.up, self.model):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=30)
-                if proc.poll() is None:
-                    proc.kill()
 
 
 def cpu_seconds(procs: dict[str, list[psutil.Process]]) -> dict[str, float]:
@@ -322,7 +213,7 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
     results: dict[str, Any] = {}
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     async with httpx.AsyncClient(base_url=system.url, timeout=120, limits=limits) as client:
-        system.set_latency(0)
+        system.set_script(bench_script(0))
         # Warm every process and connection pool first.
         for i in range(10):
             await chat(client, system, f"warm-{i}", CREATE)
@@ -374,7 +265,7 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
             "errors": errors,
         }
 
-        system.set_latency(args.slow_ms)
+        system.set_script(bench_script(args.slow_ms))
         outcomes: list[str] = []
 
         async def slow(index: int) -> None:
@@ -394,7 +285,7 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
             "errors": sum(1 for o in outcomes if o != "created"),
         }
 
-        system.set_latency(args.compare_ms)
+        system.set_script(bench_script(args.compare_ms))
         ours: list[float] = []
         for i in range(args.compare_n):
             user = f"r-{i}-{uuid.uuid4().hex[:6]}"
