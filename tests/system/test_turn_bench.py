@@ -31,4 +31,5 @@ def test_the_turn_bench_reports_every_figure_in_one_run() -> None:
     )
     assert report["throughput"]["errors"] == 0
     assert (report["in_flight"]["created"], report["in_flight"]["errors"]) == (12, 0)
+    assert {"gateway", "agent"} <= set(report["in_flight"]["kib_per_turn_in_flight"])
     assert report["versus_pydantic_ai"]["ratio"] is not None

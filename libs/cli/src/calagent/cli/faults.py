@@ -184,7 +184,7 @@ async def wait_recovered(client: httpx.AsyncClient, system: System, target: str,
     while loop.time() < deadline:
         replaced = True
         if victim is not None:
-            pids = {p.pid for p in system.processes().get(target, [])}
+            pids = {p.pid for p in system.processes(roots=True).get(target, [])}
             replaced = bool(pids) and victim not in pids
         if replaced and await healthy(client):
             return True
@@ -202,10 +202,10 @@ async def kill_one(client: httpx.AsyncClient, system: System, target: str, repor
         await asyncio.to_thread(system.start_up)
         recovered = await wait_recovered(client, system, target, None)
     else:
-        victims = system.processes().get(target, [])
+        victims = system.processes(roots=True).get(target, [])
         if not victims:
             await wait_recovered(client, system, target, None)
-            victims = system.processes().get(target, [])
+            victims = system.processes(roots=True).get(target, [])
         victim = random.choice(victims)
         with contextlib.suppress(psutil.NoSuchProcess):
             victim.send_signal(signal.SIGKILL)

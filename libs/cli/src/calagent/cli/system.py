@@ -119,9 +119,10 @@ class System:
 
         return issue_token(user, self.secret)
 
-    def processes(self) -> dict[str, list[psutil.Process]]:
-        """The system's processes by role; the model server is not part of the system. For
-        PostgreSQL only the postmaster (its backends are its children)."""
+    def processes(self, *, roots: bool = False) -> dict[str, list[psutil.Process]]:
+        """The system's processes by role; the model server is not part of the system. With
+        `roots`, PostgreSQL is its postmaster alone, not its backends too (what a fault kills, not
+        what CPU accounting sums)."""
         assert self.up is not None
         roles: dict[str, list[psutil.Process]] = {}
         for proc in psutil.Process(self.up.pid).children(recursive=True):

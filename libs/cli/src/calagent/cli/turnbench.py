@@ -275,14 +275,23 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
             except httpx.HTTPError as exc:
                 outcomes.append(f"error:{type(exc).__name__}")
 
+        baseline = rss_mib(system)
+        peak: dict[str, float] = dict(baseline)
+        sampling = asyncio.create_task(sample_peak_rss(system, peak))
         began = time.monotonic()
         await asyncio.gather(*(slow(i) for i in range(args.in_flight)))
+        sampling.cancel()
         results["in_flight"] = {
             "turns": args.in_flight,
             "model_ms": args.slow_ms,
             "wall_s": time.monotonic() - began,
             "created": outcomes.count("created"),
             "errors": sum(1 for o in outcomes if o != "created"),
+            # What holding a turn open while the model thinks costs each process, per turn.
+            "rss_mib_idle": baseline,
+            "kib_per_turn_in_flight": {
+                role: (peak[role] - baseline.get(role, 0.0)) * 1024 / args.in_flight for role in sorted(peak)
+            },
         }
 
         system.set_script(bench_script(args.compare_ms))
@@ -298,6 +307,23 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
             "ratio": percentile(ours, 0.5) / percentile(theirs, 0.5) if theirs else None,
         }
     return results
+
+
+def rss_mib(system: System) -> dict[str, float]:
+    """Resident memory per role (summed over replicas), in MiB."""
+    totals: dict[str, float] = {}
+    for role, members in system.processes().items():
+        for proc in members:
+            with contextlib.suppress(psutil.Error):
+                totals[role] = totals.get(role, 0.0) + proc.memory_info().rss / 2**20
+    return totals
+
+
+async def sample_peak_rss(system: System, peak: dict[str, float], every_s: float = 0.1) -> None:
+    while True:
+        for role, mib in (await asyncio.to_thread(rss_mib, system)).items():
+            peak[role] = max(peak.get(role, 0.0), mib)
+        await asyncio.sleep(every_s)
 
 
 def format_results(r: dict[str, Any]) -> str:
@@ -319,6 +345,8 @@ def format_results(r: dict[str, Any]) -> str:
         f"in flight: {i['turns']} turns at a {i['model_ms']} ms model on one agent replica: "
         f"{i['created']} created, {i['errors']} errors, {i['wall_s']:.1f} s wall"
     )
+    per_turn = "  ".join(f"{role} {kib:.0f}" for role, kib in i["kib_per_turn_in_flight"].items())
+    lines.append(f"memory per turn in flight (KiB, peak over idle RSS): {per_turn}")
     v = r["versus_pydantic_ai"]
     if v["pydantic_ai_p50"] is None:
         lines.append(
