@@ -259,7 +259,11 @@ class TurnRunner:
             )
             return apply_command_result(state, result)
 
-        patch = fast_path_patch(stub, state.parsed) if state.parsed is not None else None
+        patch = (
+            fast_path_patch(stub, state.parsed, third_party=state.turn.third_party)
+            if state.parsed is not None
+            else None
+        )
         if patch is None:
             return None
         merge = MergeStub(

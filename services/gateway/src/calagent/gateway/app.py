@@ -56,7 +56,7 @@ from calagent.contracts.turns import (
     stub_view,
 )
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
-from calagent.gateway.envelopes import unwrap
+from calagent.gateway.envelopes import own_names, unwrap
 from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
@@ -473,7 +473,7 @@ def create_app(
         try:
             with trace.use_span(receive_span, end_on_exit=False):
                 body = parse_chat_body(await request.body())
-                unwrapped = unwrap(body.message)
+                unwrapped = unwrap(body.message, own_names(principal.user_id, principal.aliases))
                 if not unwrapped.text:
                     raise UnprocessableError.one(
                         ["body", "message"],
