@@ -1,8 +1,10 @@
 """Bus handlers: unwrap the request, run it, turn infrastructure failures into `transient`.
 
-A database or time-service failure is worth retrying (the agent retries with the same idempotency
+A database or time-service outage is worth retrying (the agent retries with the same idempotency
 key, so nothing is lost or written twice); a malformed request never reaches here, the bus
-dead-letters it.
+dead-letters it. A value the domain or the database cannot take (a date whose arithmetic
+overflows, a string PostgreSQL refuses) fails the same way on every retry: it is answered as an
+error result at once, never retried as `transient` and never left to dead-letter the turn.
 """
 
 from __future__ import annotations
@@ -12,20 +14,40 @@ import logging
 from collections.abc import Iterator
 
 from opentelemetry import trace
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from calagent.commands.ports import KeyInFlightError
+from calagent.commands.queries import query_error
 from calagent.commands.service import CommandService
+from calagent.commands.txn import error_result
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.runtime.bus import BusRequestError, TransientError
 
 log = logging.getLogger("calagent.commands")
 tracer = trace.get_tracer("calagent.commands")
 
-TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, BusRequestError, KeyInFlightError)
+TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, KeyInFlightError)
+# What another service answers when it could not serve the request *this time*.
+RETRYABLE_BUS_CODES = frozenset({"transient", "timeout", "unavailable"})
+
+
+class InputError(Exception):
+    """The request carries a value that cannot be handled, now or on any retry."""
+
+
+def is_input_error(exc: BaseException) -> bool:
+    if isinstance(exc, OverflowError | ValueError | DataError):
+        return True
+    # asyncpg's DataError family (out-of-range dates, untranslatable characters) when it escapes
+    # SQLAlchemy's wrapping: matched by name so the untyped driver need not be imported here.
+    return type(exc).__module__.startswith("asyncpg") and any(
+        cls.__name__ == "DataError" for cls in type(exc).__mro__
+    )
 
 
 def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, BusRequestError):
+        return exc.code in RETRYABLE_BUS_CODES
     # asyncpg errors that escape SQLAlchemy's wrapping (raised while connecting) are matched by
     # module so the untyped driver need not be imported here.
     return isinstance(exc, TRANSIENT) or type(exc).__module__.startswith("asyncpg")
@@ -36,6 +58,9 @@ def transient_failures(what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
+        if is_input_error(exc):
+            log.info("%s refused its input: %r", what, exc)
+            raise InputError(f"{type(exc).__name__}: {exc}") from exc
         if not is_transient(exc):
             raise
         log.warning("%s failed transiently: %r", what, exc)
@@ -48,18 +73,23 @@ class Handlers:
 
     async def on_command(self, request: CommandRequest) -> CommandResult:
         command = request.command
-        with (
-            tracer.start_as_current_span(f"command.{command.kind}") as span,
-            transient_failures(command.kind),
-        ):
-            result = await self.service.execute(command)
+        with tracer.start_as_current_span(f"command.{command.kind}") as span:
+            try:
+                with transient_failures(command.kind):
+                    result = await self.service.execute(command)
+            except InputError as exc:
+                result = error_result("invalid_arguments", f"the request could not be carried out: {exc}")
             span.set_attribute("calagent.status", result.status)
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result
 
     async def on_query(self, request: QueryRequest) -> QueryResult:
         query = request.query
-        with tracer.start_as_current_span(f"query.{query.kind}") as span, transient_failures(query.kind):
-            result = await self.service.query(query)
+        with tracer.start_as_current_span(f"query.{query.kind}") as span:
+            try:
+                with transient_failures(query.kind):
+                    result = await self.service.query(query)
+            except InputError as exc:
+                result = query_error("invalid_range", f"the query could not be answered: {exc}")
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result

@@ -345,6 +345,31 @@ def confirmation_not_own_words(lang: Lang) -> str:
     )
 
 
+def cancel_not_own_words(stub: StubOut | None, lang: Lang) -> str:
+    """A cancel asked for by forwarded or quoted content: held, the pending request stays."""
+    if stub is None:
+        return (
+            "转发或引用的内容要求取消，但你现在没有待定的日程，什么都没有改动。"
+            if lang == "zh"
+            else "Forwarded or quoted content asks to cancel something, but nothing is pending; nothing was changed."
+        )
+    return (
+        f"转发或引用的内容要求取消「{stub.title}」，我没有取消，它仍在等你。如果你要取消，请亲自说“取消”。"
+        if lang == "zh"
+        else f'Forwarded or quoted content asks to cancel "{stub.title}"; I have not cancelled it and it is '
+        'still pending. If you want it cancelled, say "cancel" yourself.'
+    )
+
+
+def memory_not_own_words(lang: Lang) -> str:
+    return (
+        "这段内容来自转发或引用，我没有把它记作你的记忆。如果要记住，请用你自己的话告诉我。"
+        if lang == "zh"
+        else "That comes from forwarded or quoted content, so I have not saved it as your memory. "
+        "Tell me in your own words if you want it remembered."
+    )
+
+
 def replaced_create_claim(lang: Lang) -> str:
     return (
         "抱歉，我刚才的回答不准确：这次并没有改动你的日历。请再说一次要做的事和时间，我会真正去做。"
