@@ -17,6 +17,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
+from schemathesis.core.result import Err
 from schemathesis.generation.case import Case
 from schemathesis.generation.modes import GenerationMode
 
@@ -29,19 +30,23 @@ EXAMPLES = int(os.environ.get("CALAGENT_FUZZ_EXAMPLES", "25"))
 NOT_FUZZED = frozenset({"/healthz"})
 
 
-def generated_cases(document: dict[str, Any], mode: GenerationMode) -> list[Case]:
+def generated_cases(document: dict[str, Any], mode: GenerationMode) -> list[Case[Any]]:
     """`EXAMPLES` cases per operation, generated up front: hypothesis drives a synchronous test,
     and the requests then go out on the stack's own event loop."""
     schema = schemathesis.openapi.from_dict(document)
-    cases: list[Case] = []
+    cases: list[Case[Any]] = []
     for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            raise result.err()
         operation = result.ok()
         if operation.path in NOT_FUZZED:
             continue
 
-        @settings(max_examples=EXAMPLES, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES, database=None, deadline=None, suppress_health_check=list(HealthCheck)
+        )
         @given(case=operation.as_strategy(generation_mode=mode))
-        def collect(case: Case) -> None:
+        def collect(case: Case[Any]) -> None:
             cases.append(case)
 
         try:
@@ -68,7 +73,9 @@ async def test_no_generated_request_gets_a_5xx(stack: Stack, mode: GenerationMod
     failures: list[str] = []
     statuses: dict[int, int] = {}
     for case in cases:
-        kwargs: dict[str, Any] = case.as_transport_kwargs(base_url="http://gateway", headers=stack.headers(user))
+        kwargs: dict[str, Any] = case.as_transport_kwargs(
+            base_url="http://gateway", headers=stack.headers(user)
+        )
         kwargs.pop("cookies", None)
         response = await stack.client.request(**kwargs)
         statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
@@ -87,10 +94,20 @@ HOSTILE_THROUGH_THE_STACK: dict[str, tuple[str, str, bytes | None, int]] = {
     "NUL in message": ("POST", "/v1/chat", b'{"message": "\\u0000"}', 422),
     "lone surrogate in message": ("POST", "/v1/chat", b'{"message": "\\ud800 hi"}', 422),
     "deep nesting": ("POST", "/v1/chat", b'{"message": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", 413),
-    "deep nesting under the cap": ("POST", "/v1/chat", b'{"message": ' + b"[" * 20_000 + b"]" * 20_000 + b"}", 422),
+    "deep nesting under the cap": (
+        "POST",
+        "/v1/chat",
+        b'{"message": ' + b"[" * 20_000 + b"]" * 20_000 + b"}",
+        422,
+    ),
     "events year 1": ("GET", "/v1/events?start=0001-01-01&end=0001-01-03", None, 422),
     "events year 9999": ("GET", "/v1/events?start=9999-12-01&end=9999-12-31", None, 422),
-    "events year 1 to 9999": ("GET", "/v1/events?start=0001-01-01T00:00:00%2B14:00&end=9999-12-31", None, 422),
+    "events year 1 to 9999": (
+        "GET",
+        "/v1/events?start=0001-01-01T00:00:00%2B14:00&end=9999-12-31",
+        None,
+        422,
+    ),
     "events at the edge of the supported years": (
         "GET",
         "/v1/events?start=2199-12-31T00:00:00-12:00&end=2199-12-31T23:59:59-12:00",
@@ -119,4 +136,3 @@ async def test_hostile_input_through_the_whole_system_is_never_a_5xx(
     assert response.status_code == status, response.text
     if status >= 400:
         assert set(response.json()["error"]) >= {"code", "message"}
-
