@@ -63,20 +63,23 @@ _FORWARD_MARKERS = (
     re.compile(r"^begin forwarded message\s*:?$", re.IGNORECASE),
     re.compile(r"^\[?forwarded from\b[^\n]*$", re.IGNORECASE),
     re.compile(r"^[-\s]*(?:已?转发的?(?:消息|邮件)|原始邮件)[-\s:：]*$"),
-    re.compile(r"^转发自.*$"),
-    # WeChat's merged chat-history forward: a "[聊天记录]" tag or a "张三和李四的聊天记录" title line.
+    # "转发自 王五" — but not "转发自己的…", the user's own sentence.
+    re.compile(r"^转发自(?!己).*$"),
+    # WeChat's merged chat-history forward, as a "[聊天记录]" tag (a title line: `_CHAT_TITLE`).
     re.compile(r"^\[聊天记录\].*$"),
-    re.compile(r"^.{0,40}的聊天记录\s*[:：]?$"),
 )
 # A forward that starts with a line which is itself forwarded content ("Fwd: Offsite Friday",
 # Outlook's "From: Bob" header): the block starts *at* that line, not after it.
-_FWD_LINE = re.compile(r"^(?:fwd?|fw|转发)\s*[:：]\s*\S.*$", re.IGNORECASE)
+_FWD_LINE = re.compile(r"^(?:fwd?|转发)\s*[:：]\s*\S.*$", re.IGNORECASE)
 _HEADER_FROM = re.compile(r"^(?:from|发件人|寄件者)\s*[:：]", re.IGNORECASE)
 _HEADER_OTHER = re.compile(
     r"^(?:sent|date|to|cc|subject|发送时间|时间|日期|收件人|抄送|主题)\s*[:：]", re.IGNORECASE
 )
 # Outlook's separator above its header block: a line of underscores.
 _UNDERSCORES = re.compile(r"^_{5,}$")
+# WeChat's title over a merged chat history ("张三和李四的聊天记录"); only with the history under it,
+# since "帮我找一下我和张三的聊天记录" alone is the user's own request.
+_CHAT_TITLE = re.compile(r"^.{1,40}的聊天记录\s*[:：]?$")
 _FENCE = re.compile(r"^(?:```|~~~)")
 # `>` and what other clients quote with: full-width `＞`, `»`, `›`.
 _QUOTE_MARKS = ">＞»›"
@@ -166,7 +169,8 @@ def _peel(text: str, own: frozenset[str]) -> tuple[str, list[str], str | None]:
 def _forward_start(lines: Sequence[str]) -> tuple[int, bool] | None:
     """Where a forwarded block that is not introduced by a marker line starts, and whether that
     line belongs to it: a `Fwd:` line, an Outlook header block (`From:` followed by `Sent:`,
-    `To:`, `Subject:` … lines), or the line of underscores above one."""
+    `To:`, `Subject:` … lines), the line of underscores above one, or a chat-history title with
+    the history under it."""
     for i, line in enumerate(lines):
         stripped = line.strip()
         if _FWD_LINE.match(stripped):
@@ -175,6 +179,8 @@ def _forward_start(lines: Sequence[str]) -> tuple[int, bool] | None:
         if _UNDERSCORES.match(stripped) and following and _HEADER_FROM.match(following[0]):
             return i, False
         if _HEADER_FROM.match(stripped) and following and _HEADER_OTHER.match(following[0]):
+            return i, True
+        if _CHAT_TITLE.match(stripped) and following:
             return i, True
     return None
 
