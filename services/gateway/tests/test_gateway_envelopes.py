@@ -206,7 +206,11 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
     (
         "chat-history title",
         "帮我看看\n王五和李四的聊天记录\n王五：明天下午三点开会",
-        {"text": "帮我看看", "third_party": True, "forwarded": "王五和李四的聊天记录\n王五：明天下午三点开会"},
+        {
+            "text": "帮我看看",
+            "third_party": True,
+            "forwarded": "王五和李四的聊天记录\n王五：明天下午三点开会",
+        },
     ),
     (
         "full-width quote mark",
