@@ -1,14 +1,20 @@
 """Input limits that hold before a route runs: the request body's size, and the shape of ids in paths.
 
 A body is capped *while it is read*: `Content-Length` over the cap is refused before a byte of the
-body is taken, and a chunked body (no length) is counted as it streams and refused the moment it
+body is kept, and a chunked body (no length) is counted as it streams and refused the moment it
 passes the cap. So one request never makes the gateway hold more than `MAX_BODY_BYTES` plus one
-chunk, however large the client's body is; the server's own flow control stops reading from the
-socket once nobody consumes the body.
+chunk, however large the client's body is.
+
+Before the 413 goes out, the rest of the body is read and thrown away, chunk by chunk, for at most
+`DRAIN_S` (nginx's "lingering close"): a client that sends its whole body before reading (most do,
+without `Expect: 100-continue`) would otherwise have its connection reset under it and never see
+the 413. A client that asked `Expect: 100-continue` is answered at once and sends nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
 
@@ -19,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 # below anything that hurts.
 MAX_BODY_BYTES = 64 * 1024
 PAYLOAD_TOO_LARGE = "payload_too_large"
+DRAIN_S = 5.0
 
 # Ids this system hands out (turn ids, plan ids, stub ids) are hex, uuid or `<id>:<UTC start>`;
 # anything else in a path names nothing and is answered 404 without asking another service.
@@ -51,6 +58,8 @@ class BodySizeLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
+            if not _expects_continue(scope):
+                await _drain(receive)
             await self._refuse(send)
             return
         received = 0
@@ -76,6 +85,7 @@ class BodySizeLimit:
         except BodyTooLargeError:
             if started:
                 raise
+            await _drain(receive)
             await self._refuse(send)
 
     async def _refuse(self, send: Send) -> None:
@@ -93,6 +103,22 @@ class BodySizeLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+async def _drain(receive: Receive) -> None:
+    """Read what is left of the body and keep none of it, for at most `DRAIN_S`."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_S):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+
+
+def _expects_continue(scope: Scope) -> bool:
+    return any(
+        name == b"expect" and value.lower() == b"100-continue" for name, value in scope.get("headers", ())
+    )
 
 
 def _content_length(scope: Scope) -> int | None:
