@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
-from sqlalchemy.exc import DataError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from calagent.commands.handlers import Handlers, InputError, transient_failures
 from calagent.commands.service import CommandService
@@ -29,10 +29,19 @@ class FailingService:
         raise self.exc
 
 
+def driver_refusal() -> DBAPIError:
+    """What SQLAlchemy raises when asyncpg refuses an argument: a plain DBAPIError whose `orig`
+    was caused by the driver's ValueError."""
+    orig = Exception("invalid input for query argument $3 (date value out of range)")
+    orig.__cause__ = ValueError("date value out of range")
+    return DBAPIError("SELECT …", {}, orig)
+
+
 INPUT_ERRORS: list[BaseException] = [
     OverflowError("date value out of range"),
     ValueError("year 0 is out of range"),
     DataError("INSERT …", {}, Exception("invalid input value")),
+    driver_refusal(),
 ]
 
 

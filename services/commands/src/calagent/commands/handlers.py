@@ -36,13 +36,22 @@ class InputError(Exception):
 
 
 def is_input_error(exc: BaseException) -> bool:
-    if isinstance(exc, OverflowError | ValueError | DataError):
-        return True
-    # asyncpg's DataError family (out-of-range dates, untranslatable characters) when it escapes
-    # SQLAlchemy's wrapping: matched by name so the untyped driver need not be imported here.
-    return type(exc).__module__.startswith("asyncpg") and any(
-        cls.__name__ == "DataError" for cls in type(exc).__mro__
-    )
+    """Whether `exc`, or what it wraps, says a value cannot be taken. SQLAlchemy wraps the driver's
+    refusal of an argument ("invalid input for query argument … date value out of range") in a
+    plain `DBAPIError`; the driver's own exception underneath is a `ValueError`."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, OverflowError | ValueError | DataError):
+            return True
+        # asyncpg's DataError family, matched by name so the untyped driver need not be imported.
+        if type(seen).__module__.startswith("asyncpg") and any(
+            cls.__name__ == "DataError" for cls in type(seen).__mro__
+        ):
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
 
 
 def is_transient(exc: BaseException) -> bool:
