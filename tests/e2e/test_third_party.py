@@ -190,6 +190,32 @@ async def test_a_forwarded_cancel_is_held_and_the_users_pending_request_stays(
 
 
 @pytest.mark.parametrize(("shape", "channel"), shapes())
+async def test_a_forwarded_new_request_does_not_supersede_the_users_pending_one(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, shape: Shape, channel: str
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("修车", tool_calls=[create("修车", "WE")]),
+            on_user("三点开会", tool_calls=[create("开会", "D+1", "15:00")]),
+        )
+    )
+    assert (await chat(stack, user, "这个周末去修车"))["outcome"] == "needs_date"
+    stub = await active(stack, user)
+    held = await chat(stack, user, shape("明天下午三点开会"), channel)
+    assert held["outcome"] == "held", held
+    assert called(held) == [("prepare_or_create_schedule", "held")]
+    assert held["command"] == stub
+    assert await active(stack, user) == stub
+    await chat(stack, user, "谢谢")
+    assert await active(stack, user) == stub
+    assert await count_events(db, user) == 0
+    # The same request in the user's own words is a new request like any other.
+    mine = await chat(stack, user, "明天下午三点开会")
+    assert mine["outcome"] == "created", mine
+    assert await active(stack, user) is None
+
+
+@pytest.mark.parametrize(("shape", "channel"), shapes())
 async def test_a_forwarded_memory_is_not_saved_as_the_users(
     stack: Stack, scripted: ScriptedModelServer, user: str, shape: Shape, channel: str
 ) -> None:

@@ -90,8 +90,10 @@ def add_db_segment(state: TurnState, db_ms: float) -> None:
 
 def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
     """Record a commands reply in the turn's facts and write its receipt."""
-    state.stub_touched = True
-    state.stub_after = result.stub
+    if result.kept is None:
+        # A kept stub was not touched: it stays what the turn found (and this reply offers nothing).
+        state.stub_touched = True
+        state.stub_after = result.stub
     if result.event is not None:
         state.events.append(event_view(result.event))
     # The only source of "persisted": a commands reply sent after its commit.

@@ -163,6 +163,10 @@ class Writes:
                 confirmed=active.confirmed and command.hold is None,
                 allow_conflict=allow_conflict,
             )
+        if active is not None and command.hold == "third_party_content":
+            # Someone else's words do not end the user's own pending request: superseding it is a
+            # cancel, and a cancel from third-party content is held like any other change.
+            return CommandResult(status="held", kept=stub_out(active, (), txn.tz))
         superseded = await self.supersede(txn, active)
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(

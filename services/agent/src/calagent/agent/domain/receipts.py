@@ -82,7 +82,18 @@ def superseded_clause(stub: StubOut, view: View) -> str:
     )
 
 
+def kept_receipt(kept: StubOut, view: View) -> str:
+    return (
+        f"这个新日程来自转发或引用的内容，我没有新建；你待定的「{kept.title}」保持不变。如果要新建，请用你自己的话告诉我。"
+        if view.zh
+        else f'That new request comes from forwarded or quoted content, so I have not created it; your pending "{kept.title}" '
+        "stays as it is. Tell me in your own words if you want it."
+    )
+
+
 def command_receipt(result: CommandResult, view: View) -> str:
+    if result.kept is not None:
+        return kept_receipt(result.kept, view)
     text = _command_text(result, view)
     if result.superseded is not None:
         text += superseded_clause(result.superseded, view)
