@@ -257,3 +257,39 @@ async def test_a_write_at_an_extreme_date_is_answered_and_writes_nothing(
     # already refuses the day), so the turn ends with an answer instead of a redelivery loop.
     assert (name, result.startswith("error:invalid_")) == ("prepare_or_create_schedule", True), result
     assert await count_events(db, user) == 0
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        call("query_schedule_range", start="9999-12-30", end="9999-12-31"),
+        call("query_schedule_range", start="0001-01-01", end="0001-01-02"),
+        call("find_events", start="9999-12-01", end="9999-12-31"),
+        call("suggest_free_time", start="9999-12-30", end="9999-12-31", duration_minutes=30),
+    ],
+    ids=lambda t: f"{t['name']}:{t['arguments']['start']}",
+)
+async def test_a_read_at_an_extreme_date_is_answered(
+    stack: Stack, scripted: ScriptedModelServer, user: str, tool: dict[str, Any]
+) -> None:
+    scripted.set_script(script(on_user("极端", tool_calls=[tool])))
+    answer = await chat(stack, user, "极端日期有什么安排")
+    [(name, result)] = called(answer)
+    assert (name, result.startswith("error:")) == (tool["name"], True), result
+
+
+async def test_a_move_to_an_extreme_date_is_answered_and_changes_nothing(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    scripted.set_script(script(on_user("看牙医", tool_calls=[create("看牙医", "D+2", "10:00")])))
+    await chat(stack, user, "后天上午十点看牙医")
+    [dentist] = await read_events(stack, user)
+    scripted.set_script(
+        script(
+            on_user("极端", tool_calls=[call("update_schedule", event_id=dentist["id"], date="9999-12-31")])
+        )
+    )
+    answer = await chat(stack, user, "改到极端日期")
+    [(name, result)] = called(answer)
+    assert (name, result.startswith("error:")) == ("update_schedule", True), result
+    assert await read_events(stack, user) == [dentist]
