@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
+from calagent.gateway.auth import issue_token
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, count_events, on_user, read_events, script
@@ -293,3 +294,31 @@ async def test_a_move_to_an_extreme_date_is_answered_and_changes_nothing(
     [(name, result)] = called(answer)
     assert (name, result.startswith("error:")) == ("update_schedule", True), result
     assert await read_events(stack, user) == [dentist]
+
+
+# ---- the user through a channel is the user -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sender", "outcome"),
+    [
+        ("Li Lei (@lilei_tg)", "created"),
+        ("@me", "created"),
+        ("someone-else", "held"),
+        ("Li Lei's boss", "held"),
+    ],
+)
+async def test_a_telegram_message_is_the_users_own_only_from_one_of_the_users_names(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, sender: str, outcome: str
+) -> None:
+    token = issue_token(user, stack.settings.auth_secret, aliases=("@lilei_tg", "Li Lei"))
+    scripted.set_script(script(on_user("三点开会", tool_calls=[create("开会", "D+1", "15:00")])))
+    message = f'<untrusted_channel_message channel="telegram" from="{sender}">明天下午三点开会</untrusted_channel_message>'
+    response = await stack.client.post(
+        "/v1/chat",
+        json={"message": message, "channel": "telegram"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["outcome"] == outcome
+    assert await count_events(db, user) == (1 if outcome == "created" else 0)
