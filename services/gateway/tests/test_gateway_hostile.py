@@ -117,6 +117,58 @@ HOSTILE: dict[str, tuple[str, str, bytes | None, int]] = {
 }
 
 
+# Every chat field with every value that is wrong for it whatever the field.
+BAD_FIELD_VALUES: dict[str, str] = {
+    "NUL": '"a\\u0000b"',
+    "lone high surrogate": '"\\ud800"',
+    "lone low surrogate": '"\\udc00x"',
+    "reversed surrogate pair": '"\\ude00\\ud83d"',
+    "10,000 characters": '"' + "x" * 10_000 + '"',
+    "number": "7",
+    "list": '["hi"]',
+    "object": '{"text": "hi"}',
+    "boolean": "true",
+}
+for field in ("message", "conversation_id", "client_message_id", "active_command_id", "channel"):
+    for label, value in BAD_FIELD_VALUES.items():
+        others = "" if field == "message" else '"message": "hi", '
+        HOSTILE[f"{field}: {label}"] = ("POST", "/v1/chat", f'{{{others}"{field}": {value}}}'.encode(), 422)
+
+BAD_INSTANTS: dict[str, str] = {
+    "year 0001": "0001-01-01",
+    "year 9999": "9999-12-31",
+    "year 0000": "0000-01-01",
+    "month 13": "2026-13-01",
+    "30 February": "2026-02-30",
+    "hour 24, minute 61": "2026-01-01T24:61",
+    "signed year": "%2B2026-01-01",
+    "float literal": "1e400",
+    "400 digits": "9" * 400,
+    "NUL": "%00",
+    "offset +25:00": "2026-01-01T00:00:00%2B25:00",
+    "empty": "",
+}
+for label, value in BAD_INSTANTS.items():
+    HOSTILE[f"events start {label}"] = ("GET", f"/v1/events?start={value}&end=2026-01-02", None, 422)
+    HOSTILE[f"events end {label}"] = ("GET", f"/v1/events?start=2026-01-01&end={value}", None, 422)
+
+BAD_IDS: dict[str, str] = {
+    "NUL": "%00",
+    "non-UTF-8": "%ff%fe",
+    "encoded surrogate": "%ed%a0%80",
+    "5,000 characters": "i" * 5_000,
+    "space": "a%20b",
+    "quote": "%27or%271%27=%271",
+    "angle brackets": "%3Cscript%3E",
+    "semicolon": "a;b",
+    "tab": "a%09b",
+    "emoji": "%F0%9F%98%80",
+}
+for label, value in BAD_IDS.items():
+    HOSTILE[f"timeline id {label}"] = ("GET", f"/v1/turns/{value}/timeline", None, 404)
+    HOSTILE[f"plan id {label}"] = ("DELETE", f"/v1/plans/{value}", None, 404)
+
+
 @pytest.mark.parametrize(("method", "path", "body", "status"), HOSTILE.values(), ids=HOSTILE.keys())
 async def test_hostile_input_gets_a_4xx_in_the_error_shape_before_the_bus(
     method: str, path: str, body: bytes | None, status: int
