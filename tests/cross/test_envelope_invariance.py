@@ -13,12 +13,14 @@ from hypothesis import strategies as st
 
 from calagent.agent.domain.pending import LastAssistant, fast_path_patch, timed_gate, write_hold
 from calagent.contracts.commands import StubOut, StubSlots
-from calagent.gateway.envelopes import unwrap
+from calagent.gateway.envelopes import own_names, unwrap
 from calagent.timeparse.domain.replies import parsed_reply
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+# The user as the wrappers below name them (the gateway builds this from the token).
+OWN = own_names("alice", aliases=("Alice",))
 # (fast path or model, hold, patch, timed-gate answer)
 Decision = tuple[str, str | None, str, str | None]
 
@@ -38,10 +40,10 @@ def _stub(status: str | None) -> StubOut | None:
 
 def decide(raw: str, stub_status: str | None) -> Decision:
     """Every code-side decision of a turn on an active stub, from the raw channel text."""
-    unwrapped = unwrap(raw)
+    unwrapped = unwrap(raw, OWN)
     parsed = parsed_reply(unwrapped.text)
     stub = _stub(stub_status)
-    patch = fast_path_patch(stub, parsed)
+    patch = fast_path_patch(stub, parsed, third_party=unwrapped.third_party)
     gate = timed_gate(
         unwrapped.text,
         stub=stub,
@@ -133,3 +135,41 @@ def test_a_forwarded_block_is_held_not_fast_pathed() -> None:
 def test_a_bare_yes_answers_the_offer_through_every_channel(wrapper: Callable[[str], str]) -> None:
     assert decide(wrapper("好的"), "held")[3] == "confirm"
     assert decide(wrapper("好的，改到周五"), "held")[3] is None
+
+
+# Someone else's words in every shape a channel delivers them (issue 13): the decision on them is
+# the decision on third-party content — never the fast path, never the timed gate, always held.
+THIRD_PARTY: list[Callable[[str], str]] = [
+    lambda s: f"> {s}",
+    lambda s: f"＞ {s}",
+    lambda s: f"» {s}",
+    lambda s: f"```\n{s}\n```",
+    lambda s: f"---------- Forwarded message ---------\nFrom: bob@example.com\n\n{s}",
+    lambda s: f"Forwarded message:\n{s}",
+    lambda s: f"Fwd: {s}",
+    lambda s: f"________________________________\nFrom: Bob\nSent: Monday\nTo: Alice\nSubject: x\n\n{s}",
+    lambda s: f"From: Bob\nTo: Alice\nSubject: x\n\n{s}",
+    lambda s: f"已转发邮件\n{s}",
+    lambda s: f"转发自 王五：\n{s}",
+    lambda s: f"[聊天记录]\n{s}",
+    lambda s: (
+        f'<untrusted_channel_message channel="telegram" from="someone-else">{s}</untrusted_channel_message>'
+    ),
+    lambda s: f"[Telegram from Bob] {s}",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    s=st.sampled_from(REPLIES),
+    shape=st.sampled_from(THIRD_PARTY),
+    wrapper=st.sampled_from(WRAPPERS),
+    stub=st.sampled_from([None, "needs_date", "needs_time", "conflict", "held"]),
+)
+def test_third_party_content_in_any_shape_and_channel_is_held_and_never_answers_a_stub(
+    s: str, shape: Callable[[str], str], wrapper: Callable[[str], str], stub: str | None
+) -> None:
+    route, hold, _patch, gate = decide(wrapper(shape(s)), stub)
+    assert route == "model"
+    assert hold == "third_party_content"
+    assert gate is None

@@ -101,30 +101,34 @@ def parsed(complete: bool = True, **patch: object) -> ParsedReply:
 
 def test_fast_path_only_for_a_message_the_grammar_consumed_whole() -> None:
     conflict = stub("conflict", slots=StubSlots(date="2026-09-25", time="15:00"))
-    assert fast_path_patch(conflict, parsed(time="16:00")) == SlotPatch(time="16:00")
+    assert fast_path_patch(conflict, parsed(time="16:00"), third_party=False) == SlotPatch(time="16:00")
+    # The same words forwarded or quoted are someone else's answer: the model reads them.
+    assert fast_path_patch(conflict, parsed(time="16:00"), third_party=True) is None
     # "删除明天下午四点的会": a date and a time inside a sentence that says something else.
-    assert fast_path_patch(conflict, parsed(False, date="D+1", time="16:00")) is None
+    assert fast_path_patch(conflict, parsed(False, date="D+1", time="16:00"), third_party=False) is None
 
 
 def test_fast_path_refuses_what_does_not_answer_the_stub() -> None:
     weekend = stub(
         "needs_date", slots=StubSlots(date="WE"), candidates=(date(2026, 9, 26), date(2026, 9, 27))
     )
-    assert fast_path_patch(weekend, parsed(weekday=7, time="14:00")) is not None
-    assert fast_path_patch(weekend, parsed(weekday=3, time="14:00")) is None
-    assert fast_path_patch(weekend, parsed(date="D-1", time="15:00")) is None
-    assert fast_path_patch(stub("held"), parsed(time="14:00")) is None
-    assert fast_path_patch(None, parsed(time="14:00")) is None
-    assert fast_path_patch(stub("conflict"), parsed()) is None
+    assert fast_path_patch(weekend, parsed(weekday=7, time="14:00"), third_party=False) is not None
+    assert fast_path_patch(weekend, parsed(weekday=3, time="14:00"), third_party=False) is None
+    assert fast_path_patch(weekend, parsed(date="D-1", time="15:00"), third_party=False) is None
+    assert fast_path_patch(stub("held"), parsed(time="14:00"), third_party=False) is None
+    assert fast_path_patch(None, parsed(time="14:00"), third_party=False) is None
+    assert fast_path_patch(stub("conflict"), parsed(), third_party=False) is None
 
 
 def test_an_ambiguous_hour_follows_the_stubs_afternoon_and_is_never_taken_as_morning() -> None:
     afternoon = stub("conflict", slots=StubSlots(date="2026-09-25", time="15:00"))
-    assert fast_path_patch(afternoon, parsed(ambiguous_time="04:00")) == SlotPatch(time="16:00")
+    assert fast_path_patch(afternoon, parsed(ambiguous_time="04:00"), third_party=False) == SlotPatch(
+        time="16:00"
+    )
     no_time = stub("needs_time", slots=StubSlots(date="2026-09-25"))
-    assert fast_path_patch(no_time, parsed(ambiguous_time="03:15")) is None
+    assert fast_path_patch(no_time, parsed(ambiguous_time="03:15"), third_party=False) is None
     morning = stub("conflict", slots=StubSlots(date="2026-09-25", time="09:00"))
-    assert fast_path_patch(morning, parsed(ambiguous_time="05:00")) is None
+    assert fast_path_patch(morning, parsed(ambiguous_time="05:00"), third_party=False) is None
 
 
 # ---- receipts: the year, and DST -----------------------------------------------------------------

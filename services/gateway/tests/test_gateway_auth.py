@@ -28,6 +28,23 @@ def test_issued_token_round_trips() -> None:
     assert principal.tz == "Europe/Lisbon"
 
 
+def test_aliases_round_trip_and_are_optional() -> None:
+    token = issue_token("alice", SECRET, aliases=("@alice_tg", "Alice Zhang"))
+    assert verify_token(token, SECRET, DEFAULT_TZ).aliases == ("@alice_tg", "Alice Zhang")
+    assert verify_token(issue_token("alice", SECRET), SECRET, DEFAULT_TZ).aliases == ()
+
+
+@pytest.mark.parametrize(
+    "aliases",
+    ["@alice", [1, 2], ["ok", ""], ["x" * 129], ["a\x00b"], [f"a{i}" for i in range(17)]],
+    ids=["string", "numbers", "blank", "too long", "NUL", "too many"],
+)
+def test_a_malformed_aliases_claim_is_refused(aliases: object) -> None:
+    token = jwt.encode({"sub": "alice", "aliases": aliases}, SECRET, algorithm="HS256")
+    with pytest.raises(AuthError, match="aliases"):
+        verify_token(token, SECRET, DEFAULT_TZ)
+
+
 def test_token_without_tz_uses_the_default_zone() -> None:
     principal = principal_from_header(f"Bearer {issue_token('bob', SECRET)}", SECRET, DEFAULT_TZ)
     assert principal.tz == DEFAULT_TZ

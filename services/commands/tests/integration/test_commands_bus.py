@@ -552,6 +552,30 @@ async def test_database_failure_is_transient_and_the_retry_writes_once(system: S
     assert await system.scalar("SELECT count(*) FROM commands.events WHERE user_id = :u", u=user) == 1
 
 
+@pytest.mark.parametrize(
+    ("day", "clock"), [("9999-12-31", "23:30"), ("2200-01-01", "10:00"), ("1899-12-31", "10:00")]
+)
+async def test_a_date_outside_the_supported_years_is_an_answered_error_not_a_retry(
+    system: System, user: str, day: str, clock: str
+) -> None:
+    result = await system.execute(create(user, title="极端", date=day, time=clock))
+    assert result.status == "error"
+    assert result.error is not None and result.error.code == "invalid_time"
+    assert await system.scalar("SELECT count(*) FROM commands.events WHERE user_id = :u", u=user) == 0
+
+
+@pytest.mark.parametrize(
+    "edge", [datetime(9999, 12, 31, 12, 0, tzinfo=NOW.tzinfo), datetime(1, 1, 3, 0, 0, tzinfo=NOW.tzinfo)]
+)
+async def test_a_range_at_the_ends_of_time_is_an_answered_error_not_a_retry(
+    system: System, user: str, edge: datetime
+) -> None:
+    result = await system.query(
+        QueryRange(envelope=envelope(user), start_at=edge - timedelta(days=1), end_at=edge)
+    )
+    assert result.error is not None and result.error.code == "invalid_range"
+
+
 async def test_malformed_command_is_dead_lettered_and_writes_nothing(system: System, user: str) -> None:
     before = await system.scalar("SELECT count(*) FROM commands.events")
     marker = uuid.uuid4().hex

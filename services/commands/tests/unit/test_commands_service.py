@@ -158,6 +158,25 @@ async def test_third_party_hold_survives_clarification_until_confirmed(harness: 
     assert done.status == "created"
 
 
+async def test_a_third_party_request_keeps_the_users_pending_stub_instead_of_superseding_it(
+    harness: Any,
+) -> None:
+    own = await harness.service.execute(create(title="修车", date="WE"))
+    assert own.status == "needs_date"
+    forwarded = await harness.service.execute(
+        create(active=own.stub.id, title="开会", date="D+1", time="15:00", hold="third_party_content")
+    )
+    assert forwarded.status == "held"
+    assert forwarded.stub is None and forwarded.superseded is None
+    assert forwarded.kept is not None and forwarded.kept.id == own.stub.id
+    assert harness.stubs() == {own.stub.id: "needs_date"}
+    assert harness.events() == []
+    # The user's own new request still supersedes it, as always.
+    mine = await harness.service.execute(create(active=own.stub.id, title="开会", date="D+1", time="15:00"))
+    assert mine.status == "created"
+    assert harness.stubs() == {own.stub.id: "superseded"}
+
+
 async def test_confirmed_hold_still_meets_conflicts(harness: Any) -> None:
     await harness.service.execute(create(title="A", date="D+1", time="10:00"))
     held = await harness.service.execute(

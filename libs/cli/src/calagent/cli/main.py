@@ -44,14 +44,14 @@ def _nats_url(settings: Settings) -> str:
     raise SystemExit("no running system found: start `calagent up` or set NATS_URL")
 
 
-def make_token(settings: Settings, user_id: str, tz: str | None) -> str:
+def make_token(settings: Settings, user_id: str, tz: str | None, aliases: tuple[str, ...] = ()) -> str:
     from calagent.gateway.auth import issue_token
 
-    return issue_token(user_id, settings.auth_secret, tz=tz)
+    return issue_token(user_id, settings.auth_secret, tz=tz, aliases=aliases)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    print(make_token(Settings(), args.user_id, args.tz))
+    print(make_token(Settings(), args.user_id, args.tz, tuple(args.alias)))
     return 0
 
 
@@ -233,6 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="print a bearer token for a user")
     token.add_argument("user_id")
     token.add_argument("--tz", default=None)
+    token.add_argument(
+        "--alias",
+        action="append",
+        default=[],
+        help="a name channel bridges give this user (e.g. a Telegram handle); repeatable",
+    )
     token.set_defaults(func=cmd_token)
 
     chat = sub.add_parser("chat", help="send one turn to a running gateway")

@@ -234,6 +234,9 @@ class CommandResult(WireModel):
     error: CommandError | None = None
     # The stub this command ended as `superseded` because it was a new request, not an answer.
     superseded: StubOut | None = None
+    # A new request from third-party content while the user has a pending one: held without a stub
+    # of its own, and the user's pending request kept exactly as it was (not superseded).
+    kept: StubOut | None = None
     # A confirmed change: the event as it was, and as it is now (None after a delete).
     before: EventOut | None = None
     removed_count: int | None = None

@@ -1,39 +1,57 @@
-"""NUL, the one character text in this system may not carry.
+"""Text this system can store and send: no NUL, no lone surrogate.
 
-PostgreSQL's `text` and `jsonb` cannot store U+0000: a NUL that reached a write would fail it on
-every retry and dead-letter the turn. So it is refused where text enters (HTTP input, the model's
-tool arguments) and stripped from what the model writes freely.
+PostgreSQL's `text` and `jsonb` cannot store U+0000, and a lone UTF-16 surrogate (U+D800–U+DFFF,
+which JSON lets a client spell as `"\\ud800"`) has no UTF-8 encoding at all: either one that
+reached a write or a message on the bus would fail it on every retry and dead-letter the turn. So
+both are refused where text enters (HTTP input, the model's tool arguments) and stripped from what
+the model writes freely.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 NUL = "\x00"
 NUL_MESSAGE = "the NUL character (U+0000) is not allowed"
+SURROGATE_MESSAGE = "text must be valid Unicode: a lone surrogate (U+D800–U+DFFF) is not allowed"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def has_nul(data: Any) -> bool:
+def unstorable_reason(value: str) -> str | None:
+    """Why `value` cannot be stored or sent, or None when it can."""
+    if NUL in value:
+        return NUL_MESSAGE
+    if _SURROGATE.search(value):
+        return SURROGATE_MESSAGE
+    return None
+
+
+def unstorable_in(data: Any) -> str | None:
+    """The first reason any string inside `data` (keys included) cannot be stored, or None."""
     if isinstance(data, str):
-        return NUL in data
+        return unstorable_reason(data)
     if isinstance(data, dict):
-        return any(has_nul(k) or has_nul(v) for k, v in data.items())
+        items: list[Any] = [x for pair in data.items() for x in pair]
+        return next((r for r in map(unstorable_in, items) if r), None)
     if isinstance(data, list | tuple):
-        return any(has_nul(v) for v in data)
-    return False
+        return next((r for r in map(unstorable_in, data) if r), None)
+    return None
 
 
-def without_nul(data: Any) -> Any:
+def storable(data: Any) -> Any:
+    """`data` with NULs and lone surrogates removed from every string."""
     if isinstance(data, str):
-        return data.replace(NUL, "")
+        return _SURROGATE.sub("", data.replace(NUL, ""))
     if isinstance(data, dict):
-        return {without_nul(k): without_nul(v) for k, v in data.items()}
+        return {storable(k): storable(v) for k, v in data.items()}
     if isinstance(data, list):
-        return [without_nul(v) for v in data]
+        return [storable(v) for v in data]
     return data
 
 
-def refuse_nul(value: str) -> str:
-    if NUL in value:
-        raise ValueError(NUL_MESSAGE)
+def refuse_unstorable(value: str) -> str:
+    reason = unstorable_reason(value)
+    if reason:
+        raise ValueError(reason)
     return value

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calagent.contracts.symbols import DATE_SYMBOL_PATTERN, RANGE_SYMBOL_PATTERN, RRULE_PATTERN, TIME_PATTERN
-from calagent.contracts.text import NUL_MESSAGE, has_nul
+from calagent.contracts.text import unstorable_in
 
 ToolKind = Literal["terminal", "intermediate"]
 Scope = Literal["this", "following", "all"]
@@ -29,10 +29,12 @@ class ToolArgs(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_nul(cls, data: Any) -> Any:
-        # A NUL in an argument goes back to the model as an invalid argument, never to storage.
-        if has_nul(data):
-            raise ValueError(NUL_MESSAGE)
+    def _storable(cls, data: Any) -> Any:
+        # A NUL or lone surrogate in an argument goes back to the model as an invalid argument,
+        # never to storage.
+        reason = unstorable_in(data)
+        if reason:
+            raise ValueError(reason)
         return data
 
 

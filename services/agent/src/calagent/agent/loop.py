@@ -44,7 +44,7 @@ from calagent.contracts.commands import (
     StubOut,
     TurnContext,
 )
-from calagent.contracts.text import without_nul
+from calagent.contracts.text import storable
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (
     StubView,
@@ -85,8 +85,8 @@ def _loads(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw or "{}")
     except json.JSONDecodeError:
-        return {"_raw": without_nul(raw[:500])}
-    return without_nul(value) if isinstance(value, dict) else {"_raw": without_nul(raw[:500])}
+        return {"_raw": storable(raw[:500])}
+    return storable(value) if isinstance(value, dict) else {"_raw": storable(raw[:500])}
 
 
 def _combined(finished: Sequence[Finished]) -> Finished:
@@ -259,7 +259,11 @@ class TurnRunner:
             )
             return apply_command_result(state, result)
 
-        patch = fast_path_patch(stub, state.parsed) if state.parsed is not None else None
+        patch = (
+            fast_path_patch(stub, state.parsed, third_party=state.turn.third_party)
+            if state.parsed is not None
+            else None
+        )
         if patch is None:
             return None
         merge = MergeStub(

@@ -48,7 +48,9 @@ from calagent.contracts.tools import (
     UpdateSchedule,
 )
 from calagent.contracts.turns import Outcome, event_view
+from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
+from calagent.runtime.settle import is_transient
 from calagent.runtime.timeline import epoch_ms
 
 COMMAND_OUTCOMES: frozenset[str] = frozenset(
@@ -57,6 +59,10 @@ COMMAND_OUTCOMES: frozenset[str] = frozenset(
 # Errors the user is told about by a receipt rather than sent back to the model to retry: there is
 # nothing a better argument would fix.
 TERMINAL_ERRORS: frozenset[str] = frozenset({"no_active_command"})
+# A failed answer from commands that is transient (`is_transient`: it could not serve the request
+# this time) makes the turn worth redelivering. Any other (`internal`, `malformed`) fails again on
+# every retry, so it goes back to the model as a tool error and the turn ends with an answer, not
+# a redelivery loop.
 # Statuses that say the calendar really changed (sent by commands after its commit).
 WRITTEN: frozenset[str] = frozenset({"created", "updated", "deleted"})
 
@@ -85,8 +91,10 @@ def add_db_segment(state: TurnState, db_ms: float) -> None:
 
 def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
     """Record a commands reply in the turn's facts and write its receipt."""
-    state.stub_touched = True
-    state.stub_after = result.stub
+    if result.kept is None:
+        # A kept stub was not touched: it stays what the turn found (and this reply offers nothing).
+        state.stub_touched = True
+        state.stub_after = result.stub
     if result.event is not None:
         state.events.append(event_view(result.event))
     # The only source of "persisted": a commands reply sent after its commit.
@@ -130,7 +138,12 @@ class Tools:
         return await self.table[type(args)](state, args)
 
     async def execute(self, state: TurnState, command: AgentCommand) -> ToolResult:
-        result = await self.commands.execute(command)
+        try:
+            result = await self.commands.execute(command)
+        except BusRequestError as exc:
+            if is_transient(exc):
+                raise
+            return ToolResult(f"error:{exc.code}", error_content("command_failed", exc.message))
         add_db_segment(state, result.db_ms)
         if result.status == "error" and result.error is not None and result.error.code not in TERMINAL_ERRORS:
             # Bad symbols are never guessed into correctness: the model gets the error and retries.
@@ -216,12 +229,26 @@ class Tools:
         return await self.execute(state, confirm_command(state, command_id))
 
     async def cancel(self, state: TurnState, args: CancelScheduleCommand) -> ToolResult:
+        if state.turn.third_party:
+            # Held, like every other write forwarded or quoted content asks for: the user's pending
+            # request stays as it is until the user cancels it in their own words.
+            state.flag("held")
+            return ToolResult(
+                "held:third_party",
+                finished=Finished("held", receipts.cancel_not_own_words(state.current_stub, state.lang)),
+            )
         return await self.execute(
             state,
             CancelStub(envelope=state.env, idempotency_key=state.next_key(), command_id=args.command_id),
         )
 
     async def save_memory(self, state: TurnState, args: SaveMemory) -> ToolResult:
+        if state.turn.third_party:
+            # A memory shapes every later turn: someone else's words are not saved as the user's.
+            state.flag("held")
+            return ToolResult(
+                "held:third_party", finished=Finished("held", receipts.memory_not_own_words(state.lang))
+            )
         env = state.env
         with state.timeline.segment("db.save_memory"):
             await self.store.save_memory(env.user_id, args.content, state.next_key(), self.clock.now())
@@ -235,7 +262,12 @@ class Tools:
     async def read(self, state: TurnState, query: AgentQuery) -> QueryResult | ToolResult:
         """Run a read; a refused range goes back to the model as a tool error. Only a read that
         really ran counts as one for the exit check."""
-        result = await self.commands.query(query)
+        try:
+            result = await self.commands.query(query)
+        except BusRequestError as exc:
+            if is_transient(exc):
+                raise
+            return ToolResult(f"error:{exc.code}", error_content("query_failed", exc.message))
         add_db_segment(state, result.db_ms)
         if result.error is not None:
             return ToolResult(

@@ -1,8 +1,10 @@
 """Bus handlers: unwrap the request, run it, turn infrastructure failures into `transient`.
 
-A database or time-service failure is worth retrying (the agent retries with the same idempotency
+A database or time-service outage is worth retrying (the agent retries with the same idempotency
 key, so nothing is lost or written twice); a malformed request never reaches here, the bus
-dead-letters it.
+dead-letters it. A value the domain or the database cannot take (a date whose arithmetic
+overflows, a string PostgreSQL refuses) fails the same way on every retry: it is answered as an
+error result at once, never retried as `transient` and never left to dead-letter the turn.
 """
 
 from __future__ import annotations
@@ -12,23 +14,53 @@ import logging
 from collections.abc import Iterator
 
 from opentelemetry import trace
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 
 from calagent.commands.ports import KeyInFlightError
+from calagent.commands.queries import query_error
 from calagent.commands.service import CommandService
+from calagent.commands.txn import error_result
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.runtime.bus import BusRequestError, TransientError
+from calagent.runtime.settle import RateLimitedLog
+from calagent.runtime.settle import is_transient as runtime_is_transient
 
 log = logging.getLogger("calagent.commands")
 tracer = trace.get_tracer("calagent.commands")
 
-TRANSIENT = (SQLAlchemyError, OSError, TimeoutError, BusRequestError, KeyInFlightError)
+_transient_log = RateLimitedLog(log)
+
+
+class InputError(Exception):
+    """The request carries a value that cannot be handled, now or on any retry."""
+
+
+def is_input_error(exc: BaseException) -> bool:
+    """Whether `exc`, or what it wraps, says a value cannot be taken. SQLAlchemy wraps the driver's
+    refusal of an argument ("invalid input for query argument … date value out of range") in a
+    plain `DBAPIError`; the driver's own exception underneath is a `ValueError`."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if isinstance(seen, OverflowError | ValueError | DataError):
+            return True
+        # asyncpg's DataError family, matched by name so the untyped driver need not be imported.
+        if type(seen).__module__.startswith("asyncpg") and any(
+            cls.__name__ == "DataError" for cls in type(seen).__mro__
+        ):
+            return True
+        seen = getattr(seen, "orig", None) or seen.__cause__
+    return False
 
 
 def is_transient(exc: BaseException) -> bool:
-    # asyncpg errors that escape SQLAlchemy's wrapping (raised while connecting) are matched by
-    # module so the untyped driver need not be imported here.
-    return isinstance(exc, TRANSIENT) or type(exc).__module__.startswith("asyncpg")
+    """An unreachable dependency (the bus's own rule), or a database error that a retry with the
+    same key resolves (a unique-key race with a concurrent writer, a key still in flight). Input
+    errors are sorted out before this is asked."""
+    if isinstance(exc, BusRequestError):
+        return runtime_is_transient(exc)
+    return isinstance(exc, SQLAlchemyError | KeyInFlightError) or runtime_is_transient(exc)
 
 
 @contextlib.contextmanager
@@ -36,9 +68,12 @@ def transient_failures(what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
+        if is_input_error(exc):
+            log.info("%s refused its input: %r", what, exc)
+            raise InputError(f"{type(exc).__name__}: {exc}") from exc
         if not is_transient(exc):
             raise
-        log.warning("%s failed transiently: %r", what, exc)
+        _transient_log.warning(what, "%s failed transiently: %r", what, exc)
         raise TransientError(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
@@ -48,18 +83,23 @@ class Handlers:
 
     async def on_command(self, request: CommandRequest) -> CommandResult:
         command = request.command
-        with (
-            tracer.start_as_current_span(f"command.{command.kind}") as span,
-            transient_failures(command.kind),
-        ):
-            result = await self.service.execute(command)
+        with tracer.start_as_current_span(f"command.{command.kind}") as span:
+            try:
+                with transient_failures(command.kind):
+                    result = await self.service.execute(command)
+            except InputError as exc:
+                result = error_result("invalid_arguments", f"the request could not be carried out: {exc}")
             span.set_attribute("calagent.status", result.status)
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result
 
     async def on_query(self, request: QueryRequest) -> QueryResult:
         query = request.query
-        with tracer.start_as_current_span(f"query.{query.kind}") as span, transient_failures(query.kind):
-            result = await self.service.query(query)
+        with tracer.start_as_current_span(f"query.{query.kind}") as span:
+            try:
+                with transient_failures(query.kind):
+                    result = await self.service.query(query)
+            except InputError as exc:
+                result = query_error("invalid_range", f"the query could not be answered: {exc}")
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result

@@ -33,6 +33,7 @@ from calagent.contracts.commands import (
     TurnContext,
 )
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
 
@@ -79,6 +80,8 @@ def check_range(start: datetime, end: datetime) -> QueryResult | None:
         return query_error("invalid_range", "the end of a range must be after its start")
     if end - start > MAX_RANGE:
         return query_error("invalid_range", "a range may span at most 366 days")
+    if not (within_supported_years(start) and within_supported_years(end)):
+        return query_error("invalid_range", OUT_OF_RANGE_MESSAGE)
     return None
 
 

@@ -53,6 +53,7 @@ from calagent.contracts.commands import (
     StubStatus,
 )
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
 from calagent.contracts.time import ResolveRequest, ResolveResult
 from calagent.runtime.clock import Clock
 
@@ -162,6 +163,10 @@ class Writes:
                 confirmed=active.confirmed and command.hold is None,
                 allow_conflict=allow_conflict,
             )
+        if active is not None and command.hold == "third_party_content":
+            # Someone else's words do not end the user's own pending request: superseding it is a
+            # cancel, and a cancel from third-party content is held like any other change.
+            return CommandResult(status="held", kept=stub_out(active, (), txn.tz))
         superseded = await self.supersede(txn, active)
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(
@@ -240,6 +245,8 @@ class Writes:
         resolved = await early if early is not None else await self.time.resolve(request)
         if resolved.error is not None:
             return error_result(resolved.error.code, resolved.error.message)
+        if not resolved_within_supported_years(resolved):
+            return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
         last_day = None
         if slots.end_date:
             last = await self.resolve_day(txn, slots.end_date)
@@ -250,7 +257,7 @@ class Writes:
             planned = plan(resolved, slots, txn.tz, last_day)
         except UnresolvableError as exc:
             return error_result("invalid_symbol", str(exc))
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:
             return error_result("invalid_time", str(exc))
 
         if isinstance(planned, Incomplete):
@@ -380,6 +387,8 @@ class Writes:
         resolved = await self.time.resolve(request)
         if resolved.error is not None:
             return error_result(resolved.error.code, resolved.error.message)
+        if not resolved_within_supported_years(resolved):
+            return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
         if resolved.date is not None:
             return resolved.date
         if len(resolved.candidates) == 1:
@@ -463,6 +472,14 @@ class Writes:
     async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:
         expired = await self.transition(txn, stub, "expired")
         return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))
+
+
+def resolved_within_supported_years(resolved: ResolveResult) -> bool:
+    """Every day and instant the resolver named lies in the years a calendar entry may have: an
+    event at 9999-12-31 23:30 would overflow when its end is computed, one in year 1 when it is
+    converted to UTC."""
+    values = [v for v in (resolved.start, resolved.end, resolved.date) if v is not None]
+    return all(within_supported_years(v) for v in (*values, *resolved.candidates))
 
 
 def first_occurrence(proposal: Proposal, rule: str, tz: ZoneInfo) -> Proposal:

@@ -46,7 +46,8 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.evalrec import TimelineRequest
-from calagent.contracts.text import NUL, refuse_nul
+from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
+from calagent.contracts.text import refuse_unstorable
 from calagent.contracts.turns import (
     MAX_MESSAGE_CHARS,
     Segment,
@@ -56,7 +57,8 @@ from calagent.contracts.turns import (
     stub_view,
 )
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
-from calagent.gateway.envelopes import unwrap
+from calagent.gateway.envelopes import own_names, unwrap
+from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
 from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
@@ -100,6 +102,7 @@ ERROR_CODES: dict[int, str] = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: PAYLOAD_TOO_LARGE,
     422: "invalid_request",
     500: "internal_error",
     502: "bad_gateway",
@@ -161,8 +164,8 @@ class ChatRequest(BaseModel):
 
     @field_validator("message", "conversation_id", "client_message_id", "active_command_id")
     @classmethod
-    def _no_nul(cls, value: str | None) -> str | None:
-        return value if value is None else refuse_nul(value)
+    def _storable(cls, value: str | None) -> str | None:
+        return value if value is None else refuse_unstorable(value)
 
     @field_validator("message")
     @classmethod
@@ -177,7 +180,11 @@ class ChatRequest(BaseModel):
 def parse_chat_body(raw: bytes) -> ChatRequest:
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except RecursionError as exc:
+        raise UnprocessableError.one(["body"], "the body is nested too deeply", "json_invalid") from exc
+    except ValueError as exc:
+        # JSONDecodeError and UnicodeDecodeError are ValueErrors, and so is an integer literal
+        # longer than Python converts (4,300 digits).
         raise UnprocessableError.one(["body"], f"the body is not valid JSON: {exc}", "json_invalid") from exc
     if not isinstance(data, dict):
         raise UnprocessableError.one(
@@ -204,6 +211,8 @@ def parse_instant(name: str, value: str | None, tz: str) -> datetime:
         raise UnprocessableError.one(
             ["query", name], f"'{name}' is not an ISO 8601 date or date-time"
         ) from exc
+    if not within_supported_years(at):
+        raise UnprocessableError.one(["query", name], f"'{name}': {OUT_OF_RANGE_MESSAGE}")
     if at.tzinfo is None:
         at = at.replace(tzinfo=ZoneInfo(tz))
     return at
@@ -401,8 +410,18 @@ def create_app(
             if own:
                 await active.close()
 
-    app = FastAPI(title="calagent gateway", version="0.1.0", lifespan=lifespan)
+    # The schema is served by the route below, behind the bearer like every API route; the
+    # interactive pages (/docs, /redoc) are not served: they fetch the schema without a token.
+    app = FastAPI(
+        title="calagent gateway",
+        version="0.1.0",
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.gateway = gw
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
     app.include_router(page_router(settings, clock))  # the page at `/` (services/gateway/web)
 
     # ---- error mapping ---------------------------------------------------------------------------
@@ -481,7 +500,18 @@ def create_app(
             status_code=200 if healthy else 503,
         )
 
-    @app.post("/v1/chat", response_model=None)
+    # The route parses its own body (to answer every malformed one in the contract's shape); the
+    # schema still documents it, so clients and the fuzz test see what a chat body is.
+    @app.post(
+        "/v1/chat",
+        response_model=None,
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": ChatRequest.model_json_schema()}},
+            }
+        },
+    )
     async def chat(request: Request, principal: AuthPrincipal) -> Response:
         received_ms = epoch_ms()
         receive_span = tracer.start_span(
@@ -490,7 +520,7 @@ def create_app(
         try:
             with trace.use_span(receive_span, end_on_exit=False):
                 body = parse_chat_body(await request.body())
-                unwrapped = unwrap(body.message)
+                unwrapped = unwrap(body.message, own_names(principal.user_id, principal.aliases))
                 if not unwrapped.text:
                     raise UnprocessableError.one(
                         ["body", "message"],
@@ -581,7 +611,7 @@ def create_app(
 
     @app.get("/v1/turns/{turn_id}/timeline", response_model=None)
     async def timeline(principal: AuthPrincipal, turn_id: str) -> dict[str, Any] | JSONResponse:
-        if not 0 < len(turn_id) <= 64 or NUL in turn_id:
+        if not plain_id(turn_id):
             return _error_json(404, "no timeline for this turn")
         try:
             result = await gw.bus.request(
@@ -616,7 +646,7 @@ def create_app(
     @app.delete("/v1/plans/{plan_id}", response_model=None)
     async def delete_plan(principal: AuthPrincipal, plan_id: str) -> Response:
         # Another user's plan id is answered like one that does not exist.
-        if not 0 < len(plan_id) <= 64 or NUL in plan_id:
+        if not plain_id(plan_id):
             return _error_json(404, "no plan with this id")
         result = await gw.query(principal, DeletePlan(envelope=gw.envelope(principal), plan_id=plan_id))
         if not result.deleted:
@@ -636,7 +666,7 @@ def create_app(
             {"url": f"/feeds/{secret}.ics"}, status_code=201, headers={"Cache-Control": "no-store"}
         )
 
-    @app.api_route("/feeds/{secret}.ics", methods=["GET", "HEAD"], response_model=None)
+    @app.get("/feeds/{secret}.ics", response_model=None)
     async def feed(secret: str) -> Response:
         """No bearer: the secret is the credential. The answer is the feed or 404, nothing about
         whose it is; a malformed secret is not even asked about."""
@@ -655,6 +685,16 @@ def create_app(
                 "Cache-Control": "private, no-cache",
             },
         )
+
+    # HEAD of a feed, for calendar apps that poll with it; one operation in the schema, not two
+    # sharing an id.
+    app.add_api_route(
+        "/feeds/{secret}.ics", feed, methods=["HEAD"], include_in_schema=False, response_model=None
+    )
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_principal: AuthPrincipal) -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

@@ -1,6 +1,8 @@
 """Bearer tokens: JWT HS256 signed with `CALAGENT_AUTH_SECRET` (contract §3).
 
-Claim `sub` is the user id, optional `tz` an IANA zone, `exp` is honoured when present. Token
+Claim `sub` is the user id, optional `tz` an IANA zone, optional `aliases` the other names under
+which channel bridges present this user (a Telegram handle, a display name): a wrapper from one
+of them is the user, from anyone else it is third-party content. `exp` is honoured when present. Token
 validity is checked against the real wall clock, never against `CALAGENT_NOW`: a frozen business
 clock must not resurrect or expire credentials.
 """
@@ -16,6 +18,7 @@ import jwt
 
 ALGORITHM = "HS256"
 MAX_USER_ID_CHARS = 128  # the envelope's limit
+MAX_ALIASES = 16
 
 
 class AuthError(Exception):
@@ -26,6 +29,7 @@ class AuthError(Exception):
 class Principal:
     user_id: str
     tz: str
+    aliases: tuple[str, ...] = ()
 
 
 def valid_zone(name: str) -> bool:
@@ -44,6 +48,7 @@ def issue_token(
     tz: str | None = None,
     ttl_days: float = 30,
     now: datetime | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> str:
     """A signed bearer token for `user_id`; `now` defaults to the real wall clock."""
     if not user_id or len(user_id) > MAX_USER_ID_CHARS:
@@ -58,6 +63,8 @@ def issue_token(
     }
     if tz is not None:
         claims["tz"] = tz
+    if aliases:
+        claims["aliases"] = list(_valid_aliases(aliases))
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
@@ -80,12 +87,28 @@ def verify_token(token: str, secret: str, default_tz: str) -> Principal:
     user_id = claims.get("sub")
     if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > MAX_USER_ID_CHARS:
         raise AuthError(f"the token subject must be a user id of 1 to {MAX_USER_ID_CHARS} characters")
+    raw_aliases = claims.get("aliases", [])
+    if not isinstance(raw_aliases, list) or not all(isinstance(a, str) for a in raw_aliases):
+        raise AuthError("the token's aliases claim must be a list of names")
+    try:
+        aliases = _valid_aliases(raw_aliases)
+    except ValueError as exc:
+        raise AuthError(f"the token's aliases claim is not valid: {exc}") from exc
     tz = claims.get("tz")
     if tz is None:
-        return Principal(user_id=user_id, tz=default_tz)
+        return Principal(user_id=user_id, tz=default_tz, aliases=aliases)
     if not isinstance(tz, str) or not valid_zone(tz):
         raise AuthError("the token's tz claim is not an IANA time zone")
-    return Principal(user_id=user_id, tz=tz)
+    return Principal(user_id=user_id, tz=tz, aliases=aliases)
+
+
+def _valid_aliases(aliases: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    if len(aliases) > MAX_ALIASES:
+        raise ValueError(f"at most {MAX_ALIASES} aliases")
+    for alias in aliases:
+        if not alias.strip() or len(alias) > MAX_USER_ID_CHARS or "\x00" in alias:
+            raise ValueError(f"an alias is 1 to {MAX_USER_ID_CHARS} characters")
+    return tuple(aliases)
 
 
 def principal_from_header(authorization: str | None, secret: str, default_tz: str) -> Principal:

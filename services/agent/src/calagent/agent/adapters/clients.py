@@ -20,11 +20,11 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.time import ParsedReply, ParseReplyRequest
 from calagent.runtime.bus import Bus, BusRequestError
+from calagent.runtime.settle import is_transient
 
 log = logging.getLogger("calagent.agent.clients")
 
 RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
-RETRYABLE = frozenset({"transient", "timeout", "unavailable"})
 
 
 class CommandsClient:
@@ -38,7 +38,7 @@ class CommandsClient:
             try:
                 return await self.bus.request(wire.COMMAND_EXECUTE, request, timeout=self.timeout)
             except BusRequestError as exc:
-                if exc.code not in RETRYABLE or delay is None:
+                if not is_transient(exc) or delay is None:
                     raise
                 log.warning("command attempt %s failed (%s); retrying with the same key", attempt + 1, exc)
                 await asyncio.sleep(delay)
@@ -50,7 +50,7 @@ class CommandsClient:
             try:
                 return await self.bus.request(wire.COMMAND_QUERY, request, timeout=self.timeout)
             except BusRequestError as exc:
-                if exc.code not in RETRYABLE or delay is None:
+                if not is_transient(exc) or delay is None:
                     raise
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")

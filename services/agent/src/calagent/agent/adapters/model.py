@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import openai
 
-from calagent.contracts.text import without_nul
+from calagent.contracts.text import storable
 from calagent.runtime.timeline import epoch_ms
 
 log = logging.getLogger("calagent.agent.model")
@@ -114,7 +114,7 @@ class OpenAIModelClient:
                 if delta is None:
                     continue
                 # A NUL cannot be stored (see contracts.text): dropped from what the model says.
-                content = without_nul(delta.content) if delta.content else ""
+                content = storable(delta.content) if delta.content else ""
                 if content:
                     if not first:
                         first = epoch_ms()

@@ -111,7 +111,7 @@ def known_period_is_pm(stub: StubOut) -> bool:
     return False
 
 
-def fast_path_patch(stub: StubOut | None, parsed: ParsedReply) -> SlotPatch | None:
+def fast_path_patch(stub: StubOut | None, parsed: ParsedReply, *, third_party: bool) -> SlotPatch | None:
     """The patch code may merge with zero model calls, or None when the model must decide.
 
     Only a message the reply grammar consumed whole ("周日下午2点", "就周日吧"), never one with
@@ -119,7 +119,8 @@ def fast_path_patch(stub: StubOut | None, parsed: ParsedReply) -> SlotPatch | No
     past date (a remark, not an answer); and an hour 1–6 without 上午/下午/am/pm is never taken
     as a.m.: it follows the stub's known afternoon, or the model reads it.
     """
-    if stub is None or stub.status not in MERGEABLE_STATUSES or not parsed.complete:
+    if stub is None or stub.status not in MERGEABLE_STATUSES or not parsed.complete or third_party:
+        # A forwarded "周日下午2点" is someone else's answer: merging it could complete a write.
         return None
     patch = parsed.patch
     if patch.is_empty():

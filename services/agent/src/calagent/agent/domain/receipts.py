@@ -82,7 +82,18 @@ def superseded_clause(stub: StubOut, view: View) -> str:
     )
 
 
+def kept_receipt(kept: StubOut, view: View) -> str:
+    return (
+        f"这个新日程来自转发或引用的内容，我没有新建；你待定的「{kept.title}」保持不变。如果要新建，请用你自己的话告诉我。"
+        if view.zh
+        else f'That new request comes from forwarded or quoted content, so I have not created it; your pending "{kept.title}" '
+        "stays as it is. Tell me in your own words if you want it."
+    )
+
+
 def command_receipt(result: CommandResult, view: View) -> str:
+    if result.kept is not None:
+        return kept_receipt(result.kept, view)
     text = _command_text(result, view)
     if result.superseded is not None:
         text += superseded_clause(result.superseded, view)
@@ -342,6 +353,31 @@ def confirmation_not_own_words(lang: Lang) -> str:
         "确认需要你本人的话，转发或引用的内容不能确认待定的日程。请直接回复“确认”。"
         if lang == "zh"
         else 'A confirmation has to be your own words, not forwarded or quoted content. Reply "confirm" yourself.'
+    )
+
+
+def cancel_not_own_words(stub: StubOut | None, lang: Lang) -> str:
+    """A cancel asked for by forwarded or quoted content: held, the pending request stays."""
+    if stub is None:
+        return (
+            "转发或引用的内容要求取消，但你现在没有待定的日程，什么都没有改动。"
+            if lang == "zh"
+            else "Forwarded or quoted content asks to cancel something, but nothing is pending; nothing was changed."
+        )
+    return (
+        f"转发或引用的内容要求取消「{stub.title}」，我没有取消，它仍在等你。如果你要取消，请亲自说“取消”。"
+        if lang == "zh"
+        else f'Forwarded or quoted content asks to cancel "{stub.title}"; I have not cancelled it and it is '
+        'still pending. If you want it cancelled, say "cancel" yourself.'
+    )
+
+
+def memory_not_own_words(lang: Lang) -> str:
+    return (
+        "这段内容来自转发或引用，我没有把它记作你的记忆。如果要记住，请用你自己的话告诉我。"
+        if lang == "zh"
+        else "That comes from forwarded or quoted content, so I have not saved it as your memory. "
+        "Tell me in your own words if you want it remembered."
     )
 
 

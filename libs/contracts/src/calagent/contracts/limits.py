@@ -1,0 +1,20 @@
+"""Bounds on what a calendar date may be, shared by every service that accepts one.
+
+`datetime` spans years 1–9999, but a calendar that accepts 0001-01-01 or 9999-12-31 breaks as
+soon as it does arithmetic with them: a zone offset or an event's end pushes the value past
+either end (`OverflowError`), and PostgreSQL refuses what Python still holds. No calendar entry
+needs those years, so anything outside `MIN_YEAR`..`MAX_YEAR` is refused as invalid input, with a
+message, where it enters — never retried as if the failure were the system's.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+MIN_YEAR = 1900
+MAX_YEAR = 2199
+OUT_OF_RANGE_MESSAGE = f"dates must lie between the years {MIN_YEAR} and {MAX_YEAR}"
+
+
+def within_supported_years(value: date | datetime) -> bool:
+    return MIN_YEAR <= value.year <= MAX_YEAR
