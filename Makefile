@@ -59,6 +59,7 @@ bench: $(STAMP)
 # of every part of a running system under load; prints faults, turns, lost, duplicated, 5xx and the
 # slowest recovery, and fails when anything was lost.
 faults: $(STAMP)
+	CALAGENT_FUZZ_EXAMPLES=1000 $(BIN)/pytest -q -s tests/e2e/test_http_fuzz.py
 	$(BIN)/calagent faults
 
 clean:
