@@ -47,11 +47,16 @@ def _nats_url(settings: Settings) -> str:
 def make_token(settings: Settings, user_id: str, tz: str | None) -> str:
     from calagent.gateway.auth import issue_token
 
-    return issue_token(user_id, settings.auth_secret, tz=tz)
+    return issue_token(user_id, settings.require_auth_secret(), tz=tz)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    print(make_token(Settings(), args.user_id, args.tz))
+    try:
+        token = make_token(Settings(), args.user_id, args.tz)
+    except RuntimeError as exc:
+        print(f"calagent token: {exc}", file=sys.stderr)
+        return 2
+    print(token)
     return 0
 
 
