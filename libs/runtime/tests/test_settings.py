@@ -21,7 +21,9 @@ def _no_secret_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 @pytest.mark.parametrize("secret", ["", "   ", "short-but-not-empty", "x" * 31])
-def test_a_blank_or_short_auth_secret_is_refused_at_start(secret: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_blank_or_short_auth_secret_is_refused_at_start(
+    secret: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CALAGENT_AUTH_SECRET", secret)
     with pytest.raises(ValidationError, match=r"CALAGENT_AUTH_SECRET .*at least 32 characters"):
         Settings()

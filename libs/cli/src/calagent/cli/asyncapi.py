@@ -13,9 +13,8 @@ subscriber receives, not what it answers).
 
 from __future__ import annotations
 
-import secrets
-
 import json
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -48,7 +47,9 @@ def system_buses() -> list[Bus]:
     from calagent.timeparse.app import create_app as create_timeparse
 
     # The gateway refuses to exist without a token secret; this one signs nothing.
-    settings = Settings.model_validate({"NATS_URL": DOCS_SERVER, "CALAGENT_AUTH_SECRET": secrets.token_hex(32)})
+    settings = Settings.model_validate(
+        {"NATS_URL": DOCS_SERVER, "CALAGENT_AUTH_SECRET": secrets.token_hex(32)}
+    )
     clock = FrozenClock(datetime.fromisoformat("2026-01-01T00:00:00+00:00"))
     buses: list[Bus] = []
     for factory in (create_timeparse, create_commands, create_agent, create_evalrec):

@@ -194,12 +194,14 @@ class Bus:
         self.service = service
         self.clock = clock or SystemClock()
         user = user_of(url)
+        # Replies to this connection's requests (and its pull consumers' deliveries) arrive under
+        # a prefix only its NATS user may read (`calagent.runtime.trust`); without credentials,
+        # NATS's default.
+        self._inbox_prefix = inbox_prefix(user) if user else "_INBOX"
         self.broker = NatsBroker(
             nats_servers(url),
             name=f"calagent-{service}",
-            # Replies to this connection's requests arrive under the prefix only its NATS user may
-            # read (`calagent.runtime.trust`); without credentials, NATS's default.
-            inbox_prefix=inbox_prefix(user) if user else "_INBOX",
+            inbox_prefix=self._inbox_prefix,
             # A lost server (a restart, a cluster node going away) is retried for ever, quickly:
             # a service never exits because the bus went away for a while.
             max_reconnect_attempts=-1,
@@ -330,6 +332,7 @@ class Bus:
             ),
             # One message per fetch: a busy replica leaves the next turn to an idle one.
             pull_sub=PullSub(batch_size=1, timeout=1.0),
+            inbox_prefix=f"{self._inbox_prefix}.".encode(),
             ack_policy=AckPolicy.MANUAL,
             max_workers=max_workers,
             decoder=decoder_for(stream.message),
