@@ -156,6 +156,25 @@ def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
     return grants
 
 
+def covers(pattern: str, subject: str) -> bool:
+    """Whether NATS subject `pattern` (with `*` and `>`) takes in every subject `subject` names."""
+    wanted, given = pattern.split("."), subject.split(".")
+    for index, token in enumerate(wanted):
+        if token == ">":
+            return len(given) > index
+        if index >= len(given) or given[index] == ">":
+            return False  # `>` names any depth; only a `>` in the pattern takes that in
+        if token not in ("*", given[index]):
+            return False
+    return len(wanted) == len(given)
+
+
+def allowed(service: str, subject: str, *, publish: bool) -> bool:
+    """Whether `service`'s NATS user may publish (or subscribe to) `subject`."""
+    grant = _grants()[service]
+    return any(covers(p, subject) for p in (grant.publish if publish else grant.subscribe))
+
+
 def permissions() -> dict[str, dict[str, Any]]:
     """NATS `permissions` blocks by user: the services' least privilege, and the admin's all."""
     blocks: dict[str, dict[str, Any]] = {}
