@@ -111,8 +111,11 @@ def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
                 ),
                 subjects.deadletter(service),
             ],
+            # Its own health subject both ways: it answers there, and a container healthcheck
+            # running with the service's credential asks there.
             subscribe=[f"{inbox_prefix(service)}.>", subjects.health(service)],
         )
+        grant.add(publish=[subjects.health(service)])
         grant.responds = True
         for bucket in KV_BUCKETS.get(service, ()):
             stream = f"KV_{bucket}"
@@ -190,15 +193,23 @@ def permissions() -> dict[str, dict[str, Any]]:
     return blocks
 
 
-def authorization_conf(passwords: Mapping[str, str]) -> str:
-    """The `authorization { users = [...] }` block of nats.conf for these users' passwords."""
-    blocks = permissions()
-    users = []
-    for user, block in blocks.items():
-        entry = {"user": user, "password": passwords[user], "permissions": block}
-        # NATS configuration accepts JSON syntax for values.
-        users.append("    " + json.dumps(entry))
-    return "authorization {\n  users = [\n" + ",\n".join(users) + "\n  ]\n}\n"
+def password_variable(user: str) -> str:
+    """The environment variable a deployment's nats.conf reads `user`'s password from."""
+    return f"CALAGENT_NATS_{user.upper()}_PASSWORD"
+
+
+def authorization_conf(passwords: Mapping[str, str] | None = None) -> str:
+    """The `authorization { users = [...] }` block of nats.conf: with `passwords`, those; without,
+    references to `password_variable(user)` that nats-server resolves from its environment (the
+    form `deploy/nats.conf` keeps)."""
+    entries = []
+    for user, block in permissions().items():
+        password = json.dumps(passwords[user]) if passwords is not None else f"${password_variable(user)}"
+        # NATS configuration takes JSON for values; a `$NAME` value is read from the environment.
+        entries.append(
+            f"    {{user: {json.dumps(user)}, password: {password}, permissions: {json.dumps(block)}}}"
+        )
+    return "authorization {\n  users = [\n" + ",\n".join(entries) + "\n  ]\n}\n"
 
 
 def users() -> tuple[str, ...]:
