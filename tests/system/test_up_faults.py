@@ -175,6 +175,18 @@ def test_calagent_token_signs_with_the_generated_secret_and_the_old_public_one_i
     assert refused.value.code == 401
 
 
+def test_a_second_up_on_a_running_data_dir_refuses_and_leaves_the_first_alone(running: Up) -> None:
+    second = Up(running.data_dir)
+    _, err = second.proc.communicate(timeout=60)
+    assert second.proc.returncode != 0
+    assert "already runs" in err
+    assert json.loads((running.data_dir / "up.json").read_text())["pid"] == running.proc.pid
+    assert running.call("POST", "/v1/chat", user="beside-second", body=CREATE)["outcome"] in (
+        "created",
+        "conflict",
+    )
+
+
 def test_killing_the_supervisor_takes_every_server_and_service_with_it(tmp_path: Path) -> None:
     up = Up(tmp_path)
     up.wait_ready()

@@ -133,6 +133,8 @@ class Supervisor:
     nats: EmbeddedNats | None = None
     postgres: EmbeddedPostgres | None = None
     stopping: bool = False
+    # What `up.json` says besides the pids: the gateway's, the admin's NATS and the database's URLs.
+    addresses: dict[str, str] = field(default_factory=dict)
 
     def _child_env(
         self, nats_url: str, database_url: str, model_url: str | None, auth_secret: str
@@ -175,7 +177,12 @@ class Supervisor:
             database_url = self.postgres.start()
             assert self.postgres.proc is not None
             self._keep_alive("postgres", self.postgres.spawn, self.postgres.proc)
-        self._record_state(data_dir, f"http://127.0.0.1:{self.port}", nats_url, database_url)
+        self.addresses = {
+            "url": f"http://127.0.0.1:{self.port}",
+            "nats_url": nats_url,
+            "database_url": database_url,
+        }
+        self._record_state()
 
         model_url = None
         if not self.settings.openai_base_url:
@@ -205,18 +212,16 @@ class Supervisor:
                 self.children.append(child)
         return f"http://127.0.0.1:{self.port}"
 
-    def _record_state(self, data_dir: Path, url: str, nats_url: str, database_url: str) -> None:
+    @property
+    def state_file(self) -> Path:
+        return self.settings.data_dir.resolve() / STATE_FILE
+
+    def _record_state(self) -> None:
         """`up.json`: where the running system is (for the CLI) and which processes are ours (for
         the next `up`, should this supervisor die without stopping them). It holds credentials:
         the admin's NATS address and the database's, so it is the owner's only."""
-        state = {
-            "url": url,
-            "nats_url": nats_url,
-            "database_url": database_url,
-            "pid": os.getpid(),
-            "servers": self._server_records(),
-        }
-        write_private(data_dir / STATE_FILE, json.dumps(state))
+        state = {**self.addresses, "pid": os.getpid(), "servers": self._server_records()}
+        write_private(self.state_file, json.dumps(state))
 
     def _server_records(self) -> list[dict[str, object]]:
         records: list[dict[str, object]] = []
@@ -275,18 +280,8 @@ class Supervisor:
                     log.error("%s could not be restarted: %s", child.name, exc)
                     continue
                 log.warning("%s restarted (restart #%s)", child.name, child.restarts)
-                if (
-                    child.launch is not None
-                    and self.settings.data_dir.resolve().joinpath(STATE_FILE).exists()
-                ):
-                    # A server's new pid, so that a later `up` can find it should we die.
-                    state = json.loads((self.settings.data_dir.resolve() / STATE_FILE).read_text())
-                    self._record_state(
-                        self.settings.data_dir.resolve(),
-                        state["url"],
-                        state["nats_url"],
-                        state["database_url"],
-                    )
+                if child.launch is not None:
+                    self._record_state()  # the server's new pid, for a later `up` should we die
 
     def stop(self) -> None:
         self.stopping = True
@@ -308,8 +303,9 @@ class Supervisor:
             self.postgres.stop()
         if self.nats is not None:
             self.nats.stop()
-        with contextlib.suppress(FileNotFoundError):
-            (self.settings.data_dir.resolve() / STATE_FILE).unlink()
+        if self.addresses:  # ours: a refused start leaves a running supervisor's file alone
+            with contextlib.suppress(FileNotFoundError):
+                self.state_file.unlink()
 
 
 def auth_secret_for(settings: Settings) -> str:
