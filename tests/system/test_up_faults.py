@@ -209,8 +209,11 @@ def test_killing_the_supervisor_takes_every_server_and_service_with_it(tmp_path:
         again.stop()
 
 
-def test_servers_a_dead_supervisor_left_running_are_stopped_by_the_next_up(tmp_path: Path) -> None:
-    # As an earlier version left them: running on the data dir, recorded, their supervisor gone.
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "as-earlier-versions-left-them"])
+def test_servers_a_dead_supervisor_left_running_are_stopped_by_the_next_up(
+    tmp_path: Path, recorded: bool
+) -> None:
+    # Running on the data dir, their supervisor gone; earlier versions did not record their pids.
     nats = EmbeddedNats(tmp_path / "nats")
     nats.start()
     postgres = EmbeddedPostgres(tmp_path / "postgres")
@@ -220,17 +223,13 @@ def test_servers_a_dead_supervisor_left_running_are_stopped_by_the_next_up(tmp_p
     gone.wait()
     assert nats.proc is not None and postgres.proc is not None
     leftovers = [psutil.Process(nats.proc.pid), psutil.Process(postgres.proc.pid)]
-    (tmp_path / "up.json").write_text(
-        json.dumps(
-            {
-                "pid": gone.pid,
-                "servers": [
-                    {"pid": nats.proc.pid, "marker": str(nats.conf_path), "signal": int(signal.SIGTERM)},
-                    {"pid": postgres.proc.pid, "marker": str(postgres.pgdata), "signal": int(signal.SIGINT)},
-                ],
-            }
-        )
-    )
+    state: dict[str, object] = {"pid": gone.pid}
+    if recorded:
+        state["servers"] = [
+            {"pid": nats.proc.pid, "marker": str(nats.conf_path), "signal": int(signal.SIGTERM)},
+            {"pid": postgres.proc.pid, "marker": str(postgres.pgdata), "signal": int(signal.SIGINT)},
+        ]
+    (tmp_path / "up.json").write_text(json.dumps(state))
     up = Up(tmp_path)
     try:
         up.wait_ready()

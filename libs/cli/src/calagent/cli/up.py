@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from calagent.contracts.subjects import SERVICES
 from calagent.runtime.embedded import (
     EmbeddedNats,
@@ -324,9 +326,10 @@ def auth_secret_for(settings: Settings) -> str:
 def stop_leftovers(data_dir: Path) -> None:
     """Refuse to run beside a live supervisor of this data dir; stop the servers a dead one left.
 
-    `up.json` names the supervisor and its servers. A server counts as ours only while its pid
-    still runs the command line recorded for this data dir (the config file, the pgdata path),
-    so a reused pid of some other process is never signalled.
+    `up.json` names the supervisor and its servers. Servers of earlier versions, which recorded
+    none, are found by what they run on: the postgres named in `postmaster.pid`, a nats-server
+    started with this data dir's config. A process counts as a leftover only while it runs that
+    command line for this data dir, so a reused pid of some other process is never signalled.
     """
     path = data_dir / STATE_FILE
     if not path.exists():
@@ -338,13 +341,28 @@ def stop_leftovers(data_dir: Path) -> None:
     pid = int(state.get("pid", -1))
     if pid > 0 and pid != os.getpid() and process_of(pid, "calagent", "up") is not None:
         raise SystemExit(f"calagent up already runs on {data_dir} (pid {pid}); stop it first")
+    leftovers: dict[int, tuple[psutil.Process, int]] = {}
     for server in state.get("servers", []):
-        leftover = process_of(int(server["pid"]), str(server["marker"]))
-        if leftover is not None:
-            log.warning(
-                "stopping pid %s, left running on %s by a supervisor that is gone", leftover.pid, data_dir
-            )
-            stop_process(leftover, int(server["signal"]))
+        found = process_of(int(server["pid"]), str(server["marker"]))
+        if found is not None:
+            leftovers[found.pid] = (found, int(server["signal"]))
+    pgdata = data_dir / "postgres" / "pgdata"
+    postmaster = pgdata / "postmaster.pid"
+    if postmaster.exists():
+        with contextlib.suppress(ValueError, IndexError, OSError):
+            found = process_of(int(postmaster.read_text().splitlines()[0]), "postgres", str(pgdata))
+            if found is not None:
+                leftovers[found.pid] = (found, int(signal.SIGINT))
+    nats_conf = str(data_dir / "nats" / "nats.conf")
+    for proc in psutil.process_iter(["pid"]):
+        found = process_of(proc.pid, "nats-server", nats_conf)
+        if found is not None:
+            leftovers[found.pid] = (found, int(signal.SIGTERM))
+    for leftover, sig in leftovers.values():
+        log.warning(
+            "stopping pid %s, left running on %s by a supervisor that is gone", leftover.pid, data_dir
+        )
+        stop_process(leftover, sig)
     path.unlink(missing_ok=True)
 
 

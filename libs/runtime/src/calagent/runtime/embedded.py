@@ -83,14 +83,28 @@ def process_of(pid: int, *markers: str) -> psutil.Process | None:
     return proc if all(marker in argv for marker in markers) else None
 
 
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE  # exited; reaping is its parent's business
+    except psutil.Error:
+        return True
+
+
 def stop_process(proc: psutil.Process, sig: int, timeout: float = 20.0) -> None:
+    """Signal a process that is not our child and wait until it exits (SIGKILL after `timeout`)."""
     with contextlib.suppress(psutil.Error):
         proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except psutil.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    deadline = time.monotonic() + timeout
+    killed = False
+    while not _gone(proc):
+        if time.monotonic() > deadline:
+            if killed:
+                raise RuntimeError(f"pid {proc.pid} did not exit even after SIGKILL")
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+            killed = True
+            deadline = time.monotonic() + 5
+        time.sleep(0.05)
 
 
 def free_port() -> int:
