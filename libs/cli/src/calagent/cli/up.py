@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -323,46 +324,53 @@ def auth_secret_for(settings: Settings) -> str:
     return secret
 
 
+def _is_supervisor(proc: psutil.Process | None) -> bool:
+    return proc is not None and process_of(proc.pid, "calagent", "up") is not None
+
+
 def stop_leftovers(data_dir: Path) -> None:
     """Refuse to run beside a live supervisor of this data dir; stop the servers a dead one left.
 
     `up.json` names the supervisor and its servers. Servers of earlier versions, which recorded
-    none, are found by what they run on: the postgres named in `postmaster.pid`, a nats-server
-    started with this data dir's config. A process counts as a leftover only while it runs that
-    command line for this data dir, so a reused pid of some other process is never signalled.
+    none (and could lose `up.json` altogether), are found by what they run on: the postgres named
+    in `postmaster.pid`, a nats-server started with this data dir's config. A process counts as a
+    leftover only while it runs that command line for this data dir and no live supervisor is its
+    parent, so a reused pid of some other process is never signalled.
     """
     path = data_dir / STATE_FILE
-    if not path.exists():
-        return
-    try:
+    state: dict[str, Any] = {}
+    with contextlib.suppress(ValueError, OSError):
         state = json.loads(path.read_text())
-    except (ValueError, OSError):
-        return
     pid = int(state.get("pid", -1))
     if pid > 0 and pid != os.getpid() and process_of(pid, "calagent", "up") is not None:
         raise SystemExit(f"calagent up already runs on {data_dir} (pid {pid}); stop it first")
-    leftovers: dict[int, tuple[psutil.Process, int]] = {}
-    for server in state.get("servers", []):
-        found = process_of(int(server["pid"]), str(server["marker"]))
-        if found is not None:
-            leftovers[found.pid] = (found, int(server["signal"]))
+    found: list[tuple[psutil.Process | None, int]] = [
+        (process_of(int(server["pid"]), str(server["marker"])), int(server["signal"]))
+        for server in state.get("servers", [])
+    ]
     pgdata = data_dir / "postgres" / "pgdata"
-    postmaster = pgdata / "postmaster.pid"
-    if postmaster.exists():
-        with contextlib.suppress(ValueError, IndexError, OSError):
-            found = process_of(int(postmaster.read_text().splitlines()[0]), "postgres", str(pgdata))
-            if found is not None:
-                leftovers[found.pid] = (found, int(signal.SIGINT))
+    with contextlib.suppress(ValueError, IndexError, OSError):
+        postmaster = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+        found.append((process_of(postmaster, "postgres", str(pgdata)), int(signal.SIGINT)))
     nats_conf = str(data_dir / "nats" / "nats.conf")
-    for proc in psutil.process_iter(["pid"]):
-        found = process_of(proc.pid, "nats-server", nats_conf)
-        if found is not None:
-            leftovers[found.pid] = (found, int(signal.SIGTERM))
-    for leftover, sig in leftovers.values():
+    found += [
+        (process_of(proc.pid, "nats-server", nats_conf), int(signal.SIGTERM))
+        for proc in psutil.process_iter()
+    ]
+    stopped: set[int] = set()
+    for leftover, sig in found:
+        if leftover is None or leftover.pid in stopped:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if _is_supervisor(leftover.parent()):
+                raise SystemExit(
+                    f"calagent up already runs on {data_dir} (pid {leftover.ppid()}); stop it first"
+                )
         log.warning(
             "stopping pid %s, left running on %s by a supervisor that is gone", leftover.pid, data_dir
         )
         stop_process(leftover, sig)
+        stopped.add(leftover.pid)
     path.unlink(missing_ok=True)
 
 
