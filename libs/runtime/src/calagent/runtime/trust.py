@@ -15,6 +15,7 @@ prefix (`_INBOX.<user>.>`, see `inbox_prefix`), so no service can read another's
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -233,19 +234,13 @@ def load_or_create_passwords(path: Path) -> dict[str, str]:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write `text` to `path`, readable and writable by its owner only, from the first byte."""
+    """Write `text` to `path`, readable and writable by its owner only from the first byte (an
+    existing file of looser mode is tightened, not trusted)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os_open_private(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
     with open(fd, "w", encoding="utf-8") as out:
         out.write(text)
-
-
-def os_open_private(path: Path, flags: int | None = None) -> int:
-    import os
-
-    fd = os.open(path, flags if flags is not None else os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return fd
 
 
 def with_credentials(url: str, user: str, password: str) -> str:
