@@ -282,3 +282,18 @@ def test_passwords_are_private_and_kept_across_restarts(server: EmbeddedNats) ->
     assert server.conf_path.stat().st_mode & 0o777 == 0o600
     assert (server.data_dir / "nats.log").stat().st_mode & 0o777 == 0o600
     assert load_or_create_passwords(users_file) == server.passwords
+
+
+@pytest.mark.integration
+async def test_a_bus_given_a_server_list_with_credentials_connects_past_a_dead_one(
+    server: EmbeddedNats,
+) -> None:
+    from calagent.runtime.bus import Bus
+
+    dead = f"nats://agent:{server.passwords['agent']}@127.0.0.1:1"
+    bus = await Bus.connect(f"{dead},{server.url_for('agent')}", "agent")
+    try:
+        assert bus.nc.is_connected
+        assert bus.nc.connected_url is not None and bus.nc.connected_url.port == server.port
+    finally:
+        await bus.close()

@@ -18,7 +18,7 @@ import nats
 from nats.js.errors import NotFoundError
 
 from calagent.contracts import subjects
-from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.bus import Bus, ensure_streams, nats_servers
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.service import ServiceApp, start_service
 from calagent.runtime.settings import Settings
@@ -29,7 +29,7 @@ DEFAULT_NOW = "2026-09-24T10:00:00+08:00"  # a Thursday
 
 async def reset_streams(nats_url: str) -> None:
     """Start from empty streams so nothing left by an earlier stack on this server is consumed."""
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(servers=nats_servers(nats_url))
     try:
         js = nc.jetstream()
         for name in (subjects.TURNS_STREAM, subjects.RECORDS_STREAM, subjects.DEADLETTER_STREAM):
