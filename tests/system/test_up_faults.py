@@ -127,6 +127,16 @@ def test_a_killed_postgres_is_restarted_over_its_stale_lock_files_and_turns_answ
     assert [e["title"] for e in events["events"]] == ["和张三开会"]  # written before the kill, still there
 
 
+def test_a_keyed_retry_works_under_the_gateways_own_credential(running: Up) -> None:
+    # The client_message_id claims live in the gateway's KV bucket: its grant must reach it.
+    body = {**CREATE, "client_message_id": "retry-under-auth"}
+    first = running.call("POST", "/v1/chat", user="keyed", body=body)
+    again = running.call("POST", "/v1/chat", user="keyed", body=body)
+    assert first["outcome"] == "created"
+    assert again["turn_id"] == first["turn_id"]
+    assert "Violation" not in (running.data_dir / "nats" / "nats.log").read_text()
+
+
 def test_no_service_exited_while_the_servers_were_down(running: Up) -> None:
     assert set(SERVICES_AT_START) == SERVICE_MODULES
     assert _services(running) == SERVICES_AT_START
