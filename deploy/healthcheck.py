@@ -16,6 +16,7 @@ import urllib.request
 import nats
 
 from calagent.contracts import subjects
+from calagent.runtime.trust import inbox_prefix, user_of
 
 TIMEOUT_S = 3.0
 
@@ -29,9 +30,13 @@ def http_ok(port: str) -> bool:
 
 
 async def bus_ok(service: str) -> bool:
+    url = os.environ.get("NATS_URL", "nats://nats:4222")
+    user = user_of(url)
     try:
         nc = await nats.connect(
-            os.environ.get("NATS_URL", "nats://nats:4222"),
+            servers=[server.strip() for server in url.split(",")],
+            # The service's own NATS user reads replies only under its own inbox prefix.
+            inbox_prefix=inbox_prefix(user) if user else "_INBOX",
             connect_timeout=TIMEOUT_S,
             allow_reconnect=False,
         )

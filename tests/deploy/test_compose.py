@@ -12,6 +12,7 @@ import yaml
 
 from calagent.contracts import subjects
 from calagent.runtime.settings import Settings
+from calagent.runtime.trust import ADMIN, authorization_conf, password_variable
 
 pytestmark = pytest.mark.unit
 
@@ -75,7 +76,8 @@ def test_every_environment_variable_is_one_the_code_reads(compose: dict[str, Any
 def test_services_are_wired_to_the_infrastructure(compose: dict[str, Any]) -> None:
     for name in SERVICES:
         env = environment_of(compose["services"][name])
-        assert env["NATS_URL"] == "nats://nats:4222"
+        # Its own NATS user, with the password nats.conf gives that user.
+        assert env["NATS_URL"] == f"nats://{name}:${{{password_variable(name)}:?}}@nats:4222"
         assert env["DATABASE_URL"] == "postgresql+asyncpg://calagent:calagent@postgres:5432/calagent"
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
         assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
@@ -134,3 +136,39 @@ def test_dockerfile_installs_the_project(compose: dict[str, Any]) -> None:
     assert healthcheck.exists()
     assert "healthcheck.py" in dockerfile
     assert compose["services"]["gateway"]["build"]["context"] == ".."
+
+
+def test_nats_conf_grants_exactly_what_the_subject_table_derives(compose: dict[str, Any]) -> None:
+    config = (DEPLOY / "nats.conf").read_text(encoding="utf-8")
+    assert authorization_conf() in config
+    nats_env = environment_of(compose["services"]["nats"])
+    for user in (*SERVICES, ADMIN):
+        assert nats_env[password_variable(user)].startswith("${" + password_variable(user) + ":?")
+
+
+def test_nats_conf_is_valid_for_nats_server_and_needs_every_password(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from calagent.runtime.embedded import nats_server_binary
+
+    conf = tmp_path / "nats.conf"
+    conf.write_text((DEPLOY / "nats.conf").read_text(encoding="utf-8"))
+    passwords = {password_variable(user): f"pw-{user}" for user in (*SERVICES, ADMIN)}
+    checked = subprocess.run(
+        [nats_server_binary(), "-t", "-c", str(conf)],
+        env={**os.environ, **passwords},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert checked.returncode == 0, checked.stderr
+    without = subprocess.run(
+        [nats_server_binary(), "-t", "-c", str(conf)],
+        env={k: v for k, v in os.environ.items() if k not in passwords},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert without.returncode != 0
+    assert "CALAGENT_NATS_" in without.stdout + without.stderr

@@ -153,7 +153,6 @@ def agent_process(stack: Stack, log: Path) -> subprocess.Popen[bytes]:
         "OPENAI_API_KEY": "scripted",
         "CALAGENT_NOW": settings.now or "",
         "CALAGENT_TURN_TIMEOUT_S": str(settings.turn_timeout_s),
-        "CALAGENT_AUTH_SECRET": settings.auth_secret,
     }
     return subprocess.Popen(
         [sys.executable, "-m", "calagent.agent"], env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT

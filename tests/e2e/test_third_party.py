@@ -311,7 +311,7 @@ async def test_a_move_to_an_extreme_date_is_answered_and_changes_nothing(
 async def test_a_telegram_message_is_the_users_own_only_from_one_of_the_users_names(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, sender: str, outcome: str
 ) -> None:
-    token = issue_token(user, stack.settings.auth_secret, aliases=("@lilei_tg", "Li Lei"))
+    token = issue_token(user, stack.settings.require_auth_secret(), aliases=("@lilei_tg", "Li Lei"))
     scripted.set_script(script(on_user("三点开会", tool_calls=[create("开会", "D+1", "15:00")])))
     message = f'<untrusted_channel_message channel="telegram" from="{sender}">明天下午三点开会</untrusted_channel_message>'
     response = await stack.client.post(

@@ -27,7 +27,6 @@ from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from calagent.cli.stack import Stack, start_stack
 from calagent.gateway.app import create_app as create_gateway
-from calagent.runtime.settings import DEV_AUTH_SECRET
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
@@ -59,12 +58,12 @@ WEEK = ("2026-09-21T00:00:00+08:00", "2026-09-28T00:00:00+08:00")  # the week of
 
 @pytest.fixture(scope="module")
 async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
-    # Development mode on purpose, whatever the environment says: the page offers minting a token.
+    # Development sign-in on purpose: the page offers minting a token for a typed name.
     system = await start_stack(
         nats_url=servers.nats_url,
         database_url=database_url,
         model_base_url=scripted.base_url,
-        settings_overrides={"CALAGENT_AUTH_SECRET": DEV_AUTH_SECRET},
+        settings_overrides={"CALAGENT_WEB_DEV_SIGNIN": True},
     )
     yield system
     await system.stop()

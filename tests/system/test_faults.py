@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from calagent.cli.faults import SERVICE_TARGETS, run_faults
+from calagent.cli.faults import SERVER_TARGETS, SERVICE_TARGETS, SUPERVISOR, format_report, run_faults
 
 pytestmark = pytest.mark.e2e
 
 
 def test_killing_each_part_under_load_loses_and_duplicates_nothing() -> None:
-    report = run_faults(kills=len(SERVICE_TARGETS), clients=3, targets=SERVICE_TARGETS, supervisor_every=0)
+    targets = SERVICE_TARGETS + SERVER_TARGETS
+    # Each service, nats-server and PostgreSQL once, then the supervisor itself.
+    report = run_faults(kills=len(targets) + 1, clients=3, targets=targets, supervisor_every=len(targets) + 1)
+    print(format_report(report))
     summary = report.as_dict()
-    assert summary["faults_injected"] == len(SERVICE_TARGETS), summary
-    assert set(report.faults) == set(SERVICE_TARGETS)
+    assert summary["faults_injected"] == len(targets) + 1, summary
+    assert set(report.faults) == {*targets, SUPERVISOR}
     assert report.turns_sent > 0
     assert (report.lost, report.duplicated, report.unanswered, report.rejected) == (0, 0, 0, 0), summary
     assert report.unrecovered == 0, summary

@@ -19,7 +19,7 @@ import pytest
 
 from calagent.gateway.auth import issue_token
 from calagent.runtime.embedded import free_port
-from calagent.runtime.settings import DEV_AUTH_SECRET
+from calagent.runtime.settings import AUTH_SECRET_FILE
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .scripts import create_meeting_script
@@ -51,8 +51,11 @@ def _cli(args: list[str], env: dict[str, str]) -> str:
 class Up:
     def __init__(self, data_dir: Path, extra: dict[str, str] | None = None, scale: str | None = None) -> None:
         self.port = free_port()
+        self.data_dir = data_dir
         env = {
-            k: v for k, v in os.environ.items() if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL"}
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"NATS_URL", "DATABASE_URL", "OPENAI_BASE_URL", "CALAGENT_AUTH_SECRET"}
         }
         env.update({"CALAGENT_DATA_DIR": str(data_dir), "CALAGENT_NOW": NOW, **(extra or {})})
         argv = [sys.executable, "-m", "calagent.cli.main", "up", "--port", str(self.port)]
@@ -83,17 +86,31 @@ class Up:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=60)
 
-    def call(self, method: str, path: str, user: str = "alice", body: dict[str, Any] | None = None) -> Any:
+    @property
+    def secret(self) -> str:
+        """The token secret `calagent up` generated into the data dir (no CALAGENT_AUTH_SECRET)."""
+        return (self.data_dir / AUTH_SECRET_FILE).read_text().strip()
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        user: str = "alice",
+        body: dict[str, Any] | None = None,
+        *,
+        secret: str | None = None,
+        timeout: float = 60,
+    ) -> Any:
         request = urllib.request.Request(
             self.url + path,
             data=json.dumps(body).encode() if body is not None else None,
             headers={
-                "Authorization": f"Bearer {issue_token(user, DEV_AUTH_SECRET)}",
+                "Authorization": f"Bearer {issue_token(user, secret or self.secret)}",
                 "Content-Type": "application/json",
             },
             method=method,
         )
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
 
 

@@ -17,7 +17,7 @@ from calagent.gateway.web import page_router
 from calagent.gateway.web.i18n import CATALOG, LANGS, PLACEHOLDER, negotiate
 from calagent.gateway.web.routes import STATIC, STATIC_FILES, TEMPLATES
 from calagent.runtime.clock import FrozenClock
-from calagent.runtime.settings import DEV_AUTH_SECRET, Settings
+from calagent.runtime.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -25,8 +25,8 @@ SECRET = "unit-test-secret-that-is-long-enough-for-hs256"
 NOW = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
 
 
-def client(secret: str = DEV_AUTH_SECRET) -> TestClient:
-    settings = Settings(CALAGENT_AUTH_SECRET=secret)
+def client(secret: str = SECRET, *, dev_signin: bool = False) -> TestClient:
+    settings = Settings(CALAGENT_AUTH_SECRET=secret, CALAGENT_WEB_DEV_SIGNIN=dev_signin)
     app = FastAPI()
     app.include_router(page_router(settings, FrozenClock(NOW)))
     return TestClient(app)
@@ -224,12 +224,12 @@ def test_a_missing_or_refused_token_is_a_401(authorization: str | None) -> None:
 
 
 def test_development_mode_mints_a_token_for_a_user_name() -> None:
-    page = client(DEV_AUTH_SECRET)
+    page = client(dev_signin=True)
     assert 'id="dev-form"' in page.get("/").text
     minted = page.post("/web/dev-token", json={"user": "  alice  ", "tz": "Europe/Berlin"})
     assert minted.status_code == 200
     assert minted.headers["cache-control"] == "no-store"
-    principal = verify_token(minted.json()["token"], DEV_AUTH_SECRET, "Asia/Shanghai")
+    principal = verify_token(minted.json()["token"], SECRET, "Asia/Shanghai")
     assert (principal.user_id, principal.tz) == ("alice", "Europe/Berlin")
 
 
@@ -247,12 +247,12 @@ def test_development_mode_mints_a_token_for_a_user_name() -> None:
     ],
 )
 def test_development_mode_refuses_a_bad_request(body: bytes) -> None:
-    response = client(DEV_AUTH_SECRET).post("/web/dev-token", content=body)
+    response = client(dev_signin=True).post("/web/dev-token", content=body)
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid_request"
 
 
-def test_with_a_real_secret_there_is_no_minting_at_all() -> None:
+def test_without_development_sign_in_there_is_no_minting_at_all() -> None:
     page = client(SECRET)
     assert "dev-form" not in page.get("/").text
     response = page.post("/web/dev-token", json={"user": "alice"})

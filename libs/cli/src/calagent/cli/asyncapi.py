@@ -14,6 +14,7 @@ subscriber receives, not what it answers).
 from __future__ import annotations
 
 import json
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -45,7 +46,10 @@ def system_buses() -> list[Bus]:
     from calagent.gateway.app import create_app as create_gateway
     from calagent.timeparse.app import create_app as create_timeparse
 
-    settings = Settings.model_validate({"NATS_URL": DOCS_SERVER})
+    # The gateway refuses to exist without a token secret; this one signs nothing.
+    settings = Settings.model_validate(
+        {"NATS_URL": DOCS_SERVER, "CALAGENT_AUTH_SECRET": secrets.token_hex(32)}
+    )
     clock = FrozenClock(datetime.fromisoformat("2026-01-01T00:00:00+00:00"))
     buses: list[Bus] = []
     for factory in (create_timeparse, create_commands, create_agent, create_evalrec):

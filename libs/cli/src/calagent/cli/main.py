@@ -47,11 +47,16 @@ def _nats_url(settings: Settings) -> str:
 def make_token(settings: Settings, user_id: str, tz: str | None, aliases: tuple[str, ...] = ()) -> str:
     from calagent.gateway.auth import issue_token
 
-    return issue_token(user_id, settings.auth_secret, tz=tz, aliases=aliases)
+    return issue_token(user_id, settings.require_auth_secret(), tz=tz, aliases=aliases)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    print(make_token(Settings(), args.user_id, args.tz, tuple(args.alias)))
+    try:
+        token = make_token(Settings(), args.user_id, args.tz, tuple(args.alias))
+    except RuntimeError as exc:
+        print(f"calagent token: {exc}", file=sys.stderr)
+        return 2
+    print(token)
     return 0
 
 

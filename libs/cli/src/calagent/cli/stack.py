@@ -18,17 +18,18 @@ import nats
 from nats.js.errors import NotFoundError
 
 from calagent.contracts import subjects
-from calagent.runtime.bus import Bus, ensure_streams
+from calagent.runtime.bus import Bus, ensure_streams, nats_servers
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.service import ServiceApp, start_service
 from calagent.runtime.settings import Settings
+from calagent.runtime.testing import TEST_AUTH_SECRET
 
 DEFAULT_NOW = "2026-09-24T10:00:00+08:00"  # a Thursday
 
 
 async def reset_streams(nats_url: str) -> None:
     """Start from empty streams so nothing left by an earlier stack on this server is consumed."""
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(servers=nats_servers(nats_url))
     try:
         js = nc.jetstream()
         for name in (subjects.TURNS_STREAM, subjects.RECORDS_STREAM, subjects.DEADLETTER_STREAM):
@@ -52,7 +53,7 @@ class Stack:
         from calagent.gateway.auth import issue_token
 
         # Token expiry is checked against real time even when business time is frozen.
-        return issue_token(user_id, self.settings.auth_secret, tz=tz)
+        return issue_token(user_id, self.settings.require_auth_secret(), tz=tz)
 
     def headers(self, user_id: str, tz: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token(user_id, tz)}"}
@@ -99,6 +100,7 @@ async def start_stack(
         "CALAGENT_NOW": now,
         "CALAGENT_MODEL_TIMEOUT_S": 10.0,
         "CALAGENT_TURN_TIMEOUT_S": 30.0,
+        "CALAGENT_AUTH_SECRET": TEST_AUTH_SECRET,
     }
     values.update(settings_overrides or {})
     settings = Settings(**values)

@@ -2,29 +2,49 @@
 
 It starts what is not given (nats-server, PostgreSQL, the scripted demo model), starts every
 service as its own process (replicas share work through queue groups and pull consumers), restarts
-a crashed service with backoff, prints one ready line once `/healthz` says all five answer, and on
-Ctrl-C or SIGTERM stops everything it started, servers included.
+whatever crashes — a service or one of the servers — with one backoff, prints one ready line once
+`/healthz` says all five answer, and on Ctrl-C or SIGTERM stops everything it started, servers
+included. Every child gets a parent-death signal, so a supervisor killed outright takes them with
+it; servers that outlived an earlier supervisor anyway are stopped by the next `up` on the data dir.
+
+Trust: each service gets its own NATS user (`calagent.runtime.trust`) in `NATS_URL`, the database
+password in `DATABASE_URL`, and the token secret in `CALAGENT_AUTH_SECRET` (generated into the
+data dir when unset). The data dir, its secrets, `up.json` and the logs are readable by the owner only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from calagent.contracts.subjects import SERVICES
-from calagent.runtime.embedded import EmbeddedNats, EmbeddedPostgres, free_port
-from calagent.runtime.settings import DEV_AUTH_SECRET, Settings
+from calagent.runtime.embedded import (
+    EmbeddedNats,
+    EmbeddedPostgres,
+    free_port,
+    open_private_log,
+    parent_death_signal,
+    private_dir,
+    process_of,
+    stop_process,
+)
+from calagent.runtime.settings import MIN_AUTH_SECRET_CHARS, Settings
+from calagent.runtime.trust import write_private
 
 log = logging.getLogger("calagent.up")
 
@@ -57,33 +77,53 @@ def parse_scale(spec: str | None) -> dict[str, int]:
     return scale
 
 
-def _die_with_parent() -> None:
-    # Children die with the supervisor even if it is SIGKILLed (Linux PR_SET_PDEATHSIG).
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)
+# The first restart of a crashed child comes this soon: a killed nats-server or PostgreSQL is
+# back, on the same port, well within the services' reconnect attempts.
+FIRST_RESTART_DELAY_S = 0.25
+MAX_RESTART_DELAY_S = 30.0
+# A child that ran this long without crashing starts its backoff over at the next crash.
+STABLE_AFTER_S = 10.0
+
+
+def restart_delay(restarts: int) -> float:
+    return min(MAX_RESTART_DELAY_S, FIRST_RESTART_DELAY_S * 2.0**restarts)
 
 
 @dataclass
 class Child:
+    """A process the supervisor keeps running: a service, the scripted model, or a server.
+
+    `launch` starts it (a server's own start: stale locks cleared, same port); without it, `argv`
+    is run with `env`.
+    """
+
     name: str
-    argv: list[str]
-    env: dict[str, str]
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
     started_at: float = 0.0
     log_path: Path | None = None
+    launch: Callable[[], subprocess.Popen[bytes]] | None = None
 
     def start(self) -> None:
-        out = self.log_path.open("ab") if self.log_path else None
-        self.proc = subprocess.Popen(
-            self.argv,
-            env=self.env,
-            stdout=out if out else None,
-            stderr=subprocess.STDOUT if out else None,
-            preexec_fn=_die_with_parent,
-        )
+        if self.launch is not None:
+            self.proc = self.launch()
+        else:
+            out = open_private_log(self.log_path) if self.log_path else None
+            try:
+                self.proc = subprocess.Popen(
+                    self.argv,
+                    env=self.env,
+                    stdout=out if out else None,
+                    stderr=subprocess.STDOUT if out else None,
+                    # Children die with the supervisor even if it is SIGKILLed.
+                    preexec_fn=parent_death_signal(signal.SIGTERM),
+                )
+            finally:
+                if out is not None:
+                    out.close()
         self.started_at = time.monotonic()
 
 
@@ -96,11 +136,16 @@ class Supervisor:
     nats: EmbeddedNats | None = None
     postgres: EmbeddedPostgres | None = None
     stopping: bool = False
+    # What `up.json` says besides the pids: the gateway's, the admin's NATS and the database's URLs.
+    addresses: dict[str, str] = field(default_factory=dict)
 
-    def _child_env(self, nats_url: str, database_url: str, model_url: str | None) -> dict[str, str]:
+    def _child_env(
+        self, nats_url: str, database_url: str, model_url: str | None, auth_secret: str
+    ) -> dict[str, str]:
         env = dict(os.environ)
         env["NATS_URL"] = nats_url
         env["DATABASE_URL"] = database_url
+        env["CALAGENT_AUTH_SECRET"] = auth_secret
         env["CALAGENT_HTTP_PORT"] = str(self.port)
         env["PYTHONUNBUFFERED"] = "1"
         if model_url:
@@ -108,22 +153,39 @@ class Supervisor:
             env.setdefault("OPENAI_API_KEY", "scripted-demo")
         return env
 
+    def _nats_url_for(self, service: str, given: str) -> str:
+        return self.nats.url_for(service) if self.nats is not None else given
+
+    def _keep_alive(
+        self, name: str, launch: Callable[[], subprocess.Popen[bytes]], proc: subprocess.Popen[bytes]
+    ) -> None:
+        child = Child(name, launch=launch, proc=proc, started_at=time.monotonic())
+        self.children.append(child)
+
     def start(self) -> str:
-        data_dir = self.settings.data_dir.resolve()
-        data_dir.mkdir(parents=True, exist_ok=True)
-        logs = data_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        if self.settings.auth_secret == DEV_AUTH_SECRET:
-            log.warning("CALAGENT_AUTH_SECRET is unset: using the development secret (never in production)")
+        data_dir = private_dir(self.settings.data_dir.resolve())
+        logs = private_dir(data_dir / "logs")
+        stop_leftovers(data_dir)
+        auth_secret = auth_secret_for(self.settings)
 
         nats_url = self.settings.nats_url
         if not nats_url:
             self.nats = EmbeddedNats(data_dir / "nats")
             nats_url = self.nats.start()
+            assert self.nats.proc is not None
+            self._keep_alive("nats-server", self.nats.spawn, self.nats.proc)
         database_url = self.settings.database_url
         if not database_url:
             self.postgres = EmbeddedPostgres(data_dir / "postgres", port=_stable_port(data_dir / "postgres"))
             database_url = self.postgres.start()
+            assert self.postgres.proc is not None
+            self._keep_alive("postgres", self.postgres.spawn, self.postgres.proc)
+        self.addresses = {
+            "url": f"http://127.0.0.1:{self.port}",
+            "nats_url": nats_url,
+            "database_url": database_url,
+        }
+        self._record_state()
 
         model_url = None
         if not self.settings.openai_base_url:
@@ -139,9 +201,9 @@ class Supervisor:
             model_url = f"http://127.0.0.1:{model_port}/v1"
             print(BANNER, file=sys.stderr, flush=True)
 
-        env = self._child_env(nats_url, database_url, model_url)
         # Services whose start-up runs migrations go first so replicas do not all wait on the lock.
         for service in ("timeparse", "commands", "agent", "evalrec", "gateway"):
+            env = self._child_env(self._nats_url_for(service, nats_url), database_url, model_url, auth_secret)
             for index in range(self.scale[service]):
                 child = Child(
                     service if self.scale[service] == 1 else f"{service}-{index + 1}",
@@ -151,12 +213,34 @@ class Supervisor:
                 )
                 child.start()
                 self.children.append(child)
+        return f"http://127.0.0.1:{self.port}"
 
-        url = f"http://127.0.0.1:{self.port}"
-        (data_dir / STATE_FILE).write_text(
-            json.dumps({"url": url, "nats_url": nats_url, "database_url": database_url, "pid": os.getpid()})
-        )
-        return url
+    @property
+    def state_file(self) -> Path:
+        return self.settings.data_dir.resolve() / STATE_FILE
+
+    def _record_state(self) -> None:
+        """`up.json`: where the running system is (for the CLI) and which processes are ours (for
+        the next `up`, should this supervisor die without stopping them). It holds credentials:
+        the admin's NATS address and the database's, so it is the owner's only."""
+        state = {**self.addresses, "pid": os.getpid(), "servers": self._server_records()}
+        write_private(self.state_file, json.dumps(state))
+
+    def _server_records(self) -> list[dict[str, object]]:
+        records: list[dict[str, object]] = []
+        if self.nats is not None and self.nats.proc is not None:
+            records.append(
+                {"pid": self.nats.proc.pid, "marker": str(self.nats.conf_path), "signal": int(signal.SIGTERM)}
+            )
+        if self.postgres is not None and self.postgres.proc is not None:
+            records.append(
+                {
+                    "pid": self.postgres.proc.pid,
+                    "marker": str(self.postgres.pgdata),
+                    "signal": int(signal.SIGINT),
+                }
+            )
+        return records
 
     def wait_ready(self, url: str, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
@@ -174,33 +258,47 @@ class Supervisor:
         )
 
     def reap(self) -> None:
-        """Restart crashed children with exponential backoff (capped at 30 s)."""
+        """Restart crashed children — services and servers alike — with exponential backoff."""
         now = time.monotonic()
         for child in self.children:
-            if child.proc is None or self.stopping:
-                continue
-            code = child.proc.poll()
+            if self.stopping:
+                return
+            code = child.proc.poll() if child.proc is not None else "not started"
             if code is None:
-                if child.restarts and now - child.started_at > 60:
+                if child.restarts and now - child.started_at > STABLE_AFTER_S:
                     child.restarts = 0  # stable again: the next crash starts the backoff over
                 continue
             if not child.next_start:
-                delay = min(30.0, 0.5 * 2**child.restarts)
+                if child.proc is not None and now - child.started_at >= STABLE_AFTER_S:
+                    # It ran a good while before it died: killed, not crash-looping, so it comes
+                    # back at the first delay however often that has happened before.
+                    child.restarts = 0
+                delay = restart_delay(child.restarts)
                 child.next_start = now + delay
-                log.error("%s exited with status %s; restarting in %.1fs", child.name, code, delay)
+                log.error("%s exited with status %s; restarting in %.2fs", child.name, code, delay)
             elif now >= child.next_start:
                 child.restarts += 1
                 child.next_start = 0.0
-                child.start()
+                try:
+                    child.start()
+                except Exception as exc:
+                    # e.g. a server's port still held for a moment: the next round tries again, later.
+                    child.proc = None
+                    log.error("%s could not be restarted: %s", child.name, exc)
+                    continue
                 log.warning("%s restarted (restart #%s)", child.name, child.restarts)
+                if child.launch is not None:
+                    self._record_state()  # the server's new pid, for a later `up` should we die
 
     def stop(self) -> None:
         self.stopping = True
-        for child in self.children:
+        # Services first (they finish or hand back in-flight work over the bus), then the servers.
+        services = [child for child in self.children if child.launch is None]
+        for child in services:
             if child.proc is not None and child.proc.poll() is None:
                 child.proc.terminate()
         deadline = time.monotonic() + 20
-        for child in self.children:
+        for child in services:
             if child.proc is None:
                 continue
             try:
@@ -212,8 +310,72 @@ class Supervisor:
             self.postgres.stop()
         if self.nats is not None:
             self.nats.stop()
-        with contextlib.suppress(FileNotFoundError):
-            (self.settings.data_dir.resolve() / STATE_FILE).unlink()
+        if self.addresses:  # ours: a refused start leaves a running supervisor's file alone
+            with contextlib.suppress(FileNotFoundError):
+                self.state_file.unlink()
+
+
+def auth_secret_for(settings: Settings) -> str:
+    """CALAGENT_AUTH_SECRET, or the data dir's generated one (created 0600 on the first start and
+    reused after, so tokens from `calagent token` stay valid across restarts)."""
+    if settings.auth_secret is not None:
+        return settings.auth_secret
+    path = settings.auth_secret_path.resolve()
+    write_private(path, secrets.token_urlsafe(48))
+    log.info("CALAGENT_AUTH_SECRET is unset: tokens are signed with the secret generated in %s", path)
+    secret = path.read_text().strip()
+    assert len(secret) >= MIN_AUTH_SECRET_CHARS
+    return secret
+
+
+def _is_supervisor(proc: psutil.Process | None) -> bool:
+    return proc is not None and process_of(proc.pid, "calagent", "up") is not None
+
+
+def stop_leftovers(data_dir: Path) -> None:
+    """Refuse to run beside a live supervisor of this data dir; stop the servers a dead one left.
+
+    `up.json` names the supervisor and its servers. Servers of earlier versions, which recorded
+    none (and could lose `up.json` altogether), are found by what they run on: the postgres named
+    in `postmaster.pid`, a nats-server started with this data dir's config. A process counts as a
+    leftover only while it runs that command line for this data dir and no live supervisor is its
+    parent, so a reused pid of some other process is never signalled.
+    """
+    path = data_dir / STATE_FILE
+    state: dict[str, Any] = {}
+    with contextlib.suppress(ValueError, OSError):
+        state = json.loads(path.read_text())
+    pid = int(state.get("pid", -1))
+    if pid > 0 and pid != os.getpid() and process_of(pid, "calagent", "up") is not None:
+        raise SystemExit(f"calagent up already runs on {data_dir} (pid {pid}); stop it first")
+    found: list[tuple[psutil.Process | None, int]] = [
+        (process_of(int(server["pid"]), str(server["marker"])), int(server["signal"]))
+        for server in state.get("servers", [])
+    ]
+    pgdata = data_dir / "postgres" / "pgdata"
+    with contextlib.suppress(ValueError, IndexError, OSError):
+        postmaster = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+        found.append((process_of(postmaster, "postgres", str(pgdata)), int(signal.SIGINT)))
+    nats_conf = str(data_dir / "nats" / "nats.conf")
+    found += [
+        (process_of(proc.pid, "nats-server", nats_conf), int(signal.SIGTERM))
+        for proc in psutil.process_iter()
+    ]
+    stopped: set[int] = set()
+    for leftover, sig in found:
+        if leftover is None or leftover.pid in stopped:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if _is_supervisor(leftover.parent()):
+                raise SystemExit(
+                    f"calagent up already runs on {data_dir} (pid {leftover.ppid()}); stop it first"
+                )
+        log.warning(
+            "stopping pid %s, left running on %s by a supervisor that is gone", leftover.pid, data_dir
+        )
+        stop_process(leftover, sig)
+        stopped.add(leftover.pid)
+    path.unlink(missing_ok=True)
 
 
 def _stable_port(pg_dir: Path) -> int:
@@ -235,6 +397,8 @@ def _stable_port(pg_dir: Path) -> int:
 
 def run_up(port: int | None, scale_spec: str | None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s up %(levelname)s %(message)s")
+    # Whatever the supervisor and its children create (logs, sockets, state) is the owner's only.
+    os.umask(0o077)
     settings = Settings()
     scale = parse_scale(scale_spec)
     supervisor = Supervisor(

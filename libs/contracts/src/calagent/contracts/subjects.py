@@ -40,6 +40,9 @@ HEALTH_PREFIX: Final = "calagent.health"
 DEADLETTER_PREFIX: Final = "calagent.deadletter"
 DEADLETTER_STREAM: Final = "CALAGENT_DEADLETTER"
 
+# JetStream key-value: the gateway's claims of client message ids (one winner across replicas).
+GATEWAY_KEYS_BUCKET: Final = "calagent_gateway_message_keys"
+
 SERVICES: Final = ("gateway", "agent", "commands", "timeparse", "evalrec")
 
 

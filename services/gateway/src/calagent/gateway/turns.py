@@ -53,7 +53,7 @@ from nats.js.kv import KeyValue
 from opentelemetry import propagate
 from opentelemetry.trace import Span
 
-from calagent.contracts import wire
+from calagent.contracts import subjects, wire
 from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
@@ -70,7 +70,7 @@ LOOKUP_POLL_S = 0.5
 PUBLISH_TIMEOUT_S = 5.0
 ANSWER_CACHE_TTL_S = 600.0  # JetStream's duplicate window on the turns stream
 ANSWER_CACHE_SIZE = 10_000
-KEY_CLAIMS_BUCKET = "calagent_gateway_message_keys"
+KEY_CLAIMS_BUCKET = subjects.GATEWAY_KEYS_BUCKET
 KEY_CLAIM_TTL_S = ANSWER_CACHE_TTL_S
 _TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
 

@@ -37,9 +37,9 @@ CATALOG: dict[str, tuple[str, str]] = {
     "signin.token_submit": ("登录", "Sign in"),
     "signin.dev_heading": ("开发模式", "Development mode"),
     "signin.dev_help": (
-        "服务器正在使用公开的开发密钥，因此可以直接为任意用户名签发令牌。生产环境请设置 CALAGENT_AUTH_SECRET。",
-        "The server signs tokens with the public development secret, so one can be issued for any "
-        "user name. Set CALAGENT_AUTH_SECRET in production.",
+        "服务器开启了开发登录（CALAGENT_WEB_DEV_SIGNIN），可以直接为任意用户名签发令牌。生产环境切勿开启。",
+        "The server has development sign-in on (CALAGENT_WEB_DEV_SIGNIN), so a token can be issued for "
+        "any user name. Never turn it on in production.",
     ),
     "signin.dev_user_label": ("用户名", "User name"),
     "signin.dev_submit": ("以这个用户名登录", "Sign in as this user"),

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token, principal_from_header, valid_zone
 from calagent.gateway.web.i18n import LANG_COOKIE, catalog, catalogs, negotiate
 from calagent.runtime.clock import Clock
-from calagent.runtime.settings import DEV_AUTH_SECRET, Settings
+from calagent.runtime.settings import Settings
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"
@@ -71,8 +71,8 @@ class DevTokenRequest(BaseModel):
 
 
 def dev_mode(settings: Settings) -> bool:
-    """Tokens are signed with the public development secret (CALAGENT_AUTH_SECRET unset)."""
-    return settings.auth_secret == DEV_AUTH_SECRET
+    """The page mints a token for any typed user name (CALAGENT_WEB_DEV_SIGNIN, off by default)."""
+    return settings.web_dev_signin
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -124,7 +124,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
     async def session(request: Request) -> JSONResponse:
         try:
             principal = principal_from_header(
-                request.headers.get("authorization"), settings.auth_secret, settings.default_tz
+                request.headers.get("authorization"), settings.require_auth_secret(), settings.default_tz
             )
         except AuthError as exc:
             return _error(401, "unauthorized", str(exc))
@@ -152,7 +152,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
             return _error(422, "invalid_request", "body.user: the user name is empty")
         if body.tz is not None and not valid_zone(body.tz):
             return _error(422, "invalid_request", "body.tz: not an IANA time zone")
-        token = issue_token(user, settings.auth_secret, tz=body.tz)
+        token = issue_token(user, settings.require_auth_secret(), tz=body.tz)
         return JSONResponse({"token": token}, headers={"Cache-Control": "no-store"})
 
     return router
