@@ -67,6 +67,8 @@ class EventOut(WireModel):
     occurrence_start: datetime | None = None
     recurrence: str | None = None  # the RRULE, on a master or an occurrence of one
     reminder_minutes: int | None = None
+    # 'rejected': the connected CalDAV server refused the last delivery of this event.
+    sync_state: str | None = None
 
 
 class StubSlots(WireModel):
