@@ -46,6 +46,9 @@ HoldReason = Literal[
     "change_confirmation",
     # An automation request: stored as an offer, never run.
     "automation_plan",
+    # The connected calendar changed the event too: its version was kept, the assistant's change
+    # waits here for the user's word.
+    "sync_conflict",
 ]
 StubKind = Literal["create", "change", "plan"]
 ChangeAction = Literal["update", "delete"]

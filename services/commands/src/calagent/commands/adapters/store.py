@@ -47,7 +47,7 @@ from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
 
 
-def _event(row: Row[Any]) -> Event:
+def event_from_row(row: Row[Any]) -> Event:
     return Event(
         id=row.id,
         user_id=row.user_id,
@@ -259,7 +259,7 @@ class SqlUnitOfWork:
         if incomplete_only:
             query = query.where(events.c.completed.is_(False))
         rows = await self._run(query.order_by(events.c.start_at, events.c.id))
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
         if not ids:
@@ -269,13 +269,13 @@ class SqlUnitOfWork:
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
             .order_by(events.c.start_at, events.c.id)
         )
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def all_events(self, user_id: str) -> list[Event]:
         rows = await self._run(
             select(events).where(events.c.user_id == user_id).order_by(events.c.start_at, events.c.id)
         )
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         self.touch(event.user_id, resource_of(event))
@@ -295,7 +295,7 @@ class SqlUnitOfWork:
                 select(events).where(events.c.id == event_id, events.c.user_id == user_id).with_for_update()
             )
         ).first()
-        return _event(row) if row is not None else None
+        return event_from_row(row) if row is not None else None
 
     async def update_event(self, event: Event) -> None:
         self.touch(event.user_id, resource_of(event))
@@ -324,7 +324,7 @@ class SqlUnitOfWork:
             .where(events.c.user_id == user_id, events.c.series_id == series_id)
             .order_by(events.c.recurrence_id)
         )
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     # ---- plans -----------------------------------------------------------------------------------
 

@@ -125,7 +125,8 @@ def put(login: Login, calendar_url: str, href: str, body: str, etag: str | None)
                 obj.save(no_overwrite=True, increase_seqno=False, raw_data=body.encode())
             else:
                 obj.save(increase_seqno=False, precondition="etag", raw_data=body.encode())
-            return obj.etag
+            new_etag = obj.etag
+            return str(new_etag) if new_etag else None
     except Exception as exc:
         raise _classify(exc) from exc
 
