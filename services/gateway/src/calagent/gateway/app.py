@@ -55,6 +55,7 @@ from calagent.contracts.turns import (
     event_view,
     stub_view,
 )
+from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
 from calagent.gateway.envelopes import unwrap
 from calagent.gateway.turns import (
@@ -638,6 +639,8 @@ def create_app(
                 "Cache-Control": "private, no-cache",
             },
         )
+
+    app.include_router(accounts_router(authenticate))  # connected calendars (contract §12)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")
