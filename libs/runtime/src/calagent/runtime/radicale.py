@@ -71,6 +71,12 @@ class EmbeddedRadicale:
             _stop(self.proc)
             self.proc = None
 
+    def add_user(self, name: str, password: str) -> None:
+        """A new login, usable at once (the htpasswd file is read on every login)."""
+        self.users[name] = password
+        with (self.data_dir / "users").open("a") as handle:
+            handle.write(f"{name}:{password}\n")
+
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -5,8 +5,8 @@ The gateway only checks the body's shape and forwards it to commands over the bu
 the PROPFIND, stores the sealed password and answers. No response carries the password.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
+# a local name that FastAPI must see as an object, not as a string to resolve in module globals.
 import json
 from collections.abc import Callable
 from typing import Annotated, Any
