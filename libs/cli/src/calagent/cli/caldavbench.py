@@ -47,126 +47,125 @@ def _ics(uid: str, day: int) -> str:
     )
 
 
-async def measure(n_writes: int, n_inbound: int, tmp: Path) -> dict[str, Any]:
+async def measure(
+    nats_url: str, database_url: str, n_writes: int, n_inbound: int, tmp: Path
+) -> dict[str, Any]:
     from calagent.cli.stack import start_stack
     from calagent.commands.app import CommandsService
-    from calagent.runtime.testing.servers import provide_servers
 
     radicale = EmbeddedRadicale(tmp / "radicale", {"bench": "bench-pw", "inbound": "inbound-pw"})
     radicale.start()
     try:
-        with provide_servers() as servers:
-            database_url = servers.create_database()
-            stack = await start_stack(
-                nats_url=servers.nats_url,
-                database_url=database_url,
-                model_base_url=None,
-                settings_overrides={
-                    "CALAGENT_DATA_DIR": str(tmp / "data"),
-                    "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
-                    "CALAGENT_CALDAV_SWEEP_S": 1.0,
-                    "CALAGENT_CALDAV_SYNC_S": 3600,
-                },
+        stack = await start_stack(
+            nats_url=nats_url,
+            database_url=database_url,
+            model_base_url=None,
+            settings_overrides={
+                "CALAGENT_DATA_DIR": str(tmp / "data"),
+                "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
+                "CALAGENT_CALDAV_SWEEP_S": 1.0,
+                "CALAGENT_CALDAV_SYNC_S": 3600,
+            },
+        )
+        engine = create_async_engine(database_url)
+        try:
+            assert stack.probe is not None
+            probe = stack.probe
+            make_calendar(radicale.url, "bench", "bench-pw", "Bench")
+            user = f"bench-{uuid.uuid4().hex[:8]}"
+
+            def envelope() -> Envelope:
+                return Envelope(
+                    turn_id=uuid.uuid4().hex,
+                    user_id=user,
+                    conversation_id="bench",
+                    occurred_at=stack.clock.now(),
+                    tz="Asia/Shanghai",
+                    channel="api",
+                )
+
+            connected = await probe.request(
+                wire.CALDAV_ACCOUNTS,
+                AccountRequest(
+                    command=ConnectCalDav(
+                        envelope=envelope(),
+                        url=radicale.user_url("bench"),
+                        username="bench",
+                        password="bench-pw",
+                    )
+                ),
+                timeout=30,
             )
-            engine = create_async_engine(database_url)
-            try:
-                assert stack.probe is not None
-                probe = stack.probe
-                make_calendar(radicale.url, "bench", "bench-pw", "Bench")
-                user = f"bench-{uuid.uuid4().hex[:8]}"
-
-                def envelope() -> Envelope:
-                    return Envelope(
-                        turn_id=uuid.uuid4().hex,
-                        user_id=user,
-                        conversation_id="bench",
-                        occurred_at=stack.clock.now(),
-                        tz="Asia/Shanghai",
-                        channel="api",
-                    )
-
-                connected = await probe.request(
-                    wire.CALDAV_ACCOUNTS,
-                    AccountRequest(
-                        command=ConnectCalDav(
+            assert connected.account is not None, connected
+            today = stack.clock.now().date()
+            for i in range(n_writes):
+                day = today + timedelta(days=1 + i)
+                result = await probe.request(
+                    wire.COMMAND_EXECUTE,
+                    CommandRequest(
+                        command=PrepareOrCreate(
                             envelope=envelope(),
-                            url=radicale.user_url("bench"),
-                            username="bench",
-                            password="bench-pw",
+                            idempotency_key=f"bench-{i}",
+                            args=PrepareOrCreateSchedule(
+                                title=f"bench {i}", date=day.isoformat(), time="09:00"
+                            ),
                         )
                     ),
                     timeout=30,
                 )
-                assert connected.account is not None, connected
-                today = stack.clock.now().date()
-                for i in range(n_writes):
-                    day = today + timedelta(days=1 + i)
-                    result = await probe.request(
-                        wire.COMMAND_EXECUTE,
-                        CommandRequest(
-                            command=PrepareOrCreate(
-                                envelope=envelope(),
-                                idempotency_key=f"bench-{i}",
-                                args=PrepareOrCreateSchedule(
-                                    title=f"bench {i}", date=day.isoformat(), time="09:00"
-                                ),
-                            )
-                        ),
-                        timeout=30,
-                    )
-                    assert result.status == "created", result
-                    # One at a time: the latency of a write, not of a queue behind it.
-                    await _drained(engine, user)
-                async with engine.connect() as conn:
-                    rows = await conn.execute(
-                        text(
-                            "select extract(epoch from delivered_at - created_at) * 1000 as ms, outcome"
-                            " from commands.caldav_outbox where user_id = :u"
-                        ),
-                        {"u": user},
-                    )
-                    found = rows.all()
-                latencies = [float(r.ms) for r in found]
-                delivered = sum(1 for r in found if r.outcome == "delivered")
+                assert result.status == "created", result
+                # One at a time: the latency of a write, not of a queue behind it.
+                await _drained(engine, user)
+            async with engine.connect() as conn:
+                rows = await conn.execute(
+                    text(
+                        "select extract(epoch from delivered_at - created_at) * 1000 as ms, outcome"
+                        " from commands.caldav_outbox where user_id = :u"
+                    ),
+                    {"u": user},
+                )
+                found = rows.all()
+            latencies = [float(r.ms) for r in found]
+            delivered = sum(1 for r in found if r.outcome == "delivered")
 
-                # Inbound: a calendar filled on the server, read back by one first sync.
-                inbound_url = make_calendar(radicale.url, "inbound", "inbound-pw", "Inbound")
-                _fill(radicale.user_url("inbound"), inbound_url, n_inbound)
-                reader = f"reader-{uuid.uuid4().hex[:8]}"
-                commands = next(a for a in stack.apps if isinstance(a, CommandsService))
-                assert commands.sync is not None
-                linked = await probe.request(
-                    wire.CALDAV_ACCOUNTS,
-                    AccountRequest(
-                        command=ConnectCalDav(
-                            envelope=envelope().model_copy(update={"user_id": reader}),
-                            url=radicale.user_url("inbound"),
-                            username="inbound",
-                            password="inbound-pw",
-                        )
-                    ),
-                    timeout=30,
+            # Inbound: a calendar filled on the server, read back by one first sync.
+            inbound_url = make_calendar(radicale.url, "inbound", "inbound-pw", "Inbound")
+            _fill(radicale.user_url("inbound"), inbound_url, n_inbound)
+            reader = f"reader-{uuid.uuid4().hex[:8]}"
+            commands = next(a for a in stack.apps if isinstance(a, CommandsService))
+            assert commands.sync is not None
+            linked = await probe.request(
+                wire.CALDAV_ACCOUNTS,
+                AccountRequest(
+                    command=ConnectCalDav(
+                        envelope=envelope().model_copy(update={"user_id": reader}),
+                        url=radicale.user_url("inbound"),
+                        username="inbound",
+                        password="inbound-pw",
+                    )
+                ),
+                timeout=30,
+            )
+            assert linked.account is not None
+            # The connect asked the running worker for a sync; wait for it to finish, then time
+            # a sync of our own from scratch.
+            await _count(engine, reader, n_inbound)
+            async with engine.begin() as conn:
+                await conn.execute(text("delete from commands.events where user_id = :u"), {"u": reader})
+                await conn.execute(
+                    text("delete from commands.caldav_resources where user_id = :u"), {"u": reader}
                 )
-                assert linked.account is not None
-                # The connect asked the running worker for a sync; wait for it to finish, then time
-                # a sync of our own from scratch.
-                await _count(engine, reader, n_inbound)
-                async with engine.begin() as conn:
-                    await conn.execute(text("delete from commands.events where user_id = :u"), {"u": reader})
-                    await conn.execute(
-                        text("delete from commands.caldav_resources where user_id = :u"), {"u": reader}
-                    )
-                    await conn.execute(
-                        text("update commands.caldav_calendars set sync_token = null where account_id = :a"),
-                        {"a": linked.account.id},
-                    )
-                started = time.perf_counter()
-                stats = await commands.sync.inbound.sync_account(linked.account.id)
-                seconds = time.perf_counter() - started
-                assert stats is not None and stats.changed == n_inbound, stats
-            finally:
-                await engine.dispose()
-                await stack.stop()
+                await conn.execute(
+                    text("update commands.caldav_calendars set sync_token = null where account_id = :a"),
+                    {"a": linked.account.id},
+                )
+            started = time.perf_counter()
+            stats = await commands.sync.inbound.sync_account(linked.account.id)
+            seconds = time.perf_counter() - started
+            assert stats is not None and stats.changed == n_inbound, stats
+        finally:
+            await engine.dispose()
+            await stack.stop()
     finally:
         radicale.stop()
     return {
@@ -220,8 +219,11 @@ async def _count(engine: Any, user: str, n: int) -> None:
 def run_caldav_bench(args: Any) -> int:
     writes = int(getattr(args, "n", 200) or 200)
     inbound = int(getattr(args, "inbound", 500) or 500)
-    with tempfile.TemporaryDirectory(prefix="calagent-caldav-bench-") as tmp:
-        results = asyncio.run(measure(writes, inbound, Path(tmp)))
+    from calagent.runtime.testing.servers import provide_servers
+
+    with tempfile.TemporaryDirectory(prefix="calagent-caldav-bench-") as tmp, provide_servers() as servers:
+        database_url = servers.create_database()
+        results = asyncio.run(measure(servers.nats_url, database_url, writes, inbound, Path(tmp)))
     width = max(len(k) for k in results)
     for key, value in results.items():
         print(f"{key:{width}s} {value}")
