@@ -84,6 +84,16 @@ def _event_values(event: Event) -> dict[str, object]:
     }
 
 
+def event_insert_values(event: Event, *, turn_id: str, key: str | None) -> dict[str, object]:
+    return {
+        "id": event.id,
+        "user_id": event.user_id,
+        "created_by_turn": turn_id,
+        "created_by_key": key,
+        **_event_values(event),
+    }
+
+
 def _stub(row: Row[Any]) -> Stub:
     return Stub(
         id=row.id,
@@ -279,15 +289,7 @@ class SqlUnitOfWork:
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         self.touch(event.user_id, resource_of(event))
-        await self._run(
-            events.insert().values(
-                id=event.id,
-                user_id=event.user_id,
-                created_by_turn=turn_id,
-                created_by_key=key,
-                **_event_values(event),
-            )
-        )
+        await self._run(events.insert().values(**event_insert_values(event, turn_id=turn_id, key=key)))
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         row = (

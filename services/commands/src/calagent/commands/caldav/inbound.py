@@ -17,19 +17,22 @@ from datetime import timedelta
 from zoneinfo import ZoneInfo
 
 from opentelemetry import trace
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.store import SqlUnitOfWork, event_insert_values
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,
     caldav_outbox,
     caldav_resources,
+    events,
 )
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, parse_resource
+from calagent.commands.domain.model import Event
 from calagent.commands.txn import new_id
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -145,13 +148,20 @@ class InboundSync:
             uow.outbound = False  # the server's own changes are not sent back to it
             # The user's lock: conflict checks and stubs of this user see all of the sync or none.
             await uow.lock_user(account.user_id)
+            # One read of what is known, one write of what changed: a first sync of a full
+            # calendar is a few statements, not a few per event.
+            known = {r.href: r for r in await rows.resources_of(conn, account.id)}
+            waiting = await _waiting(conn, account.user_id)
+            replaced: list[str] = []
+            fresh: list[Event] = []
+            resources: list[dict[str, object]] = []
             seen: set[str] = set()
             for obj in found.changed:
                 seen.add(obj.href)
-                resource = await rows.resource_by_href(conn, account.id, obj.href)
+                resource = known.get(obj.href)
                 if resource is not None and obj.etag is not None and resource.etag == obj.etag:
                     continue  # our own write, or nothing new
-                if resource is not None and await _waiting(conn, resource.event_id):
+                if resource is not None and resource.event_id in waiting:
                     stats.skipped += 1
                     continue
                 event_id = resource.event_id if resource is not None else new_id()
@@ -168,31 +178,54 @@ class InboundSync:
                     stats.skipped += 1
                     continue
                 if resource is not None:
-                    old = await rows.resource_rows(conn, account.user_id, event_id)
-                    await uow.delete_events(account.user_id, [e.id for e in old])
-                for row in theirs:
-                    await uow.insert_event(row, turn_id=SYNC_TURN, key=None)
-                await _store_resource(conn, account, event_id, calendar_url, obj, resource)
+                    replaced.append(event_id)
+                fresh.extend(theirs)
+                resources.append(
+                    {
+                        "event_id": event_id,
+                        "user_id": account.user_id,
+                        "account_id": account.id,
+                        "calendar_url": calendar_url,
+                        "href": obj.href,
+                        "uid": resource.uid if resource is not None else (_uid_of(obj.body) or event_id),
+                        "etag": obj.etag,
+                        "origin": resource.origin if resource is not None else "remote",
+                    }
+                )
                 stats.changed += 1
-            gone = list(found.deleted)
+            gone = [remote.normal_href(h) for h in found.deleted]
             if found.complete:
-                known = await conn.execute(
-                    select(caldav_resources.c.href).where(
-                        caldav_resources.c.account_id == account.id,
-                        caldav_resources.c.calendar_url == calendar_url,
+                gone += [
+                    href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen
+                ]
+            removed: list[str] = []
+            for href in gone:
+                resource = known.get(href)
+                if resource is None or resource.event_id in waiting:
+                    continue
+                removed.append(resource.event_id)
+                stats.deleted += 1
+            if replaced or removed:
+                await conn.execute(
+                    delete(events).where(
+                        events.c.user_id == account.user_id,
+                        events.c.id.in_(replaced + removed) | events.c.series_id.in_(replaced + removed),
                     )
                 )
-                gone += [r.href for r in known if r.href not in seen]
-            for href in gone:
-                resource = await rows.resource_by_href(conn, account.id, remote.normal_href(href))
-                if resource is None or await _waiting(conn, resource.event_id):
-                    continue
-                old = await rows.resource_rows(conn, account.user_id, resource.event_id)
-                await uow.delete_events(account.user_id, [e.id for e in old])
+            if removed:
+                await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id.in_(removed)))
+            if fresh:
                 await conn.execute(
-                    caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
+                    events.insert(), [event_insert_values(e, turn_id=SYNC_TURN, key=None) for e in fresh]
                 )
-                stats.deleted += 1
+            if resources:
+                statement = pg_insert(caldav_resources).values(resources)
+                await conn.execute(
+                    statement.on_conflict_do_update(
+                        index_elements=[caldav_resources.c.event_id],
+                        set_={"etag": statement.excluded.etag, "updated_at": func.clock_timestamp()},
+                    )
+                )
             await conn.execute(
                 update(caldav_calendars)
                 .where(caldav_calendars.c.account_id == account.id, caldav_calendars.c.url == calendar_url)
@@ -201,42 +234,14 @@ class InboundSync:
             await conn.commit()
 
 
-async def _waiting(conn: AsyncConnection, event_id: str) -> bool:
-    value = await conn.scalar(
-        select(exists().where(caldav_outbox.c.event_id == event_id, caldav_outbox.c.delivered_at.is_(None)))
+async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
+    """The user's resources with deliveries still waiting: the outbox worker settles those."""
+    found = await conn.execute(
+        select(caldav_outbox.c.event_id)
+        .where(caldav_outbox.c.user_id == user_id, caldav_outbox.c.delivered_at.is_(None))
+        .distinct()
     )
-    return bool(value)
-
-
-async def _store_resource(
-    conn: AsyncConnection,
-    account: rows.Account,
-    event_id: str,
-    calendar_url: str,
-    obj: remote.RemoteObject,
-    resource: rows.Resource | None,
-) -> None:
-    if resource is not None:
-        await conn.execute(
-            update(caldav_resources)
-            .where(caldav_resources.c.event_id == event_id)
-            .values(etag=obj.etag, updated_at=func.clock_timestamp())
-        )
-        return
-    uid = _uid_of(obj.body) or event_id
-    await conn.execute(
-        caldav_resources.insert().values(
-            event_id=event_id,
-            user_id=account.user_id,
-            account_id=account.id,
-            calendar_url=calendar_url,
-            href=obj.href,
-            uid=uid,
-            etag=obj.etag,
-            origin="remote",
-            updated_at=func.clock_timestamp(),
-        )
-    )
+    return {r.event_id for r in found}
 
 
 def _uid_of(body: str) -> str | None:

@@ -58,6 +58,11 @@ async def resource_by_href(conn: AsyncConnection, account_id: str, href: str) ->
     return _resource(row) if row is not None else None
 
 
+async def resources_of(conn: AsyncConnection, account_id: str) -> list[Resource]:
+    found = await conn.execute(select(caldav_resources).where(caldav_resources.c.account_id == account_id))
+    return [_resource(r) for r in found]
+
+
 async def resource_rows(conn: AsyncConnection, user_id: str, event_id: str) -> list[Event]:
     """The stored rows of one resource: the event or master, and the master's overrides."""
     rows = await conn.execute(
