@@ -9,6 +9,7 @@ Facts are read from the server itself (the `caldav` library) and from the databa
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -34,12 +35,36 @@ from .conftest import call, on_user, read_events, script
 pytestmark = pytest.mark.e2e
 
 WAIT_S = 20.0
+# Each user owns their collections, except that a calendar whose id starts with "readonly" may be
+# read but not written: the server answers a PUT there 403 (such a calendar is laid on disk by the
+# test, since its owner cannot create it either).
+RIGHTS = """
+[root]
+user: .+
+collection:
+permissions: R
+
+[principal]
+user: .+
+collection: {user}
+permissions: RW
+
+[readonly]
+user: .+
+collection: {user}/readonly[^/]*
+permissions: r
+
+[calendars]
+user: .+
+collection: {user}/[^/]+
+permissions: RWrw
+"""
 
 
 @pytest.fixture(scope="module")
 def radicale() -> Iterator[EmbeddedRadicale]:
     with tempfile.TemporaryDirectory(prefix="calagent-radicale-") as tmp:
-        server = EmbeddedRadicale(Path(tmp), {})
+        server = EmbeddedRadicale(Path(tmp), {}, rights=RIGHTS)
         server.start()
         yield server
         server.stop()
@@ -372,6 +397,28 @@ async def test_an_edit_on_both_sides_keeps_the_servers_version_and_offers_ours_a
     await outbox_drained(db, user)
     [(_, final)] = remote.objects()
     assert final.walk("VEVENT")[0].decoded("DTSTART").isoformat() == "2026-09-25T20:00:00+08:00"
+
+
+async def test_a_write_the_server_refuses_is_marked_on_the_event_and_not_retried(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, radicale: EmbeddedRadicale
+) -> None:
+    name = f"ro{uuid.uuid4().hex[:8]}"
+    radicale.add_user(name, "pw-readonly")
+    folder = radicale.data_dir / "collections" / "collection-root" / name / "readonly-shared"
+    folder.mkdir(parents=True)
+    (folder / ".Radicale.props").write_text(json.dumps({"tag": "VCALENDAR", "D:displayname": "Shared"}))
+    calendar_url = f"{radicale.user_url(name)}readonly-shared/"
+    remote = Remote(radicale.user_url(name), name, "pw-readonly", calendar_url)
+    await connect(stack, user, remote)
+    await create_by_chat(stack, scripted, user, "团建", time="14:00")
+    await outbox_drained(db, user)
+    [event] = await read_events(stack, user)
+    assert event["sync_state"] == "rejected"
+    row = await scalar(
+        db, "select outcome || ':' || attempts from commands.caldav_outbox where user_id = :u", u=user
+    )
+    assert row == "rejected:1"
+    assert remote.objects() == []
 
 
 # ---- disconnecting ------------------------------------------------------------------------------

@@ -109,7 +109,9 @@ def test_a_sealed_password_opens_only_with_its_key() -> None:
         Vault(Fernet.generate_key()).open(token)
 
 
-def test_without_a_configured_key_one_is_made_in_the_data_dir_readable_by_its_owner_only(tmp_path: Path) -> None:
+def test_without_a_configured_key_one_is_made_in_the_data_dir_readable_by_its_owner_only(
+    tmp_path: Path,
+) -> None:
     key = load_key(None, tmp_path)
     path = tmp_path / "credentials.key"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

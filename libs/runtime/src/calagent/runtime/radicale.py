@@ -18,9 +18,14 @@ log = logging.getLogger("calagent.radicale")
 
 
 class EmbeddedRadicale:
-    def __init__(self, data_dir: Path, users: dict[str, str], port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, users: dict[str, str], port: int | None = None, rights: str | None = None
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.users = dict(users)
+        # Radicale's `from_file` rights (first matching section wins); None: each user owns their
+        # own collections and nothing else.
+        self.rights = rights
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -36,6 +41,11 @@ class EmbeddedRadicale:
         htpasswd = self.data_dir / "users"
         htpasswd.write_text("".join(f"{name}:{password}\n" for name, password in self.users.items()))
         htpasswd.chmod(0o600)
+        rights = ["--rights-type", "owner_only"]
+        if self.rights is not None:
+            rights_file = self.data_dir / "rights"
+            rights_file.write_text(self.rights)
+            rights = ["--rights-type", "from_file", "--rights-file", str(rights_file)]
         logfile = (self.data_dir / "radicale.log").open("ab")
         self.proc = subprocess.Popen(
             [
@@ -55,8 +65,7 @@ class EmbeddedRadicale:
                 # A refused password is answered at once: tests try wrong ones on purpose.
                 "--auth-delay",
                 "0",
-                "--rights-type",
-                "owner_only",
+                *rights,
             ],
             stdout=logfile,
             stderr=subprocess.STDOUT,
@@ -82,12 +91,14 @@ class EmbeddedRadicale:
         return self.proc is not None and self.proc.poll() is None
 
 
-def make_calendar(url: str, user: str, password: str, name: str, color: str | None = None) -> str:
+def make_calendar(
+    url: str, user: str, password: str, name: str, color: str | None = None, cal_id: str | None = None
+) -> str:
     """Create a calendar collection for `user` (Radicale makes none by itself); its URL."""
     import caldav
 
     with caldav.DAVClient(url=url, username=user, password=password) as client:
-        calendar = client.principal().make_calendar(name=name)
+        calendar = client.principal().make_calendar(name=name, cal_id=cal_id)
         if color:
             from caldav.elements import ical
 
