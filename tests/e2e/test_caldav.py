@@ -419,6 +419,15 @@ async def test_a_write_the_server_refuses_is_marked_on_the_event_and_not_retried
     )
     assert row == "rejected:1"
     assert remote.objects() == []
+    # Told once, in the next receipt, whatever that turn was about.
+    scripted.set_script(script(on_user("谢谢", text="不客气。")))
+    told = (await stack.chat(user, "谢谢")).json()
+    assert "团建" in told["reply"]
+    assert await scalar(
+        db, "select reported_at is not null from commands.caldav_outbox where user_id = :u", u=user
+    )
+    again = (await stack.chat(user, "谢谢")).json()
+    assert "团建" not in again["reply"]
 
 
 # ---- disconnecting ------------------------------------------------------------------------------

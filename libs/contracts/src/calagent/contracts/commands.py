@@ -352,6 +352,14 @@ class FreeSlot(WireModel):
     weekday: int
 
 
+class SyncNotice(WireModel):
+    """A delivery to the connected calendar that did not go through as written, told once in the
+    next receipt: refused by the server, or kept in the server's version (both sides changed it)."""
+
+    outcome: Literal["rejected", "conflict"]
+    event: EventOut
+
+
 class QueryResult(WireModel):
     events: tuple[EventOut, ...] = ()
     range_start: datetime | None = None
@@ -363,5 +371,7 @@ class QueryResult(WireModel):
     feed_secret: str | None = None
     plans: tuple[PlanOut, ...] = ()
     deleted: bool = False
+    # With the turn's context: CalDAV deliveries since the last turn that need saying.
+    sync_notices: tuple[SyncNotice, ...] = ()
     error: CommandError | None = None
     db_ms: float = 0.0

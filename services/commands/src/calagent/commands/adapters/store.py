@@ -396,6 +396,41 @@ class SqlUnitOfWork:
                 users.append(user_id)
         self.outbox_users = tuple(users)
 
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        """Deliveries refused or lost to the server's version since the last turn, each told once:
+        (outcome, the event as stored now). An event gone since is not worth a line."""
+        claimed = await self._run(
+            update(caldav_outbox)
+            .where(
+                caldav_outbox.c.id.in_(
+                    select(caldav_outbox.c.id)
+                    .where(
+                        caldav_outbox.c.user_id == user_id,
+                        caldav_outbox.c.outcome.in_(("rejected", "conflict")),
+                        caldav_outbox.c.reported_at.is_(None),
+                    )
+                    .order_by(caldav_outbox.c.id)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
+                    .scalar_subquery()
+                )
+            )
+            .values(reported_at=func.clock_timestamp())
+            .returning(caldav_outbox.c.event_id, caldav_outbox.c.outcome)
+        )
+        found = claimed.all()
+        if not found:
+            return []
+        by_id = {e.id: e for e in await self.events_by_ids(user_id, [r.event_id for r in found])}
+        seen: set[str] = set()
+        notices = []
+        for row in found:
+            event = by_id.get(row.event_id)
+            if event is not None and row.event_id not in seen:
+                seen.add(row.event_id)
+                notices.append((str(row.outcome), event))
+        return notices
+
     async def commit(self) -> None:
         await self._enqueue_outbound()
         started = _time.perf_counter()

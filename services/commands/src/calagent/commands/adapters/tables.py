@@ -222,6 +222,8 @@ caldav_outbox = Table(
     # version won, the assistant's change is offered again), 'dropped' (no account any more).
     Column("outcome", String(16), nullable=True),
     Column("last_error", Text, nullable=True),
+    # When a 'rejected' or 'conflict' outcome was told to the user (in the next turn's receipt).
+    Column("reported_at", DateTime(timezone=True), nullable=True),
     # W3C trace context of the write that committed it: its delivery is a span of the same trace.
     Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Index("ix_caldav_outbox_due", "not_before", postgresql_where=text("delivered_at IS NULL")),

@@ -92,6 +92,7 @@ def upgrade() -> None:
         sa.Column("delivered_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("outcome", sa.String(16), nullable=True),
         sa.Column("last_error", sa.Text, nullable=True),
+        sa.Column("reported_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("trace_context", postgresql.JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
         schema=SCHEMA,
     )
