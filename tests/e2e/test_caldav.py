@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack, start_stack
 from calagent.commands.app import CommandsService
+from calagent.commands.caldav.inbound import InboundSync
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
@@ -117,6 +118,11 @@ class Remote:
             f"UID:{uid}\r\nDTSTAMP:20260924T000000Z\r\nDTSTART:{start}\r\nDTEND:{end}\r\n"
             f"SUMMARY:{summary}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
         )
+        with self.client() as client:
+            calendar = caldav.Calendar(client=client, url=self.calendar_url)
+            return str(calendar.save_event(body).url)
+
+    def add_raw(self, body: str) -> str:
         with self.client() as client:
             calendar = caldav.Calendar(client=client, url=self.calendar_url)
             return str(calendar.save_event(body).url)
@@ -350,6 +356,59 @@ async def test_an_event_added_in_the_calendar_app_is_read_back_and_blocks_a_conf
     # Read back, not written back: the server still holds only the app's own event.
     await outbox_drained(db, user)
     assert remote.summaries() == ["看牙医"]
+
+
+async def test_a_series_with_an_exception_and_a_moved_occurrence_comes_back_as_the_app_shows_it(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    # Daily 09:00 Shanghai from Friday 25th, five times; Saturday is cancelled (EXDATE), Sunday's
+    # moved to 11:00 (an override), all in one object as Apple Calendar or Thunderbird write it.
+    remote.add_raw(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//app//EN\r\n"
+        "BEGIN:VTIMEZONE\r\nTZID:Asia/Shanghai\r\nBEGIN:STANDARD\r\nDTSTART:19700101T000000\r\n"
+        "TZOFFSETFROM:+0800\r\nTZOFFSETTO:+0800\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n"
+        "BEGIN:VEVENT\r\nUID:run-series\r\nDTSTAMP:20260924T000000Z\r\n"
+        "DTSTART;TZID=Asia/Shanghai:20260925T090000\r\nDTEND;TZID=Asia/Shanghai:20260925T100000\r\n"
+        "RRULE:FREQ=DAILY;COUNT=5\r\nEXDATE;TZID=Asia/Shanghai:20260926T090000\r\n"
+        "SUMMARY:晨跑\r\nEND:VEVENT\r\n"
+        "BEGIN:VEVENT\r\nUID:run-series\r\nDTSTAMP:20260924T000000Z\r\n"
+        "RECURRENCE-ID;TZID=Asia/Shanghai:20260927T090000\r\n"
+        "DTSTART;TZID=Asia/Shanghai:20260927T110000\r\nDTEND;TZID=Asia/Shanghai:20260927T120000\r\n"
+        "SUMMARY:晨跑\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+
+    async def expanded() -> bool:
+        return len(await read_events(stack, user)) == 4
+
+    await eventually(expanded, "the series' occurrences in GET /v1/events")
+    starts = [e["start"] for e in await read_events(stack, user)]
+    assert starts == [
+        "2026-09-25T09:00:00+08:00",
+        "2026-09-27T11:00:00+08:00",
+        "2026-09-28T09:00:00+08:00",
+        "2026-09-29T09:00:00+08:00",
+    ]
+    # A create on the moved occurrence's new time meets it; one at the cancelled slot does not.
+    scripted.set_script(script(create_rule("和王五通话", "D+3", "11:30")))
+    assert (await stack.chat(user, "周日11点半和王五通话")).json()["outcome"] == "conflict"
+    scripted.set_script(script(create_rule("买菜", "D+2", "09:00")))
+    assert (await stack.chat(user, "周六九点买菜")).json()["outcome"] == "created"
+
+
+async def test_only_the_replica_holding_an_accounts_lease_syncs_it(
+    stack: Stack, user: str, remote: Remote
+) -> None:
+    connected = await connect(stack, user, remote)
+    worker = commands_app(stack).sync
+    assert worker is not None
+    mine = worker.inbound
+    other = InboundSync(mine.engine, mine.vault, "another-replica", "Asia/Shanghai")
+    assert await other.take_lease(connected["id"])
+    assert await mine.sync_account(connected["id"]) is None
+    await other.release_lease(connected["id"], synced=False)
+    assert await mine.sync_account(connected["id"]) is not None
 
 
 # ---- both sides changed it ----------------------------------------------------------------------

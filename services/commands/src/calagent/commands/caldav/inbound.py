@@ -80,7 +80,7 @@ class InboundSync:
                 total.skipped += stats.skipped
         return total
 
-    async def _lease(self, account_id: str) -> bool:
+    async def take_lease(self, account_id: str) -> bool:
         async with self.engine.begin() as conn:
             taken = await conn.execute(
                 update(caldav_accounts)
@@ -95,7 +95,7 @@ class InboundSync:
             )
             return taken.first() is not None
 
-    async def _release(self, account_id: str, synced: bool) -> None:
+    async def release_lease(self, account_id: str, synced: bool) -> None:
         values: dict[str, object] = {"lease_owner": None, "lease_until": None}
         if synced:
             values["last_synced_at"] = func.clock_timestamp()
@@ -108,7 +108,7 @@ class InboundSync:
 
     async def sync_account(self, account_id: str) -> SyncStats | None:
         """None when another replica holds the account, or it is gone, or the server is down."""
-        if not await self._lease(account_id):
+        if not await self.take_lease(account_id):
             return None
         synced = False
         stats = SyncStats()
@@ -136,7 +136,7 @@ class InboundSync:
         except remote.RemoteError as exc:
             log.warning("inbound sync of account %s failed: %s", account_id, exc)
         finally:
-            await self._release(account_id, synced)
+            await self.release_lease(account_id, synced)
         return stats if synced else None
 
     async def _apply(
