@@ -164,9 +164,16 @@ class Accounts:
                 select(func.count()).select_from(caldav_accounts).where(caldav_accounts.c.user_id == user_id)
             )
             if not others:
+                # SKIP LOCKED: a row a worker is delivering right now finishes (the worker may be
+                # waiting for this user's lock: waiting for its row here would deadlock the two).
                 await conn.execute(
                     delete(caldav_outbox).where(
-                        caldav_outbox.c.user_id == user_id, caldav_outbox.c.delivered_at.is_(None)
+                        caldav_outbox.c.id.in_(
+                            select(caldav_outbox.c.id)
+                            .where(caldav_outbox.c.user_id == user_id, caldav_outbox.c.delivered_at.is_(None))
+                            .with_for_update(skip_locked=True)
+                            .scalar_subquery()
+                        )
                     )
                 )
             unused = [n for n in names if n not in self.default_calendars]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from opentelemetry import trace
@@ -128,10 +128,12 @@ class InboundSync:
                 if account is None:
                     return None
                 for calendar in calendars:
+                    async with self.engine.connect() as conn:
+                        listed_at: datetime = await conn.scalar(select(func.clock_timestamp()))
                     found = await asyncio.to_thread(
                         remote.changes, account.login, calendar.url, calendar.sync_token
                     )
-                    await self._apply(account, calendar.url, calendar.name, found, stats)
+                    await self._apply(account, calendar.url, calendar.name, found, stats, listed_at)
                 synced = True
         except remote.RemoteError as exc:
             log.warning("inbound sync of account %s failed: %s", account_id, exc)
@@ -140,8 +142,16 @@ class InboundSync:
         return stats if synced else None
 
     async def _apply(
-        self, account: rows.Account, calendar_url: str, name: str, found: remote.Changes, stats: SyncStats
+        self,
+        account: rows.Account,
+        calendar_url: str,
+        name: str,
+        found: remote.Changes,
+        stats: SyncStats,
+        listed_at: datetime,
     ) -> None:
+        """Apply one calendar's changes. A resource the outbox wrote after `listed_at` is newer
+        than what the listing says about it (or about its absence): it is left alone."""
         async with self.engine.connect() as conn:
             await conn.begin()
             uow = SqlUnitOfWork(conn)
@@ -161,7 +171,7 @@ class InboundSync:
                 resource = known.get(obj.href)
                 if resource is not None and obj.etag is not None and resource.etag == obj.etag:
                     continue  # our own write, or nothing new
-                if resource is not None and resource.event_id in waiting:
+                if resource is not None and (resource.event_id in waiting or _newer(resource, listed_at)):
                     stats.skipped += 1
                     continue
                 event_id = resource.event_id if resource is not None else new_id()
@@ -201,7 +211,7 @@ class InboundSync:
             removed: list[str] = []
             for href in gone:
                 resource = known.get(href)
-                if resource is None or resource.event_id in waiting:
+                if resource is None or resource.event_id in waiting or _newer(resource, listed_at):
                     continue
                 removed.append(resource.event_id)
                 stats.deleted += 1
@@ -232,6 +242,10 @@ class InboundSync:
                 .values(sync_token=found.token)
             )
             await conn.commit()
+
+
+def _newer(resource: rows.Resource, listed_at: datetime) -> bool:
+    return resource.updated_at is not None and resource.updated_at > listed_at
 
 
 async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, or_, select
@@ -25,6 +26,7 @@ class Resource:
     uid: str
     etag: str | None
     origin: str
+    updated_at: datetime | None = None
 
 
 def _resource(row: Row[Any]) -> Resource:
@@ -37,6 +39,7 @@ def _resource(row: Row[Any]) -> Resource:
         uid=row.uid,
         etag=row.etag,
         origin=row.origin,
+        updated_at=row.updated_at,
     )
 
 
