@@ -129,7 +129,7 @@ class InboundSync:
                     return None
                 for calendar in calendars:
                     async with self.engine.connect() as conn:
-                        listed_at: datetime = await conn.scalar(select(func.clock_timestamp()))
+                        listed_at = (await conn.execute(select(func.clock_timestamp()))).scalar_one()
                     found = await asyncio.to_thread(
                         remote.changes, account.login, calendar.url, calendar.sync_token
                     )
