@@ -14,6 +14,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.cli.stack import Stack, start_stack
 from calagent.commands.app import CommandsService
 from calagent.commands.caldav.inbound import InboundSync
+from calagent.commands.caldav.outbox import Deliverer
+from calagent.contracts import wire
+from calagent.contracts.commands import CommandRequest, PrepareOrCreate
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.tools import PrepareOrCreateSchedule
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
@@ -331,6 +337,49 @@ async def test_an_outage_loses_nothing_and_duplicates_nothing(
         v.decoded("DTSTART").isoformat() for _, cal in remote.objects() for v in cal.walk("VEVENT")
     )
     assert starts == ["2026-09-25T11:00:00+08:00", "2026-09-25T12:00:00+08:00"]
+
+
+async def test_replicas_share_the_outbox_and_no_row_is_delivered_twice(
+    stack: Stack, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    assert stack.probe is not None
+    worker = commands_app(stack).sync
+    assert worker is not None
+    # Two more replicas' workers beside the running one, on the same database.
+    replicas = [
+        Deliverer(worker.deliverer.engine, worker.deliverer.vault, stack.clock, timedelta(minutes=30))
+        for _ in range(2)
+    ]
+
+    async def create(i: int) -> None:
+        envelope = Envelope(
+            turn_id=uuid.uuid4().hex,
+            user_id=user,
+            conversation_id="c",
+            occurred_at=stack.clock.now(),
+            tz="Asia/Shanghai",
+        )
+        result = await stack.probe.request(  # type: ignore[union-attr]
+            wire.COMMAND_EXECUTE,
+            CommandRequest(
+                command=PrepareOrCreate(
+                    envelope=envelope,
+                    idempotency_key=f"k{i}",
+                    args=PrepareOrCreateSchedule(title=f"事项{i}", date=f"2026-10-{1 + i:02d}", time="09:00"),
+                )
+            ),
+        )
+        assert result.status == "created", result
+
+    await asyncio.gather(*(create(i) for i in range(12)), *(r.deliver_due() for r in replicas))
+    await asyncio.gather(*(r.deliver_due() for r in replicas))
+    await outbox_drained(db, user)
+    rows = await scalar(db, "select count(*) from commands.caldav_outbox where user_id = :u", u=user)
+    attempts = await scalar(db, "select sum(attempts) from commands.caldav_outbox where user_id = :u", u=user)
+    assert (rows, attempts) == (12, 12)
+    uids = [str(v["UID"]) for _, cal in remote.objects() for v in cal.walk("VEVENT")]
+    assert len(uids) == len(set(uids)) == 12
 
 
 # ---- inbound ------------------------------------------------------------------------------------
