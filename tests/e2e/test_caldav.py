@@ -22,6 +22,10 @@ import caldav
 import pytest
 from cryptography.fernet import Fernet
 from icalendar import Calendar
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -536,6 +540,32 @@ async def test_a_write_the_server_refuses_is_marked_on_the_event_and_not_retried
     )
     again = (await stack.chat(user, "谢谢")).json()
     assert "团建" not in again["reply"]
+
+
+# ---- traced -------------------------------------------------------------------------------------
+
+
+async def test_a_delivery_is_a_span_of_the_turn_that_wrote_it(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    try:
+        await connect(stack, user, remote)
+        await create_by_chat(stack, scripted, user, "体检", time="08:00")
+        await outbox_drained(db, user)
+    finally:
+        spans = exporter.get_finished_spans()
+        exporter.shutdown()
+    [deliver] = [s for s in spans if s.name == "sync.deliver"]
+    assert deliver.attributes is not None and deliver.attributes["calagent.outcome"] == "delivered"
+    same_trace = {s.name for s in spans if s.context.trace_id == deliver.context.trace_id}
+    # The delivery sits in the turn's own trace, beside the agent's tool span and the command.
+    assert {"tool.prepare_or_create_schedule", "command.prepare_or_create"} <= same_trace
 
 
 # ---- disconnecting ------------------------------------------------------------------------------
