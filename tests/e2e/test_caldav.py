@@ -159,6 +159,12 @@ def remote(radicale: EmbeddedRadicale) -> Remote:
     return Remote(radicale.user_url(name), name, password, calendar_url)
 
 
+def stack_db(stack: Stack) -> AsyncEngine:
+    engine = commands_app(stack).engine
+    assert engine is not None
+    return engine
+
+
 def commands_app(stack: Stack) -> CommandsService:
     return next(app for app in stack.apps if isinstance(app, CommandsService))
 
@@ -197,6 +203,16 @@ async def connect(stack: Stack, user: str, remote: Remote) -> dict[str, Any]:
     )
     assert response.status_code == 201, response.text
     body: dict[str, Any] = response.json()
+
+    async def first_sync_done() -> bool:
+        synced = await scalar(
+            stack_db(stack), "select last_synced_at from commands.caldav_accounts where id = :a", a=body["id"]
+        )
+        return synced is not None
+
+    # The connection asks for a first sync at once; later ones come only when a test asks, so a
+    # test knows which of the server's changes have been read.
+    await eventually(first_sync_done, "the first sync of the new account")
     return body
 
 

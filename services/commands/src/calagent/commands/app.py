@@ -113,7 +113,7 @@ class CommandsService:
             if isinstance(command, ConnectCalDav):
                 result = await accounts.connect(command)
                 if result.account is not None and self.sync is not None:
-                    self.sync.sync_soon()
+                    self.sync.sync_soon(result.account.id)
                 return result
             if isinstance(command, DisconnectAccount):
                 return await accounts.disconnect(command)

@@ -28,12 +28,16 @@ class SyncWorker:
         self.sync_s = sync_s
         self._wake = asyncio.Event()
         self._sync_now = asyncio.Event()
+        self._requested: set[str] = set()  # accounts to sync at once (None in it: every account)
         self._tasks: list[asyncio.Task[None]] = []
 
     def wake(self) -> None:
         self._wake.set()
 
-    def sync_soon(self) -> None:
+    def sync_soon(self, account_id: str | None = None) -> None:
+        """Sync this account (a new connection: its calendar should show at once), or every
+        account, without waiting for the period."""
+        self._requested.add(account_id or "*")
         self._sync_now.set()
 
     def start(self) -> None:
@@ -65,9 +69,13 @@ class SyncWorker:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._sync_now.wait(), timeout=self.sync_s)
-            forced = self._sync_now.is_set()
             self._sync_now.clear()
+            requested, self._requested = self._requested, set()
             try:
-                await self.inbound.sync_due(timedelta(0) if forced else timedelta(seconds=self.sync_s))
+                for account_id in sorted(requested - {"*"}):
+                    await self.inbound.sync_account(account_id)
+                await self.inbound.sync_due(
+                    timedelta(0) if "*" in requested else timedelta(seconds=self.sync_s)
+                )
             except Exception:
                 log.exception("the inbound sync failed; trying again at the next round")
