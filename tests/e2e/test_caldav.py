@@ -316,6 +316,56 @@ async def test_create_move_and_delete_by_chat_reach_the_server_exactly_once(
     assert outcomes == ["delivered"]
 
 
+async def test_a_series_and_its_edits_by_scope_reach_the_server_as_one_object(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    scripted.set_script(
+        script(
+            on_user(
+                "重复",
+                tool_calls=[
+                    call(
+                        "prepare_or_create_schedule",
+                        title="周会",
+                        date="W1+1",
+                        time="10:00",
+                        recurrence="FREQ=WEEKLY;BYDAY=MO;COUNT=4",
+                    )
+                ],
+            )
+        )
+    )
+    assert (await stack.chat(user, "重复的周会")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "created"
+    occurrences = await read_events(stack, user)
+    assert len(occurrences) == 4
+
+    async def change(tool: str, **arguments: Any) -> None:
+        scripted.set_script(
+            script(
+                on_user("这一次", tool_calls=[call(tool, **arguments)]),
+                on_user("确认", tool_calls=[call("confirm_command")]),
+            )
+        )
+        assert (await stack.chat(user, "这一次改一下")).json()["outcome"] in ("held", "conflict")
+        assert (await stack.chat(user, "确认")).json()["outcome"] in ("updated", "deleted")
+        await outbox_drained(db, user)
+
+    await change("update_schedule", event_id=occurrences[1]["id"], time="11:00", scope="this")
+    await change("delete_schedule", event_id=occurrences[2]["id"], scope="this")
+    [(_, body)] = remote.objects()
+    master, override = sorted(body.walk("VEVENT"), key=lambda v: "RECURRENCE-ID" in v)
+    assert "COUNT=4" in master["RRULE"].to_ical().decode()
+    assert [d.dt.isoformat() for d in master["EXDATE"].dts] == ["2026-10-12T10:00:00+08:00"]
+    assert override.decoded("RECURRENCE-ID").isoformat() == "2026-10-05T10:00:00+08:00"
+    assert override.decoded("DTSTART").isoformat() == "2026-10-05T11:00:00+08:00"
+    assert str(master["UID"]) == str(override["UID"]) == f"{occurrences[0]['series_id']}@calagent"
+
+    await change("delete_schedule", event_id=occurrences[0]["id"], scope="all")
+    assert remote.objects() == []
+
+
 async def test_an_outage_loses_nothing_and_duplicates_nothing(
     stack: Stack,
     scripted: ScriptedModelServer,
