@@ -355,7 +355,8 @@ async def test_a_series_and_its_edits_by_scope_reach_the_server_as_one_object(
     await change("update_schedule", event_id=occurrences[1]["id"], time="11:00", scope="this")
     await change("delete_schedule", event_id=occurrences[2]["id"], scope="this")
     [(_, body)] = remote.objects()
-    master, override = sorted(body.walk("VEVENT"), key=lambda v: "RECURRENCE-ID" in v)
+    components: list[Any] = sorted(body.walk("VEVENT"), key=lambda v: "RECURRENCE-ID" in v)
+    master, override = components
     assert "COUNT=4" in master["RRULE"].to_ical().decode()
     assert [d.dt.isoformat() for d in master["EXDATE"].dts] == ["2026-10-12T10:00:00+08:00"]
     assert override.decoded("RECURRENCE-ID").isoformat() == "2026-10-05T10:00:00+08:00"
