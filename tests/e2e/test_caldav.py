@@ -367,6 +367,17 @@ async def test_a_series_and_its_edits_by_scope_reach_the_server_as_one_object(
     assert remote.objects() == []
 
 
+async def test_events_written_before_the_connection_go_out_when_it_is_made(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    event = await create_by_chat(stack, scripted, user, "早就约好的饭局", time="18:30")
+    assert await scalar(db, "select count(*) from commands.caldav_outbox where user_id = :u", u=user) == 0
+    await connect(stack, user, remote)
+    await outbox_drained(db, user)
+    [(_, body)] = remote.objects()
+    assert str(body.walk("VEVENT")[0]["UID"]) == f"{event['id']}@calagent"
+
+
 async def test_an_outage_loses_nothing_and_duplicates_nothing(
     stack: Stack,
     scripted: ScriptedModelServer,

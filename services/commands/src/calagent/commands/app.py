@@ -114,6 +114,7 @@ class CommandsService:
                 result = await accounts.connect(command)
                 if result.account is not None and self.sync is not None:
                     self.sync.sync_soon(result.account.id)
+                    self.sync.wake()  # the events written before the connection
                 return result
             if isinstance(command, DisconnectAccount):
                 return await accounts.disconnect(command)

@@ -113,6 +113,23 @@ class Accounts:
                     )
                     .on_conflict_do_nothing()
                 )
+            # What the assistant wrote before the connection goes out too: the first account gets
+            # every event and series this user already has (one outbox row each).
+            first = await conn.scalar(
+                select(caldav_accounts.c.id)
+                .where(caldav_accounts.c.user_id == user_id)
+                .order_by(caldav_accounts.c.created_at, caldav_accounts.c.id)
+                .limit(1)
+            )
+            if first == account_id:
+                await conn.execute(
+                    caldav_outbox.insert().from_select(
+                        ["user_id", "event_id"],
+                        select(events.c.user_id, events.c.id).where(
+                            events.c.user_id == user_id, events.c.series_id.is_(None)
+                        ),
+                    )
+                )
             await conn.commit()
             out = await self._accounts(conn, user_id, account_id)
         return AccountResult(account=out[0] if out else None)

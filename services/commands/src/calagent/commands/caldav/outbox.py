@@ -69,6 +69,18 @@ class Deliverer:
         self.clock = clock
         self.stub_ttl = stub_ttl
 
+    async def prune(self, older_than: timedelta) -> int:
+        """Forget settled rows after a while: delivered ones, and refusals already told."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                caldav_outbox.delete().where(
+                    caldav_outbox.c.delivered_at < func.clock_timestamp() - older_than,
+                    (caldav_outbox.c.outcome.in_(("delivered", "dropped")))
+                    | caldav_outbox.c.reported_at.is_not(None),
+                )
+            )
+            return int(getattr(result, "rowcount", 0) or 0)
+
     async def deliver_due(self, limit: int = 100) -> int:
         """Deliver due rows until none is left (or `limit` resources); how many were handled."""
         handled = 0
