@@ -19,6 +19,9 @@ from calagent.commands.caldav.outbox import Deliverer
 
 log = logging.getLogger("calagent.commands.caldav")
 
+# Settled outbox rows are kept this long (what was delivered when, for operators and the bench).
+OUTBOX_RETENTION = timedelta(days=7)
+
 
 class SyncWorker:
     def __init__(self, deliverer: Deliverer, inbound: InboundSync, *, sweep_s: float, sync_s: float) -> None:
@@ -77,5 +80,6 @@ class SyncWorker:
                 await self.inbound.sync_due(
                     timedelta(0) if "*" in requested else timedelta(seconds=self.sync_s)
                 )
+                await self.deliverer.prune(OUTBOX_RETENTION)
             except Exception:
                 log.exception("the inbound sync failed; trying again at the next round")
