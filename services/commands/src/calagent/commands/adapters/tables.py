@@ -228,4 +228,6 @@ caldav_outbox = Table(
     Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Index("ix_caldav_outbox_due", "not_before", postgresql_where=text("delivered_at IS NULL")),
     Index("ix_caldav_outbox_event", "event_id", postgresql_where=text("delivered_at IS NULL")),
+    # A user's rows: notices for the next turn, a disconnect's leftovers.
+    Index("ix_caldav_outbox_user", "user_id", "id"),
 )

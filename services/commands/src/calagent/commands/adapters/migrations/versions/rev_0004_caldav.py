@@ -103,6 +103,7 @@ def upgrade() -> None:
         schema=SCHEMA,
         postgresql_where=sa.text("delivered_at IS NULL"),
     )
+    op.create_index("ix_caldav_outbox_user", "caldav_outbox", ["user_id", "id"], schema=SCHEMA)
     op.create_index(
         "ix_caldav_outbox_event",
         "caldav_outbox",
