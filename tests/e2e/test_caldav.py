@@ -628,7 +628,9 @@ async def test_a_delivery_is_a_span_of_the_turn_that_wrote_it(
 ) -> None:
     exporter = InMemorySpanExporter()
     provider = trace.get_tracer_provider()
+    made_here = not isinstance(provider, TracerProvider)
     if not isinstance(provider, TracerProvider):
+        # The services' tracers are proxies: from here on they record into this provider.
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -639,6 +641,8 @@ async def test_a_delivery_is_a_span_of_the_turn_that_wrote_it(
     finally:
         spans = exporter.get_finished_spans()
         exporter.shutdown()
+        if made_here:
+            provider.shutdown()  # later tests go on as before: spans made, none kept
     [deliver] = [s for s in spans if s.name == "sync.deliver"]
     assert deliver.attributes is not None and deliver.attributes["calagent.outcome"] == "delivered"
     same_trace = {s.name for s in spans if s.context.trace_id == deliver.context.trace_id}
