@@ -14,7 +14,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -487,6 +487,34 @@ async def test_an_event_added_in_the_calendar_app_is_read_back_and_blocks_a_conf
     # Read back, not written back: the server still holds only the app's own event.
     await outbox_drained(db, user)
     assert remote.summaries() == ["看牙医"]
+
+
+async def test_an_event_from_the_calendar_app_moved_by_chat_keeps_its_uid_and_address(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    href = remote.add("ABCD-1234-phone", "家长会", "20260925T020000Z", "20260925T030000Z")  # 10:00 +08
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+
+    async def visible() -> bool:
+        return len(await read_events(stack, user)) == 1
+
+    await eventually(visible, "the app's event in GET /v1/events")
+    [meeting] = await read_events(stack, user)
+    scripted.set_script(
+        script(
+            on_user("家长会改到", tool_calls=[call("update_schedule", event_id=meeting["id"], time="16:00")]),
+            on_user("确认", tool_calls=[call("confirm_command")]),
+        )
+    )
+    assert (await stack.chat(user, "家长会改到下午四点")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
+    await outbox_drained(db, user)
+    [(moved_href, body)] = remote.objects()
+    [vevent] = body.walk("VEVENT")
+    assert (moved_href, str(vevent["UID"])) == (href, "ABCD-1234-phone")
+    # The same instant; written in the zone the app wrote it in (UTC here).
+    assert vevent.decoded("DTSTART") == datetime.fromisoformat("2026-09-25T16:00:00+08:00")
 
 
 async def test_a_series_with_an_exception_and_a_moved_occurrence_comes_back_as_the_app_shows_it(
