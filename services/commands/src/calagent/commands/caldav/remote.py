@@ -196,9 +196,13 @@ def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
                 for o in found
                 if normal_href(str(o.url)) not in deleted and o.data
             ]
-            incremental = token is not None and bool(found.sync_token) and found.sync_token != "fake"
             new_token = str(found.sync_token) if found.sync_token else None
-            return Changes(changed, sorted(deleted), new_token, complete=not incremental)
+            if new_token is not None and new_token.startswith("fake-"):
+                # No RFC 6578 on this server: the library lists everything and hashes the ETags
+                # into a token of its own; the same token back means nothing changed.
+                unchanged = token == new_token
+                return Changes([] if unchanged else changed, [], new_token, complete=not unchanged)
+            return Changes(changed, sorted(deleted), new_token, complete=token is None)
     except error.DAVError as exc:
         if token is not None and "valid-sync-token" in str(getattr(exc, "preconditions", "")):
             # The server forgot the token (RFC 6578 §3.2): start over with a full listing.
