@@ -28,6 +28,10 @@ HEADERS = {"Authorization": "Bearer " + issue_token("hostile-user", SECRET)}
 JSON = {**HEADERS, "Content-Type": "application/json"}
 
 
+BODY_BYTES = 64 * 1024 * 1024
+HELD_BOUND = BODY_BYTES // 16  # 4 MiB
+
+
 def app_without_bus() -> FastAPI:
     return create_app(Settings(auth_secret=SECRET))
 
@@ -185,7 +189,7 @@ async def test_hostile_input_gets_a_4xx_in_the_error_shape_before_the_bus(
 
 def sixty_four_mib(pulled: list[int], chunk: int = 65_536) -> AsyncIterator[bytes]:
     async def body() -> AsyncIterator[bytes]:
-        for _ in range(64 * 1024 * 1024 // chunk):
+        for _ in range(BODY_BYTES // chunk):
             pulled.append(chunk)
             yield b"x" * chunk
 
@@ -207,17 +211,18 @@ async def post_measured(headers: dict[str, str], pulled: list[int]) -> tuple[htt
 
 async def test_a_declared_body_over_the_cap_is_413_and_never_held() -> None:
     pulled: list[int] = []
-    response, peak = await post_measured({**JSON, "Content-Length": str(64 * 1024 * 1024)}, pulled)
+    response, peak = await post_measured({**JSON, "Content-Length": str(BODY_BYTES)}, pulled)
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
     # Read and thrown away so the client sees the 413, never kept: memory grows by far less than
-    # the body (64 MiB), within a few caps.
-    assert peak < 8 * MAX_BODY_BYTES, peak
+    # the body (64 MiB). The bound leaves room for whatever else this process allocates meanwhile
+    # (tracemalloc sees every thread), and still fails for a body held even in part.
+    assert peak < HELD_BOUND, peak
 
 
 async def test_a_body_over_the_cap_with_expect_continue_is_413_before_a_byte_is_read() -> None:
     pulled: list[int] = []
-    headers = {**JSON, "Content-Length": str(64 * 1024 * 1024), "Expect": "100-continue"}
+    headers = {**JSON, "Content-Length": str(BODY_BYTES), "Expect": "100-continue"}
     response, _ = await post_measured(headers, pulled)
     assert response.status_code == 413
     assert pulled == []
@@ -230,7 +235,7 @@ async def test_a_chunked_body_over_the_cap_is_413_and_never_held() -> None:
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
     assert "content-length" not in {k.lower() for k in response.request.headers}
-    assert peak < 8 * MAX_BODY_BYTES, peak
+    assert peak < HELD_BOUND, peak
 
 
 async def test_a_body_at_the_cap_is_read() -> None:

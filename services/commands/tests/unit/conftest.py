@@ -130,6 +130,9 @@ class FakeUnitOfWork:
         self.store.state = self.state
         self.committed = True
 
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        return []  # no connected calendar in the pure tests
+
     async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
         self.state.feeds[user_id] = (secret_hash, tz)
 

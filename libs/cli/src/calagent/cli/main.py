@@ -172,11 +172,21 @@ def cmd_asyncapi(args: argparse.Namespace) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     from calagent.cli.up import run_up
 
+    demo = None
+    if getattr(args, "caldav_demo", False):
+        from calagent.cli.caldavdemo import start_demo
+        from calagent.runtime.settings import load_settings
+
+        demo, note = start_demo(load_settings().data_dir)
+        print(note, flush=True)
     try:
         return run_up(args.port, args.scale)
     except ValueError as exc:
         print(f"calagent up: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if demo is not None:
+            demo.stop()
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -196,6 +206,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from calagent.cli.turnbench import run_turn_bench
 
         return run_turn_bench(args)
+    if what == "caldav":
+        from calagent.cli.caldavbench import run_caldav_bench
+
+        return run_caldav_bench(args)
     if what in ("timeparse", "all"):
         from calagent.timeparse.bench import run_benchmark
 
@@ -233,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start the whole system in the foreground")
     up.add_argument("--port", type=int, default=None)
     up.add_argument("--scale", default=None, help="replicas, e.g. agent=2,commands=2")
+    up.add_argument(
+        "--caldav-demo", action="store_true", help="also start a local CalDAV server with a demo account"
+    )
     up.set_defaults(func=cmd_up)
 
     token = sub.add_parser("token", help="print a bearer token for a user")
@@ -283,12 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "what",
         nargs="?",
-        choices=("timeparse", "claims", "turns", "all"),
+        choices=("timeparse", "claims", "turns", "caldav", "all"),
         default="timeparse",
         help="timeparse (default): time service; claims: exit-check recall/false alarms; "
-        "turns: the cost of a turn on the running system beside its floor; all: timeparse and claims",
+        "turns: the cost of a turn on the running system beside its floor; caldav: delivery latency "
+        "after commit and inbound sync throughput; all: timeparse and claims",
     )
-    bench.add_argument("--n", type=int, default=200, help="turns: sequential creates measured")
+    bench.add_argument("--n", type=int, default=200, help="turns, caldav: sequential creates measured")
+    bench.add_argument("--inbound", type=int, default=500, help="caldav: events read back by one sync")
     bench.add_argument("--clients", type=int, default=16, help="turns: concurrent clients for throughput")
     bench.add_argument("--seconds", type=float, default=10.0, help="turns: how long throughput runs")
     bench.add_argument("--in-flight", type=int, default=300, help="turns: concurrent turns at the slow model")

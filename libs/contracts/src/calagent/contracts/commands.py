@@ -46,6 +46,9 @@ HoldReason = Literal[
     "change_confirmation",
     # An automation request: stored as an offer, never run.
     "automation_plan",
+    # The connected calendar changed the event too: its version was kept, the assistant's change
+    # waits here for the user's word.
+    "sync_conflict",
 ]
 StubKind = Literal["create", "change", "plan"]
 ChangeAction = Literal["update", "delete"]
@@ -67,6 +70,8 @@ class EventOut(WireModel):
     occurrence_start: datetime | None = None
     recurrence: str | None = None  # the RRULE, on a master or an occurrence of one
     reminder_minutes: int | None = None
+    # 'rejected': the connected CalDAV server refused the last delivery of this event.
+    sync_state: str | None = None
 
 
 class StubSlots(WireModel):
@@ -350,6 +355,14 @@ class FreeSlot(WireModel):
     weekday: int
 
 
+class SyncNotice(WireModel):
+    """A delivery to the connected calendar that did not go through as written, told once in the
+    next receipt: refused by the server, or kept in the server's version (both sides changed it)."""
+
+    outcome: Literal["rejected", "conflict"]
+    event: EventOut
+
+
 class QueryResult(WireModel):
     events: tuple[EventOut, ...] = ()
     range_start: datetime | None = None
@@ -361,5 +374,7 @@ class QueryResult(WireModel):
     feed_secret: str | None = None
     plans: tuple[PlanOut, ...] = ()
     deleted: bool = False
+    # With the turn's context: CalDAV deliveries since the last turn that need saying.
+    sync_notices: tuple[SyncNotice, ...] = ()
     error: CommandError | None = None
     db_ms: float = 0.0

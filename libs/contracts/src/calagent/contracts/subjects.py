@@ -32,6 +32,10 @@ COMMAND_QUERY: Final = "calagent.command.query"
 AGENT_TURN_LOOKUP: Final = "calagent.agent.lookup"
 EVALREC_TIMELINE: Final = "calagent.evalrec.timeline"
 EVALREC_REPORT: Final = "calagent.evalrec.report"
+CALDAV_ACCOUNTS: Final = "calagent.caldav.accounts"
+
+# Core NATS: commands replicas wake their CalDAV outbox worker on `<prefix>.<user_id>` after a commit.
+CALDAV_OUTBOX_PREFIX: Final = "calagent.caldav.outbox"
 
 # Health: every service answers `calagent.health.<service>`.
 HEALTH_PREFIX: Final = "calagent.health"

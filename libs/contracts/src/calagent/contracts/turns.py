@@ -73,7 +73,7 @@ class ToolCallOut(WireModel):
 # Keys beyond the contract's §4 example are sent only when they say something, so a client that
 # reads the documented shape sees exactly it for a plain event or stub.
 _STUB_EXTRAS = ("kind", "hold_reason", "proposed_start", "proposed_end", "change", "next_occurrences")
-_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes")
+_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes", "sync_state")
 
 
 def _says_nothing(value: Any) -> bool:
@@ -124,6 +124,8 @@ class EventView(WireModel):
     series_id: str | None = None
     recurrence: str | None = None
     reminder_minutes: int | None = None
+    # 'rejected': the connected CalDAV server refused the last delivery of this event.
+    sync_state: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -143,6 +145,7 @@ def event_view(event: EventOut) -> EventView:
         series_id=event.series_id,
         recurrence=event.recurrence,
         reminder_minutes=event.reminder_minutes,
+        sync_state=event.sync_state,
     )
 
 

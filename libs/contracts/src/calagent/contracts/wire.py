@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from calagent.contracts import subjects
 from calagent.contracts.bus import DeadLetter, HealthCheck, HealthReply
+from calagent.contracts.caldav import AccountRequest, AccountResult, OutboxWake
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.contracts.evalrec import ReportRequest, ReportResult, TimelineRequest, TimelineResult
 from calagent.contracts.time import (
@@ -116,6 +117,13 @@ EVALREC_REPORT: Endpoint[ReportRequest, ReportResult] = Endpoint(
     subjects.EVALREC_REPORT, ReportRequest, ReportResult, "Recorded turns summed up, with eval candidates."
 )
 
+CALDAV_ACCOUNTS: Endpoint[AccountRequest, AccountResult] = Endpoint(
+    subjects.CALDAV_ACCOUNTS,
+    AccountRequest,
+    AccountResult,
+    "Connect (validated by a PROPFIND), list or disconnect the caller's CalDAV accounts.",
+)
+
 
 def health(service: str) -> Endpoint[HealthCheck, HealthReply]:
     return Endpoint(subjects.health(service), HealthCheck, HealthReply, f"Is a {service} replica answering?")
@@ -157,6 +165,11 @@ def deadletter(service: str) -> Stream[DeadLetter]:
 
 # ---- core fan-out ----------------------------------------------------------------------------------
 
+CALDAV_OUTBOX: Topic[OutboxWake] = Topic(
+    subjects.CALDAV_OUTBOX_PREFIX,
+    OutboxWake,
+    "Writes of this user wait in the CalDAV outbox; every commands replica's worker looks at once.",
+)
 TURN_EVENTS: Topic[TurnEvent] = Topic(
     subjects.TURN_EVENTS_PREFIX, TurnEvent, "Progress of one turn, keyed by its turn id; `turn.done` ends it."
 )

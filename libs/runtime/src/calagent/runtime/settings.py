@@ -52,8 +52,21 @@ class Settings(BaseSettings):
     # The page offers a sign-in by typing any user name, which mints a token for whoever asks:
     # for a developer's own machine only, never on by default.
     web_dev_signin: bool = Field(default=False, alias="CALAGENT_WEB_DEV_SIGNIN")
+    # Connected CalDAV accounts: the Fernet key their passwords are encrypted with (unset: a key
+    # file in the data dir, made 0600 on first use), the outbox sweep and the inbound sync period.
+    credentials_key: str | None = Field(default=None, alias="CALAGENT_CREDENTIALS_KEY", repr=False)
+    caldav_sweep_s: float = Field(default=5.0, gt=0, alias="CALAGENT_CALDAV_SWEEP_S")
+    caldav_sync_s: float = Field(default=60.0, gt=0, alias="CALAGENT_CALDAV_SYNC_S")
 
-    @field_validator("nats_url", "database_url", "openai_base_url", "openai_api_key", "now", "otlp_endpoint")
+    @field_validator(
+        "nats_url",
+        "database_url",
+        "openai_base_url",
+        "openai_api_key",
+        "now",
+        "otlp_endpoint",
+        "credentials_key",
+    )
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None

@@ -61,6 +61,8 @@ ENDPOINT_SIDES: Mapping[str, EndpointSides] = {
     wire.EVALREC_TIMELINE.subject: EndpointSides("evalrec", ("gateway",)),
     # Only the operator's CLI asks for reports (with the admin credential).
     wire.EVALREC_REPORT.subject: EndpointSides("evalrec", ()),
+    # Connected calendars: the gateway's /v1/accounts routes.
+    wire.CALDAV_ACCOUNTS.subject: EndpointSides("commands", ("gateway",)),
 }
 STREAM_SIDES: Mapping[str, StreamSides] = {
     wire.TURN_REQUESTED.subject: StreamSides(("gateway",), "agent"),
@@ -69,6 +71,8 @@ STREAM_SIDES: Mapping[str, StreamSides] = {
 }
 TOPIC_SIDES: Mapping[str, TopicSides] = {
     wire.TURN_EVENTS.prefix: TopicSides(("agent",), ("gateway",)),
+    # A commit that queued CalDAV deliveries wakes every commands replica's outbox worker.
+    wire.CALDAV_OUTBOX.prefix: TopicSides(("commands",), ("commands",)),
 }
 # Each service's health endpoint is asked by the gateway (`/healthz`).
 HEALTH_CALLERS = ("gateway",)

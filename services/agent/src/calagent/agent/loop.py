@@ -139,6 +139,10 @@ class TurnRunner:
             state.flag("model_unavailable")
             state.error = str(exc)
             finished = Finished("model_unavailable", receipts.model_unavailable_reply(state.lang))
+        if state.sync_notices:
+            # Told once, after the turn's own answer: what the connected calendar did not take.
+            notes = receipts.sync_notice_lines(state.sync_notices, state.view)
+            finished = Finished(finished.outcome, f"{finished.reply}\n{notes}")
 
         env = state.env
         await self.store.archive(
@@ -210,6 +214,7 @@ class TurnRunner:
             # The stub this message answers has ended (expired, created, cancelled): nothing to merge.
             state.stub = None
         state.calendars = context.calendars
+        state.sync_notices = context.sync_notices
         state.last_assistant = _last_assistant(history)
         state.parsed = parsed
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.receipts import View
-from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, SyncNotice
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import EventView, Flag, Outcome, ToolCallOut, TurnRequested
@@ -29,6 +29,8 @@ class TurnState:
     view: View
     stub: StubOut | None = None  # the active stub as the turn found it
     calendars: tuple[str, ...] = ()
+    # CalDAV deliveries since the last turn that did not go through as written (told once).
+    sync_notices: tuple[SyncNotice, ...] = ()
     last_assistant: LastAssistant | None = None
     parsed: ParsedReply | None = None  # the time service's reading of the user's words
     tool_calls: list[ToolCallOut] = field(default_factory=list)

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
-from calagent.commands.handlers import Handlers
+from calagent.commands.caldav.accounts import Accounts
+from calagent.commands.caldav.credentials import Vault, load_key
+from calagent.commands.caldav.inbound import InboundSync
+from calagent.commands.caldav.outbox import Deliverer
+from calagent.commands.caldav.worker import SyncWorker
+from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts import wire
+from calagent.contracts.caldav import (
+    AccountRequest,
+    AccountResult,
+    ConnectCalDav,
+    DisconnectAccount,
+    OutboxWake,
+)
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
-from calagent.runtime.bus import Bus
+from calagent.runtime.bus import Bus, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
 from calagent.runtime.settings import Settings, load_settings
@@ -31,17 +46,34 @@ class CommandsService:
         self.engine: AsyncEngine | None = None
         self.service: CommandService | None = None
         self.handlers: Handlers | None = None
+        self.accounts: Accounts | None = None
+        self.sync: SyncWorker | None = None
+        self._wakes: TopicPublisher[OutboxWake] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     def wire(self, bus: Bus) -> None:
         bus.serve(wire.COMMAND_EXECUTE, self.on_command)
         bus.serve(wire.COMMAND_QUERY, self.on_query)
+        bus.serve(wire.CALDAV_ACCOUNTS, self.on_account)
+        bus.listen(wire.CALDAV_OUTBOX, self.on_outbox_wake)
+        self._wakes = bus.topic_publisher(wire.CALDAV_OUTBOX)
 
     async def start(self, bus: Bus) -> None:
         database_url = self.settings.require_database()
         await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
         self.engine = make_engine(database_url)
-        self.service = CommandService(SqlStore(self.engine), BusTimeClient(bus), self.config, self.clock)
+        store = SqlStore(self.engine, on_outbox=self._outbox_waiting)
+        self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
+        vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
+        self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars)
+        self.sync = SyncWorker(
+            Deliverer(self.engine, vault, self.clock, self.config.stub_ttl),
+            InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz),
+            sweep_s=self.settings.caldav_sweep_s,
+            sync_s=self.settings.caldav_sync_s,
+        )
+        self.sync.start()
 
     def _handlers(self) -> Handlers:
         if self.handlers is None:
@@ -57,7 +89,44 @@ class CommandsService:
     async def health(self) -> dict[str, str]:
         return {"database": await database_state(self.engine)}
 
+    def _outbox_waiting(self, users: Sequence[str]) -> None:
+        """After a commit that queued deliveries: every replica's worker is told (this one too)."""
+        if self.sync is not None:
+            self.sync.wake()
+        publisher = self._wakes
+        if publisher is None:
+            return
+        for user_id in users:
+            # The key is a digest: a user id may hold characters a subject token may not.
+            key = hashlib.sha256(user_id.encode()).hexdigest()[:16]
+            task = asyncio.ensure_future(publisher.publish(key, OutboxWake(user_id=user_id)))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def on_outbox_wake(self, _wake: OutboxWake) -> None:
+        if self.sync is not None:
+            self.sync.wake()
+
+    async def on_account(self, request: AccountRequest) -> AccountResult:
+        accounts = self.accounts
+        if accounts is None:
+            raise RuntimeError("commands is not started")
+        command = request.command
+        with transient_failures(f"account.{command.kind}"):
+            if isinstance(command, ConnectCalDav):
+                result = await accounts.connect(command)
+                if result.account is not None and self.sync is not None:
+                    self.sync.sync_soon(result.account.id)
+                    self.sync.wake()  # the events written before the connection
+                return result
+            if isinstance(command, DisconnectAccount):
+                return await accounts.disconnect(command)
+            return await accounts.listing(command)
+
     async def stop(self) -> None:
+        if self.sync is not None:
+            await self.sync.stop()
+            self.sync = None
         if self.engine is not None:
             await self.engine.dispose()
             self.engine = None

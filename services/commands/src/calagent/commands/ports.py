@@ -95,6 +95,11 @@ class UnitOfWork(Protocol):
 
     async def commit(self) -> None: ...
 
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        """CalDAV deliveries refused or lost to the server's version, not told yet; taking them
+        marks them told."""
+        ...
+
     async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
         """Store the user's feed secret (its SHA-256 hex only) with the zone it is served in,
         replacing the previous one: the old address stops working."""

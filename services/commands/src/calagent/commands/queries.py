@@ -30,6 +30,7 @@ from calagent.contracts.commands import (
     RotateFeed,
     StubOut,
     SuggestFree,
+    SyncNotice,
     TurnContext,
 )
 from calagent.contracts.envelope import Envelope
@@ -110,8 +111,17 @@ class Queries:
             if isinstance(query, TurnContext):
                 stub = await self._active(uow, user_id, tz)
                 names = await uow.calendars(user_id, self.config.calendars)
+                notices = await uow.take_sync_notices(user_id)
                 await uow.commit()  # a first turn creates the default calendars
-                return QueryResult(stub=stub, calendars=tuple(names), db_ms=uow.db_ms)
+                return QueryResult(
+                    stub=stub,
+                    calendars=tuple(names),
+                    sync_notices=tuple(
+                        SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
+                        for outcome, event in notices
+                    ),
+                    db_ms=uow.db_ms,
+                )
             if isinstance(query, ListCalendars):
                 names = await uow.calendars(user_id, self.config.calendars)
                 await uow.commit()

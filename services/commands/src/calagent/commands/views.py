@@ -33,6 +33,7 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         occurrence_start=event.occurrence_start.astimezone(tz) if event.occurrence_start else None,
         recurrence=event.rrule,
         reminder_minutes=event.reminder_minutes,
+        sync_state=event.sync_state,
     )
 
 

@@ -56,6 +56,7 @@ from calagent.contracts.turns import (
     event_view,
     stub_view,
 )
+from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
 from calagent.gateway.envelopes import own_names, unwrap
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
@@ -695,6 +696,8 @@ def create_app(
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi(_principal: AuthPrincipal) -> JSONResponse:
         return JSONResponse(app.openapi())
+
+    app.include_router(accounts_router(authenticate))  # connected calendars (contract §12)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

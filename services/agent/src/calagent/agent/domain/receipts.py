@@ -13,7 +13,15 @@ from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from calagent.agent.domain.rule_words import describe_rule
-from calagent.contracts.commands import ChangeOut, CommandResult, EventOut, FreeSlot, QueryResult, StubOut
+from calagent.contracts.commands import (
+    ChangeOut,
+    CommandResult,
+    EventOut,
+    FreeSlot,
+    QueryResult,
+    StubOut,
+    SyncNotice,
+)
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
 
 
@@ -89,6 +97,29 @@ def kept_receipt(kept: StubOut, view: View) -> str:
         else f'That new request comes from forwarded or quoted content, so I have not created it; your pending "{kept.title}" '
         "stays as it is. Tell me in your own words if you want it."
     )
+
+
+def sync_notice_lines(notices: Sequence[SyncNotice], view: View) -> str:
+    """What the connected calendar did not take as written since the last turn, one line each."""
+    lines = []
+    for notice in notices:
+        event = notice.event
+        when = _when(event, view)
+        if notice.outcome == "rejected":
+            lines.append(
+                f"注意：「{event.title}」（{when}）没能写入你连接的日历，日历服务器拒绝了这次修改。"
+                if view.zh
+                else f'Note: "{event.title}" ({when}) could not be written to your connected calendar: '
+                "its server refused the change."
+            )
+        else:
+            lines.append(
+                f"注意：「{event.title}」在你的日历里也被改过，已保留日历里的版本（{when}）；我的修改在待确认的请求里。"
+                if view.zh
+                else f'Note: "{event.title}" was also changed in your calendar; its version was kept '
+                f"({when}), and my change is waiting for your confirmation."
+            )
+    return "\n".join(lines)
 
 
 def command_receipt(result: CommandResult, view: View) -> str:

@@ -7,22 +7,47 @@ much of its time the database took.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Executable, Result, Row, func, or_, select, text, update
+from opentelemetry import propagate
+from sqlalchemy import (
+    ARRAY,
+    Executable,
+    Result,
+    Row,
+    String,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.tables import ACTIVE_SQL, calendars, events, feeds, idempotency, plans, stubs
+from calagent.commands.adapters.tables import (
+    ACTIVE_SQL,
+    caldav_accounts,
+    caldav_outbox,
+    calendars,
+    events,
+    feeds,
+    idempotency,
+    plans,
+    stubs,
+)
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
 
 
-def _event(row: Row[Any]) -> Event:
+def event_from_row(row: Row[Any]) -> Event:
     return Event(
         id=row.id,
         user_id=row.user_id,
@@ -38,6 +63,7 @@ def _event(row: Row[Any]) -> Event:
         series_id=row.series_id,
         recurrence_id=row.recurrence_id,
         reminder_minutes=row.reminder_minutes,
+        sync_state=row.sync_state,
     )
 
 
@@ -55,6 +81,16 @@ def _event_values(event: Event) -> dict[str, object]:
         "series_id": event.series_id,
         "recurrence_id": event.recurrence_id,
         "reminder_minutes": event.reminder_minutes,
+    }
+
+
+def event_insert_values(event: Event, *, turn_id: str, key: str | None) -> dict[str, object]:
+    return {
+        "id": event.id,
+        "user_id": event.user_id,
+        "created_by_turn": turn_id,
+        "created_by_key": key,
+        **_event_values(event),
     }
 
 
@@ -100,11 +136,24 @@ def _stub_values(stub: Stub) -> dict[str, object]:
     }
 
 
+def resource_of(event: Event) -> str:
+    """The id of the calendar object an event row belongs to: an override lives in its series'."""
+    return event.series_id or event.id
+
+
 class SqlUnitOfWork:
     def __init__(self, conn: AsyncConnection) -> None:
         self._conn = conn
         self._seconds = 0.0
         self.committed = False
+        # Per user, the events (resources) this transaction wrote: their outbox rows are added at
+        # commit, in the same transaction. Off for writes that came *from* the CalDAV server.
+        self.outbound = True
+        self.touched: dict[str, set[str]] = {}
+        self.outbox_users: tuple[str, ...] = ()
+
+    def touch(self, user_id: str, resource_id: str) -> None:
+        self.touched.setdefault(user_id, set()).add(resource_id)
 
     @property
     def db_ms(self) -> float:
@@ -220,7 +269,7 @@ class SqlUnitOfWork:
         if incomplete_only:
             query = query.where(events.c.completed.is_(False))
         rows = await self._run(query.order_by(events.c.start_at, events.c.id))
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
         if not ids:
@@ -230,24 +279,17 @@ class SqlUnitOfWork:
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
             .order_by(events.c.start_at, events.c.id)
         )
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def all_events(self, user_id: str) -> list[Event]:
         rows = await self._run(
             select(events).where(events.c.user_id == user_id).order_by(events.c.start_at, events.c.id)
         )
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
-        await self._run(
-            events.insert().values(
-                id=event.id,
-                user_id=event.user_id,
-                created_by_turn=turn_id,
-                created_by_key=key,
-                **_event_values(event),
-            )
-        )
+        self.touch(event.user_id, resource_of(event))
+        await self._run(events.insert().values(**event_insert_values(event, turn_id=turn_id, key=key)))
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         row = (
@@ -255,9 +297,10 @@ class SqlUnitOfWork:
                 select(events).where(events.c.id == event_id, events.c.user_id == user_id).with_for_update()
             )
         ).first()
-        return _event(row) if row is not None else None
+        return event_from_row(row) if row is not None else None
 
     async def update_event(self, event: Event) -> None:
+        self.touch(event.user_id, resource_of(event))
         await self._run(
             update(events)
             .where(events.c.id == event.id, events.c.user_id == event.user_id)
@@ -268,9 +311,14 @@ class SqlUnitOfWork:
         if not ids:
             return 0
         result = await self._run(
-            events.delete().where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
+            events.delete()
+            .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
+            .returning(events.c.id, events.c.series_id)
         )
-        return int(getattr(result, "rowcount", 0) or 0)
+        gone = result.all()
+        for row in gone:
+            self.touch(user_id, row.series_id or row.id)
+        return len(gone)
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
         rows = await self._run(
@@ -278,7 +326,7 @@ class SqlUnitOfWork:
             .where(events.c.user_id == user_id, events.c.series_id == series_id)
             .order_by(events.c.recurrence_id)
         )
-        return [_event(row) for row in rows]
+        return [event_from_row(row) for row in rows]
 
     # ---- plans -----------------------------------------------------------------------------------
 
@@ -325,7 +373,66 @@ class SqlUnitOfWork:
         )
         return bool(getattr(result, "rowcount", 0))
 
+    async def _enqueue_outbound(self) -> None:
+        """One outbox row per touched resource of each user who has a connected account (none
+        otherwise: the statement inserts nothing), committed with the write itself."""
+        if not self.outbound or not self.touched:
+            return
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        users: list[str] = []
+        for user_id, resources in self.touched.items():
+            inserted = await self._run(
+                pg_insert(caldav_outbox).from_select(
+                    ["user_id", "event_id", "trace_context"],
+                    select(
+                        literal(user_id),
+                        func.unnest(literal(sorted(resources), ARRAY(String()))),
+                        literal(carrier, JSONB()),
+                    ).where(exists().where(caldav_accounts.c.user_id == user_id)),
+                )
+            )
+            if getattr(inserted, "rowcount", 0):
+                users.append(user_id)
+        self.outbox_users = tuple(users)
+
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        """Deliveries refused or lost to the server's version since the last turn, each told once:
+        (outcome, the event as stored now). An event gone since is not worth a line."""
+        claimed = await self._run(
+            update(caldav_outbox)
+            .where(
+                caldav_outbox.c.id.in_(
+                    select(caldav_outbox.c.id)
+                    .where(
+                        caldav_outbox.c.user_id == user_id,
+                        caldav_outbox.c.outcome.in_(("rejected", "conflict")),
+                        caldav_outbox.c.reported_at.is_(None),
+                    )
+                    .order_by(caldav_outbox.c.id)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
+                    .scalar_subquery()
+                )
+            )
+            .values(reported_at=func.clock_timestamp())
+            .returning(caldav_outbox.c.event_id, caldav_outbox.c.outcome)
+        )
+        found = claimed.all()
+        if not found:
+            return []
+        by_id = {e.id: e for e in await self.events_by_ids(user_id, [r.event_id for r in found])}
+        seen: set[str] = set()
+        notices = []
+        for row in found:
+            event = by_id.get(row.event_id)
+            if event is not None and row.event_id not in seen:
+                seen.add(row.event_id)
+                notices.append((str(row.outcome), event))
+        return notices
+
     async def commit(self) -> None:
+        await self._enqueue_outbound()
         started = _time.perf_counter()
         try:
             await self._conn.commit()
@@ -357,8 +464,10 @@ class SqlUnitOfWork:
 
 
 class SqlStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, on_outbox: Callable[[Sequence[str]], None] | None = None) -> None:
         self.engine = engine
+        # Told the users whose writes wait in the CalDAV outbox, after their commit.
+        self.on_outbox = on_outbox
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
@@ -372,3 +481,5 @@ class SqlStore:
             finally:
                 if not uow.committed:
                     await conn.rollback()
+            if uow.committed and uow.outbox_users and self.on_outbox is not None:
+                self.on_outbox(uow.outbox_users)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Column,
     DateTime,
+    ForeignKey,
+    Identity,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -59,6 +63,8 @@ events = Table(
     Column("series_id", String(32), nullable=True),
     Column("recurrence_id", DateTime(timezone=True), nullable=True),
     Column("reminder_minutes", Integer, nullable=True),
+    # Set when the connected CalDAV server refused this event's last delivery ('rejected').
+    Column("sync_state", String(16), nullable=True),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
@@ -135,4 +141,93 @@ plans = Table(
     CheckConstraint("status IN ('offered', 'confirmed', 'deleted')", name="ck_plans_status"),
     UniqueConstraint("user_id", "created_by_key", name="uq_plans_user_key"),
     Index("ix_plans_user", "user_id", "created_at"),
+)
+
+# ---- connected CalDAV accounts (contract §12) ---------------------------------------------------
+
+caldav_accounts = Table(
+    "caldav_accounts",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("username", Text, nullable=False),
+    # The password as a Fernet token; the key lives outside the database.
+    Column("secret", LargeBinary, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    # Inbound sync: the replica that holds the account until `lease_until` (one syncs it at a time).
+    Column("lease_owner", String(64), nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("last_synced_at", DateTime(timezone=True), nullable=True),
+    Index("ix_caldav_accounts_user", "user_id", "created_at"),
+)
+
+caldav_calendars = Table(
+    "caldav_calendars",
+    metadata,
+    Column(
+        "account_id",
+        String(32),
+        ForeignKey("caldav_accounts.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("url", Text, nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("color", String(32), nullable=True),
+    Column("position", Integer, nullable=False),
+    Column("is_default", Boolean, nullable=False, server_default=text("false")),
+    # RFC 6578 sync token of the last inbound sync (None: not synced yet, or not offered).
+    Column("sync_token", Text, nullable=True),
+    PrimaryKeyConstraint("account_id", "url", name="pk_caldav_calendars"),
+)
+
+# One calendar object resource on the server per local event or series (master and overrides):
+# where it lives, the UID it carries and the ETag the server gave it last.
+caldav_resources = Table(
+    "caldav_resources",
+    metadata,
+    Column("event_id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column(
+        "account_id",
+        String(32),
+        ForeignKey("caldav_accounts.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("calendar_url", Text, nullable=False),
+    Column("href", Text, nullable=False),
+    Column("uid", Text, nullable=False),
+    Column("etag", Text, nullable=True),
+    # 'local': the assistant wrote it first; 'remote': it came from the account.
+    Column("origin", String(8), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    UniqueConstraint("account_id", "href", name="uq_caldav_resources_href"),
+    CheckConstraint("origin IN ('local', 'remote')", name="ck_caldav_resources_origin"),
+)
+
+# The transactional outbox: a row per event (or series) a committed write touched, written in the
+# same transaction. It names the resource, not the change: the worker sends the state the database
+# holds when it delivers, so rows that pile up while the server is down collapse into one PUT.
+caldav_outbox = Table(
+    "caldav_outbox",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("event_id", String(32), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("not_before", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
+    Column("delivered_at", DateTime(timezone=True), nullable=True),
+    # 'delivered', 'rejected' (403 and the like: shown on the event), 'conflict' (412: the server's
+    # version won, the assistant's change is offered again), 'dropped' (no account any more).
+    Column("outcome", String(16), nullable=True),
+    Column("last_error", Text, nullable=True),
+    # When a 'rejected' or 'conflict' outcome was told to the user (in the next turn's receipt).
+    Column("reported_at", DateTime(timezone=True), nullable=True),
+    # W3C trace context of the write that committed it: its delivery is a span of the same trace.
+    Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Index("ix_caldav_outbox_due", "not_before", postgresql_where=text("delivered_at IS NULL")),
+    Index("ix_caldav_outbox_event", "event_id", postgresql_where=text("delivered_at IS NULL")),
+    # A user's rows: notices for the next turn, a disconnect's leftovers.
+    Index("ix_caldav_outbox_user", "user_id", "id"),
 )

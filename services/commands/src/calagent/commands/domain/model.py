@@ -30,6 +30,8 @@ class Event:
     recurrence_id: datetime | None = None
     reminder_minutes: int | None = None
     occurrence_start: datetime | None = None
+    # 'rejected' when the connected CalDAV server refused this event's last delivery.
+    sync_state: str | None = None
 
     @property
     def is_master(self) -> bool:

@@ -1,0 +1,230 @@
+"""`calagent bench caldav`: how long a committed write takes to reach the CalDAV server, and how
+fast the inbound sync reads a calendar back.
+
+The whole system runs in-process (`start_stack`) on NATS and PostgreSQL from the environment or
+the embedded packages, with a local Radicale. Delivery latency is the outbox row's own record:
+from the moment the write's transaction queued it (just before its commit) to the moment the
+worker's transaction marked it delivered — both read from the database clock. Creates go to the
+commands service over the bus (no model in the path: this measures the sync, not a turn).
+Inbound throughput is a first sync of a calendar filled directly on the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cryptography.fernet import Fernet
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from calagent.contracts import wire
+from calagent.contracts.caldav import AccountRequest, ConnectCalDav
+from calagent.contracts.commands import CommandRequest, PrepareOrCreate
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.tools import PrepareOrCreateSchedule
+from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def _ics(uid: str, day: int) -> str:
+    start = f"2027{1 + day // 28:02d}{1 + day % 28:02d}T010000Z"
+    end = f"2027{1 + day // 28:02d}{1 + day % 28:02d}T020000Z"
+    return (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//bench//EN\r\nBEGIN:VEVENT\r\n"
+        f"UID:{uid}\r\nDTSTAMP:20260924T000000Z\r\nDTSTART:{start}\r\nDTEND:{end}\r\n"
+        f"SUMMARY:bench {uid}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+
+
+async def measure(
+    nats_url: str, database_url: str, n_writes: int, n_inbound: int, tmp: Path
+) -> dict[str, Any]:
+    from calagent.cli.stack import start_stack
+    from calagent.commands.app import CommandsService
+
+    radicale = EmbeddedRadicale(tmp / "radicale", {"bench": "bench-pw", "inbound": "inbound-pw"})
+    radicale.start()
+    try:
+        stack = await start_stack(
+            nats_url=nats_url,
+            database_url=database_url,
+            model_base_url=None,
+            settings_overrides={
+                "CALAGENT_DATA_DIR": str(tmp / "data"),
+                "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
+                "CALAGENT_CALDAV_SWEEP_S": 1.0,
+                "CALAGENT_CALDAV_SYNC_S": 3600,
+            },
+        )
+        engine = create_async_engine(database_url)
+        try:
+            assert stack.probe is not None
+            probe = stack.probe
+            make_calendar(radicale.url, "bench", "bench-pw", "Bench")
+            user = f"bench-{uuid.uuid4().hex[:8]}"
+
+            def envelope() -> Envelope:
+                return Envelope(
+                    turn_id=uuid.uuid4().hex,
+                    user_id=user,
+                    conversation_id="bench",
+                    occurred_at=stack.clock.now(),
+                    tz="Asia/Shanghai",
+                    channel="api",
+                )
+
+            connected = await probe.request(
+                wire.CALDAV_ACCOUNTS,
+                AccountRequest(
+                    command=ConnectCalDav(
+                        envelope=envelope(),
+                        url=radicale.user_url("bench"),
+                        username="bench",
+                        password="bench-pw",
+                    )
+                ),
+                timeout=30,
+            )
+            assert connected.account is not None, connected
+            today = stack.clock.now().date()
+            for i in range(n_writes):
+                day = today + timedelta(days=1 + i)
+                result = await probe.request(
+                    wire.COMMAND_EXECUTE,
+                    CommandRequest(
+                        command=PrepareOrCreate(
+                            envelope=envelope(),
+                            idempotency_key=f"bench-{i}",
+                            args=PrepareOrCreateSchedule(
+                                title=f"bench {i}", date=day.isoformat(), time="09:00"
+                            ),
+                        )
+                    ),
+                    timeout=30,
+                )
+                assert result.status == "created", result
+                # One at a time: the latency of a write, not of a queue behind it.
+                await _drained(engine, user)
+            async with engine.connect() as conn:
+                rows = await conn.execute(
+                    text(
+                        "select extract(epoch from delivered_at - created_at) * 1000 as ms, outcome"
+                        " from commands.caldav_outbox where user_id = :u"
+                    ),
+                    {"u": user},
+                )
+                found = rows.all()
+            latencies = [float(r.ms) for r in found]
+            delivered = sum(1 for r in found if r.outcome == "delivered")
+
+            # Inbound: a calendar filled on the server, read back by one first sync.
+            inbound_url = make_calendar(radicale.url, "inbound", "inbound-pw", "Inbound")
+            _fill(radicale.user_url("inbound"), inbound_url, n_inbound)
+            reader = f"reader-{uuid.uuid4().hex[:8]}"
+            commands = next(a for a in stack.apps if isinstance(a, CommandsService))
+            assert commands.sync is not None
+            linked = await probe.request(
+                wire.CALDAV_ACCOUNTS,
+                AccountRequest(
+                    command=ConnectCalDav(
+                        envelope=envelope().model_copy(update={"user_id": reader}),
+                        url=radicale.user_url("inbound"),
+                        username="inbound",
+                        password="inbound-pw",
+                    )
+                ),
+                timeout=30,
+            )
+            assert linked.account is not None
+            # The connect asked the running worker for a sync; wait for it to finish, then time
+            # a sync of our own from scratch.
+            await _count(engine, reader, n_inbound)
+            async with engine.begin() as conn:
+                await conn.execute(text("delete from commands.events where user_id = :u"), {"u": reader})
+                await conn.execute(
+                    text("delete from commands.caldav_resources where user_id = :u"), {"u": reader}
+                )
+                await conn.execute(
+                    text("update commands.caldav_calendars set sync_token = null where account_id = :a"),
+                    {"a": linked.account.id},
+                )
+            started = time.perf_counter()
+            stats = await commands.sync.inbound.sync_account(linked.account.id)
+            seconds = time.perf_counter() - started
+            assert stats is not None and stats.changed == n_inbound, stats
+        finally:
+            await engine.dispose()
+            await stack.stop()
+    finally:
+        radicale.stop()
+    return {
+        "writes": n_writes,
+        "delivered": delivered,
+        "delivery_p50_ms": round(statistics.median(latencies), 1),
+        "delivery_p99_ms": round(_percentile(latencies, 0.99), 1),
+        "delivery_max_ms": round(max(latencies), 1),
+        "inbound_events": n_inbound,
+        "inbound_seconds": round(seconds, 3),
+        "inbound_events_per_s": round(n_inbound / seconds, 1),
+    }
+
+
+def _fill(user_url: str, calendar_url: str, n: int) -> None:
+    import caldav
+
+    with caldav.DAVClient(url=user_url, username="inbound", password="inbound-pw") as client:
+        calendar = caldav.Calendar(client=client, url=calendar_url)
+        for i in range(n):
+            calendar.save_event(_ics(f"in-{i}", i % 300))
+
+
+async def _drained(engine: Any, user: str) -> None:
+    for _ in range(600):
+        async with engine.connect() as conn:
+            waiting = await conn.scalar(
+                text(
+                    "select count(*) from commands.caldav_outbox where user_id = :u and delivered_at is null"
+                ),
+                {"u": user},
+            )
+        if not waiting:
+            return
+        await asyncio.sleep(0.005)
+    raise TimeoutError("the outbox did not drain")
+
+
+async def _count(engine: Any, user: str, n: int) -> None:
+    for _ in range(1200):
+        async with engine.connect() as conn:
+            found = await conn.scalar(
+                text("select count(*) from commands.events where user_id = :u"), {"u": user}
+            )
+        if found == n:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError("the first sync did not finish")
+
+
+def run_caldav_bench(args: Any) -> int:
+    writes = int(getattr(args, "n", 200) or 200)
+    inbound = int(getattr(args, "inbound", 500) or 500)
+    from calagent.runtime.testing.servers import provide_servers
+
+    with tempfile.TemporaryDirectory(prefix="calagent-caldav-bench-") as tmp, provide_servers() as servers:
+        database_url = servers.create_database()
+        results = asyncio.run(measure(servers.nats_url, database_url, writes, inbound, Path(tmp)))
+    width = max(len(k) for k in results)
+    for key, value in results.items():
+        print(f"{key:{width}s} {value}")
+    return 0

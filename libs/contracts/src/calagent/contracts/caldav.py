@@ -1,0 +1,77 @@
+"""Connected calendars (contract §12): connecting a CalDAV account, listing and disconnecting.
+
+The password crosses the bus once, in `ConnectCalDav`, from the gateway to commands, which stores
+it encrypted; no reply and no other message carries it, and its field is kept out of `repr` so a
+logged request does not show it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from calagent.contracts.base import WireModel
+from calagent.contracts.envelope import Envelope
+
+
+class ConnectCalDav(WireModel):
+    kind: Literal["connect"] = "connect"
+    envelope: Envelope
+    url: str = Field(min_length=8, max_length=2000)
+    username: str = Field(min_length=1, max_length=200)
+    password: str = Field(min_length=1, max_length=500, repr=False)
+
+
+class ListAccounts(WireModel):
+    kind: Literal["list"] = "list"
+    envelope: Envelope
+
+
+class DisconnectAccount(WireModel):
+    kind: Literal["disconnect"] = "disconnect"
+    envelope: Envelope
+    account_id: str = Field(min_length=1, max_length=64)
+
+
+AnyAccountCommand = ConnectCalDav | ListAccounts | DisconnectAccount
+
+
+class AccountRequest(WireModel):
+    command: Annotated[AnyAccountCommand, Field(discriminator="kind")]
+
+
+class RemoteCalendar(WireModel):
+    name: str
+    url: str
+    color: str | None = None
+    # The calendar that receives the events the assistant writes.
+    default: bool = False
+
+
+class AccountOut(WireModel):
+    id: str
+    url: str
+    username: str
+    calendars: tuple[RemoteCalendar, ...] = ()
+    created_at: datetime
+    last_synced_at: datetime | None = None
+
+
+class AccountError(WireModel):
+    code: Literal["refused", "unreachable", "no_calendars", "not_found", "invalid_url"]
+    message: str
+
+
+class AccountResult(WireModel):
+    account: AccountOut | None = None
+    accounts: tuple[AccountOut, ...] = ()
+    deleted: bool = False
+    error: AccountError | None = None
+
+
+class OutboxWake(WireModel):
+    """Committed writes wait in the CalDAV outbox: a worker should look now, not at its next sweep."""
+
+    user_id: str = Field(min_length=1, max_length=128)

@@ -1,0 +1,106 @@
+"""A CalDAV server from a pip package (Radicale), for tests and `calagent up --caldav-demo`.
+
+It runs as a child process we own, like the embedded NATS and PostgreSQL: htpasswd accounts
+(plain passwords: the server is local and its users are made up), each user may reach only
+their own collections, and a stop leaves nothing behind but its data folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+from calagent.runtime.embedded import _stop, free_port, wait_for_port
+
+log = logging.getLogger("calagent.radicale")
+
+
+class EmbeddedRadicale:
+    def __init__(
+        self, data_dir: Path, users: dict[str, str], port: int | None = None, rights: str | None = None
+    ) -> None:
+        self.data_dir = data_dir.resolve()
+        self.users = dict(users)
+        # Radicale's `from_file` rights (first matching section wins); None: each user owns their
+        # own collections and nothing else.
+        self.rights = rights
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def user_url(self, user: str) -> str:
+        return f"{self.url}{user}/"
+
+    def start(self, timeout: float = 20.0) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        htpasswd = self.data_dir / "users"
+        htpasswd.write_text("".join(f"{name}:{password}\n" for name, password in self.users.items()))
+        htpasswd.chmod(0o600)
+        rights = ["--rights-type", "owner_only"]
+        if self.rights is not None:
+            rights_file = self.data_dir / "rights"
+            rights_file.write_text(self.rights)
+            rights = ["--rights-type", "from_file", "--rights-file", str(rights_file)]
+        logfile = (self.data_dir / "radicale.log").open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "radicale",
+                "--server-hosts",
+                f"127.0.0.1:{self.port}",
+                "--storage-filesystem-folder",
+                str(self.data_dir / "collections"),
+                "--auth-type",
+                "htpasswd",
+                "--auth-htpasswd-filename",
+                str(htpasswd),
+                "--auth-htpasswd-encryption",
+                "plain",
+                # A refused password is answered at once: tests try wrong ones on purpose.
+                "--auth-delay",
+                "0",
+                *rights,
+            ],
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_for_port(self.port, timeout, self.proc)
+        log.info("radicale listening on %s (data in %s)", self.url, self.data_dir)
+        return self.url
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+    def add_user(self, name: str, password: str) -> None:
+        """A new login, usable at once (the htpasswd file is read on every login)."""
+        self.users[name] = password
+        with (self.data_dir / "users").open("a") as handle:
+            handle.write(f"{name}:{password}\n")
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def make_calendar(
+    url: str, user: str, password: str, name: str, color: str | None = None, cal_id: str | None = None
+) -> str:
+    """Create a calendar collection for `user` (Radicale makes none by itself); its URL."""
+    import caldav
+
+    with caldav.DAVClient(url=url, username=user, password=password) as client:
+        calendar = client.principal().make_calendar(name=name, cal_id=cal_id)
+        if color:
+            from caldav.elements import ical
+
+            calendar.set_properties([ical.CalendarColor(color)])
+        return str(calendar.url)

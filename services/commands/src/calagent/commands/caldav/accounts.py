@@ -1,0 +1,237 @@
+"""Connecting, listing and disconnecting CalDAV accounts (contract §12).
+
+A connection is stored only after a real PROPFIND with the given login found the user's calendars;
+the password is sealed with the vault's key before it touches the database and never leaves this
+module again except towards that server. The account's calendar names join the user's calendar
+list (the names the model may pick from). Disconnecting erases the login, the account's calendars
+and resources, the events that came from it, and whatever still waited to be delivered to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from urllib.parse import urlparse
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.tables import (
+    caldav_accounts,
+    caldav_calendars,
+    caldav_outbox,
+    caldav_resources,
+    calendars,
+    events,
+)
+from calagent.commands.caldav import remote
+from calagent.commands.caldav.credentials import Vault
+from calagent.commands.txn import new_id
+from calagent.contracts.caldav import (
+    AccountError,
+    AccountOut,
+    AccountResult,
+    ConnectCalDav,
+    DisconnectAccount,
+    ListAccounts,
+    RemoteCalendar,
+)
+from calagent.runtime.clock import Clock
+
+
+def account_error(code: str, message: str) -> AccountResult:
+    return AccountResult(error=AccountError.model_validate({"code": code, "message": message}))
+
+
+class Accounts:
+    def __init__(
+        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: Sequence[str]
+    ) -> None:
+        self.engine = engine
+        self.vault = vault
+        self.clock = clock
+        self.default_calendars = tuple(default_calendars)
+
+    async def connect(self, command: ConnectCalDav) -> AccountResult:
+        parsed = urlparse(command.url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            return account_error("invalid_url", "the server address must be an http(s) URL")
+        login = remote.Login(command.url, command.username, command.password)
+        try:
+            found = await asyncio.to_thread(remote.discover, login)
+        except remote.Refused as exc:
+            return account_error("refused", f"the CalDAV server refused the connection: {exc}")
+        except remote.RemoteError as exc:
+            return account_error("unreachable", f"the CalDAV server could not be reached: {exc}")
+        if not found:
+            return account_error("no_calendars", "the CalDAV server shows no calendar for this user")
+        user_id = command.envelope.user_id
+        account_id = new_id()
+        now = self.clock.now()
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            uow = SqlUnitOfWork(conn)
+            await uow.lock_user(user_id)
+            await conn.execute(
+                caldav_accounts.insert().values(
+                    id=account_id,
+                    user_id=user_id,
+                    url=command.url,
+                    username=command.username,
+                    secret=self.vault.seal(command.password),
+                    created_at=now,
+                )
+            )
+            for position, calendar in enumerate(found):
+                await conn.execute(
+                    caldav_calendars.insert().values(
+                        account_id=account_id,
+                        url=calendar.url,
+                        name=calendar.name,
+                        color=calendar.color,
+                        position=position,
+                        is_default=position == 0,
+                    )
+                )
+            # The user's list exists (made from the defaults on first use) before the account's
+            # names are added after it.
+            existing = await uow.calendars(user_id, self.default_calendars)
+            last = await conn.scalar(
+                select(func.max(calendars.c.position)).where(calendars.c.user_id == user_id)
+            )
+            names = [c.name for c in found if c.name not in existing]
+            if names:
+                await conn.execute(
+                    pg_insert(calendars)
+                    .values(
+                        [
+                            {"user_id": user_id, "name": name, "position": int(last or 0) + 1 + i}
+                            for i, name in enumerate(dict.fromkeys(names))
+                        ]
+                    )
+                    .on_conflict_do_nothing()
+                )
+            # What the assistant wrote before the connection goes out too: the first account gets
+            # every event and series this user already has (one outbox row each).
+            first = await conn.scalar(
+                select(caldav_accounts.c.id)
+                .where(caldav_accounts.c.user_id == user_id)
+                .order_by(caldav_accounts.c.created_at, caldav_accounts.c.id)
+                .limit(1)
+            )
+            if first == account_id:
+                await conn.execute(
+                    caldav_outbox.insert().from_select(
+                        ["user_id", "event_id"],
+                        select(events.c.user_id, events.c.id).where(
+                            events.c.user_id == user_id, events.c.series_id.is_(None)
+                        ),
+                    )
+                )
+            await conn.commit()
+            out = await self._accounts(conn, user_id, account_id)
+        return AccountResult(account=out[0] if out else None)
+
+    async def listing(self, command: ListAccounts) -> AccountResult:
+        async with self.engine.connect() as conn:
+            return AccountResult(accounts=tuple(await self._accounts(conn, command.envelope.user_id)))
+
+    async def disconnect(self, command: DisconnectAccount) -> AccountResult:
+        user_id = command.envelope.user_id
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            uow = SqlUnitOfWork(conn)
+            uow.outbound = False  # nothing is sent to an account that is being forgotten
+            await uow.lock_user(user_id)
+            found = await conn.scalar(
+                select(caldav_accounts.c.id).where(
+                    caldav_accounts.c.id == command.account_id, caldav_accounts.c.user_id == user_id
+                )
+            )
+            if found is None:
+                # Another user's account id is answered like one that does not exist.
+                return account_error("not_found", "no connected account with this id")
+            names = [
+                r.name
+                for r in await conn.execute(
+                    select(caldav_calendars.c.name).where(caldav_calendars.c.account_id == command.account_id)
+                )
+            ]
+            remote_ids = [
+                r.event_id
+                for r in await conn.execute(
+                    select(caldav_resources.c.event_id).where(
+                        caldav_resources.c.account_id == command.account_id,
+                        caldav_resources.c.origin == "remote",
+                    )
+                )
+            ]
+            if remote_ids:
+                await conn.execute(
+                    delete(events).where(
+                        events.c.user_id == user_id,
+                        events.c.id.in_(remote_ids) | events.c.series_id.in_(remote_ids),
+                    )
+                )
+            # Cascades to its calendars and resources; the sealed password goes with the row.
+            await conn.execute(delete(caldav_accounts).where(caldav_accounts.c.id == command.account_id))
+            others = await conn.scalar(
+                select(func.count()).select_from(caldav_accounts).where(caldav_accounts.c.user_id == user_id)
+            )
+            if not others:
+                # SKIP LOCKED: a row a worker is delivering right now finishes (the worker may be
+                # waiting for this user's lock: waiting for its row here would deadlock the two).
+                await conn.execute(
+                    delete(caldav_outbox).where(
+                        caldav_outbox.c.id.in_(
+                            select(caldav_outbox.c.id)
+                            .where(caldav_outbox.c.user_id == user_id, caldav_outbox.c.delivered_at.is_(None))
+                            .with_for_update(skip_locked=True)
+                            .scalar_subquery()
+                        )
+                    )
+                )
+            unused = [n for n in names if n not in self.default_calendars]
+            if unused:
+                await conn.execute(
+                    delete(calendars).where(calendars.c.user_id == user_id, calendars.c.name.in_(unused))
+                )
+            await conn.commit()
+        return AccountResult(deleted=True)
+
+    async def _accounts(
+        self, conn: AsyncConnection, user_id: str, account_id: str | None = None
+    ) -> list[AccountOut]:
+        query = select(
+            caldav_accounts.c.id,
+            caldav_accounts.c.url,
+            caldav_accounts.c.username,
+            caldav_accounts.c.created_at,
+            caldav_accounts.c.last_synced_at,
+        ).where(caldav_accounts.c.user_id == user_id)
+        if account_id is not None:
+            query = query.where(caldav_accounts.c.id == account_id)
+        found = (await conn.execute(query.order_by(caldav_accounts.c.created_at, caldav_accounts.c.id))).all()
+        out = []
+        for row in found:
+            cals = await conn.execute(
+                select(caldav_calendars)
+                .where(caldav_calendars.c.account_id == row.id)
+                .order_by(caldav_calendars.c.position)
+            )
+            out.append(
+                AccountOut(
+                    id=row.id,
+                    url=row.url,
+                    username=row.username,
+                    created_at=row.created_at,
+                    last_synced_at=row.last_synced_at,
+                    calendars=tuple(
+                        RemoteCalendar(name=c.name, url=c.url, color=c.color, default=c.is_default)
+                        for c in cals
+                    ),
+                )
+            )
+        return out

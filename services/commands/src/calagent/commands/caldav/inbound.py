@@ -1,0 +1,265 @@
+"""Inbound sync: what the user changed in their calendar app comes back into the stored rows.
+
+Per account, on a timer, under a lease (`lease_owner`/`lease_until` on the account row) so only
+one replica syncs an account at a time. Per calendar, RFC 6578 `sync-collection` from the stored
+sync token; where a server offers none, the full listing is compared by ETag. An object whose ETag
+is the one we stored is our own write coming back and is skipped. A resource with outbox rows still
+waiting is left to the outbox worker: its conditional PUT meets the server's change (412) and
+resolves it there, server first — one place decides a conflict, not two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from opentelemetry import trace
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from calagent.commands.adapters.store import SqlUnitOfWork, event_insert_values
+from calagent.commands.adapters.tables import (
+    caldav_accounts,
+    caldav_calendars,
+    caldav_outbox,
+    caldav_resources,
+    events,
+)
+from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.objects import UnreadableObject, parse_resource
+from calagent.commands.domain.model import Event
+from calagent.commands.txn import new_id
+
+log = logging.getLogger("calagent.commands.caldav")
+tracer = trace.get_tracer("calagent.commands.caldav")
+
+LEASE = timedelta(seconds=60)
+SYNC_TURN = "caldav-sync"
+
+
+@dataclass
+class SyncStats:
+    changed: int = 0
+    deleted: int = 0
+    skipped: int = 0
+
+
+class InboundSync:
+    def __init__(self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str) -> None:
+        self.engine = engine
+        self.vault = vault
+        self.owner = owner
+        self.fallback_tz = ZoneInfo(fallback_tz)
+
+    async def sync_due(self, every: timedelta) -> SyncStats:
+        """Sync every account not synced within `every` whose lease is free."""
+        total = SyncStats()
+        async with self.engine.connect() as conn:
+            due = [
+                r.id
+                for r in await conn.execute(
+                    select(caldav_accounts.c.id)
+                    .where(
+                        (caldav_accounts.c.last_synced_at.is_(None))
+                        | (caldav_accounts.c.last_synced_at <= func.clock_timestamp() - every)
+                    )
+                    .order_by(caldav_accounts.c.last_synced_at.nulls_first())
+                    .limit(50)
+                )
+            ]
+        for account_id in due:
+            stats = await self.sync_account(account_id)
+            if stats is not None:
+                total.changed += stats.changed
+                total.deleted += stats.deleted
+                total.skipped += stats.skipped
+        return total
+
+    async def take_lease(self, account_id: str) -> bool:
+        async with self.engine.begin() as conn:
+            taken = await conn.execute(
+                update(caldav_accounts)
+                .where(
+                    caldav_accounts.c.id == account_id,
+                    (caldav_accounts.c.lease_until.is_(None))
+                    | (caldav_accounts.c.lease_until < func.clock_timestamp())
+                    | (caldav_accounts.c.lease_owner == self.owner),
+                )
+                .values(lease_owner=self.owner, lease_until=func.clock_timestamp() + LEASE)
+                .returning(caldav_accounts.c.id)
+            )
+            return taken.first() is not None
+
+    async def release_lease(self, account_id: str, synced: bool) -> None:
+        values: dict[str, object] = {"lease_owner": None, "lease_until": None}
+        if synced:
+            values["last_synced_at"] = func.clock_timestamp()
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                update(caldav_accounts)
+                .where(caldav_accounts.c.id == account_id, caldav_accounts.c.lease_owner == self.owner)
+                .values(**values)
+            )
+
+    async def sync_account(self, account_id: str) -> SyncStats | None:
+        """None when another replica holds the account, or it is gone, or the server is down."""
+        if not await self.take_lease(account_id):
+            return None
+        synced = False
+        stats = SyncStats()
+        try:
+            with tracer.start_as_current_span("sync.inbound", attributes={"calagent.account_id": account_id}):
+                async with self.engine.connect() as conn:
+                    account = await rows.account(conn, self.vault, account_id)
+                    calendars = (
+                        await conn.execute(
+                            select(
+                                caldav_calendars.c.url, caldav_calendars.c.name, caldav_calendars.c.sync_token
+                            )
+                            .where(caldav_calendars.c.account_id == account_id)
+                            .order_by(caldav_calendars.c.position)
+                        )
+                    ).all()
+                if account is None:
+                    return None
+                for calendar in calendars:
+                    async with self.engine.connect() as conn:
+                        listed_at = (await conn.execute(select(func.clock_timestamp()))).scalar_one()
+                    found = await asyncio.to_thread(
+                        remote.changes, account.login, calendar.url, calendar.sync_token
+                    )
+                    await self._apply(account, calendar.url, calendar.name, found, stats, listed_at)
+                synced = True
+        except remote.RemoteError as exc:
+            log.warning("inbound sync of account %s failed: %s", account_id, exc)
+        finally:
+            await self.release_lease(account_id, synced)
+        return stats if synced else None
+
+    async def _apply(
+        self,
+        account: rows.Account,
+        calendar_url: str,
+        name: str,
+        found: remote.Changes,
+        stats: SyncStats,
+        listed_at: datetime,
+    ) -> None:
+        """Apply one calendar's changes. A resource the outbox wrote after `listed_at` is newer
+        than what the listing says about it (or about its absence): it is left alone."""
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            uow = SqlUnitOfWork(conn)
+            uow.outbound = False  # the server's own changes are not sent back to it
+            # The user's lock: conflict checks and stubs of this user see all of the sync or none.
+            await uow.lock_user(account.user_id)
+            # One read of what is known, one write of what changed: a first sync of a full
+            # calendar is a few statements, not a few per event.
+            known = {r.href: r for r in await rows.resources_of(conn, account.id)}
+            waiting = await _waiting(conn, account.user_id)
+            replaced: list[str] = []
+            fresh: list[Event] = []
+            resources: list[dict[str, object]] = []
+            seen: set[str] = set()
+            for obj in found.changed:
+                seen.add(obj.href)
+                resource = known.get(obj.href)
+                if resource is not None and obj.etag is not None and resource.etag == obj.etag:
+                    continue  # our own write, or nothing new
+                if resource is not None and (resource.event_id in waiting or _newer(resource, listed_at)):
+                    stats.skipped += 1
+                    continue
+                event_id = resource.event_id if resource is not None else new_id()
+                try:
+                    theirs = parse_resource(
+                        obj.body,
+                        master_id=event_id,
+                        user_id=account.user_id,
+                        calendar=name,
+                        fallback_tz=self.fallback_tz,
+                    )
+                except (UnreadableObject, ValueError, KeyError) as exc:
+                    log.info("skipping %s: %s", obj.href, exc)
+                    stats.skipped += 1
+                    continue
+                if resource is not None:
+                    replaced.append(event_id)
+                fresh.extend(theirs)
+                resources.append(
+                    {
+                        "event_id": event_id,
+                        "user_id": account.user_id,
+                        "account_id": account.id,
+                        "calendar_url": calendar_url,
+                        "href": obj.href,
+                        "uid": resource.uid if resource is not None else (_uid_of(obj.body) or event_id),
+                        "etag": obj.etag,
+                        "origin": resource.origin if resource is not None else "remote",
+                    }
+                )
+                stats.changed += 1
+            gone = [remote.normal_href(h) for h in found.deleted]
+            if found.complete:
+                gone += [
+                    href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen
+                ]
+            removed: list[str] = []
+            for href in gone:
+                resource = known.get(href)
+                if resource is None or resource.event_id in waiting or _newer(resource, listed_at):
+                    continue
+                removed.append(resource.event_id)
+                stats.deleted += 1
+            if replaced or removed:
+                await conn.execute(
+                    delete(events).where(
+                        events.c.user_id == account.user_id,
+                        events.c.id.in_(replaced + removed) | events.c.series_id.in_(replaced + removed),
+                    )
+                )
+            if removed:
+                await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id.in_(removed)))
+            if fresh:
+                await conn.execute(
+                    events.insert(), [event_insert_values(e, turn_id=SYNC_TURN, key=None) for e in fresh]
+                )
+            if resources:
+                statement = pg_insert(caldav_resources).values(resources)
+                await conn.execute(
+                    statement.on_conflict_do_update(
+                        index_elements=[caldav_resources.c.event_id],
+                        set_={"etag": statement.excluded.etag, "updated_at": func.clock_timestamp()},
+                    )
+                )
+            await conn.execute(
+                update(caldav_calendars)
+                .where(caldav_calendars.c.account_id == account.id, caldav_calendars.c.url == calendar_url)
+                .values(sync_token=found.token)
+            )
+            await conn.commit()
+
+
+def _newer(resource: rows.Resource, listed_at: datetime) -> bool:
+    return resource.updated_at is not None and resource.updated_at > listed_at
+
+
+async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
+    """The user's resources with deliveries still waiting: the outbox worker settles those."""
+    found = await conn.execute(
+        select(caldav_outbox.c.event_id)
+        .where(caldav_outbox.c.user_id == user_id, caldav_outbox.c.delivered_at.is_(None))
+        .distinct()
+    )
+    return {r.event_id for r in found}
+
+
+def _uid_of(body: str) -> str | None:
+    for line in body.splitlines():
+        if line.upper().startswith("UID:"):
+            return line[4:].strip()
+    return None

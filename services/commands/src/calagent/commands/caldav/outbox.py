@@ -1,0 +1,373 @@
+"""The outbox worker: delivers committed writes to the CalDAV server, once each.
+
+A write and its outbox row commit together (`SqlUnitOfWork.commit`). Here a replica claims the
+oldest due row with `FOR UPDATE SKIP LOCKED` (replicas share the work, none waits on another's
+row), takes the resource's advisory lock (two replicas never send one object at once), and sends
+the resource as the database holds it *now*: rows that piled up while the server was down become
+one PUT. Every PUT or DELETE is conditional — `If-None-Match: *` for a new object, `If-Match` with
+the last ETag otherwise — so a retry after a lost commit cannot write twice: the server answers 412,
+and an object that already says what we would send counts as delivered.
+
+A 412 for a real change (the user edited the event in their calendar app since we last saw it) is
+not merged by guessing: the server's version is stored, and the assistant's change becomes a held
+stub the user can confirm again. Any other refusal (403 …) is marked on the event; a server that
+does not answer is retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+from opentelemetry import propagate, trace
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, events
+from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.objects import (
+    UnreadableObject,
+    fingerprint,
+    local_uid,
+    parse_resource,
+    render_resource,
+)
+from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.stubs import check_transition
+from calagent.commands.txn import new_id
+from calagent.commands.views import event_out
+from calagent.contracts.commands import ChangeOut, StubSlots
+from calagent.runtime.clock import Clock
+
+log = logging.getLogger("calagent.commands.caldav")
+tracer = trace.get_tracer("calagent.commands.caldav")
+
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 60.0
+
+
+def backoff(attempts: int) -> timedelta:
+    return timedelta(seconds=min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempts - 1)))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # delivered | rejected | conflict | dropped | retry
+    error: str | None = None
+
+
+class Deliverer:
+    def __init__(self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta) -> None:
+        self.engine = engine
+        self.vault = vault
+        self.clock = clock
+        self.stub_ttl = stub_ttl
+
+    async def prune(self, older_than: timedelta) -> int:
+        """Forget settled rows after a while: delivered ones, and refusals already told."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                caldav_outbox.delete().where(
+                    caldav_outbox.c.delivered_at < func.clock_timestamp() - older_than,
+                    (caldav_outbox.c.outcome.in_(("delivered", "dropped")))
+                    | caldav_outbox.c.reported_at.is_not(None),
+                )
+            )
+            return int(getattr(result, "rowcount", 0) or 0)
+
+    async def deliver_due(self, limit: int = 100) -> int:
+        """Deliver due rows until none is left (or `limit` resources); how many were handled."""
+        handled = 0
+        while handled < limit and await self.deliver_one():
+            handled += 1
+        return handled
+
+    async def deliver_one(self) -> bool:
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            claimed = (
+                await conn.execute(
+                    select(
+                        caldav_outbox.c.id,
+                        caldav_outbox.c.user_id,
+                        caldav_outbox.c.event_id,
+                        caldav_outbox.c.trace_context,
+                        caldav_outbox.c.attempts,
+                    )
+                    .where(
+                        caldav_outbox.c.delivered_at.is_(None),
+                        caldav_outbox.c.not_before <= func.clock_timestamp(),
+                    )
+                    .order_by(caldav_outbox.c.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                )
+            ).first()
+            if claimed is None:
+                await conn.rollback()
+                return False
+            await conn.execute(
+                select(func.pg_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
+            )
+            # Every waiting row of this resource: one delivery answers them all.
+            batch = [
+                r.id
+                for r in await conn.execute(
+                    select(caldav_outbox.c.id)
+                    .where(
+                        caldav_outbox.c.event_id == claimed.event_id, caldav_outbox.c.delivered_at.is_(None)
+                    )
+                    .with_for_update()
+                )
+            ]
+            if claimed.id not in batch:  # another replica delivered it while we waited for the lock
+                await conn.commit()
+                return True
+            context = propagate.extract(claimed.trace_context or {})
+            with tracer.start_as_current_span(
+                "sync.deliver",
+                context=context,
+                attributes={"calagent.event_id": claimed.event_id, "calagent.attempt": claimed.attempts + 1},
+            ) as span:
+                try:
+                    outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
+                except Exception as exc:  # a bug or a broken row: kept and retried later, never lost
+                    log.exception("delivering %s failed", claimed.event_id)
+                    outcome = Outcome("retry", f"{type(exc).__name__}: {exc}"[:500])
+                span.set_attribute("calagent.outcome", outcome.kind)
+            if outcome.kind == "retry":
+                await conn.execute(
+                    update(caldav_outbox)
+                    .where(caldav_outbox.c.id.in_(batch))
+                    .values(
+                        attempts=caldav_outbox.c.attempts + 1,
+                        not_before=func.clock_timestamp() + backoff(claimed.attempts + 1),
+                        last_error=outcome.error,
+                    )
+                )
+            else:
+                await conn.execute(
+                    update(caldav_outbox)
+                    .where(caldav_outbox.c.id.in_(batch))
+                    .values(
+                        delivered_at=func.clock_timestamp(),
+                        outcome=outcome.kind,
+                        last_error=outcome.error,
+                        attempts=caldav_outbox.c.attempts + 1,
+                    )
+                )
+            await conn.commit()
+            return True
+
+    async def _deliver(self, conn: AsyncConnection, user_id: str, event_id: str) -> Outcome:
+        resource = await rows.resource_by_event(conn, event_id)
+        account = (
+            await rows.account(conn, self.vault, resource.account_id)
+            if resource is not None
+            else await rows.first_account(conn, self.vault, user_id)
+        )
+        if account is None or account.user_id != user_id:
+            return Outcome("dropped", "no connected account")
+        stored = await rows.resource_rows(conn, user_id, event_id)
+        if not any(r.id == event_id for r in stored):
+            stored = []  # the event or series is gone: its overrides go with it
+        uid = resource.uid if resource is not None else local_uid(event_id)
+        body = render_resource(stored, uid, self.clock.now())
+        if body is None and resource is None:
+            return Outcome("delivered")  # made and removed before it ever reached the server
+        try:
+            if resource is None:
+                assert body is not None
+                calendar_url = await rows.calendar_for(conn, account.id, stored[0].calendar)
+                if calendar_url is None:
+                    return Outcome("dropped", "the account has no calendar")
+                href = remote.href_for(calendar_url, uid)
+                resource = rows.Resource(
+                    event_id, user_id, account.id, calendar_url, href, uid, None, "local"
+                )
+                etag = await asyncio.to_thread(remote.put, account.login, calendar_url, href, body, None)
+                await self._save_resource(conn, resource, etag or await self._etag(account.login, resource))
+            elif body is None:
+                await asyncio.to_thread(
+                    remote.delete, account.login, resource.calendar_url, resource.href, resource.etag
+                )
+                await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id == event_id))
+            else:
+                etag = await asyncio.to_thread(
+                    remote.put, account.login, resource.calendar_url, resource.href, body, resource.etag
+                )
+                await self._save_resource(conn, resource, etag or await self._etag(account.login, resource))
+        except remote.PreconditionFailed:
+            assert resource is not None
+            return await self._conflict(conn, account, resource, stored, body)
+        except remote.Rejected as exc:
+            await self._mark(conn, user_id, event_id, "rejected")
+            return Outcome("rejected", str(exc)[:500])
+        except remote.Unavailable as exc:
+            return Outcome("retry", str(exc)[:500])
+        await self._mark(conn, user_id, event_id, None)
+        return Outcome("delivered")
+
+    async def _etag(self, login: remote.Login, resource: rows.Resource) -> str | None:
+        found = await asyncio.to_thread(remote.fetch, login, resource.calendar_url, resource.href)
+        return found.etag if found is not None else None
+
+    async def _save_resource(self, conn: AsyncConnection, resource: rows.Resource, etag: str | None) -> None:
+        statement = pg_insert(caldav_resources).values(
+            event_id=resource.event_id,
+            user_id=resource.user_id,
+            account_id=resource.account_id,
+            calendar_url=resource.calendar_url,
+            href=remote.normal_href(resource.href),
+            uid=resource.uid,
+            etag=etag,
+            origin=resource.origin,
+            updated_at=func.clock_timestamp(),
+        )
+        await conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[caldav_resources.c.event_id],
+                set_={"etag": statement.excluded.etag, "updated_at": statement.excluded.updated_at},
+            )
+        )
+
+    async def _mark(self, conn: AsyncConnection, user_id: str, event_id: str, state: str | None) -> None:
+        await conn.execute(
+            update(events)
+            .where(
+                events.c.user_id == user_id,
+                (events.c.id == event_id) | (events.c.series_id == event_id),
+                events.c.sync_state.is_distinct_from(state),
+            )
+            .values(sync_state=state)
+        )
+
+    # ---- both sides changed it -----------------------------------------------------------------
+
+    async def _conflict(
+        self,
+        conn: AsyncConnection,
+        account: rows.Account,
+        resource: rows.Resource,
+        ours: list[Event],
+        body: str | None,
+    ) -> Outcome:
+        server = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
+        uow = SqlUnitOfWork(conn)
+        uow.outbound = False  # what comes from the server is not sent back to it
+        await uow.lock_user(resource.user_id)
+        if server is None:
+            if body is None:  # we wanted it gone and it is gone
+                await conn.execute(
+                    caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
+                )
+                return Outcome("delivered")
+            # Removed in the calendar app: that wins too; the assistant's edit is not resurrected.
+            await uow.delete_events(resource.user_id, [e.id for e in ours])
+            await conn.execute(
+                caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
+            )
+            return Outcome("conflict", "removed on the server")
+        fallback = ZoneInfo(ours[0].tz) if ours and ours[0].tz else ZoneInfo("UTC")
+        name = await rows.calendar_name(conn, account.id, resource.calendar_url)
+        try:
+            theirs = parse_resource(
+                server.body,
+                master_id=resource.event_id,
+                user_id=resource.user_id,
+                calendar=name,
+                fallback_tz=fallback,
+            )
+        except UnreadableObject as exc:
+            await self._mark(conn, resource.user_id, resource.event_id, "rejected")
+            return Outcome("rejected", str(exc))
+        if body is not None:
+            sent = parse_resource(
+                body,
+                master_id=resource.event_id,
+                user_id=resource.user_id,
+                calendar=name,
+                fallback_tz=fallback,
+            )
+            if fingerprint(sent) == fingerprint(theirs):
+                # Our own earlier PUT, whose commit was lost: it is there already, once.
+                await self._save_resource(conn, resource, server.etag)
+                await self._mark(conn, resource.user_id, resource.event_id, None)
+                return Outcome("delivered")
+        # The server's version wins: stored as it is, the assistant's change offered again.
+        await uow.delete_events(resource.user_id, [e.id for e in ours])
+        for row in theirs:
+            await uow.insert_event(row, turn_id="caldav-sync", key=None)
+        await self._save_resource(conn, resource, server.etag)
+        mine = next((e for e in ours if e.id == resource.event_id), None)
+        kept = theirs[0]
+        if mine is None or body is None:
+            if body is None and kept.rrule is None:
+                await self._offer(uow, kept, None)
+        elif mine.rrule is None and kept.rrule is None and len(ours) == 1:
+            await self._offer(uow, kept, mine)
+        return Outcome("conflict", "changed on the server since the last sync")
+
+    async def _offer(self, uow: SqlUnitOfWork, kept: Event, mine: Event | None) -> None:
+        """A held change stub: the assistant's update (`mine`) or delete (None) of the event as
+        the server has it now. Nothing changes until the user confirms it."""
+        now = self.clock.now()
+        tz = ZoneInfo(kept.tz) if kept.tz else ZoneInfo("UTC")
+        before = event_out(kept, tz)
+        if mine is None:
+            view = ChangeOut(
+                action="delete", scope="this", before=before, removed_starts=(kept.start,), removed_count=1
+            )
+            after_values = None
+        else:
+            view = ChangeOut(action="update", scope="this", before=before, after=event_out(mine, tz))
+            after_values = {
+                "title": mine.title,
+                "start": mine.start.isoformat(),
+                "end": mine.end.isoformat(),
+                "all_day": mine.all_day,
+                "calendar": kept.calendar,
+                "reminder_minutes": mine.reminder_minutes,
+            }
+        active = await uow.active_stub(kept.user_id)
+        if active is not None:
+            check_transition(active.status, "superseded")
+            await uow.update_stub(active.evolve(status="superseded", updated_at=now))
+        stub = Stub(
+            id=new_id(),
+            user_id=kept.user_id,
+            title=(mine or kept).title,
+            slots=StubSlots(),
+            status="held",
+            expires_at=now + self.stub_ttl,
+            created_at=now,
+            updated_at=now,
+            hold_reason="sync_conflict",
+            proposed_start=mine.start if mine else None,
+            proposed_end=mine.end if mine else None,
+            kind="change",
+            change={
+                "view": view.model_dump(mode="json"),
+                "action": "delete" if mine is None else "update",
+                "scope": "this",
+                "row_id": kept.id,
+                "master_id": None,
+                "occurrence_start": None,
+                "after": after_values,
+            },
+        )
+        await uow.insert_stub(stub)
+
+
+async def pending(conn: AsyncConnection, user_id: str) -> int:
+    value = await conn.scalar(
+        text("SELECT count(*) FROM commands.caldav_outbox WHERE user_id = :u AND delivered_at IS NULL"),
+        {"u": user_id},
+    )
+    return int(value or 0)

@@ -1,0 +1,222 @@
+"""The CalDAV server as this service sees it, through the `caldav` client library.
+
+The library is synchronous (HTTP through requests/niquests); every call here is blocking and is run
+in a worker thread by the callers. Failures come out as three kinds the sync logic decides on:
+`PreconditionFailed` (412: someone else changed or made the object), `Rejected` (any other 4xx: the
+server will not take this, retrying is pointless) and `Unavailable` (no answer, 5xx: retry later).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urljoin
+
+import caldav
+from caldav.elements import dav, ical
+from caldav.lib import error
+
+HTTP_TIMEOUT_S = 15
+
+
+@dataclass(frozen=True)
+class Login:
+    url: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class FoundCalendar:
+    url: str
+    name: str
+    color: str | None
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    href: str
+    etag: str | None
+    body: str
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed in a calendar since `token` (all of it when the sync was not incremental)."""
+
+    changed: list[RemoteObject]
+    deleted: list[str]
+    token: str | None
+    complete: bool  # every object of the calendar is in `changed`: what is not there is gone
+
+
+class RemoteError(Exception):
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PreconditionFailed(RemoteError):
+    pass
+
+
+class Rejected(RemoteError):
+    pass
+
+
+class Unavailable(RemoteError):
+    pass
+
+
+class Refused(RemoteError):
+    """The server answered but will not let this login in (401/403 on discovery)."""
+
+
+def _client(login: Login) -> caldav.DAVClient:
+    # Basic authentication up front (every provider this is for takes it with an app password):
+    # without it each request is sent twice, the first time only to be told to authenticate.
+    return caldav.DAVClient(
+        url=login.url,
+        username=login.username,
+        password=login.password,
+        timeout=HTTP_TIMEOUT_S,
+        auth_type="basic",
+    )
+
+
+def _classify(exc: Exception) -> RemoteError:
+    status = getattr(exc, "status", None)
+    reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+    if isinstance(exc, error.ETagMismatchError | error.ConsistencyError) or status == 412:
+        return PreconditionFailed(reason, 412)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
+        return Rejected(reason, status)
+    return Unavailable(reason, status if isinstance(status, int) else None)
+
+
+def discover(login: Login) -> list[FoundCalendar]:
+    """PROPFIND the principal and its calendar home: the calendars this login can see."""
+    try:
+        with _client(login) as client:
+            found = []
+            for calendar in client.principal().calendars():
+                props = calendar.get_properties([dav.DisplayName(), ical.CalendarColor()])
+                name = props.get(dav.DisplayName.tag) or str(calendar.url).rstrip("/").rsplit("/", 1)[-1]
+                color = props.get(ical.CalendarColor.tag)
+                found.append(FoundCalendar(str(calendar.url), str(name)[:100], str(color) if color else None))
+            return found
+    except error.AuthorizationError as exc:
+        raise Refused("the server refused this user name and password", exc.status) from exc
+    except Exception as exc:
+        classified = _classify(exc)
+        if isinstance(classified, Rejected):
+            raise Refused(f"the server refused the request ({classified})", classified.status) from exc
+        raise Unavailable(f"the server could not be reached: {classified}") from exc
+
+
+def _object(client: caldav.DAVClient, calendar_url: str, href: str, etag: str | None) -> caldav.Event:
+    calendar = caldav.Calendar(client=client, url=calendar_url)
+    obj = caldav.Event(client=client, url=href, parent=calendar)
+    if etag:
+        obj.props[dav.GetEtag.tag] = etag
+    return obj
+
+
+def _settle(status: int, what: str) -> None:
+    if status == 412:
+        raise PreconditionFailed(f"{what}: 412 precondition failed", 412)
+    if 400 <= status < 500 and status not in (404, 408, 429):
+        raise Rejected(f"{what}: refused with {status}", status)
+    if status >= 500 or status in (408, 429):
+        raise Unavailable(f"{what}: {status}", status)
+
+
+def put(login: Login, calendar_url: str, href: str, body: str, etag: str | None) -> str | None:
+    """Create (`etag` None: `If-None-Match: *`) or replace (`If-Match: etag`) one object in one
+    conditional PUT; its new ETag, when the server tells it. (The library's `save()` would search
+    the calendar for the UID first: a second round trip the precondition already makes needless.)"""
+    headers = {"Content-Type": "text/calendar; charset=utf-8"}
+    if etag is None:
+        headers["If-None-Match"] = "*"
+    else:
+        headers["If-Match"] = etag
+    try:
+        with _client(login) as client:
+            response = client.put(href, body, headers)
+    except Exception as exc:
+        raise _classify(exc) from exc
+    _settle(response.status, "PUT")
+    if response.status == 404:
+        raise Rejected("PUT: the calendar is gone (404)", 404)
+    found = response.headers.get("ETag") if response.headers else None
+    return str(found) if found else None
+
+
+def delete(login: Login, calendar_url: str, href: str, etag: str | None) -> None:
+    """Delete one object with `If-Match: etag`; one that is already gone counts as deleted."""
+    headers = {"If-Match": etag} if etag else {}
+    try:
+        with _client(login) as client:
+            response = client.delete(href, headers)
+    except error.NotFoundError:
+        return
+    except Exception as exc:
+        classified = _classify(exc)
+        if classified.status == 404:
+            return
+        raise classified from exc
+    _settle(response.status, "DELETE")
+
+
+def fetch(login: Login, calendar_url: str, href: str) -> RemoteObject | None:
+    """The object as the server holds it now, or None when it is gone."""
+    try:
+        with _client(login) as client:
+            obj = _object(client, calendar_url, href, None)
+            obj.load()
+            return RemoteObject(normal_href(str(obj.url)), obj.etag, str(obj.data))
+    except error.NotFoundError:
+        return None
+    except Exception as exc:
+        classified = _classify(exc)
+        if classified.status == 404:
+            return None
+        raise classified from exc
+
+
+def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
+    """RFC 6578 sync-collection from `token` (the whole calendar without one); where the server
+    offers no sync token the library lists everything and the caller compares ETags."""
+    try:
+        with _client(login) as client:
+            calendar = caldav.Calendar(client=client, url=calendar_url)
+            found = calendar.objects_by_sync_token(sync_token=token, load_objects=True)
+            deleted = {normal_href(str(u)) for u in found.deleted_urls}
+            changed = [
+                RemoteObject(normal_href(str(o.url)), o.etag, str(o.data))
+                for o in found
+                if normal_href(str(o.url)) not in deleted and o.data
+            ]
+            new_token = str(found.sync_token) if found.sync_token else None
+            if new_token is not None and new_token.startswith("fake-"):
+                # No RFC 6578 on this server: the library lists everything and hashes the ETags
+                # into a token of its own; the same token back means nothing changed.
+                unchanged = token == new_token
+                return Changes([] if unchanged else changed, [], new_token, complete=not unchanged)
+            return Changes(changed, sorted(deleted), new_token, complete=token is None)
+    except error.DAVError as exc:
+        if token is not None and "valid-sync-token" in str(getattr(exc, "preconditions", "")):
+            # The server forgot the token (RFC 6578 §3.2): start over with a full listing.
+            return changes(login, calendar_url, None)
+        raise _classify(exc) from exc
+    except Exception as exc:
+        raise _classify(exc) from exc
+
+
+def normal_href(href: str) -> str:
+    """One spelling per object address: servers and the library disagree on percent-encoding."""
+    return unquote(href)
+
+
+def href_for(calendar_url: str, uid: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in uid)
+    return urljoin(calendar_url if calendar_url.endswith("/") else calendar_url + "/", f"{safe}.ics")

@@ -1,0 +1,85 @@
+"""The sync role of every commands replica: the outbox worker and the inbound sync loop.
+
+Both are background tasks of the service process, so sync scales with `--scale commands=N` and
+`/healthz` keeps its five services. The outbox worker wakes on `calagent.caldav.outbox.<user>`
+(published after a commit that queued rows) and on a periodic sweep (a missed wake, a retry whose
+backoff ran out); SKIP LOCKED lets replicas share rows. The inbound loop syncs each account due,
+under a lease, so only one replica syncs an account at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from calagent.commands.caldav.inbound import InboundSync
+from calagent.commands.caldav.outbox import Deliverer
+
+log = logging.getLogger("calagent.commands.caldav")
+
+# Settled outbox rows are kept this long (what was delivered when, for operators and the bench).
+OUTBOX_RETENTION = timedelta(days=7)
+
+
+class SyncWorker:
+    def __init__(self, deliverer: Deliverer, inbound: InboundSync, *, sweep_s: float, sync_s: float) -> None:
+        self.deliverer = deliverer
+        self.inbound = inbound
+        self.sweep_s = sweep_s
+        self.sync_s = sync_s
+        self._wake = asyncio.Event()
+        self._sync_now = asyncio.Event()
+        self._requested: set[str] = set()  # accounts to sync at once (None in it: every account)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def sync_soon(self, account_id: str | None = None) -> None:
+        """Sync this account (a new connection: its calendar should show at once), or every
+        account, without waiting for the period."""
+        self._requested.add(account_id or "*")
+        self._sync_now.set()
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._deliver_loop(), name="caldav-outbox"),
+            asyncio.create_task(self._inbound_loop(), name="caldav-inbound"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+
+    async def _deliver_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.sweep_s)
+            self._wake.clear()
+            try:
+                while await self.deliverer.deliver_due() > 0:
+                    pass
+            except Exception:
+                log.exception("the outbox sweep failed; trying again at the next one")
+
+    async def _inbound_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sync_now.wait(), timeout=self.sync_s)
+            self._sync_now.clear()
+            requested, self._requested = self._requested, set()
+            try:
+                for account_id in sorted(requested - {"*"}):
+                    await self.inbound.sync_account(account_id)
+                await self.inbound.sync_due(
+                    timedelta(0) if "*" in requested else timedelta(seconds=self.sync_s)
+                )
+                await self.deliverer.prune(OUTBOX_RETENTION)
+            except Exception:
+                log.exception("the inbound sync failed; trying again at the next round")

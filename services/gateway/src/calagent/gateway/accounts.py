@@ -1,0 +1,131 @@
+"""Connected calendars on the HTTP surface (contract §12): `POST /v1/accounts/caldav`,
+`GET /v1/accounts`, `DELETE /v1/accounts/{id}`.
+
+The gateway only checks the body's shape and forwards it to commands over the bus; commands does
+the PROPFIND, stores the sealed password and answers. No response carries the password.
+"""
+
+# No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
+# a local name that FastAPI must see as an object, not as a string to resolve in module globals.
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from calagent.contracts import wire
+from calagent.contracts.caldav import (
+    AccountOut,
+    AccountRequest,
+    AccountResult,
+    AnyAccountCommand,
+    ConnectCalDav,
+    DisconnectAccount,
+    ListAccounts,
+)
+from calagent.contracts.text import NUL
+from calagent.gateway.auth import Principal
+from calagent.runtime.bus import BusRequestError
+
+ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
+
+
+class ConnectBody(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    url: StrictStr = Field(min_length=8, max_length=2000)
+    username: StrictStr = Field(min_length=1, max_length=200)
+    password: StrictStr = Field(min_length=1, max_length=500, repr=False)
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def account_view(account: AccountOut) -> dict[str, Any]:
+    return {
+        "id": account.id,
+        "url": account.url,
+        "username": account.username,
+        "created_at": account.created_at.isoformat(),
+        "last_synced_at": account.last_synced_at.isoformat() if account.last_synced_at else None,
+        "calendars": [
+            {"name": c.name, "url": c.url, "color": c.color, "default": c.default} for c in account.calendars
+        ],
+    }
+
+
+def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+    router = APIRouter()
+
+    async def ask(request: Request, command: AnyAccountCommand) -> AccountResult | JSONResponse:
+        gateway = request.app.state.gateway
+        try:
+            result: AccountResult = await gateway.bus.request(
+                wire.CALDAV_ACCOUNTS, AccountRequest(command=command), timeout=ACCOUNT_TIMEOUT_S
+            )
+        except BusRequestError as exc:
+            status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
+            code = "service_unavailable" if status == 503 else "bad_gateway"
+            return _error(status, code, f"the commands service could not answer ({exc.code})")
+        return result
+
+    @router.post("/v1/accounts/caldav", response_model=None)
+    async def connect(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        try:
+            raw = json.loads(await request.body())
+            body = ConnectBody.model_validate(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _error(422, "invalid_request", "the body is not valid JSON")
+        except ValidationError as exc:
+            fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors())
+            return _error(
+                422, "invalid_request", f"url, username and password are required strings ({fields})"
+            )
+        if any(NUL in value for value in (body.url, body.username, body.password)):
+            return _error(422, "invalid_request", "NUL characters are not accepted")
+        gateway = request.app.state.gateway
+        answer = await ask(
+            request,
+            ConnectCalDav(
+                envelope=gateway.envelope(principal),
+                url=body.url,
+                username=body.username,
+                password=body.password,
+            ),
+        )
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.error is not None or answer.account is None:
+            error = answer.error
+            return _error(422, error.code if error else "refused", error.message if error else "refused")
+        view = account_view(answer.account)
+        return JSONResponse({"id": view["id"], "calendars": view["calendars"]}, status_code=201)
+
+    @router.get("/v1/accounts", response_model=None)
+    async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        gateway = request.app.state.gateway
+        answer = await ask(request, ListAccounts(envelope=gateway.envelope(principal)))
+        if isinstance(answer, JSONResponse):
+            return answer
+        return JSONResponse({"accounts": [account_view(a) for a in answer.accounts]})
+
+    @router.delete("/v1/accounts/{account_id}", response_model=None)
+    async def disconnect(
+        request: Request, principal: Annotated[Principal, Depends(authenticate)], account_id: str
+    ) -> Response:
+        if not 0 < len(account_id) <= 64 or NUL in account_id:
+            return _error(404, "not_found", "no connected account with this id")
+        gateway = request.app.state.gateway
+        answer = await ask(
+            request, DisconnectAccount(envelope=gateway.envelope(principal), account_id=account_id)
+        )
+        if isinstance(answer, JSONResponse):
+            return answer
+        if not answer.deleted:
+            return _error(404, "not_found", "no connected account with this id")
+        return Response(status_code=204)
+
+    return router
