@@ -22,3 +22,12 @@ def test_killing_each_part_under_load_loses_and_duplicates_nothing() -> None:
     assert (report.lost, report.duplicated, report.unanswered, report.rejected) == (0, 0, 0, 0), summary
     assert report.unrecovered == 0, summary
     assert report.answered == report.turns_sent
+    # The bus fuzz before the kills: refused where it must be, garbage dead-lettered, nothing crashed.
+    bus = report.bus
+    assert bus is not None
+    assert bus.connections_refused == bus.connections_tried == 3
+    assert bus.forged_done_refused == bus.forged_done_tried == 4
+    assert bus.forged_done_delivered == 0
+    assert bus.cross_reads_refused == bus.cross_reads_tried == 3
+    assert bus.dead_letters_added > 0
+    assert report.crashed_by_fuzz == []

@@ -3,7 +3,8 @@
 The system runs as users run it (`calagent up`, every service its own process, replicas of the
 agent, commands and gateway). Clients send create turns, each for a user of its own, and retry a
 failed request with the same `client_message_id` until it is answered, as a well-behaved client
-does. Meanwhile one part after another is killed with SIGKILL — each service, nats-server,
+does. First the bus is fuzzed (`calagent.cli.busfuzz`: without credentials, with a service's
+credentials outside its role, garbage on every subject). Then one part after another is killed with SIGKILL — each service, nats-server,
 PostgreSQL, and now and then the supervisor itself (which is then started again on the same data
 dir) — and the time until `/healthz` answers 200 again is taken as that fault's recovery.
 
@@ -33,6 +34,7 @@ from typing import Any
 import httpx
 import psutil
 
+from calagent.cli.busfuzz import BusFuzzReport, admin_url_of, fuzz_bus, passwords_of
 from calagent.cli.system import System
 from calagent.cli.turnbench import bench_script
 
@@ -61,10 +63,16 @@ class Report:
     http_5xx: int = 0
     connection_errors: int = 0
     users: list[str] = field(default_factory=list)
+    bus: BusFuzzReport | None = None
+    # Services that were not the same processes after the bus fuzz: a message crashed them.
+    crashed_by_fuzz: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.unanswered or self.unrecovered or self.rejected)
+        bus_ok = self.bus is None or (self.bus.ok and not self.crashed_by_fuzz)
+        return bus_ok and not (
+            self.lost or self.duplicated or self.unanswered or self.unrecovered or self.rejected
+        )
 
     def as_dict(self) -> dict[str, Any]:
         recoveries = [v for values in self.recoveries.values() for v in values]
@@ -81,6 +89,7 @@ class Report:
             "connection_errors_retried": self.connection_errors,
             "unrecovered": self.unrecovered,
             "slowest_recovery_s": round(max(recoveries), 2) if recoveries else None,
+            "bus_fuzz": None if self.bus is None else {**self.bus.as_dict(), "crashed": self.crashed_by_fuzz},
             "recovery_s": {
                 target: {
                     "median": round(statistics.median(values), 2),
@@ -106,6 +115,16 @@ def format_report(report: Report) -> str:
         f"connection errors retried: {data['connection_errors_retried']}; 4xx: {data['rejected_4xx']}",
         f"slowest recovery: {data['slowest_recovery_s']} s; unrecovered: {data['unrecovered']}",
     ]
+    bus = report.bus
+    if bus is not None:
+        lines.append(
+            f"bus fuzz: connections without valid credentials refused {bus.connections_refused}/"
+            f"{bus.connections_tried}; forged turn.done refused {bus.forged_done_refused}/"
+            f"{bus.forged_done_tried} (delivered {bus.forged_done_delivered}); cross-service reads "
+            f"refused {bus.cross_reads_refused}/{bus.cross_reads_tried}; garbage sent "
+            f"{bus.garbage_sent}, dead-lettered {bus.dead_letters_added}, services crashed "
+            f"{len(report.crashed_by_fuzz)}"
+        )
     for target, numbers in data["recovery_s"].items():
         lines.append(
             f"  {target:<12} median {numbers['median']:>6} s  max {numbers['max']:>6} s  ({numbers['n']})"
@@ -256,13 +275,31 @@ async def read_back(client: httpx.AsyncClient, system: System, report: Report) -
     await asyncio.gather(*(check(user) for user in report.users))
 
 
+async def fuzz_the_bus(client: httpx.AsyncClient, system: System, report: Report) -> None:
+    """The bus fuzz on the freshly started system, then: the same service processes, healthy."""
+    before = {role: {p.pid for p in procs} for role, procs in system.processes(roots=True).items()}
+    report.bus = await fuzz_bus(admin_url_of(system.data_dir), passwords_of(system.data_dir))
+    after = {role: {p.pid for p in procs} for role, procs in system.processes(roots=True).items()}
+    report.crashed_by_fuzz = sorted(role for role, pids in before.items() if after.get(role) != pids)
+    if not await wait_recovered(client, system, "gateway", None):
+        report.crashed_by_fuzz.append("healthz")
+
+
 async def attack(
-    system: System, kills: int, clients: int, gap_s: float, targets: tuple[str, ...], supervisor_every: int
+    system: System,
+    kills: int,
+    clients: int,
+    gap_s: float,
+    targets: tuple[str, ...],
+    supervisor_every: int,
+    bus_fuzz: bool,
 ) -> Report:
     report = Report()
     load = asyncio.Event()
     limits = httpx.Limits(max_connections=clients + 8)
     async with httpx.AsyncClient(base_url=system.url, limits=limits) as client:
+        if bus_fuzz:
+            await fuzz_the_bus(client, system, report)
         workers = [asyncio.create_task(client_loop(client, system, report, load)) for _ in range(clients)]
         try:
             await asyncio.sleep(2.0)  # the load is running before the first fault
@@ -283,6 +320,7 @@ def run_faults(
     gap_s: float = 0.5,
     targets: tuple[str, ...] = SERVICE_TARGETS + SERVER_TARGETS,
     supervisor_every: int = 25,
+    bus_fuzz: bool = True,
     data_dir: Path | None = None,
 ) -> Report:
     with tempfile.TemporaryDirectory(prefix="calagent-faults-") as tmp:
@@ -290,7 +328,7 @@ def run_faults(
         try:
             system.start()
             system.set_script(bench_script(0))
-            return asyncio.run(attack(system, kills, clients, gap_s, targets, supervisor_every))
+            return asyncio.run(attack(system, kills, clients, gap_s, targets, supervisor_every, bus_fuzz))
         finally:
             system.stop()
 
