@@ -16,8 +16,20 @@ from datetime import timedelta
 
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
+from calagent.runtime.settle import RateLimitedLog, is_transient
 
 log = logging.getLogger("calagent.commands.caldav")
+_outage = RateLimitedLog(log, every=60.0)
+
+
+def _failed(exc: Exception, what: str) -> None:
+    """A database outage fails every round alike: one line a minute says so; anything else is a
+    fault worth its traceback."""
+    if is_transient(exc):
+        _outage.warning(what, "%s: %r", what, exc)
+    else:
+        log.exception(what, exc_info=exc)
+
 
 # Settled outbox rows are kept this long (what was delivered when, for operators and the bench).
 OUTBOX_RETENTION = timedelta(days=7)
@@ -65,8 +77,8 @@ class SyncWorker:
             try:
                 while await self.deliverer.deliver_due() > 0:
                     pass
-            except Exception:
-                log.exception("the outbox sweep failed; trying again at the next one")
+            except Exception as exc:
+                _failed(exc, "the outbox sweep failed; trying again at the next one")
 
     async def _inbound_loop(self) -> None:
         while True:
@@ -81,5 +93,5 @@ class SyncWorker:
                     timedelta(0) if "*" in requested else timedelta(seconds=self.sync_s)
                 )
                 await self.deliverer.prune(OUTBOX_RETENTION)
-            except Exception:
-                log.exception("the inbound sync failed; trying again at the next round")
+            except Exception as exc:
+                _failed(exc, "the inbound sync failed; trying again at the next round")
