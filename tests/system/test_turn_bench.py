@@ -29,6 +29,8 @@ def test_the_turn_bench_reports_every_figure_in_one_run() -> None:
     assert {"gateway", "agent", "commands", "timeparse", "evalrec", "nats-server", "postgres"} <= set(
         report["cpu_ms_per_turn"]
     )
+    # PostgreSQL's work is in its backends (children of the postmaster): they are counted.
+    assert report["cpu_ms_per_turn"]["postgres"] > 0
     assert report["throughput"]["errors"] == 0
     assert (report["in_flight"]["created"], report["in_flight"]["errors"]) == (12, 0)
     assert {"gateway", "agent"} <= set(report["in_flight"]["kib_per_turn_in_flight"])

@@ -130,7 +130,8 @@ class System:
                 role = role_of(" ".join(proc.cmdline()))
                 parent = proc.parent()
                 if (
-                    role == "postgres"
+                    roots
+                    and role == "postgres"
                     and parent is not None
                     and role_of(" ".join(parent.cmdline())) == "postgres"
                 ):
