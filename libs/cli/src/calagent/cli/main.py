@@ -173,7 +173,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from calagent.cli.up import run_up
 
     try:
-        return run_up(args.port, args.scale)
+        return run_up(args.port, args.scale, args.nats_cluster)
     except ValueError as exc:
         print(f"calagent up: {exc}", file=sys.stderr)
         return 2
@@ -233,6 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start the whole system in the foreground")
     up.add_argument("--port", type=int, default=None)
     up.add_argument("--scale", default=None, help="replicas, e.g. agent=2,commands=2")
+    up.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N nats-server nodes on this host as one cluster, every stream replicated N ways",
+    )
     up.set_defaults(func=cmd_up)
 
     token = sub.add_parser("token", help="print a bearer token for a user")
@@ -315,6 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     faults.add_argument(
         "--supervisor-every", type=int, default=25, help="every Nth fault kills the supervisor (0: never)"
+    )
+    faults.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the bus as N nats-server nodes; each nats-server fault kills one node at random",
     )
     faults.add_argument("--json", action="store_true", help="print the report as JSON")
     faults.set_defaults(func=cmd_faults)

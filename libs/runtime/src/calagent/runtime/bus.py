@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -37,6 +38,7 @@ from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
+from nats.js.api import StreamInfo
 from nats.js.errors import NotFoundError
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
@@ -126,14 +128,39 @@ STREAM_CONFIGS = (
 )
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    """Create or update the streams the system needs; idempotent, safe from every replica."""
+def _copies(info: StreamInfo, replicas: int) -> int:
+    # Never fewer than a stream has: a bus started with the default of 1 (an operator's CLI, a test
+    # harness) must not strip a cluster's streams of their copies. Lowering is an operator's call.
+    return max(replicas, info.config.num_replicas or 1)
+
+
+async def ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> int:
+    """Raise an existing `stream` (a KV bucket's, say) to `replicas` copies when it has fewer
+    (JetStream copies the data to the new peers); returns the copies it will have."""
+    try:
+        info = await js.stream_info(stream)
+    except NotFoundError:
+        return replicas
+    copies = _copies(info, replicas)
+    if copies != (info.config.num_replicas or 1):
+        await js.update_stream(dataclasses.replace(info.config, num_replicas=copies))
+    return copies
+
+
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> dict[str, int]:
+    """Create or update the streams the system needs with `replicas` copies each (one per cluster
+    node, `CALAGENT_NATS_REPLICAS`; an existing stream with fewer is raised); idempotent, safe from
+    every replica. Returns the copies each stream has."""
+    copies: dict[str, int] = {}
     for config in STREAM_CONFIGS:
+        name = config.name or ""
         try:
-            await js.stream_info(config.name or "")
-            await js.update_stream(config)
+            copies[name] = _copies(await js.stream_info(name), replicas)
+            await js.update_stream(dataclasses.replace(config, num_replicas=copies[name]))
         except NotFoundError:
-            await js.add_stream(config)
+            copies[name] = replicas
+            await js.add_stream(dataclasses.replace(config, num_replicas=replicas))
+    return copies
 
 
 def _jstream(name: str) -> JStream:
@@ -190,8 +217,13 @@ class Bus:
         clock: Clock | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
+        replicas: int = 1,
     ) -> None:
         self.service = service
+        # Copies of each stream, consumer and bucket this bus creates (`CALAGENT_NATS_REPLICAS`):
+        # one per cluster node, so losing a node loses no message and no consumer's position.
+        self.replicas = replicas
+        self._stream_replicas: dict[str, int] = {}
         self.clock = clock or SystemClock()
         user = user_of(url)
         # Replies to this connection's requests (and its pull consumers' deliveries) arrive under
@@ -206,6 +238,10 @@ class Bus:
             # a service never exits because the bus went away for a while.
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
+            # A node that vanished without closing its sockets (a host lost, not a process) is
+            # noticed after two unanswered pings, not the client's default four minutes.
+            ping_interval=5,
+            max_outstanding_pings=2,
             connect_timeout=5,
             drain_timeout=5,
             graceful_timeout=GRACEFUL_TIMEOUT_S,
@@ -226,9 +262,9 @@ class Bus:
         self._dead_letters = self.stream_publisher(deadletter(service))
 
     @classmethod
-    async def connect(cls, url: str, service: str, clock: Clock | None = None) -> Bus:
+    async def connect(cls, url: str, service: str, clock: Clock | None = None, *, replicas: int = 1) -> Bus:
         """A started bus for a caller that only requests and publishes (CLI, tests)."""
-        bus = cls(url, service, clock)
+        bus = cls(url, service, clock, replicas=replicas)
         await bus.start()
         return bus
 
@@ -238,7 +274,7 @@ class Bus:
         """Connect and make sure the streams exist, starting no subscriber yet."""
         if self._nc is None:
             self._nc = await self.broker.connect()
-            await ensure_streams(self._nc.jetstream())
+            self._stream_replicas = await ensure_streams(self._nc.jetstream(), self.replicas)
 
     async def start(self) -> None:
         await self.open()
@@ -263,7 +299,10 @@ class Bus:
         """
         js = self.nc.jetstream()
         for stream_name, config in self._consumers:
-            await js.add_consumer(stream_name, config)
+            # As many copies as its stream: a consumer's delivered and acknowledged positions
+            # survive the loss of a node only when they are replicated like the messages.
+            copies = self._stream_replicas.get(stream_name, self.replicas)
+            await js.add_consumer(stream_name, dataclasses.replace(config, num_replicas=copies))
 
     async def close(self) -> None:
         """Stop taking messages, let in-flight handlers finish (bounded), then disconnect."""

@@ -46,7 +46,6 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from faststream.nats import NatsBroker
 from nats.js.api import StorageType
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
@@ -58,7 +57,7 @@ from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
 from calagent.gateway.envelopes import Unwrapped
-from calagent.runtime.bus import Bus, BusRequestError
+from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 from calagent.runtime.timeline import epoch_ms
@@ -225,8 +224,8 @@ class KeyClaims:
     from writing anything (it answers with the first turn's answer instead of 409).
     """
 
-    def __init__(self, broker: NatsBroker) -> None:
-        self._broker = broker
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
         self._kv: KeyValue | None = None
         self._opening = asyncio.Lock()
 
@@ -235,11 +234,15 @@ class KeyClaims:
         # racing here send the same bucket config, which JetStream accepts.
         async with self._opening:
             if self._kv is None:
-                self._kv = await self._broker.key_value(
+                # Replicated like the streams: a claim must outlive the node that stored it. A
+                # bucket made with fewer copies is raised first (a bucket's config must match).
+                replicas = await ensure_replicas(self._bus.js, f"KV_{KEY_CLAIMS_BUCKET}", self._bus.replicas)
+                self._kv = await self._bus.broker.key_value(
                     KEY_CLAIMS_BUCKET,
                     ttl=KEY_CLAIM_TTL_S,
                     history=1,
                     storage=StorageType.FILE,
+                    replicas=replicas,
                     description="gateway: the message each client_message_id was first used for",
                 )
             return self._kv
@@ -280,7 +283,7 @@ class TurnRunner:
         self.clock = clock
         self.locks = UserLocks()
         self.answers = AnswerCache()
-        self.claims = KeyClaims(bus.broker)
+        self.claims = KeyClaims(bus)
         self.turns = bus.stream_publisher(wire.TURN_REQUESTED)
         self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
         self._waiting: dict[str, asyncio.Queue[TurnEvent]] = {}
