@@ -246,7 +246,8 @@ class EmbeddedNats:
                 "cluster {\n"
                 f"  name: {CLUSTER_NAME}\n"
                 f"  listen: 127.0.0.1:{self.cluster.port}\n"
-                # Routes authenticate: a local process posing as a node would see every message.
+                # Routes authenticate (both ways: the URLs carry the password): a local process
+                # posing as a node would see every message.
                 f"  authorization {{ user: {ROUTE_USER}, password: {json.dumps(password)} }}\n"
                 # Every node, this one included (a route to itself is recognised and dropped), so
                 # all nodes share one configuration shape and any of them can restart alone.
