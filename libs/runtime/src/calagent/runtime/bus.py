@@ -39,7 +39,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import StreamInfo
-from nats.js.errors import NotFoundError
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
@@ -78,6 +78,8 @@ Rep = TypeVar("Rep", bound=BaseModel)
 NO_RESPONDERS_GRACE_S = 2.0
 # Requests one replica works on at once per endpoint; more wait in the subscription's buffer.
 REQUEST_WORKERS = 256
+# How long a stream raised to more copies may take to have them (a new raft group, data copied).
+RAISE_REPLICAS_TIMEOUT_S = 60.0
 # What a stopping process waits for its in-flight handlers.
 GRACEFUL_TIMEOUT_S = 30.0
 
@@ -134,6 +136,24 @@ def _copies(info: StreamInfo, replicas: int) -> int:
     return max(replicas, info.config.num_replicas or 1)
 
 
+async def _until_replicated(js: JetStreamContext, stream: str, copies: int) -> None:
+    """Wait until a stream just raised to `copies` has them: JetStream moves it to its new peers in
+    the background (a new raft group elects a leader), and a consumer or bucket with that many
+    copies is refused ("insufficient resources") until it has."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RAISE_REPLICAS_TIMEOUT_S
+    while True:
+        with contextlib.suppress(NatsTimeoutError, ServiceUnavailableError):
+            cluster = (await js.stream_info(stream)).cluster
+            if cluster is not None and cluster.leader and len(cluster.replicas or ()) >= copies - 1:
+                return
+        if loop.time() > deadline:
+            raise TransientError(
+                f"stream {stream} did not reach {copies} copies in {RAISE_REPLICAS_TIMEOUT_S}s"
+            )
+        await asyncio.sleep(0.25)
+
+
 async def ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> int:
     """Raise an existing `stream` (a KV bucket's, say) to `replicas` copies when it has fewer
     (JetStream copies the data to the new peers); returns the copies it will have."""
@@ -144,6 +164,8 @@ async def ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> i
     copies = _copies(info, replicas)
     if copies != (info.config.num_replicas or 1):
         await js.update_stream(dataclasses.replace(info.config, num_replicas=copies))
+        log.warning("stream %s raised to %s copies", stream, copies)
+        await _until_replicated(js, stream, copies)
     return copies
 
 
@@ -155,8 +177,12 @@ async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> dict[str, i
     for config in STREAM_CONFIGS:
         name = config.name or ""
         try:
-            copies[name] = _copies(await js.stream_info(name), replicas)
+            info = await js.stream_info(name)
+            copies[name] = _copies(info, replicas)
             await js.update_stream(dataclasses.replace(config, num_replicas=copies[name]))
+            if copies[name] > (info.config.num_replicas or 1):
+                log.warning("stream %s raised to %s copies", name, copies[name])
+                await _until_replicated(js, name, copies[name])
         except NotFoundError:
             copies[name] = replicas
             await js.add_stream(dataclasses.replace(config, num_replicas=replicas))
