@@ -129,6 +129,7 @@ def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> N
         assert health == {
             "status": "ok",
             "services": dict.fromkeys(("gateway", "agent", "commands", "timeparse", "evalrec"), "ok"),
+            "dependencies": {"bus": "ok", "database": "ok"},
         }
         timings = []
         for i in range(5):
