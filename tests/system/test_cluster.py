@@ -11,7 +11,10 @@ until answered; every calendar is read back.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -214,3 +217,27 @@ async def test_killing_the_turn_streams_leader_under_load_loses_and_duplicates_n
     restarted = _nodes(cluster)
     assert set(restarted) == {f"calagent-{i}" for i in range(1, NODES + 1)}
     assert restarted[leader].pid != victim.pid
+
+
+@pytest.mark.parametrize(
+    ("nodes", "nats_url", "reason"),
+    [("9", None, "between 1 and 5"), ("3", "nats://elsewhere:4222", "unset NATS_URL")],
+    ids=["more-nodes-than-jetstream-copies", "beside-a-given-nats-url"],
+)
+def test_up_refuses_a_cluster_it_cannot_run_before_starting_anything(
+    tmp_path: Path, nodes: str, nats_url: str | None, reason: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    env["CALAGENT_DATA_DIR"] = str(tmp_path)
+    if nats_url:
+        env["NATS_URL"] = nats_url
+    done = subprocess.run(
+        [sys.executable, "-m", "calagent.cli.main", "up", "--nats-cluster", nodes],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert reason in done.stderr
+    assert not (tmp_path / "nats").exists()

@@ -183,9 +183,12 @@ class Supervisor:
             else:
                 self.nats = EmbeddedNats(data_dir / "nats")
             nats_url = self.nats.start()
-            for node in self.nats_nodes:
+            nodes = self.nats_nodes
+            for index, node in enumerate(nodes, start=1):
                 assert node.proc is not None
-                self._keep_alive(node.server_name, node.spawn, node.proc)
+                self._keep_alive(
+                    "nats-server" if len(nodes) == 1 else f"nats-server-{index}", node.spawn, node.proc
+                )
         database_url = self.settings.database_url
         if not database_url:
             self.postgres = EmbeddedPostgres(
