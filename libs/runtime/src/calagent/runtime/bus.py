@@ -176,16 +176,12 @@ async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> dict[str, i
     copies: dict[str, int] = {}
     for config in STREAM_CONFIGS:
         name = config.name or ""
+        copies[name] = await ensure_replicas(js, name, replicas)
+        wanted = dataclasses.replace(config, num_replicas=copies[name])
         try:
-            info = await js.stream_info(name)
-            copies[name] = _copies(info, replicas)
-            await js.update_stream(dataclasses.replace(config, num_replicas=copies[name]))
-            if copies[name] > (info.config.num_replicas or 1):
-                log.warning("stream %s raised to %s copies", name, copies[name])
-                await _until_replicated(js, name, copies[name])
+            await js.update_stream(wanted)
         except NotFoundError:
-            copies[name] = replicas
-            await js.add_stream(dataclasses.replace(config, num_replicas=replicas))
+            await js.add_stream(wanted)
     return copies
 
 
