@@ -46,8 +46,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
+from nats.errors import NoRespondersError
 from nats.js.api import StorageType
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import (
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 from nats.js.kv import KeyValue
 from opentelemetry import propagate
 from opentelemetry.trace import Span
@@ -67,6 +73,11 @@ log = logging.getLogger("calagent.gateway.turns")
 LOOKUP_TIMEOUT_S = 2.0
 LOOKUP_POLL_S = 0.5
 PUBLISH_TIMEOUT_S = 5.0
+# One attempt's wait within PUBLISH_TIMEOUT_S. A publish that reached a stream with no leader (its
+# node just died, the others are electing one) is never answered; asking again every second, under
+# the same dedup id, hands the turn over within a second of the new leader instead of after the
+# whole timeout.
+PUBLISH_ATTEMPT_S = 1.0
 ANSWER_CACHE_TTL_S = 600.0  # JetStream's duplicate window on the turns stream
 ANSWER_CACHE_SIZE = 10_000
 KEY_CLAIMS_BUCKET = subjects.GATEWAY_KEYS_BUCKET
@@ -456,11 +467,19 @@ class TurnRunner:
             received_ms=turn.received_ms,
             published_ms=published_ms,
         )
-        timeout = max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
+        give_up = loop.time() + max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
         # The ack says whether this was a duplicate, and a duplicate means the answer may already
         # exist. Trace context rides in the headers (FastStream's telemetry middleware).
-        try:
-            ack = await self.turns.publish(request, msg_id=msg_id, timeout=timeout)
-        except Exception as exc:
-            raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
-        return published_ms, bool(ack.duplicate)
+        while True:
+            attempt = max(0.1, min(PUBLISH_ATTEMPT_S, give_up - loop.time()))
+            try:
+                ack = await self.turns.publish(request, msg_id=msg_id, timeout=attempt)
+                return published_ms, bool(ack.duplicate)
+            except (TimeoutError, NoRespondersError, NoStreamResponseError, ServiceUnavailableError) as exc:
+                # Unanswered, or JetStream unavailable for the moment: again, until the budget is
+                # spent. An attempt that did land makes the next one a duplicate, which says so.
+                if loop.time() + 0.05 >= give_up:
+                    raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
+                await asyncio.sleep(0.05)
+            except Exception as exc:
+                raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
