@@ -21,7 +21,7 @@ from calagent.runtime.embedded import EmbeddedNatsCluster
 pytestmark = pytest.mark.integration
 
 NODES = 3
-STREAMS = [config.name for config in STREAM_CONFIGS]
+STREAMS = [config.name or "" for config in STREAM_CONFIGS]
 
 
 @pytest.fixture(scope="module")
