@@ -4,6 +4,7 @@ raised to three, and a bus started with the default of one never lowers them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js.api import StorageType
+from nats.js.errors import NoStreamResponseError
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.turns import TurnRequested
@@ -105,7 +107,13 @@ async def test_a_bucket_made_with_one_copy_is_raised_in_place_and_keeps_its_entr
 ) -> None:
     js = admin.jetstream()
     bucket = await js.create_key_value(bucket="raised", history=1, storage=StorageType.FILE, replicas=1)
-    await bucket.put("key", b"value")
+    # A stream made on another node is heard of on this one a moment later.
+    for _ in range(50):
+        try:
+            await bucket.put("key", b"value")
+            break
+        except NoStreamResponseError:
+            await asyncio.sleep(0.1)
     assert await ensure_replicas(js, "KV_raised", NODES) == NODES
     assert await ensure_replicas(js, "KV_raised", 1) == NODES
     assert await _replicas(admin, "KV_raised") == NODES
