@@ -57,10 +57,12 @@ bench: $(STAMP)
 
 # The fault suite (not part of `make test`, which keeps a short smoke of it): hundreds of SIGKILLs
 # of every part of a running system under load; prints faults, turns, lost, duplicated, 5xx and the
-# slowest recovery, and fails when anything was lost.
+# slowest recovery, and fails when anything was lost. Then a round on a three-node NATS cluster,
+# where each nats-server fault kills one node at random.
 faults: $(STAMP)
 	CALAGENT_FUZZ_EXAMPLES=1000 $(BIN)/pytest -q -s tests/e2e/test_http_fuzz.py
 	$(BIN)/calagent faults
+	$(BIN)/calagent faults --nats-cluster 3 --kills 70
 
 clean:
 	rm -rf $(VENV) .calagent .mypy_cache .pytest_cache .ruff_cache

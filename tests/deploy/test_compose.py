@@ -1,4 +1,5 @@
-"""The compose deployment agrees with the code: services, commands, environment, ports, JetStream."""
+"""The compose deployment agrees with the code: services, commands, environment, ports, and a
+three-node JetStream cluster every service reaches on each node."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.unit
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SERVICES = subjects.SERVICES
 REPLICAS = {"gateway": 1, "agent": 2, "commands": 2, "timeparse": 1, "evalrec": 1}
+NATS_NODES = ("nats-1", "nats-2", "nats-3")
+ROUTE_PASSWORD = "CALAGENT_NATS_ROUTE_PASSWORD"
 # Variables of the OpenTelemetry SDK itself, read by the exporters rather than by Settings.
 OTEL_VAR = re.compile(r"^OTEL_[A-Z0-9_]+$")
 
@@ -76,8 +79,11 @@ def test_every_environment_variable_is_one_the_code_reads(compose: dict[str, Any
 def test_services_are_wired_to_the_infrastructure(compose: dict[str, Any]) -> None:
     for name in SERVICES:
         env = environment_of(compose["services"][name])
-        # Its own NATS user, with the password nats.conf gives that user.
-        assert env["NATS_URL"] == f"nats://{name}:${{{password_variable(name)}:?}}@nats:4222"
+        # Its own NATS user, with the password nats.conf gives that user, on every node; and a
+        # copy of each stream on every node.
+        userinfo = f"{name}:${{{password_variable(name)}:?}}"
+        assert env["NATS_URL"] == ",".join(f"nats://{userinfo}@{node}:4222" for node in NATS_NODES)
+        assert env["CALAGENT_NATS_REPLICAS"] == str(len(NATS_NODES))
         assert env["DATABASE_URL"] == "postgresql+asyncpg://calagent:calagent@postgres:5432/calagent"
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://jaeger:4318"
         assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
@@ -93,7 +99,8 @@ def test_replicas_health_checks_and_start_order(compose: dict[str, Any]) -> None
         assert service["deploy"]["replicas"] == REPLICAS[name]
         assert service["healthcheck"]["test"], f"{name} has no healthcheck"
         depends = service["depends_on"]
-        assert depends["nats"]["condition"] == "service_healthy"
+        for node in NATS_NODES:
+            assert depends[node]["condition"] == "service_healthy"
         assert "container_name" not in service, "a fixed container name cannot be scaled"
     for name in ("agent", "commands", "evalrec"):
         assert compose["services"][name]["depends_on"]["postgres"]["condition"] == "service_healthy"
@@ -101,16 +108,20 @@ def test_replicas_health_checks_and_start_order(compose: dict[str, Any]) -> None
 
 def test_infrastructure_images_and_ports(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert services["nats"]["image"].startswith("nats:2.10")
+    for node in NATS_NODES:
+        assert services[node]["image"].startswith("nats:2.10")
     assert services["postgres"]["image"] == "postgres:16"
     assert "pg_isready" in " ".join(services["postgres"]["healthcheck"]["test"])
     assert re.fullmatch(r"jaegertracing/jaeger:2\.\d+\.\d+", services["jaeger"]["image"])
     assert {8080, 4222, 4317, 4318, 16686} <= published_ports(compose)
     assert "8080:8080" in services["gateway"]["ports"]
     volumes = compose["volumes"]
-    assert any(
-        str(v).endswith(":/data") and str(v).split(":")[0] in volumes for v in services["nats"]["volumes"]
-    )
+    node_volumes = set()
+    for node in NATS_NODES:
+        data = [str(v).split(":")[0] for v in services[node]["volumes"] if str(v).endswith(":/data")]
+        assert len(data) == 1 and data[0] in volumes, node
+        node_volumes.add(data[0])
+    assert len(node_volumes) == len(NATS_NODES), "each node keeps its own store"
     assert any(str(v).split(":")[0] in volumes for v in services["postgres"]["volumes"])
 
 
@@ -121,9 +132,30 @@ def test_nats_runs_jetstream_with_fsync_on_every_write(compose: dict[str, Any]) 
     assert block is not None, "nats.conf has no jetstream block"
     assert re.search(r"^\s*sync_interval\s*:\s*always\s*$", block["body"], re.MULTILINE)
     assert re.search(r"^\s*store_dir\s*:\s*/data", block["body"], re.MULTILINE)
-    mounts = compose["services"]["nats"]["volumes"]
-    assert any(str(m).startswith("./nats.conf:") for m in mounts)
-    assert "/etc/nats/nats.conf" in compose["services"]["nats"]["command"]
+    for node in NATS_NODES:
+        assert "./nats.conf:/etc/nats/nats.conf:ro" in compose["services"][node]["volumes"]
+        assert compose["services"][node]["command"][:2] == ["-c", "/etc/nats/nats.conf"]
+
+
+def _flag(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_the_nats_nodes_form_one_cluster_with_authenticated_routes(compose: dict[str, Any]) -> None:
+    names = [_flag(compose["services"][node]["command"], "--name") for node in NATS_NODES]
+    assert names == list(NATS_NODES)  # JetStream needs a distinct server name per node
+    for node in NATS_NODES:
+        routes = _flag(compose["services"][node]["command"], "--routes").split(",")
+        # Every node routes to all three (a route to itself is dropped), with the route password.
+        assert routes == [
+            f"nats-route://route:${{{ROUTE_PASSWORD}:{'?' if i else '?set a password for each NATS user (deploy/README.md)'}}}@{peer}:6222"
+            for i, peer in enumerate(NATS_NODES)
+        ]
+    config = (DEPLOY / "nats.conf").read_text(encoding="utf-8")
+    block = re.search(r"^cluster\s*\{(?P<body>.*?)^\}", config, re.MULTILINE | re.DOTALL)
+    assert block is not None, "nats.conf has no cluster block"
+    assert re.search(r"^\s*port\s*:\s*6222\s*$", block["body"], re.MULTILINE)
+    assert re.search(rf"^\s*password\s*:\s*\${ROUTE_PASSWORD}\s*$", block["body"], re.MULTILINE)
 
 
 def test_dockerfile_installs_the_project(compose: dict[str, Any]) -> None:
@@ -141,9 +173,10 @@ def test_dockerfile_installs_the_project(compose: dict[str, Any]) -> None:
 def test_nats_conf_grants_exactly_what_the_subject_table_derives(compose: dict[str, Any]) -> None:
     config = (DEPLOY / "nats.conf").read_text(encoding="utf-8")
     assert authorization_conf() in config
-    nats_env = environment_of(compose["services"]["nats"])
-    for user in (*SERVICES, ADMIN):
-        assert nats_env[password_variable(user)].startswith("${" + password_variable(user) + ":?")
+    for node in NATS_NODES:
+        nats_env = environment_of(compose["services"][node])
+        for variable in (*map(password_variable, (*SERVICES, ADMIN)), ROUTE_PASSWORD):
+            assert nats_env[variable].startswith("${" + variable + ":?"), (node, variable)
 
 
 def test_nats_conf_is_valid_for_nats_server_and_needs_every_password(tmp_path: Path) -> None:
@@ -155,8 +188,18 @@ def test_nats_conf_is_valid_for_nats_server_and_needs_every_password(tmp_path: P
     conf = tmp_path / "nats.conf"
     conf.write_text((DEPLOY / "nats.conf").read_text(encoding="utf-8"))
     passwords = {password_variable(user): f"pw-{user}" for user in (*SERVICES, ADMIN)}
+    passwords[ROUTE_PASSWORD] = "pw-route"
     checked = subprocess.run(
-        [nats_server_binary(), "-t", "-c", str(conf)],
+        [
+            nats_server_binary(),
+            "-t",
+            "-c",
+            str(conf),
+            "--name",
+            "nats-1",
+            "--routes",
+            "nats-route://route:pw-route@nats-2:6222",
+        ],
         env={**os.environ, **passwords},
         capture_output=True,
         text=True,
@@ -172,3 +215,40 @@ def test_nats_conf_is_valid_for_nats_server_and_needs_every_password(tmp_path: P
     )
     assert without.returncode != 0
     assert "CALAGENT_NATS_" in without.stdout + without.stderr
+
+
+def test_three_nodes_from_nats_conf_form_one_jetstream_cluster(
+    tmp_path: Path,
+) -> None:
+    """The nodes as compose runs them (the same file, a name and the route list each), on this
+    host's ports instead of the containers': they form one cluster with JetStream."""
+    import os
+    import subprocess
+
+    from calagent.runtime.embedded import free_port, nats_server_binary, wait_for_jetstream, wait_for_port
+
+    passwords = {password_variable(user): f"pw-{user}" for user in (*SERVICES, ADMIN)}
+    env = {**os.environ, **passwords, ROUTE_PASSWORD: "pw-route"}
+    ports = [(free_port(), free_port(), free_port()) for _ in NATS_NODES]
+    routes = ",".join(f"nats-route://route:pw-route@127.0.0.1:{route}" for _, route, _ in ports)
+    nodes = []
+    try:
+        for node, (client, route, monitor) in zip(NATS_NODES, ports, strict=True):
+            # Each container has its own /data volume; here, a directory each.
+            conf = tmp_path / f"{node}.conf"
+            text = (DEPLOY / "nats.conf").read_text(encoding="utf-8")
+            conf.write_text(text.replace("/data/jetstream", str(tmp_path / node)))
+            argv = [nats_server_binary(), "-c", str(conf), "--name", node, "--routes", routes]
+            argv += ["-a", "127.0.0.1", "-p", str(client), "-m", str(monitor)]
+            argv += ["--cluster", f"nats://127.0.0.1:{route}"]
+            nodes.append(
+                subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+        for (client, _, _), proc in zip(ports, nodes, strict=True):
+            wait_for_port(client, 20, proc)
+        admin = ",".join(f"nats://admin:pw-admin@127.0.0.1:{client}" for client, _, _ in ports)
+        wait_for_jetstream(admin, 60)
+    finally:
+        for proc in nodes:
+            proc.terminate()
+            proc.wait(timeout=20)

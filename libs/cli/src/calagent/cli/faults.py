@@ -7,6 +7,9 @@ does. First the bus is fuzzed (`calagent.cli.busfuzz`: without credentials, with
 credentials outside its role, garbage on every subject). Then one part after another is killed with SIGKILL — each service, nats-server,
 PostgreSQL, and now and then the supervisor itself (which is then started again on the same data
 dir) — and the time until `/healthz` answers 200 again is taken as that fault's recovery.
+With `--nats-cluster N` the bus is N nats-server nodes and each `nats-server` fault kills one of
+them at random: the streams have a copy on every node, so the others elect new leaders and the
+turns go on while the supervisor brings the node back.
 
 Afterwards every user's calendar is read back through `GET /v1/events`: a turn whose event is not
 there was lost, one whose event is there twice was duplicated. It prints: faults injected, turns
@@ -196,19 +199,30 @@ async def healthy(client: httpx.AsyncClient) -> bool:
     return response.status_code == 200
 
 
-async def wait_recovered(client: httpx.AsyncClient, system: System, target: str, victim: int | None) -> bool:
-    """Healthy again, and the killed part replaced by a process of its own."""
+async def wait_recovered(
+    client: httpx.AsyncClient, system: System, target: str, victim: int | None, count: int = 1
+) -> bool:
+    """Healthy again, and the killed part replaced by a process of its own: `count` processes of
+    the target's role (its replicas, a cluster's nodes) run again, the victim not among them."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + RECOVERY_LIMIT_S
     while loop.time() < deadline:
         replaced = True
         if victim is not None:
-            pids = {p.pid for p in system.processes(roots=True).get(target, [])}
-            replaced = bool(pids) and victim not in pids
+            pids = {p.pid for p in system.processes(roots=True).get(target, []) if _alive(p)}
+            replaced = len(pids) >= count and victim not in pids
         if replaced and await healthy(client):
             return True
         await asyncio.sleep(0.1)
     return False
+
+
+def _alive(proc: psutil.Process) -> bool:
+    # A killed child stays listed as a zombie until the supervisor reaps it.
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 async def kill_one(client: httpx.AsyncClient, system: System, target: str, report: Report) -> None:
@@ -228,7 +242,7 @@ async def kill_one(client: httpx.AsyncClient, system: System, target: str, repor
         victim = random.choice(victims)
         with contextlib.suppress(psutil.NoSuchProcess):
             victim.send_signal(signal.SIGKILL)
-        recovered = await wait_recovered(client, system, target, victim.pid)
+        recovered = await wait_recovered(client, system, target, victim.pid, len(victims))
     report.faults[target] += 1
     if recovered:
         report.recoveries.setdefault(target, []).append(time.monotonic() - began)
@@ -322,9 +336,10 @@ def run_faults(
     supervisor_every: int = 25,
     bus_fuzz: bool = True,
     data_dir: Path | None = None,
+    nats_cluster: int = 1,
 ) -> Report:
     with tempfile.TemporaryDirectory(prefix="calagent-faults-") as tmp:
-        system = System(data_dir or Path(tmp), scale=SCALE)
+        system = System(data_dir or Path(tmp), scale=SCALE, nats_cluster=nats_cluster)
         try:
             system.start()
             system.set_script(bench_script(0))
@@ -335,7 +350,11 @@ def run_faults(
 
 def run_faults_command(args: Any) -> int:
     report = run_faults(
-        kills=args.kills, clients=args.clients, gap_s=args.gap, supervisor_every=args.supervisor_every
+        kills=args.kills,
+        clients=args.clients,
+        gap_s=args.gap,
+        supervisor_every=args.supervisor_every,
+        nats_cluster=args.nats_cluster,
     )
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))

@@ -180,7 +180,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         demo, note = start_demo(load_settings().data_dir)
         print(note, flush=True)
     try:
-        return run_up(args.port, args.scale)
+        return run_up(args.port, args.scale, args.nats_cluster)
     except ValueError as exc:
         print(f"calagent up: {exc}", file=sys.stderr)
         return 2
@@ -249,6 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--scale", default=None, help="replicas, e.g. agent=2,commands=2")
     up.add_argument(
         "--caldav-demo", action="store_true", help="also start a local CalDAV server with a demo account"
+    )
+    up.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N nats-server nodes on this host as one cluster, every stream replicated N ways",
     )
     up.set_defaults(func=cmd_up)
 
@@ -334,6 +341,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     faults.add_argument(
         "--supervisor-every", type=int, default=25, help="every Nth fault kills the supervisor (0: never)"
+    )
+    faults.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the bus as N nats-server nodes; each nats-server fault kills one node at random",
     )
     faults.add_argument("--json", action="store_true", help="print the report as JSON")
     faults.set_defaults(func=cmd_faults)

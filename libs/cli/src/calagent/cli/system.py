@@ -42,12 +42,16 @@ class System:
 
     data_dir: Path
     scale: str | None = None
+    # nats-server nodes (`calagent up --nats-cluster`); 1 is a single server.
+    nats_cluster: int = 1
     secret: str = field(default_factory=lambda: secrets.token_hex(32))
     port: int = field(default_factory=free_port)
     model_port: int = field(default_factory=free_port)
     up: subprocess.Popen[str] | None = None
     model: subprocess.Popen[str] | None = None
     database_url: str = ""
+    # The admin's NATS address (every node's, comma-separated, for a cluster), from `up.json`.
+    nats_url: str = ""
 
     @property
     def url(self) -> str:
@@ -93,6 +97,8 @@ class System:
         argv = [sys.executable, "-m", "calagent.cli.main", "up", "--port", str(self.port)]
         if self.scale:
             argv += ["--scale", self.scale]
+        if self.nats_cluster > 1:
+            argv += ["--nats-cluster", str(self.nats_cluster)]
         began = time.monotonic()
         self.up = subprocess.Popen(
             argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -109,6 +115,7 @@ class System:
             raise RuntimeError("calagent up was not ready in time")
         state = json.loads((self.data_dir / "up.json").read_text())
         self.database_url = state["database_url"]
+        self.nats_url = state["nats_url"]
         return time.monotonic() - began
 
     def set_script(self, script: dict[str, Any]) -> None:

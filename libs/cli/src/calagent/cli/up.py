@@ -34,13 +34,16 @@ import psutil
 
 from calagent.contracts.subjects import SERVICES
 from calagent.runtime.embedded import (
+    MAX_CLUSTER_SIZE,
     EmbeddedNats,
+    EmbeddedNatsCluster,
     EmbeddedPostgres,
     free_port,
     open_private_log,
     parent_death_signal,
     private_dir,
     process_of,
+    stable_port,
     stop_process,
 )
 from calagent.runtime.settings import MIN_AUTH_SECRET_CHARS, Settings
@@ -132,8 +135,10 @@ class Supervisor:
     settings: Settings
     port: int
     scale: dict[str, int]
+    # nats-server nodes to run as one cluster (`--nats-cluster`); 1 is a single server.
+    nats_cluster: int = 1
     children: list[Child] = field(default_factory=list)
-    nats: EmbeddedNats | None = None
+    nats: EmbeddedNats | EmbeddedNatsCluster | None = None
     postgres: EmbeddedPostgres | None = None
     stopping: bool = False
     # What `up.json` says besides the pids: the gateway's, the admin's NATS and the database's URLs.
@@ -148,6 +153,9 @@ class Supervisor:
         env["CALAGENT_AUTH_SECRET"] = auth_secret
         env["CALAGENT_HTTP_PORT"] = str(self.port)
         env["PYTHONUNBUFFERED"] = "1"
+        if self.nats_cluster > 1:
+            # Every stream, consumer and bucket with a copy on each node.
+            env["CALAGENT_NATS_REPLICAS"] = str(self.nats_cluster)
         if model_url:
             env["OPENAI_BASE_URL"] = model_url
             env.setdefault("OPENAI_API_KEY", "scripted-demo")
@@ -170,13 +178,22 @@ class Supervisor:
 
         nats_url = self.settings.nats_url
         if not nats_url:
-            self.nats = EmbeddedNats(data_dir / "nats")
+            if self.nats_cluster > 1:
+                self.nats = EmbeddedNatsCluster(data_dir / "nats", self.nats_cluster)
+            else:
+                self.nats = EmbeddedNats(data_dir / "nats")
             nats_url = self.nats.start()
-            assert self.nats.proc is not None
-            self._keep_alive("nats-server", self.nats.spawn, self.nats.proc)
+            nodes = self.nats_nodes
+            for index, node in enumerate(nodes, start=1):
+                assert node.proc is not None
+                self._keep_alive(
+                    "nats-server" if len(nodes) == 1 else f"nats-server-{index}", node.spawn, node.proc
+                )
         database_url = self.settings.database_url
         if not database_url:
-            self.postgres = EmbeddedPostgres(data_dir / "postgres", port=_stable_port(data_dir / "postgres"))
+            self.postgres = EmbeddedPostgres(
+                data_dir / "postgres", port=stable_port(data_dir / "postgres" / "port")
+            )
             database_url = self.postgres.start()
             assert self.postgres.proc is not None
             self._keep_alive("postgres", self.postgres.spawn, self.postgres.proc)
@@ -226,12 +243,19 @@ class Supervisor:
         state = {**self.addresses, "pid": os.getpid(), "servers": self._server_records()}
         write_private(self.state_file, json.dumps(state))
 
+    @property
+    def nats_nodes(self) -> list[EmbeddedNats]:
+        """The nats-server processes this supervisor runs: one, or each node of the cluster."""
+        if isinstance(self.nats, EmbeddedNatsCluster):
+            return self.nats.nodes
+        return [self.nats] if self.nats is not None else []
+
     def _server_records(self) -> list[dict[str, object]]:
-        records: list[dict[str, object]] = []
-        if self.nats is not None and self.nats.proc is not None:
-            records.append(
-                {"pid": self.nats.proc.pid, "marker": str(self.nats.conf_path), "signal": int(signal.SIGTERM)}
-            )
+        records: list[dict[str, object]] = [
+            {"pid": node.proc.pid, "marker": str(node.conf_path), "signal": int(signal.SIGTERM)}
+            for node in self.nats_nodes
+            if node.proc is not None
+        ]
         if self.postgres is not None and self.postgres.proc is not None:
             records.append(
                 {
@@ -356,10 +380,15 @@ def stop_leftovers(data_dir: Path) -> None:
     with contextlib.suppress(ValueError, IndexError, OSError):
         postmaster = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
         found.append((process_of(postmaster, "postgres", str(pgdata)), int(signal.SIGINT)))
-    nats_conf = str(data_dir / "nats" / "nats.conf")
+    # A single server's configuration, or each cluster node's.
+    nats_confs = [
+        str(data_dir / "nats" / "nats.conf"),
+        *map(str, (data_dir / "nats").glob("node-*/nats.conf")),
+    ]
     found += [
-        (process_of(proc.pid, "nats-server", nats_conf), int(signal.SIGTERM))
+        (process_of(proc.pid, "nats-server", conf), int(signal.SIGTERM))
         for proc in psutil.process_iter()
+        for conf in nats_confs
     ]
     stopped: set[int] = set()
     for leftover, sig in found:
@@ -378,31 +407,23 @@ def stop_leftovers(data_dir: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def _stable_port(pg_dir: Path) -> int:
-    """Keep PostgreSQL on the same port across restarts of one data dir when that port is free."""
-    marker = pg_dir / "port"
-    if marker.exists():
-        with contextlib.suppress(ValueError):
-            port = int(marker.read_text())
-            import socket
-
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) != 0:
-                    return port
-    port = free_port()
-    pg_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(str(port))
-    return port
-
-
-def run_up(port: int | None, scale_spec: str | None) -> int:
+def run_up(port: int | None, scale_spec: str | None, nats_cluster: int = 1) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s up %(levelname)s %(message)s")
     # Whatever the supervisor and its children create (logs, sockets, state) is the owner's only.
     os.umask(0o077)
     settings = Settings()
     scale = parse_scale(scale_spec)
+    if not 1 <= nats_cluster <= MAX_CLUSTER_SIZE:
+        raise ValueError(f"--nats-cluster: between 1 and {MAX_CLUSTER_SIZE} nodes")
+    if nats_cluster > 1 and settings.nats_url:
+        raise ValueError(
+            "--nats-cluster starts its own nodes: unset NATS_URL, or list your cluster's servers in it"
+        )
     supervisor = Supervisor(
-        settings=settings, port=port if port is not None else settings.http_port, scale=scale
+        settings=settings,
+        port=port if port is not None else settings.http_port,
+        scale=scale,
+        nats_cluster=nats_cluster,
     )
 
     def on_signal(_signum: int, _frame: object) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -37,7 +38,8 @@ from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
+from nats.js.api import StreamInfo
+from nats.js.errors import NotFoundError, ServiceUnavailableError
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
@@ -76,6 +78,8 @@ Rep = TypeVar("Rep", bound=BaseModel)
 NO_RESPONDERS_GRACE_S = 2.0
 # Requests one replica works on at once per endpoint; more wait in the subscription's buffer.
 REQUEST_WORKERS = 256
+# How long a stream raised to more copies may take to have them (a new raft group, data copied).
+RAISE_REPLICAS_TIMEOUT_S = 60.0
 # What a stopping process waits for its in-flight handlers.
 GRACEFUL_TIMEOUT_S = 30.0
 
@@ -126,14 +130,59 @@ STREAM_CONFIGS = (
 )
 
 
-async def ensure_streams(js: JetStreamContext) -> None:
-    """Create or update the streams the system needs; idempotent, safe from every replica."""
+def _copies(info: StreamInfo, replicas: int) -> int:
+    # Never fewer than a stream has: a bus started with the default of 1 (an operator's CLI, a test
+    # harness) must not strip a cluster's streams of their copies. Lowering is an operator's call.
+    return max(replicas, info.config.num_replicas or 1)
+
+
+async def _until_replicated(js: JetStreamContext, stream: str, copies: int) -> None:
+    """Wait until a stream just raised to `copies` has them: JetStream moves it to its new peers in
+    the background (a new raft group elects a leader), and a consumer or bucket with that many
+    copies is refused ("insufficient resources") until it has."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RAISE_REPLICAS_TIMEOUT_S
+    while True:
+        with contextlib.suppress(NatsTimeoutError, ServiceUnavailableError):
+            cluster = (await js.stream_info(stream)).cluster
+            if cluster is not None and cluster.leader and len(cluster.replicas or ()) >= copies - 1:
+                return
+        if loop.time() > deadline:
+            raise TransientError(
+                f"stream {stream} did not reach {copies} copies in {RAISE_REPLICAS_TIMEOUT_S}s"
+            )
+        await asyncio.sleep(0.25)
+
+
+async def ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> int:
+    """Raise an existing `stream` (a KV bucket's, say) to `replicas` copies when it has fewer
+    (JetStream copies the data to the new peers); returns the copies it will have."""
+    try:
+        info = await js.stream_info(stream)
+    except NotFoundError:
+        return replicas
+    copies = _copies(info, replicas)
+    if copies != (info.config.num_replicas or 1):
+        await js.update_stream(dataclasses.replace(info.config, num_replicas=copies))
+        log.warning("stream %s raised to %s copies", stream, copies)
+        await _until_replicated(js, stream, copies)
+    return copies
+
+
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> dict[str, int]:
+    """Create or update the streams the system needs with `replicas` copies each (one per cluster
+    node, `CALAGENT_NATS_REPLICAS`; an existing stream with fewer is raised); idempotent, safe from
+    every replica. Returns the copies each stream has."""
+    copies: dict[str, int] = {}
     for config in STREAM_CONFIGS:
+        name = config.name or ""
+        copies[name] = await ensure_replicas(js, name, replicas)
+        wanted = dataclasses.replace(config, num_replicas=copies[name])
         try:
-            await js.stream_info(config.name or "")
-            await js.update_stream(config)
+            await js.update_stream(wanted)
         except NotFoundError:
-            await js.add_stream(config)
+            await js.add_stream(wanted)
+    return copies
 
 
 def _jstream(name: str) -> JStream:
@@ -190,8 +239,13 @@ class Bus:
         clock: Clock | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
+        replicas: int = 1,
     ) -> None:
         self.service = service
+        # Copies of each stream, consumer and bucket this bus creates (`CALAGENT_NATS_REPLICAS`):
+        # one per cluster node, so losing a node loses no message and no consumer's position.
+        self.replicas = replicas
+        self._stream_replicas: dict[str, int] = {}
         self.clock = clock or SystemClock()
         user = user_of(url)
         # Replies to this connection's requests (and its pull consumers' deliveries) arrive under
@@ -206,6 +260,10 @@ class Bus:
             # a service never exits because the bus went away for a while.
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
+            # A node that vanished without closing its sockets (a host lost, not a process) is
+            # noticed after two unanswered pings, not the client's default four minutes.
+            ping_interval=5,
+            max_outstanding_pings=2,
             connect_timeout=5,
             drain_timeout=5,
             graceful_timeout=GRACEFUL_TIMEOUT_S,
@@ -226,9 +284,9 @@ class Bus:
         self._dead_letters = self.stream_publisher(deadletter(service))
 
     @classmethod
-    async def connect(cls, url: str, service: str, clock: Clock | None = None) -> Bus:
+    async def connect(cls, url: str, service: str, clock: Clock | None = None, *, replicas: int = 1) -> Bus:
         """A started bus for a caller that only requests and publishes (CLI, tests)."""
-        bus = cls(url, service, clock)
+        bus = cls(url, service, clock, replicas=replicas)
         await bus.start()
         return bus
 
@@ -238,7 +296,7 @@ class Bus:
         """Connect and make sure the streams exist, starting no subscriber yet."""
         if self._nc is None:
             self._nc = await self.broker.connect()
-            await ensure_streams(self._nc.jetstream())
+            self._stream_replicas = await ensure_streams(self._nc.jetstream(), self.replicas)
 
     async def start(self) -> None:
         await self.open()
@@ -263,7 +321,10 @@ class Bus:
         """
         js = self.nc.jetstream()
         for stream_name, config in self._consumers:
-            await js.add_consumer(stream_name, config)
+            # As many copies as its stream: a consumer's delivered and acknowledged positions
+            # survive the loss of a node only when they are replicated like the messages.
+            copies = self._stream_replicas.get(stream_name, self.replicas)
+            await js.add_consumer(stream_name, dataclasses.replace(config, num_replicas=copies))
 
     async def close(self) -> None:
         """Stop taking messages, let in-flight handlers finish (bounded), then disconnect."""

@@ -12,9 +12,11 @@ password, configuration and log file is readable by its owner only.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -113,6 +116,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def stable_port(marker: Path) -> int:
+    """The port recorded in `marker` when it is free, else a fresh one (recorded): a server keeps
+    its address across restarts of one data dir, so whatever was told it (clients, cluster peers)
+    finds it again."""
+    if marker.exists():
+        with contextlib.suppress(ValueError):
+            port = int(marker.read_text())
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) != 0:
+                    return port
+    port = free_port()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(port))
+    return port
+
+
 def wait_for_port(port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -147,20 +166,47 @@ def _stop(proc: subprocess.Popen[bytes], sig_timeout: float = 15.0) -> None:
         proc.wait(timeout=5)
 
 
+# The user cluster nodes authenticate each other's routes with; no client may use it.
+ROUTE_USER = "route"
+CLUSTER_NAME = "calagent"
+
+
+@dataclass(frozen=True)
+class ClusterMembership:
+    """What one node needs to know of its cluster: its own route port, every node's, the password."""
+
+    port: int
+    route_ports: tuple[int, ...]
+    password: str
+
+
 class EmbeddedNats:
-    """nats-server with JetStream on file storage and `sync_interval: always`.
+    """nats-server with JetStream on file storage and `sync_interval: always`; alone, or one node
+    of an `EmbeddedNatsCluster`.
 
     The default fsync interval (2 min) can lose acknowledged messages on a crash; a turn the gateway
     was told is accepted must survive one, so every write is synced.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, auth: bool = True) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        auth: bool = True,
+        server_name: str = "calagent",
+        cluster: ClusterMembership | None = None,
+        users_file: Path | None = None,
+    ) -> None:
         self.data_dir = data_dir.resolve()
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         # One password per user (`trust.users()`), kept in the data dir and reused next time.
         self.passwords: dict[str, str] = {}
         self.auth = auth
+        self.server_name = server_name
+        self.cluster = cluster
+        self.users_file = users_file or self.data_dir / "users.json"
 
     @property
     def conf_path(self) -> Path:
@@ -182,13 +228,35 @@ class EmbeddedNats:
         return self.url_for(ADMIN)
 
     def config_text(self) -> str:
-        store = self.data_dir / "jetstream"
+        """This node's nats.conf: the one place a single server's and a cluster node's settings
+        are written."""
+        store = json.dumps(str(self.data_dir / "jetstream"))
         text = (
             f"listen: 127.0.0.1:{self.port}\n"
-            f"server_name: calagent\n"
+            f"server_name: {json.dumps(self.server_name)}\n"
             f"max_payload: 4MB\n"
-            f"jetstream {{\n  store_dir: {str(store)!r}\n  sync_interval: always\n}}\n"
-        ).replace("'", '"')
+            f"jetstream {{\n  store_dir: {store}\n  sync_interval: always\n}}\n"
+        )
+        if self.cluster is not None:
+            password = self.cluster.password
+            routes = [
+                f"nats-route://{ROUTE_USER}:{password}@127.0.0.1:{port}" for port in self.cluster.route_ports
+            ]
+            text += (
+                "cluster {\n"
+                f"  name: {CLUSTER_NAME}\n"
+                f"  listen: 127.0.0.1:{self.cluster.port}\n"
+                # Routes authenticate (both ways: the URLs carry the password): a local process
+                # posing as a node would see every message.
+                f"  authorization {{ user: {ROUTE_USER}, password: {json.dumps(password)} }}\n"
+                # Every node, this one included (a route to itself is recognised and dropped), so
+                # all nodes share one configuration shape and any of them can restart alone.
+                f"  routes: {json.dumps(routes)}\n"
+                # Clients are given every node's address with their credentials; gossiped
+                # addresses would come without them.
+                "  no_advertise: true\n"
+                "}\n"
+            )
         if self.auth:
             text += authorization_conf(self.passwords)
         return text
@@ -197,7 +265,7 @@ class EmbeddedNats:
         """Start the server on its port and return at once (`start` waits for it)."""
         private_dir(self.data_dir)
         if self.auth and not self.passwords:
-            self.passwords = load_or_create_passwords(self.data_dir / "users.json")
+            self.passwords = load_or_create_passwords(self.users_file)
         write_private(self.conf_path, self.config_text())
         with open_private_log(self.data_dir / "nats.log") as logfile:
             self.proc = subprocess.Popen(
@@ -222,6 +290,89 @@ class EmbeddedNats:
         if self.proc is not None:
             _stop(self.proc)
             self.proc = None
+
+
+class EmbeddedNatsCluster:
+    """`size` nats-server nodes on this host as one JetStream cluster (`calagent up --nats-cluster`).
+
+    Node i lives in `<data_dir>/node-i` with its own store, log and configuration, and keeps its
+    client and route ports across restarts (recorded in the node's dir), so a node the supervisor
+    restarts rejoins under the same name and address and catches up from its peers. Every node
+    has the same users and permissions (one `users.json` for the cluster).
+    """
+
+    def __init__(self, data_dir: Path, size: int) -> None:
+        if not 1 <= size <= MAX_CLUSTER_SIZE:
+            raise ValueError(f"a cluster of 1 to {MAX_CLUSTER_SIZE} nodes, not {size}")
+        self.data_dir = data_dir.resolve()
+        private_dir(self.data_dir)
+        dirs = [self.data_dir / f"node-{index}" for index in range(1, size + 1)]
+        route_ports = tuple(stable_port(node_dir / "route-port") for node_dir in dirs)
+        secret = self.data_dir / "route-password"
+        if not secret.exists():
+            write_private(secret, secrets.token_urlsafe(24))
+        password = secret.read_text().strip()
+        self.nodes = [
+            EmbeddedNats(
+                node_dir,
+                stable_port(node_dir / "port"),
+                server_name=f"calagent-{index}",
+                cluster=ClusterMembership(route_ports[index - 1], route_ports, password),
+                users_file=self.data_dir / "users.json",
+            )
+            for index, node_dir in enumerate(dirs, start=1)
+        ]
+
+    def url_for(self, user: str) -> str:
+        """Every node's address with `user`'s credentials, comma-separated (a `NATS_URL`)."""
+        return ",".join(node.url_for(user) for node in self.nodes)
+
+    @property
+    def admin_url(self) -> str:
+        return self.url_for(ADMIN)
+
+    def start(self, timeout: float = 60.0) -> str:
+        """Start every node, wait until each listens and the cluster has elected its JetStream
+        leader (streams cannot be made before); the admin's address list is returned."""
+        procs = [node.spawn() for node in self.nodes]
+        for node, proc in zip(self.nodes, procs, strict=True):
+            wait_for_port(node.port, timeout, proc)
+        wait_for_jetstream(self.admin_url, timeout)
+        log.info("nats cluster of %s nodes ready (data in %s)", len(self.nodes), self.data_dir)
+        return self.admin_url
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+# JetStream's own limit on the copies of a stream.
+MAX_CLUSTER_SIZE = 5
+
+
+def wait_for_jetstream(url: str, timeout: float) -> None:
+    """Until JetStream answers on `url` (a clustered one only once its nodes elected a leader)."""
+
+    async def poll() -> None:
+        import nats
+        from nats.js.errors import Error as JetStreamError
+
+        deadline = time.monotonic() + timeout
+        connection = await nats.connect(url.split(","), connect_timeout=2, max_reconnect_attempts=-1)
+        try:
+            js = connection.jetstream(timeout=2)
+            while True:
+                try:
+                    await js.account_info()
+                    return
+                except (JetStreamError, nats.errors.Error, TimeoutError):
+                    if time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+        finally:
+            await connection.close()
+
+    asyncio.run(poll())
 
 
 def _pg_bin(name: str) -> str:

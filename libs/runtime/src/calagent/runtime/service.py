@@ -52,10 +52,15 @@ def configure_logging(service: str) -> None:
 
 
 async def start_service(
-    app: ServiceApp, nats_url: str, clock: Clock, *, tracer_provider: TracerProvider | None = None
+    app: ServiceApp,
+    nats_url: str,
+    clock: Clock,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    replicas: int = 1,
 ) -> Bus:
     """Wire `app` on a bus of its own, start it, and only then let messages in."""
-    bus = Bus(nats_url, app.name, clock, tracer_provider=tracer_provider)
+    bus = Bus(nats_url, app.name, clock, tracer_provider=tracer_provider, replicas=replicas)
     app.wire(bus)
     bus.serve_health(app.health if isinstance(app, HealthProbe) else None)
     try:
@@ -75,7 +80,9 @@ async def serve(
     stop: asyncio.Event,
     tracer_provider: TracerProvider | None = None,
 ) -> None:
-    bus = await start_service(app, settings.require_nats(), clock, tracer_provider=tracer_provider)
+    bus = await start_service(
+        app, settings.require_nats(), clock, tracer_provider=tracer_provider, replicas=settings.nats_replicas
+    )
     log.info("%s started", app.name)
     try:
         await stop.wait()

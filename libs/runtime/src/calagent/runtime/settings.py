@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     working_hours: str = Field(default="09:00-18:00", alias="CALAGENT_WORKING_HOURS")
     model_timeout_s: float = Field(default=60.0, gt=0, alias="CALAGENT_MODEL_TIMEOUT_S")
     turn_timeout_s: float = Field(default=90.0, gt=0, alias="CALAGENT_TURN_TIMEOUT_S")
+    # Copies of every JetStream stream, durable consumer and KV bucket: the number of NATS cluster
+    # nodes (`calagent up --nats-cluster N` sets it), at most JetStream's 5.
+    nats_replicas: int = Field(default=1, ge=1, le=5, alias="CALAGENT_NATS_REPLICAS")
     agent_concurrency: int = Field(default=512, ge=1, le=10000, alias="CALAGENT_AGENT_CONCURRENCY")
     # The page offers a sign-in by typing any user name, which mints a token for whoever asks:
     # for a developer's own machine only, never on by default.

@@ -397,7 +397,7 @@ def create_app(
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         own = bus is None
         if bus is None:
-            active = Bus(settings.require_nats(), SERVICE, clock)
+            active = Bus(settings.require_nats(), SERVICE, clock, replicas=settings.nats_replicas)
             gw.attach(active)
             active.serve_health()
         else:

@@ -46,9 +46,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from faststream.nats import NatsBroker
+from nats.errors import NoRespondersError
 from nats.js.api import StorageType
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import (
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 from nats.js.kv import KeyValue
 from opentelemetry import propagate
 from opentelemetry.trace import Span
@@ -58,7 +63,7 @@ from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
 from calagent.gateway.envelopes import Unwrapped
-from calagent.runtime.bus import Bus, BusRequestError
+from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 from calagent.runtime.timeline import epoch_ms
@@ -68,6 +73,11 @@ log = logging.getLogger("calagent.gateway.turns")
 LOOKUP_TIMEOUT_S = 2.0
 LOOKUP_POLL_S = 0.5
 PUBLISH_TIMEOUT_S = 5.0
+# One attempt's wait within PUBLISH_TIMEOUT_S. A publish that reached a stream with no leader (its
+# node just died, the others are electing one) is never answered; asking again every second, under
+# the same dedup id, hands the turn over within a second of the new leader instead of after the
+# whole timeout.
+PUBLISH_ATTEMPT_S = 1.0
 ANSWER_CACHE_TTL_S = 600.0  # JetStream's duplicate window on the turns stream
 ANSWER_CACHE_SIZE = 10_000
 KEY_CLAIMS_BUCKET = subjects.GATEWAY_KEYS_BUCKET
@@ -225,8 +235,8 @@ class KeyClaims:
     from writing anything (it answers with the first turn's answer instead of 409).
     """
 
-    def __init__(self, broker: NatsBroker) -> None:
-        self._broker = broker
+    def __init__(self, bus: Bus) -> None:
+        self._bus = bus
         self._kv: KeyValue | None = None
         self._opening = asyncio.Lock()
 
@@ -235,11 +245,15 @@ class KeyClaims:
         # racing here send the same bucket config, which JetStream accepts.
         async with self._opening:
             if self._kv is None:
-                self._kv = await self._broker.key_value(
+                # Replicated like the streams: a claim must outlive the node that stored it. A
+                # bucket made with fewer copies is raised first (a bucket's config must match).
+                replicas = await ensure_replicas(self._bus.js, f"KV_{KEY_CLAIMS_BUCKET}", self._bus.replicas)
+                self._kv = await self._bus.broker.key_value(
                     KEY_CLAIMS_BUCKET,
                     ttl=KEY_CLAIM_TTL_S,
                     history=1,
                     storage=StorageType.FILE,
+                    replicas=replicas,
                     description="gateway: the message each client_message_id was first used for",
                 )
             return self._kv
@@ -280,7 +294,7 @@ class TurnRunner:
         self.clock = clock
         self.locks = UserLocks()
         self.answers = AnswerCache()
-        self.claims = KeyClaims(bus.broker)
+        self.claims = KeyClaims(bus)
         self.turns = bus.stream_publisher(wire.TURN_REQUESTED)
         self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
         self._waiting: dict[str, asyncio.Queue[TurnEvent]] = {}
@@ -453,11 +467,19 @@ class TurnRunner:
             received_ms=turn.received_ms,
             published_ms=published_ms,
         )
-        timeout = max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
+        give_up = loop.time() + max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
         # The ack says whether this was a duplicate, and a duplicate means the answer may already
         # exist. Trace context rides in the headers (FastStream's telemetry middleware).
-        try:
-            ack = await self.turns.publish(request, msg_id=msg_id, timeout=timeout)
-        except Exception as exc:
-            raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
-        return published_ms, bool(ack.duplicate)
+        while True:
+            attempt = max(0.1, min(PUBLISH_ATTEMPT_S, give_up - loop.time()))
+            try:
+                ack = await self.turns.publish(request, msg_id=msg_id, timeout=attempt)
+                return published_ms, bool(ack.duplicate)
+            except (TimeoutError, NoRespondersError, NoStreamResponseError, ServiceUnavailableError) as exc:
+                # Unanswered, or JetStream unavailable for the moment: again, until the budget is
+                # spent. An attempt that did land makes the next one a duplicate, which says so.
+                if loop.time() + 0.05 >= give_up:
+                    raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
+                await asyncio.sleep(0.05)
+            except Exception as exc:
+                raise AgentUnreachableError(f"could not hand the turn to the agent: {exc!r}") from exc
