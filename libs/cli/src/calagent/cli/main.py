@@ -322,6 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--compare-ms", type=int, default=500, help="turns: model latency against pydantic-ai")
     bench.add_argument("--compare-n", type=int, default=20, help="turns: turns per side against pydantic-ai")
     bench.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=1,
+        help="turns: run the bus as N nats-server nodes (streams replicated N ways)",
+    )
+    bench.add_argument(
         "--corpus",
         action="append",
         default=None,

@@ -24,6 +24,7 @@ import json
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,8 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
             try:
                 answer = await chat(client, system, f"f-{index}-{uuid.uuid4().hex[:6]}", CREATE)
                 outcomes.append(answer["outcome"])
+            except httpx.HTTPStatusError as exc:
+                outcomes.append(f"http:{exc.response.status_code}")
             except httpx.HTTPError as exc:
                 outcomes.append(f"error:{type(exc).__name__}")
 
@@ -287,6 +290,7 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
             "wall_s": time.monotonic() - began,
             "created": outcomes.count("created"),
             "errors": sum(1 for o in outcomes if o != "created"),
+            "not_created": dict(Counter(o for o in outcomes if o != "created")),
             # What holding a turn open while the model thinks costs each process, per turn.
             "rss_mib_idle": baseline,
             # PostgreSQL is left out: what it grows by is backends, one per pooled connection
@@ -366,10 +370,11 @@ def format_results(r: dict[str, Any]) -> str:
 
 def run_turn_bench(args: Any) -> int:
     with tempfile.TemporaryDirectory(prefix="calagent-bench-") as tmp:
-        system = System(Path(tmp))
+        system = System(Path(tmp), nats_cluster=getattr(args, "nats_cluster", 1))
         try:
             system.start()
             results = asyncio.run(measure(system, args))
+            results["nats_nodes"] = system.nats_cluster
         finally:
             system.stop()
     if getattr(args, "json", False):
