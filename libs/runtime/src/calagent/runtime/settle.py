@@ -94,8 +94,9 @@ class RetryPolicy:
 
     @property
     def consumer_max_deliver(self) -> int:
-        """The consumer's own limit: the larger budget (the handler enforces the smaller)."""
-        return max(self.max_deliver, self.transient_deliveries)
+        """The consumer's own limit: the larger budget, which the transient one always is (the
+        handler enforces the smaller)."""
+        return self.transient_deliveries
 
     def nak_delay(self, deliveries: int, *, transient: bool = False) -> float | None:
         """The redelivery delay after failed delivery number `deliveries`; None when it was the

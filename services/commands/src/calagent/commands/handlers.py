@@ -21,7 +21,7 @@ from calagent.commands.queries import query_error
 from calagent.commands.service import CommandService
 from calagent.commands.txn import error_result
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
-from calagent.runtime.bus import BusRequestError, TransientError
+from calagent.runtime.bus import TransientError
 from calagent.runtime.settle import RateLimitedLog
 from calagent.runtime.settle import is_transient as runtime_is_transient
 
@@ -58,8 +58,6 @@ def is_transient(exc: BaseException) -> bool:
     """An unreachable dependency (the bus's own rule), or a database error that a retry with the
     same key resolves (a unique-key race with a concurrent writer, a key still in flight). Input
     errors are sorted out before this is asked."""
-    if isinstance(exc, BusRequestError):
-        return runtime_is_transient(exc)
     return isinstance(exc, SQLAlchemyError | KeyInFlightError) or runtime_is_transient(exc)
 
 
