@@ -405,7 +405,7 @@ class TurnRunner:
             # other answers with the stored result.
             republished = False
             if duplicate and idle:
-                published_ms, _ = await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}")
+                published_ms = await self._republish(turn, deadline)
                 republished = True
             turn.end_receive()
             turn.accepted.set()
@@ -424,7 +424,7 @@ class TurnRunner:
                         if found is not None and found.answer is not None:
                             return TurnOutcome(answer=found.answer, replayed=True)
                         if duplicate and not republished and found is not None and not found.pending:
-                            await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}")
+                            await self._republish(turn, deadline)
                             republished = True
                     continue
                 if event.type == "turn.done":
@@ -437,6 +437,11 @@ class TurnRunner:
         finally:
             if self._waiting.get(turn.turn_id) is events:
                 del self._waiting[turn.turn_id]
+
+    async def _republish(self, turn: ChatTurn, deadline: float) -> float:
+        """Publish a turn JetStream holds but nobody runs once more, under a fresh dedup id."""
+        published_ms, _ = await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}")
+        return published_ms
 
     async def _publish(self, turn: ChatTurn, deadline: float, msg_id: str) -> tuple[float, bool]:
         """Publish the turn; returns when it was published and whether JetStream saw it before."""
