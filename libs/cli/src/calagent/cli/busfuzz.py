@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -211,15 +211,6 @@ async def fuzz_bus(admin_url: str, passwords: dict[str, str]) -> BusFuzzReport:
     return report
 
 
-def passwords_of(data_dir: Any) -> dict[str, str]:
-    from pathlib import Path
-
-    return load_or_create_passwords(Path(data_dir) / "nats" / "users.json")
-
-
-def admin_url_of(data_dir: Any) -> str:
-    from pathlib import Path
-
-    state = json.loads((Path(data_dir) / "up.json").read_text())
-    url: str = state["nats_url"]
-    return url
+def passwords_of(data_dir: Path) -> dict[str, str]:
+    """The NATS users' passwords `calagent up` keeps in its data dir."""
+    return load_or_create_passwords(data_dir / "nats" / "users.json")

@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import psutil
 
-from calagent.cli.busfuzz import BusFuzzReport, admin_url_of, fuzz_bus, passwords_of
+from calagent.cli.busfuzz import BusFuzzReport, fuzz_bus, passwords_of
 from calagent.cli.system import System
 from calagent.cli.turnbench import bench_script
 
@@ -292,7 +292,7 @@ async def read_back(client: httpx.AsyncClient, system: System, report: Report) -
 async def fuzz_the_bus(client: httpx.AsyncClient, system: System, report: Report) -> None:
     """The bus fuzz on the freshly started system, then: the same service processes, healthy."""
     before = {role: {p.pid for p in procs} for role, procs in system.processes(roots=True).items()}
-    report.bus = await fuzz_bus(admin_url_of(system.data_dir), passwords_of(system.data_dir))
+    report.bus = await fuzz_bus(system.nats_url, passwords_of(system.data_dir))
     after = {role: {p.pid for p in procs} for role, procs in system.processes(roots=True).items()}
     report.crashed_by_fuzz = sorted(role for role, pids in before.items() if after.get(role) != pids)
     if not await wait_recovered(client, system, "gateway", None):

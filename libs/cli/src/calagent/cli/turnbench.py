@@ -25,7 +25,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,16 +93,28 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def cpu_seconds(procs: dict[str, list[psutil.Process]]) -> dict[str, float]:
+def sum_by_role(
+    procs: dict[str, list[psutil.Process]], measure: Callable[[psutil.Process], float]
+) -> dict[str, float]:
+    """`measure` of each role's processes, summed over its replicas (a process gone meanwhile
+    counts nothing)."""
     totals: dict[str, float] = {}
     for role, members in procs.items():
         total = 0.0
         for proc in members:
             with contextlib.suppress(psutil.Error):
-                times = proc.cpu_times()
-                total += times.user + times.system
+                total += measure(proc)
         totals[role] = total
     return totals
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
+
+
+def cpu_seconds(procs: dict[str, list[psutil.Process]]) -> dict[str, float]:
+    return sum_by_role(procs, _cpu_s)
 
 
 @contextlib.contextmanager
@@ -317,14 +329,13 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
     return results
 
 
+def _rss_mib(proc: psutil.Process) -> float:
+    return float(proc.memory_info().rss) / 2**20
+
+
 def rss_mib(system: System) -> dict[str, float]:
     """Resident memory per role (summed over replicas), in MiB."""
-    totals: dict[str, float] = {}
-    for role, members in system.processes().items():
-        for proc in members:
-            with contextlib.suppress(psutil.Error):
-                totals[role] = totals.get(role, 0.0) + proc.memory_info().rss / 2**20
-    return totals
+    return sum_by_role(system.processes(), _rss_mib)
 
 
 async def sample_peak_rss(system: System, peak: dict[str, float], every_s: float = 0.1) -> None:
