@@ -611,6 +611,16 @@ async def test_an_edit_on_both_sides_keeps_the_servers_version_and_offers_ours_a
     assert (offer["status"], offer["kind"], offer["hold_reason"]) == ("held", "change", "sync_conflict")
     assert offer["change"]["after"]["start"] == "2026-09-25T20:00:00+08:00"
 
+    # The next, unrelated message changes nothing: the offer waits, both sides keep the server's.
+    unrelated = (await stack.chat(user, "周末天气怎么样")).json()
+    assert unrelated["outcome"] != "updated"
+    [local] = await read_events(stack, user)
+    assert (local["title"], local["start"]) == ("读书会（改在咖啡馆）", "2026-09-25T19:00:00+08:00")
+    [(_, still)] = remote.objects()
+    assert still.walk("VEVENT")[0].decoded("DTSTART").isoformat() == "2026-09-25T19:00:00+08:00"
+    waiting = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (waiting["id"], waiting["status"]) == (offer["id"], "held")
+
     assert (await stack.chat(user, "还是按我的改")).json()["outcome"] == "updated"
     await outbox_drained(db, user)
     [(_, final)] = remote.objects()
