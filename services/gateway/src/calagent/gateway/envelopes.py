@@ -21,9 +21,9 @@ A wrapper names its sender (`from="…"`, `[Telegram from …]`). The sender is 
 of the user's own names (`own`: the user id, the token's `aliases`, and the self-references of
 `SELF_NAMES` such as `@me`); a wrapper from anyone else carries someone else's words, exactly like
 a forward. What counts as third-party content, whatever its shape: `>`/`＞`/`»`/`›` quotes with
-their attribution lines, forwarded blocks (Gmail and Outlook separators, Outlook's `____` header
-block, `From:/Sent:/To:/Subject:` headers, `Fwd:` lines, "Forwarded message:", "Begin forwarded
-message", "Forwarded from …", 转发的消息 / 已转发邮件 / 原始邮件 / 转发自 …, [聊天记录] and "…的聊天记录"
+their attribution lines, WeChat's reply-quote (「…」 over a dashed rule), forwarded blocks (Gmail
+and Outlook separators, Outlook's `____` header block, `From:/Sent:/To:/Subject:` headers,
+`Fwd:` lines, "Forwarded message:", "Begin forwarded message", "Forwarded from …", 转发的消息 / 已转发邮件 / 原始邮件 / 转发自 …, [聊天记录] and "…的聊天记录"
 chat-history forwards), fenced code blocks (pasted material), and a wrapper from another sender.
 
 When nothing of the user's own remains but third-party content does (a bare forward), that content
@@ -83,6 +83,10 @@ _CHAT_TITLE = re.compile(r"^.{1,40}的聊天记录\s*[:：]?$")
 _FENCE = re.compile(r"^(?:```|~~~)")
 # `>` and what other clients quote with: full-width `＞`, `»`, `›`.
 _QUOTE_MARKS = ">＞»›"
+# WeChat's reply-quote as it is copied or bridged: the quoted message in 「…」 (over one or more
+# lines) and a dashed rule under it; only with the rule, since 「…」 is also ordinary punctuation.
+_BRACKET_OPEN, _BRACKET_CLOSE = "「", "」"
+_DASHED_RULE = re.compile(r"^(?:-\s*){5,}$")
 _ATTRIBUTION = (
     re.compile(r"^on\b.*\bwrote\s*:$", re.IGNORECASE),
     re.compile(r"^在.*写道\s*[:：]$"),
@@ -202,16 +206,33 @@ def _is_quoted(line: str) -> bool:
     return _quote_content(line) is not None
 
 
+def _bracket_quote_end(lines: Sequence[str], i: int) -> int | None:
+    """The index of the dashed rule closing a 「…」 reply-quote that starts at line i, or None."""
+    if not lines[i].strip().startswith(_BRACKET_OPEN):
+        return None
+    for j in range(i, len(lines) - 1):
+        if lines[j].strip().endswith(_BRACKET_CLOSE):
+            return j + 1 if _DASHED_RULE.match(lines[j + 1].strip()) else None
+    return None
+
+
 def _split_quotes(lines: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Take quoted lines, fenced blocks and attribution lines (`On … wrote:`) out of the user's
-    lines. A fence never closed runs to the end: pasted material does not turn back into the
-    user's words because its closing fence was lost."""
+    """Take quoted lines, reply-quotes, fenced blocks and attribution lines (`On … wrote:`) out of
+    the user's lines. A fence never closed runs to the end: pasted material does not turn back
+    into the user's words because its closing fence was lost."""
     own: list[str] = []
     quoted: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
+        rule = _bracket_quote_end(lines, i)
+        if rule is not None:
+            block = _tidy(lines[i:rule]).removeprefix(_BRACKET_OPEN).removesuffix(_BRACKET_CLOSE).strip()
+            if block:
+                quoted.append(block)
+            i = rule + 1
+            continue
         if _FENCE.match(stripped):
             close = next((j for j in range(i + 1, len(lines)) if _FENCE.match(lines[j].strip())), len(lines))
             block = _tidy(lines[i + 1 : close])

@@ -467,6 +467,7 @@ class TurnRunner:
             quoted=turn.unwrapped.quoted,
             forwarded=turn.unwrapped.forwarded,
             third_party=turn.unwrapped.third_party,
+            promoted=turn.unwrapped.promoted,
             client_message_id=turn.client_message_id,
             active_command_id=turn.active_command_id,
             received_ms=turn.received_ms,
