@@ -20,7 +20,7 @@ from calagent.agent.domain.pending import (
     write_hold,
 )
 from calagent.contracts.commands import StubOut, StubSlots
-from calagent.gateway.envelopes import own_names, unwrap
+from calagent.contracts.transport import own_names, unwrap
 from calagent.timeparse.domain.replies import parsed_reply
 
 pytestmark = pytest.mark.unit

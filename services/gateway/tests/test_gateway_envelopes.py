@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from calagent.contracts.transport import own_names, unwrap
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
-from calagent.gateway.envelopes import own_names, unwrap
 
 pytestmark = pytest.mark.unit
 

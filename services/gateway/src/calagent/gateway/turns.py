@@ -60,9 +60,9 @@ from opentelemetry.trace import Span
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.envelope import Channel, Envelope
+from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
-from calagent.gateway.envelopes import Unwrapped
 from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings

@@ -5,7 +5,9 @@ not the user speaking: the channel's own wrapper (`<untrusted_channel_message â€
 tag lines), an e-mail signature and client footer, lines quoted from an earlier message and whole
 forwarded blocks. A router or a code-side check that reads the raw text sees the wrapper instead of
 the request (seed 003: a Telegram envelope made a router classify the tag line), so the gateway
-strips all of it here, once, and every later decision reads `text` only.
+strips all of it with `unwrap`, once, and every later decision reads `text` only. The rule lives
+here, in one place, because the time service applies the same reading to any text it is handed
+(`parse_reply` of a wrapped reply equals that of the bare reply, whoever calls it).
 
 Two rules follow from architecture invariants 6 and 7:
 
@@ -129,17 +131,18 @@ def _normal_name(name: str) -> str:
     return name.strip().lstrip("@").strip().casefold()
 
 
-def is_own_sender(sender: str | None, own: frozenset[str]) -> bool:
+def is_own_sender(sender: str | None, own: frozenset[str] | None) -> bool:
     """Whether a wrapper's sender is the user: no sender named, the whole name, its `@handle`, or
-    the display name in front of `(@handle)` is one of the user's own names."""
-    if sender is None or not sender.strip():
+    the display name in front of `(@handle)` is one of the user's own names. `own=None`: the
+    caller does not know the user's names (the time service), so no sender is judged."""
+    if own is None or sender is None or not sender.strip():
         return True
     names = {_normal_name(sender), _normal_name(sender.split("(", 1)[0])}
     names.update(_normal_name(h) for h in _HANDLE.findall(sender))
     return bool(names & own)
 
 
-def _peel(text: str, own: frozenset[str]) -> tuple[str, list[str], str | None]:
+def _peel(text: str, own: frozenset[str] | None) -> tuple[str, list[str], str | None]:
     """Remove channel wrappers around the whole message until none is left.
 
     Returns the inner text, the sender descriptions found, and the content of a wrapper that
@@ -317,11 +320,12 @@ def _split_forwards(lines: list[str]) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-def unwrap(raw: str, own: frozenset[str] = SELF_NAMES) -> Unwrapped:
+def unwrap(raw: str, own: frozenset[str] | None = SELF_NAMES) -> Unwrapped:
     """Split a raw channel message into the user's own words and third-party content (pure).
 
     `own` are the names under which a wrapper may present the user (see `own_names`); a wrapper
-    from anyone else is someone else's message. Passes repeat while they still remove something:
+    from anyone else is someone else's message. With `own=None` every wrapper's sender counts as
+    the user: for a reader that only needs the words, not whose they are. Passes repeat while they still remove something:
     a mail client's signature after a bridge's closing tag hides the envelope from the first pass
     and exposes it to the second.
     """
