@@ -1,6 +1,7 @@
 """Invariant 7 across the real pieces: the gateway's unwrapping, the time service's short-reply
 parser and the agent's routing decision. For every wrapper a channel puts around the user's text,
-`decide(w(s)) == decide(s)`."""
+`decide(w(s)) == decide(s)`; a reply-quote of an earlier message above or below the user's words
+is transport for the zero-model answers too (contract §14)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from calagent.agent.domain.pending import LastAssistant, fast_path_patch, timed_gate, write_hold
+from calagent.agent.domain.pending import (
+    LastAssistant,
+    fast_path_patch,
+    speaks_for_user,
+    timed_gate,
+    write_hold,
+)
 from calagent.contracts.commands import StubOut, StubSlots
-from calagent.gateway.envelopes import own_names, unwrap
+from calagent.contracts.transport import own_names, unwrap
 from calagent.timeparse.domain.replies import parsed_reply
 
 pytestmark = pytest.mark.unit
@@ -43,14 +50,15 @@ def decide(raw: str, stub_status: str | None) -> Decision:
     unwrapped = unwrap(raw, OWN)
     parsed = parsed_reply(unwrapped.text)
     stub = _stub(stub_status)
-    patch = fast_path_patch(stub, parsed, third_party=unwrapped.third_party)
+    own_words = speaks_for_user(promoted=unwrapped.promoted, forwarded=unwrapped.forwarded)
+    patch = fast_path_patch(stub, parsed, own_words=own_words, now=NOW, tz="Asia/Shanghai")
     gate = timed_gate(
         unwrapped.text,
         stub=stub,
         last_assistant=LastAssistant(at=NOW, offer_command_id="s1"),
         now=NOW,
         window=timedelta(minutes=30),
-        third_party=unwrapped.third_party,
+        own_words=own_words,
     )
     return (
         "fast_path" if patch is not None else "model",
@@ -135,6 +143,49 @@ def test_a_forwarded_block_is_held_not_fast_pathed() -> None:
 def test_a_bare_yes_answers_the_offer_through_every_channel(wrapper: Callable[[str], str]) -> None:
     assert decide(wrapper("好的"), "held")[3] == "confirm"
     assert decide(wrapper("好的，改到周五"), "held")[3] is None
+
+
+# A reply-quote of the earlier message, the way clients put it above or below the user's reply.
+REPLY_QUOTES: list[Callable[[str], str]] = [
+    lambda s: f"> 这个周末去买菜\n{s}",
+    lambda s: f"＞ 这个周末去买菜\n\n{s}",
+    lambda s: f"» 周六还是周日？\n{s}",
+    lambda s: (
+        "On Thu, Sep 24, 2026 at 10:00 AM calagent <bot@example.com> wrote:\n"
+        f"> 这个周末去买菜\n> 周六还是周日？\n\n{s}"
+    ),
+    lambda s: f"{s}\n\n> 这个周末去买菜\n> 周六还是周日？",
+    lambda s: f"「calagent：这个周末去买菜」\n- - - - - - - - - - - - - - -\n{s}",
+]
+
+
+def answers(decision: Decision) -> tuple[str, str, str | None]:
+    """The zero-model answers of a decision: the route, the parse and the timed gate. (The hold of
+    a write the model makes stays third-party: the model reads the quote too.)"""
+    route, _hold, patch, gate = decision
+    return route, patch, gate
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    s=user_text,
+    quote=st.sampled_from(REPLY_QUOTES),
+    wrapper=st.sampled_from(WRAPPERS),
+    stub=st.sampled_from([None, "needs_date", "needs_time", "conflict", "held"]),
+)
+def test_a_reply_quote_never_changes_the_zero_model_answer(
+    s: str, quote: Callable[[str], str], wrapper: Callable[[str], str], stub: str | None
+) -> None:
+    assume(unwrap(s, OWN).text)  # with nothing of the user's own, the quote would stand in for it
+    assert answers(decide(wrapper(quote(s)), stub)) == answers(decide(s, stub))
+
+
+@pytest.mark.parametrize("quote", REPLY_QUOTES)
+def test_a_quoted_weekend_reply_takes_the_fast_path(quote: Callable[[str], str]) -> None:
+    route, _hold, patch, _gate = decide(quote("周日下午2点"), "needs_date")
+    assert route == "fast_path"
+    assert '"weekday":7' in patch
+    assert decide(quote("好的"), "held")[3] == "confirm"
 
 
 # Someone else's words in every shape a channel delivers them (issue 13): the decision on them is

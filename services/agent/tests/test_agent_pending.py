@@ -7,14 +7,22 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from calagent.agent.domain.pending import LastAssistant, bare_answer, fast_path_patch, timed_gate
+from calagent.agent.domain.pending import (
+    LastAssistant,
+    bare_answer,
+    fast_path_patch,
+    next_weekday_symbol,
+    speaks_for_user,
+    timed_gate,
+)
 from calagent.agent.domain.receipts import View, command_receipt
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
 from calagent.contracts.time import ParsedReply, SlotPatch
 
 pytestmark = pytest.mark.unit
 
-NOW = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+NOW = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)  # a Thursday, 10:00 in Shanghai
+TZ = "Asia/Shanghai"
 WINDOW = timedelta(minutes=30)
 
 
@@ -68,7 +76,7 @@ def offer(at: datetime = NOW, command_id: str | None = "s1") -> LastAssistant:
 
 def test_the_gate_needs_the_offer_to_be_the_last_message_and_inside_the_window() -> None:
     held = stub()
-    kwargs = {"stub": held, "window": WINDOW, "third_party": False}
+    kwargs = {"stub": held, "window": WINDOW, "own_words": True}
     assert timed_gate("好", last_assistant=offer(), now=NOW + timedelta(minutes=29), **kwargs) == "confirm"  # type: ignore[arg-type]
     assert timed_gate("算了", last_assistant=offer(), now=NOW, **kwargs) == "refuse"  # type: ignore[arg-type]
     # After the window the same word is ordinary chat.
@@ -80,55 +88,113 @@ def test_the_gate_needs_the_offer_to_be_the_last_message_and_inside_the_window()
     assert timed_gate("好", last_assistant=offer(command_id="other"), now=NOW, **kwargs) is None  # type: ignore[arg-type]
 
 
-def test_the_gate_ignores_forwarded_words_and_stubs_that_offer_nothing() -> None:
+def test_the_gate_ignores_words_not_the_users_own_and_stubs_that_offer_nothing() -> None:
     assert (
-        timed_gate("好", stub=stub(), last_assistant=offer(), now=NOW, window=WINDOW, third_party=True)
-        is None
+        timed_gate("好", stub=stub(), last_assistant=offer(), now=NOW, window=WINDOW, own_words=False) is None
     )
     weekend = stub("needs_date", candidates=(date(2026, 9, 26), date(2026, 9, 27)))
     assert (
-        timed_gate("好", stub=weekend, last_assistant=offer(), now=NOW, window=WINDOW, third_party=False)
-        is None
+        timed_gate("好", stub=weekend, last_assistant=offer(), now=NOW, window=WINDOW, own_words=True) is None
     )
-    assert (
-        timed_gate("好", stub=None, last_assistant=offer(), now=NOW, window=WINDOW, third_party=False) is None
-    )
+    assert timed_gate("好", stub=None, last_assistant=offer(), now=NOW, window=WINDOW, own_words=True) is None
 
 
 def parsed(complete: bool = True, **patch: object) -> ParsedReply:
     return ParsedReply(patch=SlotPatch.model_validate(patch), complete=complete)
 
 
+def fast(stub: StubOut | None, reply: ParsedReply, own_words: bool = True) -> SlotPatch | None:
+    return fast_path_patch(stub, reply, own_words=own_words, now=NOW, tz=TZ)
+
+
+def test_a_reply_quote_leaves_the_users_own_words_a_quote_or_forward_alone_is_not_them() -> None:
+    # "> 周末去买菜\n周日下午5点": the gateway took the quote out; the rest is the user's.
+    assert speaks_for_user(promoted=False, forwarded=None)
+    # "> 好": nothing of the user's own, the quote stands in for it.
+    assert not speaks_for_user(promoted=True, forwarded=None)
+    # "好\n---------- Forwarded message ----------\n确认": the yes may be about the forward.
+    assert not speaks_for_user(promoted=False, forwarded="确认")
+    assert not speaks_for_user(promoted=True, forwarded="")
+
+
 def test_fast_path_only_for_a_message_the_grammar_consumed_whole() -> None:
     conflict = stub("conflict", slots=StubSlots(date="2026-09-25", time="15:00"))
-    assert fast_path_patch(conflict, parsed(time="16:00"), third_party=False) == SlotPatch(time="16:00")
-    # The same words forwarded or quoted are someone else's answer: the model reads them.
-    assert fast_path_patch(conflict, parsed(time="16:00"), third_party=True) is None
+    assert fast(conflict, parsed(time="16:00")) == SlotPatch(time="16:00")
+    # The same words standing in for someone else's answer: the model reads them.
+    assert fast(conflict, parsed(time="16:00"), own_words=False) is None
     # "删除明天下午四点的会": a date and a time inside a sentence that says something else.
-    assert fast_path_patch(conflict, parsed(False, date="D+1", time="16:00"), third_party=False) is None
+    assert fast(conflict, parsed(False, date="D+1", time="16:00")) is None
 
 
 def test_fast_path_refuses_what_does_not_answer_the_stub() -> None:
     weekend = stub(
         "needs_date", slots=StubSlots(date="WE"), candidates=(date(2026, 9, 26), date(2026, 9, 27))
     )
-    assert fast_path_patch(weekend, parsed(weekday=7, time="14:00"), third_party=False) is not None
-    assert fast_path_patch(weekend, parsed(weekday=3, time="14:00"), third_party=False) is None
-    assert fast_path_patch(weekend, parsed(date="D-1", time="15:00"), third_party=False) is None
-    assert fast_path_patch(stub("held"), parsed(time="14:00"), third_party=False) is None
-    assert fast_path_patch(None, parsed(time="14:00"), third_party=False) is None
-    assert fast_path_patch(stub("conflict"), parsed(), third_party=False) is None
+    assert fast(weekend, parsed(weekday=7, time="14:00")) == SlotPatch(weekday=7, time="14:00")
+    assert fast(weekend, parsed(date="D-1", time="15:00")) is None
+    assert fast(stub("held"), parsed(time="14:00")) is None
+    assert fast(None, parsed(time="14:00")) is None
+    assert fast(stub("conflict"), parsed()) is None
+
+
+@pytest.mark.parametrize(
+    ("today", "weekday", "symbol"),
+    [
+        (date(2026, 9, 24), 6, "W6+0"),  # Thursday → this Saturday
+        (date(2026, 9, 24), 4, "W4+0"),  # today itself
+        (date(2026, 9, 24), 3, "W3+1"),  # Wednesday has passed: next week's
+        (date(2026, 9, 27), 6, "W6+1"),  # on a Sunday every other day is next week's
+        (date(2026, 9, 27), 7, "W7+0"),
+        (date(2026, 9, 21), 1, "W1+0"),
+    ],
+)
+def test_a_weekday_is_the_next_such_day_on_or_after_today(today: date, weekday: int, symbol: str) -> None:
+    assert next_weekday_symbol(weekday, today) == symbol
+
+
+def test_a_day_named_to_a_stub_without_candidates_moves_it_there() -> None:
+    tomorrow = stub("needs_time", slots=StubSlots(date="2026-09-25"))
+    assert fast(tomorrow, parsed(weekday=6, time="19:00")) == SlotPatch(date="W6+0", time="19:00")
+    # A conflict knows its day from its proposed start (in the user's zone: 01:00 local is the 26th).
+    clash = stub(
+        "conflict",
+        slots=StubSlots(date="D+1", time="01:00"),
+        proposed_start=datetime(2026, 9, 25, 17, 0, tzinfo=UTC),
+    )
+    assert fast(clash, parsed(weekday=3, time="15:00")) == SlotPatch(date="W3+1", time="15:00")
+    # A date beside the weekday already says the day.
+    assert fast(tomorrow, parsed(date="--10-03", weekday=6)) == SlotPatch(date="--10-03", weekday=6)
+
+
+def test_a_weekday_outside_the_candidates_moves_the_stub_or_goes_to_the_model() -> None:
+    weekend = stub(
+        "needs_date", slots=StubSlots(date="WE"), candidates=(date(2026, 9, 26), date(2026, 9, 27))
+    )
+    assert fast(weekend, parsed(weekday=1, time="14:00")) == SlotPatch(date="W1+1", time="14:00")
+    # Next weekend's stub: "周一" could be the Monday before it or after it.
+    later = stub(
+        "needs_date", slots=StubSlots(date="WE+1"), candidates=(date(2026, 10, 3), date(2026, 10, 4))
+    )
+    assert fast(later, parsed(weekday=1, time="14:00")) is None
+    assert fast(later, parsed(weekday=6, time="14:00")) == SlotPatch(weekday=6, time="14:00")
+
+
+def test_a_weekday_for_a_stub_whose_day_is_unknown_or_far_goes_to_the_model() -> None:
+    far = stub("needs_time", slots=StubSlots(date="2026-10-09"))
+    assert fast(far, parsed(weekday=6, time="15:00")) is None
+    unpinned = stub("needs_time", slots=StubSlots(date="D+1"))
+    assert fast(unpinned, parsed(weekday=6, time="15:00")) is None
+    past = stub("needs_time", slots=StubSlots(date="2026-09-23"))
+    assert fast(past, parsed(weekday=6, time="15:00")) is None
 
 
 def test_an_ambiguous_hour_follows_the_stubs_afternoon_and_is_never_taken_as_morning() -> None:
     afternoon = stub("conflict", slots=StubSlots(date="2026-09-25", time="15:00"))
-    assert fast_path_patch(afternoon, parsed(ambiguous_time="04:00"), third_party=False) == SlotPatch(
-        time="16:00"
-    )
+    assert fast(afternoon, parsed(ambiguous_time="04:00")) == SlotPatch(time="16:00")
     no_time = stub("needs_time", slots=StubSlots(date="2026-09-25"))
-    assert fast_path_patch(no_time, parsed(ambiguous_time="03:15"), third_party=False) is None
+    assert fast(no_time, parsed(ambiguous_time="03:15")) is None
     morning = stub("conflict", slots=StubSlots(date="2026-09-25", time="09:00"))
-    assert fast_path_patch(morning, parsed(ambiguous_time="05:00"), third_party=False) is None
+    assert fast(morning, parsed(ambiguous_time="05:00")) is None
 
 
 # ---- receipts: the year, and DST -----------------------------------------------------------------

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from calagent.contracts.transport import own_names, unwrap
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
-from calagent.gateway.envelopes import own_names, unwrap
 
 pytestmark = pytest.mark.unit
 
@@ -251,6 +251,31 @@ CASES: list[tuple[str, str, dict[str, object]]] = [
         "转发自己 is the user's own verb",
         "转发自己的日程给老板",
         {"text": "转发自己的日程给老板", "third_party": False},
+    ),
+    (
+        "wechat reply-quote above the user's reply",
+        "「calagent：这个周末去修汽车轮毂，周六还是周日？」\n- - - - - - - - - - - - - - -\n周日下午2点",
+        {
+            "text": "周日下午2点",
+            "quoted": ("calagent：这个周末去修汽车轮毂，周六还是周日？",),
+            "third_party": True,
+            "promoted": False,
+        },
+    ),
+    (
+        "wechat reply-quote over two lines",
+        "「王五：周五的评审\n改到下午了」\n- - - - - - - - - - - - - - -\n知道了",
+        {"text": "知道了", "quoted": ("王五：周五的评审\n改到下午了",), "third_party": True},
+    ),
+    (
+        "wechat reply-quote alone stands in for the message",
+        "「王五：确认」\n- - - - - - - - - - - - - - -",
+        {"text": "王五：确认", "third_party": True, "promoted": True},
+    ),
+    (
+        "corner brackets without the dashed rule are the user's punctuation",
+        "「周会」改到周五\n下午三点",
+        {"text": "「周会」改到周五\n下午三点", "third_party": False},
     ),
     (
         "telegram envelope from the user's handle",

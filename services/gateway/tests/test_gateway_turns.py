@@ -13,10 +13,10 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.api import PubAck
 
 from calagent.contracts import subjects
+from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import TurnAnswer, TurnRequested
 from calagent.gateway import turns
 from calagent.gateway.auth import Principal
-from calagent.gateway.envelopes import Unwrapped
 from calagent.gateway.turns import (
     AgentUnreachableError,
     AnswerCache,

@@ -167,6 +167,14 @@ def test_strip_transport_keeps_the_users_words_only() -> None:
     assert strip_transport("Fwd: Monday 9am") == ""
     assert strip_transport("  > quoted\nmine") == "mine"
     assert strip_transport("在2026年9月21日 周一 09:00，Bob 写道：\n> 周一？\n周日") == "周日"
+    # The gateway's rule, read from the same place: WeChat's reply-quote, a mail signature.
+    assert (
+        strip_transport("「calagent：周六还是周日？」\n- - - - - - - - - - - - - - -\n周日下午2点")
+        == "周日下午2点"
+    )
+    assert strip_transport("周日下午2点\n\n-- \nAlice") == "周日下午2点"
+    # Someone else's words alone are not a reply.
+    assert strip_transport("> 周日下午2点") == ""
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.freetime import free_slots, parse_working_hours
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import blocked_span, find_conflicts, overlaps
-from calagent.commands.domain.slots import merge_slots
+from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots
 from calagent.commands.domain.stubs import (
     IllegalTransitionError,
     Incomplete,
@@ -190,9 +190,14 @@ def test_merge_priority_patch_over_model_over_stub() -> None:
 def test_patch_weekday_picks_a_candidate_and_patch_date_beats_it() -> None:
     candidates = (date(2026, 9, 26), date(2026, 9, 27))
     assert merge_slots(StubSlots(date="WE"), None, SlotPatch(weekday=7), candidates).date == "2026-09-27"
-    assert merge_slots(StubSlots(date="WE"), None, SlotPatch(weekday=3), candidates).date == "WE"
     both = SlotPatch(weekday=7, date="D+1")
     assert merge_slots(StubSlots(date="WE"), None, both, candidates).date == "D+1"
+
+
+@pytest.mark.parametrize("candidates", [(date(2026, 9, 26), date(2026, 9, 27)), ()])
+def test_a_weekday_no_candidate_falls_on_is_refused_never_dropped(candidates: tuple[date, ...]) -> None:
+    with pytest.raises(UnplacedWeekdayError):
+        merge_slots(StubSlots(date="2026-09-25"), None, SlotPatch(weekday=1, time="15:00"), candidates)
 
 
 def test_moving_the_start_keeps_the_length() -> None:

@@ -57,6 +57,8 @@ class TurnRequested(WireModel):
     quoted: tuple[str, ...] = ()
     forwarded: str | None = None
     third_party: bool = False
+    # `text` is quoted or forwarded content standing in for a message with nothing of the user's own.
+    promoted: bool = False
     client_message_id: str | None = Field(default=None, max_length=200)
     active_command_id: str | None = Field(default=None, max_length=64)
     # Epoch milliseconds at which the gateway received the HTTP request (latency segments only).

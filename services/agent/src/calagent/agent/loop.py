@@ -22,7 +22,7 @@ from calagent.agent.domain import receipts
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.pending import LastAssistant, fast_path_patch, timed_gate
+from calagent.agent.domain.pending import LastAssistant, fast_path_patch, speaks_for_user, timed_gate
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort
@@ -242,13 +242,14 @@ class TurnRunner:
         stub = state.stub
         if stub is None:
             return None
+        own_words = speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded)
         gate = timed_gate(
             state.turn.text,
             stub=stub,
             last_assistant=state.last_assistant,
             now=now,
             window=self.offer_window,
-            third_party=state.turn.third_party,
+            own_words=own_words,
         )
         if gate is not None:
             state.flag("timed_gate")
@@ -264,8 +265,16 @@ class TurnRunner:
             )
             return apply_command_result(state, result)
 
+        env = state.env
         patch = (
-            fast_path_patch(stub, state.parsed, third_party=state.turn.third_party)
+            fast_path_patch(
+                stub,
+                state.parsed,
+                own_words=own_words,
+                # The moment the commands service resolves the patch's symbols against.
+                now=env.occurred_at,
+                tz=env.tz,
+            )
             if state.parsed is not None
             else None
         )

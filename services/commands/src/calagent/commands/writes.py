@@ -21,7 +21,7 @@ from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import find_conflicts
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
-from calagent.commands.domain.slots import merge_slots, slots_from_args
+from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
 from calagent.commands.domain.stubs import (
     Decision,
     Incomplete,
@@ -195,7 +195,11 @@ class Writes:
                 # A change or a plan has no slots a short reply could fill: the model reads it.
                 return error_result("invalid_arguments", "this pending request takes only a confirmation")
             return await self.changes.confirm(txn, stub)
-        slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
+        try:
+            slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
+        except UnplacedWeekdayError as exc:
+            # Not a day code can place: the caller hands the message to the model.
+            return error_result("invalid_arguments", str(exc))
         confirmed = stub.confirmed or (command.confirm and stub.status == "held")
         # Accepting a conflict offer keeps the proposed time; a patch that moves the time is a new
         # question and `_evaluate` checks it again.

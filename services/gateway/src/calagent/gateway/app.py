@@ -48,6 +48,7 @@ from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.evalrec import TimelineRequest
 from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
 from calagent.contracts.text import refuse_unstorable
+from calagent.contracts.transport import own_names, unwrap
 from calagent.contracts.turns import (
     MAX_MESSAGE_CHARS,
     Segment,
@@ -58,7 +59,6 @@ from calagent.contracts.turns import (
 )
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
-from calagent.gateway.envelopes import own_names, unwrap
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
 from calagent.gateway.turns import (
     AgentUnreachableError,

@@ -60,9 +60,9 @@ from opentelemetry.trace import Span
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.envelope import Channel, Envelope
+from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
-from calagent.gateway.envelopes import Unwrapped
 from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -467,6 +467,7 @@ class TurnRunner:
             quoted=turn.unwrapped.quoted,
             forwarded=turn.unwrapped.forwarded,
             third_party=turn.unwrapped.third_party,
+            promoted=turn.unwrapped.promoted,
             client_message_id=turn.client_message_id,
             active_command_id=turn.active_command_id,
             received_ms=turn.received_ms,

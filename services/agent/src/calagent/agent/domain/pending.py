@@ -10,16 +10,20 @@ Two ways a message reaches a pending stub without the model:
   whole message, and what it extracted answers the stub as asked.
 
 Both read only the user's own words (unwrapped by the gateway), so a transport envelope cannot
-change them: `decide(w(s)) == decide(s)` for every wrapper `w` (invariant 7). What the stub itself
-becomes (continued, superseded, executed) is decided by the commands service.
+change them: `decide(w(s)) == decide(s)` for every wrapper `w` (invariant 7). A reply-quote of an
+earlier message is such an envelope (contract §14): the words under it decide alone. Words that
+are not the user's — a quote or forward standing in for a message with nothing of the user's own,
+or a message that forwards something — never answer a stub here (`speaks_for_user`). What the
+stub itself becomes (continued, superseded, executed) is decided by the commands service.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
 from calagent.contracts.time import ParsedReply, SlotPatch
@@ -50,6 +54,17 @@ class LastAssistant:
 
     at: datetime
     offer_command_id: str | None
+
+
+def speaks_for_user(*, promoted: bool, forwarded: str | None) -> bool:
+    """Whether a message's text (the gateway's unwrapping) is the user's own reply.
+
+    Quoted lines were taken out as transport, so "> 周末去买菜\n周日下午5点" is the user's
+    "周日下午5点". Not the user's: text `promoted` from a quote or forward because the user wrote
+    nothing of their own ("> 好"), and any message that forwards something, whose words may be
+    about the forward rather than the stub (contract §8: a held write runs only on the user's
+    own words)."""
+    return not promoted and forwarded is None
 
 
 def _chunks(text: str) -> list[str]:
@@ -90,10 +105,10 @@ def timed_gate(
     last_assistant: LastAssistant | None,
     now: datetime,
     window: timedelta,
-    third_party: bool,
+    own_words: bool,
 ) -> GateAnswer | None:
     """Code answers the offer only when every fact holds; otherwise None (the model decides)."""
-    if stub is None or stub.status not in OFFER_STUB_STATUSES or third_party:
+    if stub is None or stub.status not in OFFER_STUB_STATUSES or not own_words:
         return None
     if last_assistant is None or last_assistant.offer_command_id != stub.id:
         return None
@@ -111,15 +126,53 @@ def known_period_is_pm(stub: StubOut) -> bool:
     return False
 
 
-def fast_path_patch(stub: StubOut | None, parsed: ParsedReply, *, third_party: bool) -> SlotPatch | None:
+def stub_days(stub: StubOut, tz: str) -> tuple[date, ...]:
+    """The day or days the stub is about, as far as it knows them: its candidates, the day of its
+    proposed start, or the day its date slot was pinned to; () when it knows none."""
+    if stub.candidates:
+        return stub.candidates
+    if stub.proposed_start is not None:
+        return (stub.proposed_start.astimezone(ZoneInfo(tz)).date(),)
+    if stub.slots.date:
+        try:
+            return (date.fromisoformat(stub.slots.date),)
+        except ValueError:
+            return ()
+    return ()
+
+
+def next_weekday_symbol(weekday: int, today: date) -> str:
+    """The next such day on or after today, as the resolver's symbol: `W<d>+0` while this ISO
+    week still has it, else `W<d>+1` (on a Thursday "Saturday" is `W6+0`, "Monday" `W1+1`)."""
+    return f"W{weekday}+{0 if weekday >= today.isoweekday() else 1}"
+
+
+def place_weekday(stub: StubOut, weekday: int, *, today: date, tz: str) -> str | None:
+    """A weekday that picks none of the stub's candidates, as the date symbol of the day it moves
+    the stub to, or None when that day is not certain (the model reads it).
+
+    Certain when everything the stub is about lies in the seven days from today: "Saturday" to a
+    stub for tomorrow is the coming Saturday, "周一" to this weekend's stub the Monday after. For a
+    stub two weeks out, "周六" could be this Saturday or the one beside that day.
+    """
+    days = stub_days(stub, tz)
+    if not days or not all(today <= day < today + timedelta(days=7) for day in days):
+        return None
+    return next_weekday_symbol(weekday, today)
+
+
+def fast_path_patch(
+    stub: StubOut | None, parsed: ParsedReply, *, own_words: bool, now: datetime, tz: str
+) -> SlotPatch | None:
     """The patch code may merge with zero model calls, or None when the model must decide.
 
     Only a message the reply grammar consumed whole ("周日下午2点", "就周日吧"), never one with
-    other content ("删除明天下午四点的会"); never a weekday outside the stub's candidates, nor a
-    past date (a remark, not an answer); and an hour 1–6 without 上午/下午/am/pm is never taken
-    as a.m.: it follows the stub's known afternoon, or the model reads it.
+    other content ("删除明天下午四点的会"), nor a past date (a remark, not an answer); and an hour
+    1–6 without 上午/下午/am/pm is never taken as a.m.: it follows the stub's known afternoon, or
+    the model reads it. A weekday is never dropped (contract §14): it picks one of the stub's
+    candidates, or moves the stub to the day `place_weekday` finds, or goes to the model.
     """
-    if stub is None or stub.status not in MERGEABLE_STATUSES or not parsed.complete or third_party:
+    if stub is None or stub.status not in MERGEABLE_STATUSES or not parsed.complete or not own_words:
         # A forwarded "周日下午2点" is someone else's answer: merging it could complete a write.
         return None
     patch = parsed.patch
@@ -130,8 +183,13 @@ def fast_path_patch(stub: StubOut | None, parsed: ParsedReply, *, third_party: b
             return None
         patch = patch.resolve_period(pm=True)
     candidate_weekdays = frozenset(day.isoweekday() for day in stub.candidates)
-    if patch.weekday is not None and candidate_weekdays and patch.weekday not in candidate_weekdays:
-        return None
+    if patch.weekday is not None and patch.date is None and patch.weekday not in candidate_weekdays:
+        today = now.astimezone(ZoneInfo(tz)).date()
+        symbol = place_weekday(stub, patch.weekday, today=today, tz=tz)
+        if symbol is None:
+            return None
+        # Built from the bound keys only, like `SlotPatch.resolve_period`.
+        patch = SlotPatch(**{**patch.model_dump(exclude_none=True, exclude={"weekday"}), "date": symbol})
     if patch.date is not None and patch.date.startswith("D-"):
         return None
     return patch

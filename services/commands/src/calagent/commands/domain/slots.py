@@ -53,14 +53,20 @@ def _with_layer(base: StubSlots, layer: dict[str, object]) -> StubSlots:
     return StubSlots.model_validate(merged)
 
 
+class UnplacedWeekdayError(ValueError):
+    """A patch's weekday picks none of the stub's candidates: which day it means is not the
+    merge's to guess, and dropping it would write the day the user just declined."""
+
+
 def merge_slots(
     stub_slots: StubSlots,
     model: StubSlots | None,
     patch: SlotPatch | None,
     candidates: Sequence[date] = (),
 ) -> StubSlots:
-    """stub < model < patch. `patch.weekday` picks one of the stub's candidate days (ignored when
-    none matches); `patch.date` beats it."""
+    """stub < model < patch. `patch.weekday` picks one of the stub's candidate days; `patch.date`
+    beats it. A weekday with no candidate of that weekday raises `UnplacedWeekdayError`: a day the
+    user names is never dropped (contract §14); whoever built the patch places it as a date."""
     merged = stub_slots
     if model is not None:
         merged = _with_layer(merged, model.model_dump(exclude_none=True))
@@ -70,8 +76,9 @@ def merge_slots(
             layer["date"] = patch.date
         elif patch.weekday is not None:
             picked = [d for d in candidates if d.isoweekday() == patch.weekday]
-            if picked:
-                layer["date"] = picked[0].isoformat()
+            if not picked:
+                raise UnplacedWeekdayError(f"no candidate day falls on weekday {patch.weekday}")
+            layer["date"] = picked[0].isoformat()
         if patch.time:
             layer["time"] = patch.time
         if patch.end_time:

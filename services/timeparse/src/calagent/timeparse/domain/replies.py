@@ -71,9 +71,9 @@ still yields its date and time, but is not complete, so the fast path leaves it 
 It also carries `recurrence_marker` (contract section 9), read from the whole message whatever
 its length; a message with a marker never has a patch.
 
-Transport wrappers are not the user's words: `strip_transport` removes quoted lines (`>`),
-channel tags (`<untrusted_channel_message ...>`, `[Telegram]`) and forwarded blocks before parsing,
-so `parse_reply(wrapper(s)) == parse_reply(s)` (the gateway does the primary stripping).
+Transport wrappers are not the user's words: `strip_transport` (the gateway's rule,
+`calagent.contracts.transport`) removes quoted lines, channel tags and forwarded blocks before
+parsing, so `parse_reply(wrapper(s)) == parse_reply(s)` (the gateway does the primary stripping).
 
 Layout: the words live in `lexicon`, the token regular expressions in `grammar`, the wrappers in
 `transport`; this module reads the tokens of one message into a patch. `strip_transport` is

@@ -5,7 +5,9 @@ not the user speaking: the channel's own wrapper (`<untrusted_channel_message �
 tag lines), an e-mail signature and client footer, lines quoted from an earlier message and whole
 forwarded blocks. A router or a code-side check that reads the raw text sees the wrapper instead of
 the request (seed 003: a Telegram envelope made a router classify the tag line), so the gateway
-strips all of it here, once, and every later decision reads `text` only.
+strips all of it with `unwrap`, once, and every later decision reads `text` only. The rule lives
+here, in one place, because the time service applies the same reading to any text it is handed
+(`parse_reply` of a wrapped reply equals that of the bare reply, whoever calls it).
 
 Two rules follow from architecture invariants 6 and 7:
 
@@ -21,9 +23,9 @@ A wrapper names its sender (`from="…"`, `[Telegram from …]`). The sender is 
 of the user's own names (`own`: the user id, the token's `aliases`, and the self-references of
 `SELF_NAMES` such as `@me`); a wrapper from anyone else carries someone else's words, exactly like
 a forward. What counts as third-party content, whatever its shape: `>`/`＞`/`»`/`›` quotes with
-their attribution lines, forwarded blocks (Gmail and Outlook separators, Outlook's `____` header
-block, `From:/Sent:/To:/Subject:` headers, `Fwd:` lines, "Forwarded message:", "Begin forwarded
-message", "Forwarded from …", 转发的消息 / 已转发邮件 / 原始邮件 / 转发自 …, [聊天记录] and "…的聊天记录"
+their attribution lines, WeChat's reply-quote (「…」 over a dashed rule), forwarded blocks (Gmail
+and Outlook separators, Outlook's `____` header block, `From:/Sent:/To:/Subject:` headers,
+`Fwd:` lines, "Forwarded message:", "Begin forwarded message", "Forwarded from …", 转发的消息 / 已转发邮件 / 原始邮件 / 转发自 …, [聊天记录] and "…的聊天记录"
 chat-history forwards), fenced code blocks (pasted material), and a wrapper from another sender.
 
 When nothing of the user's own remains but third-party content does (a bare forward), that content
@@ -83,6 +85,10 @@ _CHAT_TITLE = re.compile(r"^.{1,40}的聊天记录\s*[:：]?$")
 _FENCE = re.compile(r"^(?:```|~~~)")
 # `>` and what other clients quote with: full-width `＞`, `»`, `›`.
 _QUOTE_MARKS = ">＞»›"
+# WeChat's reply-quote as it is copied or bridged: the quoted message in 「…」 (over one or more
+# lines) and a dashed rule under it; only with the rule, since 「…」 is also ordinary punctuation.
+_BRACKET_OPEN, _BRACKET_CLOSE = "「", "」"
+_DASHED_RULE = re.compile(r"^(?:-\s*){5,}$")
 _ATTRIBUTION = (
     re.compile(r"^on\b.*\bwrote\s*:$", re.IGNORECASE),
     re.compile(r"^在.*写道\s*[:：]$"),
@@ -125,17 +131,18 @@ def _normal_name(name: str) -> str:
     return name.strip().lstrip("@").strip().casefold()
 
 
-def is_own_sender(sender: str | None, own: frozenset[str]) -> bool:
+def is_own_sender(sender: str | None, own: frozenset[str] | None) -> bool:
     """Whether a wrapper's sender is the user: no sender named, the whole name, its `@handle`, or
-    the display name in front of `(@handle)` is one of the user's own names."""
-    if sender is None or not sender.strip():
+    the display name in front of `(@handle)` is one of the user's own names. `own=None`: the
+    caller does not know the user's names (the time service), so no sender is judged."""
+    if own is None or sender is None or not sender.strip():
         return True
     names = {_normal_name(sender), _normal_name(sender.split("(", 1)[0])}
     names.update(_normal_name(h) for h in _HANDLE.findall(sender))
     return bool(names & own)
 
 
-def _peel(text: str, own: frozenset[str]) -> tuple[str, list[str], str | None]:
+def _peel(text: str, own: frozenset[str] | None) -> tuple[str, list[str], str | None]:
     """Remove channel wrappers around the whole message until none is left.
 
     Returns the inner text, the sender descriptions found, and the content of a wrapper that
@@ -202,16 +209,33 @@ def _is_quoted(line: str) -> bool:
     return _quote_content(line) is not None
 
 
+def _bracket_quote_end(lines: Sequence[str], i: int) -> int | None:
+    """The index of the dashed rule closing a 「…」 reply-quote that starts at line i, or None."""
+    if not lines[i].strip().startswith(_BRACKET_OPEN):
+        return None
+    for j in range(i, len(lines) - 1):
+        if lines[j].strip().endswith(_BRACKET_CLOSE):
+            return j + 1 if _DASHED_RULE.match(lines[j + 1].strip()) else None
+    return None
+
+
 def _split_quotes(lines: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Take quoted lines, fenced blocks and attribution lines (`On … wrote:`) out of the user's
-    lines. A fence never closed runs to the end: pasted material does not turn back into the
-    user's words because its closing fence was lost."""
+    """Take quoted lines, reply-quotes, fenced blocks and attribution lines (`On … wrote:`) out of
+    the user's lines. A fence never closed runs to the end: pasted material does not turn back
+    into the user's words because its closing fence was lost."""
     own: list[str] = []
     quoted: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
+        rule = _bracket_quote_end(lines, i)
+        if rule is not None:
+            block = _tidy(lines[i:rule]).removeprefix(_BRACKET_OPEN).removesuffix(_BRACKET_CLOSE).strip()
+            if block:
+                quoted.append(block)
+            i = rule + 1
+            continue
         if _FENCE.match(stripped):
             close = next((j for j in range(i + 1, len(lines)) if _FENCE.match(lines[j].strip())), len(lines))
             block = _tidy(lines[i + 1 : close])
@@ -296,11 +320,12 @@ def _split_forwards(lines: list[str]) -> tuple[list[str], list[str]]:
     return lines, []
 
 
-def unwrap(raw: str, own: frozenset[str] = SELF_NAMES) -> Unwrapped:
+def unwrap(raw: str, own: frozenset[str] | None = SELF_NAMES) -> Unwrapped:
     """Split a raw channel message into the user's own words and third-party content (pure).
 
     `own` are the names under which a wrapper may present the user (see `own_names`); a wrapper
-    from anyone else is someone else's message. Passes repeat while they still remove something:
+    from anyone else is someone else's message. With `own=None` every wrapper's sender counts as
+    the user: for a reader that only needs the words, not whose they are. Passes repeat while they still remove something:
     a mail client's signature after a bridge's closing tag hides the envelope from the first pass
     and exposes it to the second.
     """
