@@ -60,7 +60,7 @@ class AccountOut(WireModel):
 
 
 class AccountError(WireModel):
-    code: Literal["refused", "unreachable", "no_calendars", "not_found", "invalid_url"]
+    code: Literal["refused", "unreachable", "no_calendars", "not_found", "invalid_url", "address_not_allowed"]
     message: str
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from urllib.parse import urlparse
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -27,6 +26,7 @@ from calagent.commands.adapters.tables import (
     events,
 )
 from calagent.commands.caldav import remote
+from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.txn import new_id
 from calagent.contracts.caldav import (
@@ -47,20 +47,24 @@ def account_error(code: str, message: str) -> AccountResult:
 
 class Accounts:
     def __init__(
-        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: Sequence[str]
+        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: Sequence[str], guard: Guard
     ) -> None:
         self.engine = engine
         self.vault = vault
         self.clock = clock
         self.default_calendars = tuple(default_calendars)
+        self.guard = guard
 
     async def connect(self, command: ConnectCalDav) -> AccountResult:
-        parsed = urlparse(command.url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            return account_error("invalid_url", "the server address must be an http(s) URL")
-        login = remote.Login(command.url, command.username, command.password)
+        try:
+            target_of(command.url)
+        except InvalidUrl as exc:
+            return account_error("invalid_url", str(exc))
+        login = remote.Login(command.url, command.username, command.password, self.guard)
         try:
             found = await asyncio.to_thread(remote.discover, login)
+        except remote.NotAllowed as exc:
+            return account_error("address_not_allowed", str(exc))
         except remote.Refused as exc:
             return account_error("refused", f"the CalDAV server refused the connection: {exc}")
         except remote.RemoteError as exc:

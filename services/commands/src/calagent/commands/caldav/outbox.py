@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from calagent.commands.adapters.store import SqlUnitOfWork
 from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, events
 from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import (
     UnreadableObject,
@@ -63,9 +64,12 @@ class Outcome:
 
 
 class Deliverer:
-    def __init__(self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta) -> None:
+    def __init__(
+        self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta, guard: Guard
+    ) -> None:
         self.engine = engine
         self.vault = vault
+        self.guard = guard
         self.clock = clock
         self.stub_ttl = stub_ttl
 
@@ -168,9 +172,9 @@ class Deliverer:
     async def _deliver(self, conn: AsyncConnection, user_id: str, event_id: str) -> Outcome:
         resource = await rows.resource_by_event(conn, event_id)
         account = (
-            await rows.account(conn, self.vault, resource.account_id)
+            await rows.account(conn, self.vault, self.guard, resource.account_id)
             if resource is not None
-            else await rows.first_account(conn, self.vault, user_id)
+            else await rows.first_account(conn, self.vault, self.guard, user_id)
         )
         if account is None or account.user_id != user_id:
             return Outcome("dropped", "no connected account")

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from calagent.commands.adapters.store import event_from_row
 from calagent.commands.adapters.tables import caldav_accounts, caldav_calendars, caldav_resources, events
+from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.remote import Login
 from calagent.commands.domain.model import Event
@@ -83,14 +84,14 @@ class Account:
     login: Login
 
 
-async def account(conn: AsyncConnection, vault: Vault, account_id: str) -> Account | None:
+async def account(conn: AsyncConnection, vault: Vault, guard: Guard, account_id: str) -> Account | None:
     row = (await conn.execute(select(caldav_accounts).where(caldav_accounts.c.id == account_id))).first()
     if row is None:
         return None
-    return Account(row.id, row.user_id, Login(row.url, row.username, vault.open(row.secret)))
+    return Account(row.id, row.user_id, Login(row.url, row.username, vault.open(row.secret), guard))
 
 
-async def first_account(conn: AsyncConnection, vault: Vault, user_id: str) -> Account | None:
+async def first_account(conn: AsyncConnection, vault: Vault, guard: Guard, user_id: str) -> Account | None:
     """The account new events go to: the user's first connected one."""
     row = (
         await conn.execute(
@@ -100,7 +101,7 @@ async def first_account(conn: AsyncConnection, vault: Vault, user_id: str) -> Ac
             .limit(1)
         )
     ).first()
-    return await account(conn, vault, row.id) if row is not None else None
+    return await account(conn, vault, guard, row.id) if row is not None else None
 
 
 async def calendar_for(conn: AsyncConnection, account_id: str, name: str) -> str | None:
