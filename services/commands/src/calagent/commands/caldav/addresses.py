@@ -137,7 +137,7 @@ def _inet_aton(host: str) -> ipaddress.IPv4Address | None:
 
 def literal_address(host: str) -> IPAddress | None:
     """The address a host names by itself (no lookup), however it is spelled; None for a name."""
-    text = host.strip("[]")
+    text = host.strip("[]").lower()
     try:
         return ipaddress.ip_address(text)
     except ValueError:
@@ -329,6 +329,9 @@ class GuardedSession(niquests.Session):
             raise
         self.pins.pin(checked.target.host, checked.addresses)
         return checked
+
+    def __enter__(self) -> GuardedSession:
+        return self
 
     def send(self, request: niquests.PreparedRequest, **kwargs: Any) -> niquests.Response:
         self.check(str(request.url))

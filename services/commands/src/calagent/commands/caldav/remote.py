@@ -189,14 +189,6 @@ def discover(login: Login) -> list[FoundCalendar]:
     return found
 
 
-def _object(client: caldav.DAVClient, calendar_url: str, href: str, etag: str | None) -> caldav.Event:
-    calendar = caldav.Calendar(client=client, url=calendar_url)
-    obj = caldav.Event(client=client, url=href, parent=calendar)
-    if etag:
-        obj.props[dav.GetEtag.tag] = etag
-    return obj
-
-
 def _settle(status: int, what: str) -> None:
     if status == 412:
         raise PreconditionFailed(f"{what}: 412 precondition failed", 412)
@@ -244,19 +236,23 @@ def delete(login: Login, calendar_url: str, href: str, etag: str | None) -> None
 
 
 def fetch(login: Login, calendar_url: str, href: str) -> RemoteObject | None:
-    """The object as the server holds it now, or None when it is gone."""
+    """The object as the server holds it now, or None when it is gone. A GET whose status is read
+    here: the library's `load()` takes any answer but a 404 — an error page too — for the object."""
     try:
         with _client(login) as client:
-            obj = _object(client, calendar_url, href, None)
-            obj.load()
-            return RemoteObject(normal_href(str(obj.url)), obj.etag, str(obj.data))
-    except error.NotFoundError:
-        return None
+            response = client.request(href, "GET", "", {"Accept": "text/calendar"})
     except Exception as exc:
         classified = _classify(exc)
-        if classified.status == 404:
+        if classified.status in (404, 410):
             return None
         raise classified from exc
+    if response.status in (404, 410):
+        return None
+    _settle(response.status, "GET")
+    if not 200 <= response.status < 300:
+        raise Unavailable(f"GET: {response.status}", response.status)
+    etag = response.headers.get("ETag") if response.headers else None
+    return RemoteObject(normal_href(href), str(etag) if etag else None, str(response.raw))
 
 
 def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
