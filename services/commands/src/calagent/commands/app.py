@@ -26,6 +26,7 @@ from calagent.contracts.caldav import (
     ConnectCalDav,
     DisconnectAccount,
     OutboxWake,
+    SetDefaultCalendar,
 )
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
@@ -123,6 +124,8 @@ class CommandsService:
                 return result
             if isinstance(command, DisconnectAccount):
                 return await accounts.disconnect(command)
+            if isinstance(command, SetDefaultCalendar):
+                return await accounts.set_default(command)
             return await accounts.listing(command)
 
     async def stop(self) -> None:
