@@ -274,3 +274,16 @@ async def test_an_event_put_in_a_calendar_of_the_other_account_moves_there(
     assert uids(accounts.team) == [uid]
     [event] = [e for e in await read_events(stack, user) if e["title"] == "读书会"]
     assert event["calendar"] == "Team"
+
+
+async def test_disconnecting_the_account_of_the_default_calendar_hands_the_default_on(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, accounts: Accounts
+) -> None:
+    first, second = await connect_both(stack, user, accounts)
+    response = await stack.client.delete(f"/v1/accounts/{first['id']}", headers=stack.headers(user))
+    assert response.status_code == 204
+    assert defaults(await listing(stack, user)) == [accounts.team.calendar_url]
+    made = await create(stack, scripted, user, "周报", "17:00")
+    await outbox_drained(db, user)
+    assert uids(accounts.team) == [f"{made['events'][0]['id']}@calagent"]
+    assert second["id"] in {a["id"] for a in await listing(stack, user)}
