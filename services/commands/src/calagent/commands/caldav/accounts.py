@@ -145,14 +145,10 @@ class Accounts:
                     .on_conflict_do_nothing()
                 )
             # What the assistant wrote before the connection goes out too: the first account gets
-            # every event and series this user already has (one outbox row each).
-            first = await conn.scalar(
-                select(caldav_accounts.c.id)
-                .where(caldav_accounts.c.user_id == user_id)
-                .order_by(caldav_accounts.c.created_at, caldav_accounts.c.id)
-                .limit(1)
-            )
-            if first == account_id:
+            # every event and series this user already has (one outbox row each). "First" is
+            # "no other account": connects of one user are serialised by the user's lock, and
+            # creation times may tie (a frozen clock).
+            if not connected:
                 await conn.execute(
                     caldav_outbox.insert().from_select(
                         ["user_id", "event_id"],
