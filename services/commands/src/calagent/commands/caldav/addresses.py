@@ -154,9 +154,12 @@ class Target:
 
 def target_of(url: str) -> Target:
     """The scheme, host and port a URL leads to; `InvalidUrl` when that is not plain to read."""
-    if any(c.isspace() or ord(c) < 0x20 or c == "\\" for c in url):
-        raise InvalidUrl("the address contains spaces, control characters or backslashes")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise InvalidUrl("the address contains control characters")
     parts = urlsplit(url)
+    if any(c.isspace() or c == "\\" for c in parts.netloc):
+        # Parsers disagree on where such a host ends: the one checked might not be the one reached.
+        raise InvalidUrl("the server address contains spaces or backslashes in its host")
     if parts.scheme.lower() not in ("http", "https"):
         raise InvalidUrl("the server address must be an http(s) URL")
     if "@" in parts.netloc:
