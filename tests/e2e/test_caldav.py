@@ -82,7 +82,9 @@ def radicale() -> Iterator[EmbeddedRadicale]:
 
 
 @pytest.fixture(scope="module")
-async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
+async def stack(
+    servers: Servers, database_url: str, scripted: ScriptedModelServer, radicale: EmbeddedRadicale
+) -> AsyncIterator[Stack]:
     with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
         system = await start_stack(
             nats_url=servers.nats_url,
@@ -95,6 +97,8 @@ async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServ
                 # for by the tests that need it, so a test decides when the server is read.
                 "CALAGENT_CALDAV_SWEEP_S": 0.2,
                 "CALAGENT_CALDAV_SYNC_S": 3600,
+                # The test server is on loopback, which the CalDAV guard refuses unless told.
+                "CALAGENT_CALDAV_ALLOW_NETWORKS": radicale.network,
             },
         )
         yield system
@@ -430,7 +434,13 @@ async def test_replicas_share_the_outbox_and_no_row_is_delivered_twice(
     assert worker is not None
     # Two more replicas' workers beside the running one, on the same database.
     replicas = [
-        Deliverer(worker.deliverer.engine, worker.deliverer.vault, stack.clock, timedelta(minutes=30))
+        Deliverer(
+            worker.deliverer.engine,
+            worker.deliverer.vault,
+            stack.clock,
+            timedelta(minutes=30),
+            worker.deliverer.guard,
+        )
         for _ in range(2)
     ]
 
@@ -563,7 +573,7 @@ async def test_only_the_replica_holding_an_accounts_lease_syncs_it(
     worker = commands_app(stack).sync
     assert worker is not None
     mine = worker.inbound
-    other = InboundSync(mine.engine, mine.vault, "another-replica", "Asia/Shanghai")
+    other = InboundSync(mine.engine, mine.vault, "another-replica", "Asia/Shanghai", mine.guard)
     assert await other.take_lease(connected["id"])
     assert await mine.sync_account(connected["id"]) is None
     await other.release_lease(connected["id"], synced=False)

@@ -9,6 +9,10 @@ import caldav
 import pytest
 
 from calagent.cli.caldavdemo import start_demo
+from calagent.cli.up import Supervisor
+from calagent.commands.caldav import remote
+from calagent.commands.caldav.addresses import AddressRule, Guard
+from calagent.runtime.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -34,3 +38,25 @@ def test_the_printed_demo_login_opens_a_calendar_and_survives_a_restart(tmp_path
             assert len(client.principal().calendars()) == 1
     finally:
         again.stop()
+
+
+def test_the_demo_server_is_reachable_through_the_guard_only_with_its_own_address_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _note = start_demo(tmp_path)
+    try:
+        login = ("demo", (tmp_path / "caldav" / "demo-password").read_text().strip())
+        allowed = Guard(AddressRule.from_setting(server.network))
+        found = remote.discover(remote.Login(server.user_url("demo"), *login, allowed))
+        assert [c.name for c in found] == ["Demo"]
+        with pytest.raises(remote.NotAllowed):
+            remote.discover(remote.Login(server.user_url("demo"), *login, Guard(AddressRule())))
+        # What `up --caldav-demo` gives the services it starts: the operator's networks and the
+        # demo server's address.
+        monkeypatch.setenv("CALAGENT_CALDAV_ALLOW_NETWORKS", "192.168.1.0/24")
+        settings = Settings(CALAGENT_DATA_DIR=tmp_path, CALAGENT_AUTH_SECRET="x" * 40)
+        supervisor = Supervisor(settings=settings, port=0, scale={}, caldav_networks=(server.network,))
+        env = supervisor._child_env("nats://127.0.0.1:1", "postgresql://127.0.0.1:1/x", None, "x" * 40)
+        assert env["CALAGENT_CALDAV_ALLOW_NETWORKS"] == f"192.168.1.0/24,{server.network}"
+    finally:
+        server.stop()

@@ -65,6 +65,8 @@ async def measure(
                 "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
                 "CALAGENT_CALDAV_SWEEP_S": 1.0,
                 "CALAGENT_CALDAV_SYNC_S": 3600,
+                # The local server's own address, which the CalDAV guard refuses unless told.
+                "CALAGENT_CALDAV_ALLOW_NETWORKS": radicale.network,
             },
         )
         engine = create_async_engine(database_url)

@@ -173,14 +173,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     from calagent.cli.up import run_up
 
     demo = None
+    networks: tuple[str, ...] = ()
     if getattr(args, "caldav_demo", False):
         from calagent.cli.caldavdemo import start_demo
         from calagent.runtime.settings import load_settings
 
         demo, note = start_demo(load_settings().data_dir)
+        # The demo server is on loopback, which the CalDAV guard refuses unless told: its own
+        # address (and only that) is allowed, for the services this `up` starts.
+        networks = (demo.network,)
         print(note, flush=True)
     try:
-        return run_up(args.port, args.scale, args.nats_cluster)
+        return run_up(args.port, args.scale, args.nats_cluster, networks)
     except ValueError as exc:
         print(f"calagent up: {exc}", file=sys.stderr)
         return 2

@@ -143,6 +143,9 @@ class Supervisor:
     stopping: bool = False
     # What `up.json` says besides the pids: the gateway's, the admin's NATS and the database's URLs.
     addresses: dict[str, str] = field(default_factory=dict)
+    # Networks the services' CalDAV guard allows besides the operator's own list: the address of
+    # the server `--caldav-demo` started, which is loopback and refused otherwise.
+    caldav_networks: tuple[str, ...] = ()
 
     def _child_env(
         self, nats_url: str, database_url: str, model_url: str | None, auth_secret: str
@@ -153,6 +156,9 @@ class Supervisor:
         env["CALAGENT_AUTH_SECRET"] = auth_secret
         env["CALAGENT_HTTP_PORT"] = str(self.port)
         env["PYTHONUNBUFFERED"] = "1"
+        if self.caldav_networks:
+            given = [n for n in env.get("CALAGENT_CALDAV_ALLOW_NETWORKS", "").split(",") if n.strip()]
+            env["CALAGENT_CALDAV_ALLOW_NETWORKS"] = ",".join([*given, *self.caldav_networks])
         if self.nats_cluster > 1:
             # Every stream, consumer and bucket with a copy on each node.
             env["CALAGENT_NATS_REPLICAS"] = str(self.nats_cluster)
@@ -407,7 +413,9 @@ def stop_leftovers(data_dir: Path) -> None:
     path.unlink(missing_ok=True)
 
 
-def run_up(port: int | None, scale_spec: str | None, nats_cluster: int = 1) -> int:
+def run_up(
+    port: int | None, scale_spec: str | None, nats_cluster: int = 1, caldav_networks: tuple[str, ...] = ()
+) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s up %(levelname)s %(message)s")
     # Whatever the supervisor and its children create (logs, sockets, state) is the owner's only.
     os.umask(0o077)
@@ -424,6 +432,7 @@ def run_up(port: int | None, scale_spec: str | None, nats_cluster: int = 1) -> i
         port=port if port is not None else settings.http_port,
         scale=scale,
         nats_cluster=nats_cluster,
+        caldav_networks=caldav_networks,
     )
 
     def on_signal(_signum: int, _frame: object) -> None:

@@ -1,4 +1,5 @@
-"""Connected calendars (contract §12): connecting a CalDAV account, listing and disconnecting.
+"""Connected calendars (contract §12, §14): connecting a CalDAV account, listing, disconnecting, and
+choosing the default calendar among the user's accounts.
 
 The password crosses the bus once, in `ConnectCalDav`, from the gateway to commands, which stores
 it encrypted; no reply and no other message carries it, and its field is kept out of `repr` so a
@@ -35,7 +36,16 @@ class DisconnectAccount(WireModel):
     account_id: str = Field(min_length=1, max_length=64)
 
 
-AnyAccountCommand = ConnectCalDav | ListAccounts | DisconnectAccount
+class SetDefaultCalendar(WireModel):
+    """The calendar (of any of the user's accounts) that receives creates naming none."""
+
+    kind: Literal["set_default"] = "set_default"
+    envelope: Envelope
+    account_id: str = Field(min_length=1, max_length=64)
+    calendar_url: str = Field(min_length=1, max_length=2000)
+
+
+AnyAccountCommand = ConnectCalDav | ListAccounts | DisconnectAccount | SetDefaultCalendar
 
 
 class AccountRequest(WireModel):
@@ -60,7 +70,15 @@ class AccountOut(WireModel):
 
 
 class AccountError(WireModel):
-    code: Literal["refused", "unreachable", "no_calendars", "not_found", "invalid_url"]
+    code: Literal[
+        "refused",
+        "unreachable",
+        "no_calendars",
+        "not_found",
+        "invalid_url",
+        "address_not_allowed",
+        "not_a_calendar",
+    ]
     message: str
 
 

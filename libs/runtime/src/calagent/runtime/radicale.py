@@ -19,19 +19,31 @@ log = logging.getLogger("calagent.radicale")
 
 class EmbeddedRadicale:
     def __init__(
-        self, data_dir: Path, users: dict[str, str], port: int | None = None, rights: str | None = None
+        self,
+        data_dir: Path,
+        users: dict[str, str],
+        port: int | None = None,
+        rights: str | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.users = dict(users)
         # Radicale's `from_file` rights (first matching section wins); None: each user owns their
         # own collections and nothing else.
         self.rights = rights
+        # Any loopback address (Linux routes all of 127/8 to lo): tests run servers on distinct ones.
+        self.host = host
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/"
+        return f"http://{self.host}:{self.port}/"
+
+    @property
+    def network(self) -> str:
+        """The one address this server listens on, as a network for an allow-list."""
+        return f"{self.host}/32"
 
     def user_url(self, user: str) -> str:
         return f"{self.url}{user}/"
@@ -53,7 +65,7 @@ class EmbeddedRadicale:
                 "-m",
                 "radicale",
                 "--server-hosts",
-                f"127.0.0.1:{self.port}",
+                f"{self.host}:{self.port}",
                 "--storage-filesystem-folder",
                 str(self.data_dir / "collections"),
                 "--auth-type",
@@ -71,7 +83,7 @@ class EmbeddedRadicale:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        wait_for_port(self.port, timeout, self.proc)
+        wait_for_port(self.port, timeout, self.proc, self.host)
         log.info("radicale listening on %s (data in %s)", self.url, self.data_dir)
         return self.url
 

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
 from calagent.commands.caldav.accounts import Accounts
+from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
@@ -25,6 +26,7 @@ from calagent.contracts.caldav import (
     ConnectCalDav,
     DisconnectAccount,
     OutboxWake,
+    SetDefaultCalendar,
 )
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
@@ -66,10 +68,11 @@ class CommandsService:
         self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
-        self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars)
+        guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
+        self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars, guard)
         self.sync = SyncWorker(
-            Deliverer(self.engine, vault, self.clock, self.config.stub_ttl),
-            InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz),
+            Deliverer(self.engine, vault, self.clock, self.config.stub_ttl, guard),
+            InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
         )
@@ -121,6 +124,8 @@ class CommandsService:
                 return result
             if isinstance(command, DisconnectAccount):
                 return await accounts.disconnect(command)
+            if isinstance(command, SetDefaultCalendar):
+                return await accounts.set_default(command)
             return await accounts.listing(command)
 
     async def stop(self) -> None:

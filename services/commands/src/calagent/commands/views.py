@@ -11,7 +11,7 @@ from icalendar import Alarm, Calendar, vRecur
 from icalendar import Event as IcsEvent
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, starts
+from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
 from calagent.contracts.commands import ChangeOut, EventOut, PlanOut, StubOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
@@ -81,7 +81,7 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
 # not on the rule, UNTIL read on the wall clock, an override of a slot the rule no longer has).
 
 ICS_UNTIL = "%Y%m%dT%H%M%S"
-VTIMEZONE_YEARS_AHEAD = 20  # transitions listed past the latest event (clients map TZIDs anyway)
+VTIMEZONE_YEARS_AHEAD = 20  # transitions listed past the latest date of a series without an end
 
 
 def _zone_of(event: Event, fallback: ZoneInfo) -> ZoneInfo:
@@ -208,7 +208,29 @@ def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
         if item is not None:
             cal.add_component(item)
     if events:
-        first = min(e.start for e in events).astimezone(UTC).year
-        last = max(max(e.end for e in events), stamp).astimezone(UTC).year + VTIMEZONE_YEARS_AHEAD
-        cal.add_missing_timezones(first_date=date(first - 1, 1, 1), last_date=date(last, 1, 1))
+        cal.add_missing_timezones(*_timezone_span(events, stamp))
     return bytes(cal.to_ical()).decode("utf-8")
+
+
+def _timezone_span(events: Sequence[Event], stamp: datetime) -> tuple[date, date]:
+    """The days a feed's VTIMEZONEs must cover (they list each transition): from the year before
+    the first event to the year after the last occurrence of any series; a series without an end
+    runs on, so the span goes `VTIMEZONE_YEARS_AHEAD` past the latest date known."""
+    first = min(e.start for e in events).astimezone(UTC).year - 1
+    last = max(max(e.end for e in events), stamp).astimezone(UTC).year
+    open_ended = False
+    for ev in events:
+        if ev.rrule is None:
+            continue
+        text = ev.rrule.upper()
+        if "UNTIL=" not in text and "COUNT=" not in text:
+            open_ended = True
+            continue
+        try:
+            final = rule_for(ev.rrule, ev.start, _zone_of(ev, ZoneInfo("UTC"))).before(datetime.max, inc=True)
+        except InvalidRecurrenceError:
+            open_ended = True
+            continue
+        if final is not None:
+            last = max(last, final.year)
+    return date(first, 1, 1), date(last + (VTIMEZONE_YEARS_AHEAD if open_ended else 1) + 1, 1, 1)

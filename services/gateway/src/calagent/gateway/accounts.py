@@ -1,5 +1,5 @@
-"""Connected calendars on the HTTP surface (contract §12): `POST /v1/accounts/caldav`,
-`GET /v1/accounts`, `DELETE /v1/accounts/{id}`.
+"""Connected calendars on the HTTP surface (contract §12, §14): `POST /v1/accounts/caldav`,
+`GET /v1/accounts`, `PATCH /v1/accounts/{id}` (the default calendar), `DELETE /v1/accounts/{id}`.
 
 The gateway only checks the body's shape and forwards it to commands over the bus; commands does
 the PROPFIND, stores the sealed password and answers. No response carries the password.
@@ -24,6 +24,7 @@ from calagent.contracts.caldav import (
     ConnectCalDav,
     DisconnectAccount,
     ListAccounts,
+    SetDefaultCalendar,
 )
 from calagent.contracts.text import NUL
 from calagent.gateway.auth import Principal
@@ -38,6 +39,12 @@ class ConnectBody(BaseModel):
     url: StrictStr = Field(min_length=8, max_length=2000)
     username: StrictStr = Field(min_length=1, max_length=200)
     password: StrictStr = Field(min_length=1, max_length=500, repr=False)
+
+
+class PatchBody(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    default_calendar: StrictStr = Field(min_length=1, max_length=2000)
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -111,6 +118,38 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if isinstance(answer, JSONResponse):
             return answer
         return JSONResponse({"accounts": [account_view(a) for a in answer.accounts]})
+
+    @router.patch("/v1/accounts/{account_id}", response_model=None)
+    async def patch(
+        request: Request, principal: Annotated[Principal, Depends(authenticate)], account_id: str
+    ) -> Response:
+        if not 0 < len(account_id) <= 64 or NUL in account_id:
+            return _error(404, "not_found", "no connected account with this id")
+        try:
+            body = PatchBody.model_validate(json.loads(await request.body()))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _error(422, "invalid_request", "the body is not valid JSON")
+        except ValidationError:
+            return _error(422, "invalid_request", 'the body is {"default_calendar": "<calendar url>"}')
+        if NUL in body.default_calendar:
+            return _error(422, "invalid_request", "NUL characters are not accepted")
+        gateway = request.app.state.gateway
+        answer = await ask(
+            request,
+            SetDefaultCalendar(
+                envelope=gateway.envelope(principal),
+                account_id=account_id,
+                calendar_url=body.default_calendar,
+            ),
+        )
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.error is not None or answer.account is None:
+            error = answer.error
+            if error is not None and error.code == "not_found":
+                return _error(404, "not_found", error.message)
+            return _error(422, error.code if error else "refused", error.message if error else "refused")
+        return JSONResponse(account_view(answer.account))
 
     @router.delete("/v1/accounts/{account_id}", response_model=None)
     async def disconnect(

@@ -10,10 +10,10 @@ and resources, the events that came from it, and whatever still waited to be del
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from urllib.parse import urlparse
+from collections.abc import Collection, Sequence
+from urllib.parse import urlsplit
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -26,7 +26,8 @@ from calagent.commands.adapters.tables import (
     calendars,
     events,
 )
-from calagent.commands.caldav import remote
+from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.txn import new_id
 from calagent.contracts.caldav import (
@@ -37,8 +38,24 @@ from calagent.contracts.caldav import (
     DisconnectAccount,
     ListAccounts,
     RemoteCalendar,
+    SetDefaultCalendar,
 )
 from calagent.runtime.clock import Clock
+
+NAME_MAX = 100
+
+
+def distinct_name(name: str, taken: Collection[str], host: str, username: str) -> str:
+    """The calendar's name, or, when another connected calendar of the user has it already, the
+    name with its server ("Personal (caldav.example.com)"), then its login, then a number."""
+    candidates = [name, f"{name} ({host})", f"{name} ({username}@{host})"]
+    candidates += [f"{name} ({username}@{host} {n})" for n in range(2, 100)]
+    for candidate in candidates:
+        suffix = candidate[len(name) :]
+        fitted = name[: NAME_MAX - len(suffix)] + suffix
+        if fitted not in taken:
+            return fitted
+    raise ValueError("no free calendar name")
 
 
 def account_error(code: str, message: str) -> AccountResult:
@@ -47,20 +64,24 @@ def account_error(code: str, message: str) -> AccountResult:
 
 class Accounts:
     def __init__(
-        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: Sequence[str]
+        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: Sequence[str], guard: Guard
     ) -> None:
         self.engine = engine
         self.vault = vault
         self.clock = clock
         self.default_calendars = tuple(default_calendars)
+        self.guard = guard
 
     async def connect(self, command: ConnectCalDav) -> AccountResult:
-        parsed = urlparse(command.url)
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            return account_error("invalid_url", "the server address must be an http(s) URL")
-        login = remote.Login(command.url, command.username, command.password)
+        try:
+            target_of(command.url)
+        except InvalidUrl as exc:
+            return account_error("invalid_url", str(exc))
+        login = remote.Login(command.url, command.username, command.password, self.guard)
         try:
             found = await asyncio.to_thread(remote.discover, login)
+        except remote.NotAllowed as exc:
+            return account_error("address_not_allowed", str(exc))
         except remote.Refused as exc:
             return account_error("refused", f"the CalDAV server refused the connection: {exc}")
         except remote.RemoteError as exc:
@@ -84,15 +105,25 @@ class Accounts:
                     created_at=now,
                 )
             )
+            # Names are unique per user across accounts (a create names its calendar by name);
+            # one calendar of the user is the default: the first account's first, until PATCH.
+            connected = await rows.user_calendars(conn, user_id)
+            taken = {c.name for c in connected}
+            has_default = any(c.is_default for c in connected)
+            host = urlsplit(command.url).hostname or ""
+            names = []
             for position, calendar in enumerate(found):
+                name = distinct_name(calendar.name, taken, host, command.username)
+                taken.add(name)
+                names.append(name)
                 await conn.execute(
                     caldav_calendars.insert().values(
                         account_id=account_id,
                         url=calendar.url,
-                        name=calendar.name,
+                        name=name,
                         color=calendar.color,
                         position=position,
-                        is_default=position == 0,
+                        is_default=position == 0 and not has_default,
                     )
                 )
             # The user's list exists (made from the defaults on first use) before the account's
@@ -101,7 +132,7 @@ class Accounts:
             last = await conn.scalar(
                 select(func.max(calendars.c.position)).where(calendars.c.user_id == user_id)
             )
-            names = [c.name for c in found if c.name not in existing]
+            names = [name for name in names if name not in existing]
             if names:
                 await conn.execute(
                     pg_insert(calendars)
@@ -114,14 +145,10 @@ class Accounts:
                     .on_conflict_do_nothing()
                 )
             # What the assistant wrote before the connection goes out too: the first account gets
-            # every event and series this user already has (one outbox row each).
-            first = await conn.scalar(
-                select(caldav_accounts.c.id)
-                .where(caldav_accounts.c.user_id == user_id)
-                .order_by(caldav_accounts.c.created_at, caldav_accounts.c.id)
-                .limit(1)
-            )
-            if first == account_id:
+            # every event and series this user already has (one outbox row each). "First" is
+            # "no other account": connects of one user are serialised by the user's lock, and
+            # creation times may tie (a frozen clock).
+            if not connected:
                 await conn.execute(
                     caldav_outbox.insert().from_select(
                         ["user_id", "event_id"],
@@ -177,10 +204,11 @@ class Accounts:
                 )
             # Cascades to its calendars and resources; the sealed password goes with the row.
             await conn.execute(delete(caldav_accounts).where(caldav_accounts.c.id == command.account_id))
-            others = await conn.scalar(
-                select(func.count()).select_from(caldav_accounts).where(caldav_accounts.c.user_id == user_id)
-            )
-            if not others:
+            remaining = await rows.user_calendars(conn, user_id)
+            if remaining and not any(c.is_default for c in remaining):
+                # The default went with the account: the first remaining account's first calendar.
+                await self._make_default(conn, user_id, remaining[0].account_id, remaining[0].url)
+            if not remaining:
                 # SKIP LOCKED: a row a worker is delivering right now finishes (the worker may be
                 # waiting for this user's lock: waiting for its row here would deadlock the two).
                 await conn.execute(
@@ -200,6 +228,38 @@ class Accounts:
                 )
             await conn.commit()
         return AccountResult(deleted=True)
+
+    async def set_default(self, command: SetDefaultCalendar) -> AccountResult:
+        user_id = command.envelope.user_id
+        async with self.engine.connect() as conn:
+            await conn.begin()
+            await SqlUnitOfWork(conn).lock_user(user_id)
+            connected = await rows.user_calendars(conn, user_id)
+            if not any(c.account_id == command.account_id for c in connected):
+                # Another user's account id is answered like one that does not exist.
+                return account_error("not_found", "no connected account with this id")
+            if not any(
+                c.account_id == command.account_id and c.url == command.calendar_url for c in connected
+            ):
+                return account_error("not_a_calendar", "this account has no calendar at this address")
+            await self._make_default(conn, user_id, command.account_id, command.calendar_url)
+            await conn.commit()
+            out = await self._accounts(conn, user_id, command.account_id)
+        return AccountResult(account=out[0] if out else None)
+
+    async def _make_default(self, conn: AsyncConnection, user_id: str, account_id: str, url: str) -> None:
+        """One default calendar per user, across every account of theirs."""
+        await conn.execute(
+            update(caldav_calendars)
+            .where(
+                caldav_calendars.c.account_id.in_(
+                    select(caldav_accounts.c.id).where(caldav_accounts.c.user_id == user_id).scalar_subquery()
+                )
+            )
+            .values(
+                is_default=(caldav_calendars.c.account_id == account_id) & (caldav_calendars.c.url == url)
+            )
+        )
 
     async def _accounts(
         self, conn: AsyncConnection, user_id: str, account_id: str | None = None

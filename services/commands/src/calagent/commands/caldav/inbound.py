@@ -30,6 +30,7 @@ from calagent.commands.adapters.tables import (
     events,
 )
 from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, parse_resource
 from calagent.commands.domain.model import Event
@@ -50,9 +51,10 @@ class SyncStats:
 
 
 class InboundSync:
-    def __init__(self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str) -> None:
+    def __init__(self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard) -> None:
         self.engine = engine
         self.vault = vault
+        self.guard = guard
         self.owner = owner
         self.fallback_tz = ZoneInfo(fallback_tz)
 
@@ -115,7 +117,7 @@ class InboundSync:
         try:
             with tracer.start_as_current_span("sync.inbound", attributes={"calagent.account_id": account_id}):
                 async with self.engine.connect() as conn:
-                    account = await rows.account(conn, self.vault, account_id)
+                    account = await rows.account(conn, self.vault, self.guard, account_id)
                     calendars = (
                         await conn.execute(
                             select(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
@@ -30,6 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from calagent.commands.adapters.store import SqlUnitOfWork
 from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, events
 from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import (
     UnreadableObject,
@@ -63,9 +64,12 @@ class Outcome:
 
 
 class Deliverer:
-    def __init__(self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta) -> None:
+    def __init__(
+        self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta, guard: Guard
+    ) -> None:
         self.engine = engine
         self.vault = vault
+        self.guard = guard
         self.clock = clock
         self.stub_ttl = stub_ttl
 
@@ -167,26 +171,47 @@ class Deliverer:
 
     async def _deliver(self, conn: AsyncConnection, user_id: str, event_id: str) -> Outcome:
         resource = await rows.resource_by_event(conn, event_id)
+        stored = await rows.resource_rows(conn, user_id, event_id)
+        master = next((r for r in stored if r.id == event_id), None)
+        if master is None:
+            stored = []  # the event or series is gone: its overrides go with it
+        # Where the event belongs: the connected calendar (of any account) its calendar name names,
+        # else the user's default one. An event already on a server stays in its account and
+        # calendar unless its name now names another connected calendar.
+        target = await rows.route(conn, self.vault, self.guard, user_id, master.calendar if master else None)
         account = (
-            await rows.account(conn, self.vault, resource.account_id)
+            await rows.account(conn, self.vault, self.guard, resource.account_id)
             if resource is not None
-            else await rows.first_account(conn, self.vault, user_id)
+            else (target.account if target is not None else None)
         )
         if account is None or account.user_id != user_id:
             return Outcome("dropped", "no connected account")
-        stored = await rows.resource_rows(conn, user_id, event_id)
-        if not any(r.id == event_id for r in stored):
-            stored = []  # the event or series is gone: its overrides go with it
         uid = resource.uid if resource is not None else local_uid(event_id)
         body = render_resource(stored, uid, self.clock.now())
         if body is None and resource is None:
             return Outcome("delivered")  # made and removed before it ever reached the server
         try:
+            if (
+                resource is not None
+                and body is not None
+                and target is not None
+                and target.named
+                and target.calendar_url != resource.calendar_url
+            ):
+                # Moved to another connected calendar: deleted from the old one first (a change
+                # made there since wins, as for any write), then created in the new one.
+                await asyncio.to_thread(
+                    remote.delete, account.login, resource.calendar_url, resource.href, resource.etag
+                )
+                href = remote.href_for(target.calendar_url, uid)
+                await rows.move_resource(conn, event_id, target, href)
+                account = target.account
+                resource = replace(
+                    resource, account_id=account.id, calendar_url=target.calendar_url, href=href, etag=None
+                )
             if resource is None:
-                assert body is not None
-                calendar_url = await rows.calendar_for(conn, account.id, stored[0].calendar)
-                if calendar_url is None:
-                    return Outcome("dropped", "the account has no calendar")
+                assert body is not None and target is not None
+                calendar_url = target.calendar_url
                 href = remote.href_for(calendar_url, uid)
                 resource = rows.Resource(
                     event_id, user_id, account.id, calendar_url, href, uid, None, "local"

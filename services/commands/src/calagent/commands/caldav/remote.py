@@ -1,19 +1,29 @@
 """The CalDAV server as this service sees it, through the `caldav` client library.
 
-The library is synchronous (HTTP through requests/niquests); every call here is blocking and is run
-in a worker thread by the callers. Failures come out as three kinds the sync logic decides on:
-`PreconditionFailed` (412: someone else changed or made the object), `Rejected` (any other 4xx: the
-server will not take this, retrying is pointless) and `Unavailable` (no answer, 5xx: retry later).
+The library is synchronous (HTTP through niquests); every call here is blocking and is run in a
+worker thread by the callers. Every request goes through the login's `Guard` (addresses.py): the
+address is checked before anything is sent, redirects and server-named collections included, and
+the connection goes to the checked address.
+
+Failures come out as the kinds the sync logic decides on: `PreconditionFailed` (412: someone else
+changed or made the object), `Rejected` (any other 4xx: the server will not take this, retrying is
+pointless), `NotAllowed` (the address is one the rule refuses: nothing was sent to it) and
+`Unavailable` (no answer, 5xx: retry later). Their messages are in our words and carry at most the
+HTTP status: never the server's response body or headers, which may say anything.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urljoin
 
 import caldav
 from caldav.elements import dav, ical
 from caldav.lib import error
+
+from calagent.commands.caldav.addresses import AddressNotAllowed, Guard, GuardedSession, InvalidUrl
 
 HTTP_TIMEOUT_S = 15
 
@@ -23,6 +33,8 @@ class Login:
     url: str
     username: str
     password: str = field(repr=False)
+    # Where requests made with this login may go.
+    reach: Guard = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -63,34 +75,86 @@ class Rejected(RemoteError):
     pass
 
 
+class NotAllowed(Rejected):
+    """The address (or one a redirect or the server named) is refused by the rule; no request
+    was made to it."""
+
+    def __init__(self) -> None:
+        super().__init__("the server address is not allowed: it leads to a local or private network")
+
+
 class Unavailable(RemoteError):
     pass
 
 
 class Refused(RemoteError):
-    """The server answered but will not let this login in (401/403 on discovery)."""
+    """The server answered but will not let this login in (401/403 on discovery), or does not
+    answer as a CalDAV server."""
 
 
-def _client(login: Login) -> caldav.DAVClient:
-    # Basic authentication up front (every provider this is for takes it with an app password):
-    # without it each request is sent twice, the first time only to be told to authenticate.
-    return caldav.DAVClient(
-        url=login.url,
-        username=login.username,
-        password=login.password,
-        timeout=HTTP_TIMEOUT_S,
-        auth_type="basic",
-    )
+@contextmanager
+def _client(login: Login) -> Iterator[caldav.DAVClient]:
+    """A client whose every request goes through the login's guard. A refusal anywhere in the
+    operation is the operation's outcome, even where the library caught it and carried on."""
+    session = login.reach.session()
+    try:
+        client = caldav.DAVClient(
+            url=login.url,
+            username=login.username,
+            password=login.password,
+            timeout=HTTP_TIMEOUT_S,
+            # Basic authentication up front (every provider this is for takes it with an app
+            # password): without it each request is sent twice, the first time only to be told to
+            # authenticate.
+            auth_type="basic",
+            # A bare domain would make the library look up SRV records and well-known URLs on its
+            # own; an account URL is always a full one.
+            enable_rfc6764=False,
+        )
+    except Exception:
+        session.close()
+        raise
+    client.session.close()
+    client.session = session
+    try:
+        yield client
+    except (AddressNotAllowed, InvalidUrl) as exc:
+        raise NotAllowed() from exc
+    except Exception as exc:
+        if session.refused is not None:
+            raise NotAllowed() from exc
+        raise
+    finally:
+        client.close()
+    _settled(session)
+
+
+def _settled(session: GuardedSession) -> None:
+    if session.refused is not None:
+        raise NotAllowed() from session.refused
+
+
+def _status(exc: Exception) -> int | None:
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) else None
 
 
 def _classify(exc: Exception) -> RemoteError:
-    status = getattr(exc, "status", None)
-    reason = f"{type(exc).__name__}: {str(exc)[:300]}"
+    """Our own words for what went wrong: the status code, never the server's text."""
+    if isinstance(exc, RemoteError):
+        return exc
+    status = _status(exc)
     if isinstance(exc, error.ETagMismatchError | error.ConsistencyError) or status == 412:
-        return PreconditionFailed(reason, 412)
-    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429):
-        return Rejected(reason, status)
-    return Unavailable(reason, status if isinstance(status, int) else None)
+        return PreconditionFailed("the object changed on the server (HTTP 412)", 412)
+    if isinstance(exc, error.AuthorizationError) or status in (401, 403):
+        return Rejected(f"the server refused this login (HTTP {status or 403})", status or 403)
+    if status is not None and 400 <= status < 500 and status not in (408, 429):
+        return Rejected(f"the server refused the request (HTTP {status})", status)
+    if status is not None:
+        return Unavailable(f"the server answered HTTP {status}", status)
+    if isinstance(exc, error.DAVError):
+        return Unavailable("the server's answer could not be read")
+    return Unavailable(f"the server could not be reached ({type(exc).__name__})")
 
 
 def discover(login: Login) -> list[FoundCalendar]:
@@ -99,26 +163,30 @@ def discover(login: Login) -> list[FoundCalendar]:
         with _client(login) as client:
             found = []
             for calendar in client.principal().calendars():
+                # A collection the server names is checked like the account URL itself before it
+                # is stored (the PROPFIND below would be refused too: this says so before it).
+                client.session.check(str(calendar.url))
                 props = calendar.get_properties([dav.DisplayName(), ical.CalendarColor()])
                 name = props.get(dav.DisplayName.tag) or str(calendar.url).rstrip("/").rsplit("/", 1)[-1]
                 color = props.get(ical.CalendarColor.tag)
                 found.append(FoundCalendar(str(calendar.url), str(name)[:100], str(color) if color else None))
-            return found
     except error.AuthorizationError as exc:
-        raise Refused("the server refused this user name and password", exc.status) from exc
+        raise Refused("the server refused this user name and password", _status(exc)) from exc
     except Exception as exc:
         classified = _classify(exc)
+        if isinstance(classified, NotAllowed | PreconditionFailed):
+            raise classified from exc
+        if classified.status in (401, 403):
+            raise Refused("the server refused this user name and password", classified.status) from exc
         if isinstance(classified, Rejected):
-            raise Refused(f"the server refused the request ({classified})", classified.status) from exc
-        raise Unavailable(f"the server could not be reached: {classified}") from exc
-
-
-def _object(client: caldav.DAVClient, calendar_url: str, href: str, etag: str | None) -> caldav.Event:
-    calendar = caldav.Calendar(client=client, url=calendar_url)
-    obj = caldav.Event(client=client, url=href, parent=calendar)
-    if etag:
-        obj.props[dav.GetEtag.tag] = etag
-    return obj
+            raise Refused(
+                f"the address does not answer as a CalDAV server (HTTP {classified.status})",
+                classified.status,
+            ) from exc
+        if isinstance(exc, error.DAVError) and classified.status is None:
+            raise Refused("the address does not answer as a CalDAV server") from exc
+        raise classified from exc
+    return found
 
 
 def _settle(status: int, what: str) -> None:
@@ -168,19 +236,23 @@ def delete(login: Login, calendar_url: str, href: str, etag: str | None) -> None
 
 
 def fetch(login: Login, calendar_url: str, href: str) -> RemoteObject | None:
-    """The object as the server holds it now, or None when it is gone."""
+    """The object as the server holds it now, or None when it is gone. A GET whose status is read
+    here: the library's `load()` takes any answer but a 404 — an error page too — for the object."""
     try:
         with _client(login) as client:
-            obj = _object(client, calendar_url, href, None)
-            obj.load()
-            return RemoteObject(normal_href(str(obj.url)), obj.etag, str(obj.data))
-    except error.NotFoundError:
-        return None
+            response = client.request(href, "GET", "", {"Accept": "text/calendar"})
     except Exception as exc:
         classified = _classify(exc)
-        if classified.status == 404:
+        if classified.status in (404, 410):
             return None
         raise classified from exc
+    if response.status in (404, 410):
+        return None
+    _settle(response.status, "GET")
+    if not 200 <= response.status < 300:
+        raise Unavailable(f"GET: {response.status}", response.status)
+    etag = response.headers.get("ETag") if response.headers else None
+    return RemoteObject(normal_href(href), str(etag) if etag else None, str(response.raw))
 
 
 def changes(login: Login, calendar_url: str, token: str | None) -> Changes:

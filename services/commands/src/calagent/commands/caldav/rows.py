@@ -6,11 +6,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, or_, select
+from sqlalchemy import Row, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from calagent.commands.adapters.store import event_from_row
 from calagent.commands.adapters.tables import caldav_accounts, caldav_calendars, caldav_resources, events
+from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.remote import Login
 from calagent.commands.domain.model import Event
@@ -83,42 +84,70 @@ class Account:
     login: Login
 
 
-async def account(conn: AsyncConnection, vault: Vault, account_id: str) -> Account | None:
+async def account(conn: AsyncConnection, vault: Vault, guard: Guard, account_id: str) -> Account | None:
     row = (await conn.execute(select(caldav_accounts).where(caldav_accounts.c.id == account_id))).first()
     if row is None:
         return None
-    return Account(row.id, row.user_id, Login(row.url, row.username, vault.open(row.secret)))
+    return Account(row.id, row.user_id, Login(row.url, row.username, vault.open(row.secret), guard))
 
 
-async def first_account(conn: AsyncConnection, vault: Vault, user_id: str) -> Account | None:
-    """The account new events go to: the user's first connected one."""
-    row = (
-        await conn.execute(
-            select(caldav_accounts.c.id)
-            .where(caldav_accounts.c.user_id == user_id)
-            .order_by(caldav_accounts.c.created_at, caldav_accounts.c.id)
-            .limit(1)
+@dataclass(frozen=True)
+class Route:
+    """Where an event of the user lives on a server: an account and one of its calendars."""
+
+    account: Account
+    calendar_url: str
+    calendar_name: str
+    named: bool  # the event's calendar name is this calendar's (not the default taken instead)
+
+
+@dataclass(frozen=True)
+class Connected:
+    account_id: str
+    url: str
+    name: str
+    is_default: bool
+
+
+async def user_calendars(conn: AsyncConnection, user_id: str) -> list[Connected]:
+    """Every connected calendar of the user, accounts in the order they were connected."""
+    found = await conn.execute(
+        select(
+            caldav_calendars.c.account_id,
+            caldav_calendars.c.url,
+            caldav_calendars.c.name,
+            caldav_calendars.c.is_default,
         )
-    ).first()
-    return await account(conn, vault, row.id) if row is not None else None
+        .join(caldav_accounts, caldav_accounts.c.id == caldav_calendars.c.account_id)
+        .where(caldav_accounts.c.user_id == user_id)
+        .order_by(caldav_accounts.c.created_at, caldav_accounts.c.id, caldav_calendars.c.position)
+    )
+    return [Connected(r.account_id, r.url, r.name, bool(r.is_default)) for r in found]
 
 
-async def calendar_for(conn: AsyncConnection, account_id: str, name: str) -> str | None:
-    """The account's calendar of this name, else its default one."""
-    rows = (
-        await conn.execute(
-            select(caldav_calendars.c.url, caldav_calendars.c.name, caldav_calendars.c.is_default)
-            .where(caldav_calendars.c.account_id == account_id)
-            .order_by(caldav_calendars.c.position)
-        )
-    ).all()
-    for row in rows:
-        if row.name == name:
-            return str(row.url)
-    for row in rows:
-        if row.is_default:
-            return str(row.url)
-    return str(rows[0].url) if rows else None
+async def route(
+    conn: AsyncConnection, vault: Vault, guard: Guard, user_id: str, calendar: str | None
+) -> Route | None:
+    """The calendar an event named `calendar` goes to: the connected calendar of that name (names
+    are unique per user across accounts), else the user's default one (else the first)."""
+    found = await user_calendars(conn, user_id)
+    if not found:
+        return None
+    named = next((c for c in found if calendar is not None and c.name == calendar), None)
+    chosen = named or next((c for c in found if c.is_default), found[0])
+    target = await account(conn, vault, guard, chosen.account_id)
+    if target is None:
+        return None
+    return Route(target, chosen.url, chosen.name, named is not None)
+
+
+async def move_resource(conn: AsyncConnection, event_id: str, to: Route, href: str) -> None:
+    """The resource now lives in another calendar (maybe of another account), not yet written."""
+    await conn.execute(
+        update(caldav_resources)
+        .where(caldav_resources.c.event_id == event_id)
+        .values(account_id=to.account.id, calendar_url=to.calendar_url, href=href, etag=None)
+    )
 
 
 async def calendar_name(conn: AsyncConnection, account_id: str, url: str) -> str:
