@@ -89,11 +89,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import NamedTuple
 
+from calagent.contracts.text import HAN
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.timeparse.domain.grammar import TOKEN_RE
 from calagent.timeparse.domain.lexicon import (
     BLOCKER_RE,
-    CJK_RE,
     EN_FILLERS,
     EN_MONTHS,
     EN_REL,
@@ -503,16 +503,16 @@ def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None
 
 
 def _leftover_is_small(leftover: str, loose_weekday: bool) -> str | None:
-    if len(CJK_RE.findall(leftover)) > _MAX_CJK_RAW:
+    if len(HAN.findall(leftover)) > _MAX_CJK_RAW:
         return "long free text"
-    if sum(1 for w in WORD_RE.findall(leftover) if not CJK_RE.match(w)) > _MAX_WORDS_RAW:
+    if sum(1 for w in WORD_RE.findall(leftover) if not HAN.match(w)) > _MAX_WORDS_RAW:
         return "long free text"
     rest = ZH_FILLER_RE.sub(" ", leftover)
     if BLOCKER_RE.search(rest):
         return "unconsumed date/time, negation or question words"
-    if len(CJK_RE.findall(rest)) > _MAX_CJK_LEFTOVER:
+    if len(HAN.findall(rest)) > _MAX_CJK_LEFTOVER:
         return "long free text"
-    words = [w for w in WORD_RE.findall(rest) if not CJK_RE.match(w)]
+    words = [w for w in WORD_RE.findall(rest) if not HAN.match(w)]
     others = sum(1 for w in words if w not in EN_FILLERS)
     if others > _MAX_WORD_LEFTOVER:
         return "long free text"
