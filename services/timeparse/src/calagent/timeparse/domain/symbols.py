@@ -47,6 +47,7 @@ from functools import lru_cache
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from calagent.contracts.limits import MAX_RANGE, MAX_RANGE_DAYS
 from calagent.contracts.time import (
     ErrorCode,
     RangeRequest,
@@ -88,7 +89,6 @@ _RANGE_RE = re.compile(
 )
 _TIME_RE = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])\Z")
 
-_MAX_RANGE = timedelta(days=366)
 # Holiday years the library is asked about; outside it the answer is `unknown_holiday`, which also
 # keeps a hostile `H:x:9999` from making the library compute millennia.
 _HOLIDAY_YEARS = range(1950, 2201)
@@ -508,8 +508,10 @@ def resolve_range(req: RangeRequest) -> RangeResult:
                 "invalid_range", f"end {req.end} ({end.isoformat()}) is not after start {req.start}"
             )
         # Span measured on the wall clock so a DST hour does not decide a 366-day boundary.
-        if end.replace(tzinfo=None) - start.replace(tzinfo=None) > _MAX_RANGE:
-            raise _InvalidSymbolError("invalid_range", f"{req.start} .. {req.end} spans more than 366 days")
+        if end.replace(tzinfo=None) - start.replace(tzinfo=None) > MAX_RANGE:
+            raise _InvalidSymbolError(
+                "invalid_range", f"{req.start} .. {req.end} spans more than {MAX_RANGE_DAYS} days"
+            )
     except _InvalidSymbolError as exc:
         problem = exc.problem
         return RangeResult.model_construct(
