@@ -4,24 +4,214 @@ from __future__ import annotations
 
 import ast
 import asyncio
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import find
+from hypothesis import strategies as st
 
 import calagent.cli.evaluate
 import calagent.cli.evaluation
+from calagent.agent.adapters.model import DeltaSink, ModelResponse, ModelToolCall
 from calagent.agent.app import AgentService
+from calagent.agent.domain.session import ArchivedMessage
 from calagent.agent.loop import TurnRunner
+from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.agent.tools import Tools
 from calagent.cli.evaluate import run_offline
 from calagent.cli.evaluation.cases import default_cases_dir, load_cases
 from calagent.cli.stack import Stack, start_stack
-from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, tool_schemas
+from calagent.contracts.commands import CommandResult, QueryResult
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.time import ParsedReply, SlotPatch
+from calagent.contracts.tools import TOOL_KINDS, tool_schemas
+from calagent.contracts.turns import TurnEvent, TurnRequested
+from calagent.runtime.clock import FrozenClock
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
 pytestmark = pytest.mark.eval
+
+# Contract §5 and §9, written out: every tool's fixed name, kind and argument names.
+CONTRACT_TOOLS: dict[str, tuple[str, set[str]]] = {
+    "prepare_or_create_schedule": (
+        "terminal",
+        {"title", "date", "time", "end_time", "duration_minutes", "all_day", "calendar", "allow_conflict"}
+        | {"recurrence", "end_date", "reminder_minutes"},
+    ),
+    "query_schedule_range": ("terminal", {"start", "end", "incomplete_only"}),
+    "suggest_free_time": ("terminal", {"start", "end", "duration_minutes"}),
+    "cancel_schedule_command": ("terminal", {"command_id"}),
+    "save_memory": ("terminal", {"content"}),
+    "search_memory": ("intermediate", {"query"}),
+    "search_chat_archive": ("intermediate", {"query"}),
+    "find_events": ("intermediate", {"start", "end", "text"}),
+    "update_schedule": (
+        "terminal",
+        {"event_id", "title", "date", "time", "end_time", "duration_minutes", "end_date", "all_day"}
+        | {"calendar", "reminder_minutes", "scope"},
+    ),
+    "delete_schedule": ("terminal", {"event_id", "scope"}),
+    "confirm_command": ("terminal", {"command_id"}),
+    "propose_automation": ("terminal", {"trigger", "steps"}),
+}
+# "No schema has a user id, e-mail or any identity field."
+IDENTITY_FIELDS = {"user_id", "user", "userid", "email", "e_mail", "owner", "owner_id", "account", "identity"}
+# What each tool's handler must hand on: the command or query the agent sends the commands service
+# over the bus, or the store call of the agent's own memory and archive.
+SENDS = {
+    "prepare_or_create_schedule": "PrepareOrCreate",
+    "query_schedule_range": "QueryRange",
+    "suggest_free_time": "SuggestFree",
+    "find_events": "FindEventsQuery",
+    "update_schedule": "PrepareChange",
+    "delete_schedule": "PrepareChange",
+    "cancel_schedule_command": "CancelStub",
+    "confirm_command": "MergeStub",
+    "propose_automation": "ProposePlan",
+    "save_memory": "save_memory",
+    "search_memory": "search_memory",
+    "search_chat_archive": "search_archive",
+}
+NOW = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+
+
+def contract_gaps(schemas: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the tool schemas the model sees differ from the contract's tools and arguments."""
+    seen = {s["function"]["name"]: s["function"]["parameters"] for s in schemas}
+    gaps = [f"missing tool {name}" for name in CONTRACT_TOOLS if name not in seen]
+    for name, (kind, arguments) in CONTRACT_TOOLS.items():
+        if name not in seen:
+            continue
+        properties = set(seen[name]["properties"])
+        gaps += [f"{name}: no argument {a}" for a in sorted(arguments - properties)]
+        if TOOL_KINDS.get(name) != kind:
+            gaps.append(f"{name}: kind {TOOL_KINDS.get(name)}, the contract says {kind}")
+    for name, parameters in seen.items():
+        properties = set(parameters["properties"])
+        gaps += [
+            f"{name}: required {r} is not an argument"
+            for r in parameters.get("required", [])
+            if r not in properties
+        ]
+        gaps += [f"{name}: identity field {f}" for f in sorted(properties & IDENTITY_FIELDS)]
+    return gaps
+
+
+def valid_value(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+    """The smallest value `schema` accepts (a pattern's shortest match)."""
+    if "$ref" in schema:
+        return valid_value(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
+    if "anyOf" in schema:
+        return valid_value(next(s for s in schema["anyOf"] if s.get("type") != "null"), defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "string" and "pattern" in schema:
+        return find(st.from_regex(schema["pattern"], fullmatch=True), lambda _: True)
+    if kind == "string":
+        return "x" * max(1, schema.get("minLength", 1))
+    if kind == "integer":
+        return schema.get("minimum", 1)
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        return [valid_value(schema["items"], defs)] * max(1, schema.get("minItems", 1))
+    raise AssertionError(f"no valid value for {schema}")
+
+
+def valid_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for a tool built from its JSON schema alone: every required argument."""
+    parameters = schema["function"]["parameters"]
+    defs = parameters.get("$defs", {})
+    return {
+        name: valid_value(parameters["properties"][name], defs) for name in parameters.get("required", [])
+    }
+
+
+class OneCallModel:
+    """Calls `tool` with arguments built from the schema it is shown, then answers in words."""
+
+    model = "one-call"
+
+    def __init__(self, tool: str | None) -> None:
+        self.tool = tool
+        self.arguments: dict[str, Any] | None = None
+
+    async def complete(
+        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
+    ) -> ModelResponse:
+        calls = []
+        if self.tool is not None and self.arguments is None:
+            schema = next(t for t in tools if t["function"]["name"] == self.tool)
+            self.arguments = valid_arguments(schema)
+            calls = [ModelToolCall(id="c1", name=self.tool, arguments=json.dumps(self.arguments))]
+        return ModelResponse(
+            text="" if calls else "好的。", tool_calls=calls, start_ms=0, first_token_ms=1, end_ms=2
+        )
+
+
+class RecordingPorts:
+    """The commands service, the time service and the agent's store in one: each records what it
+    was sent (a command or query by its type, a store call by its name)."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def execute(self, command: AgentCommand) -> CommandResult:
+        self.sent.append(type(command).__name__)
+        return CommandResult(status="held")
+
+    async def query(self, query: AgentQuery) -> QueryResult:
+        self.sent.append(type(query).__name__)
+        return QueryResult(calendars=("工作",))
+
+    async def parse_reply(self, text: str, now: datetime, tz: str) -> ParsedReply:
+        return ParsedReply(patch=SlotPatch(), complete=False)
+
+    async def history(self, user_id: str, conversation_id: str, exclude_turn: str) -> list[ArchivedMessage]:
+        return []
+
+    async def archive(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def save_memory(self, user_id: str, content: str, key: str, at: datetime) -> None:
+        self.sent.append("save_memory")
+
+    async def search_memory(self, user_id: str, query: str) -> list[str]:
+        self.sent.append("search_memory")
+        return []
+
+    async def search_archive(self, user_id: str, query: str, before_turn: str) -> list[str]:
+        self.sent.append("search_archive")
+        return []
+
+
+async def run_turn(tool: str | None) -> tuple[Any, list[str]]:
+    """One turn through the production runner (its loop, its dispatch table, its handlers) whose
+    model calls `tool`; what the turn answered and what its handlers sent."""
+    ports = RecordingPorts()
+    runner = TurnRunner(
+        clock=FrozenClock(NOW),
+        model=OneCallModel(tool),
+        commands=ports,
+        time=ports,
+        store=ports,
+        session_gap_minutes=120,
+    )
+    env = Envelope(turn_id="t1", user_id="u1", conversation_id="c", occurred_at=NOW, tz="Asia/Shanghai")
+
+    async def sink(event: TurnEvent) -> None:
+        return None
+
+    answer, _record = await runner.run(
+        TurnRequested(envelope=env, text="安排一下", raw_text="安排一下"), "t1", sink
+    )
+    return answer, ports.sent
 
 
 @pytest.fixture(scope="module")
@@ -46,19 +236,27 @@ async def test_the_stack_runs_the_production_agent(stack: Stack) -> None:
     assert type(agent) is AgentService  # built by calagent.agent.app.create_app, not a stand-in
     assert agent.runner is not None
     assert type(agent.runner) is TurnRunner
-    assert agent.runner.schemas == tool_schemas()
+    assert contract_gaps(agent.runner.schemas) == []
     assert type(agent.runner.tools) is Tools
     assert {app.name for app in stack.apps} == {"timeparse", "commands", "agent", "evalrec"}
 
 
-def test_the_tool_table_covers_exactly_the_contract_tools() -> None:
-    # The contract's names and kinds against the runner's own table of handlers: two independent
-    # lists. That each handler really runs is shown by the agent's unit test
-    # `test_every_contract_tool_runs_through_the_real_dispatch`.
-    assert set(TOOL_KINDS) == set(TOOL_MODELS)
-    assert [s["function"]["name"] for s in tool_schemas()] == list(TOOL_MODELS)
-    table = Tools(commands=None, store=None, clock=None).table  # type: ignore[arg-type]
-    assert set(table) == set(TOOL_MODELS.values())
+def test_the_tool_schemas_the_model_sees_are_the_contracts() -> None:
+    assert contract_gaps(tool_schemas()) == []
+
+
+@pytest.mark.parametrize("tool", list(SENDS))
+async def test_every_tool_runs_its_handler_through_the_real_dispatch(tool: str) -> None:
+    """Arguments built from the schema the model was shown pass the runner's validation, reach the
+    handler in its table, and the handler sends what the tool is for, once."""
+    _, before = await run_turn(None)
+    answer, sent = await run_turn(tool)
+    assert [call.name for call in answer.tool_calls] == [tool]
+    assert not answer.tool_calls[0].result.startswith("error:"), answer.tool_calls[0].result
+    added = list(sent)
+    for item in before:
+        added.remove(item)
+    assert added == [SENDS[tool]]
 
 
 async def test_what_the_scripted_model_received_in_the_eval_is_the_production_request(

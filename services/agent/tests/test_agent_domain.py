@@ -113,6 +113,20 @@ def test_language_is_chosen_from_the_message() -> None:
     assert detect_language("tomorrow 3pm") == "en"
 
 
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("\u3400", "zh"),  # CJK Extension A
+        ("\U0002000b", "zh"),  # Extension B (plane 2): a name written with a rare character
+        ("\uf92c", "zh"),  # a Compatibility Ideograph
+        ("\u4dc0 ok", "en"),  # a Yijing hexagram sits between the ideograph blocks but is no ideograph
+        ("。！「」", "en"),  # CJK punctuation alone is not Chinese
+    ],
+)
+def test_chinese_is_any_han_ideograph_and_nothing_else(text: str, lang: str) -> None:
+    assert detect_language(text) == lang
+
+
 def event(title: str = "和张三开会") -> EventOut:
     start = datetime.fromisoformat("2026-09-30T15:00:00+08:00")
     return EventOut(

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from calagent.agent.domain import claims as claims_module
-from calagent.agent.domain.claims import Claims, claims_creation, claims_schedule_read, find_claims
+from calagent.agent.domain.claims import Claims, claims_creation, claims_schedule_read, detect, find_claims
+from calagent.agent.domain.claims.lexicon import lexicon
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ def test_aliases_follow_find_claims(text: str) -> None:
 def test_find_claims_is_pure_of_its_memo() -> None:
     text = "我已经把周五的会取消了。你周五下午有空。"
     first = find_claims(text)
-    claims_module._sentence_claims.cache_clear()
+    detect.sentence_claims.cache_clear()
     assert find_claims(text) == first == Claims(write=True, read=True)
 
 
@@ -158,20 +158,20 @@ def test_a_claim_next_to_a_question_is_still_found() -> None:
 # ── Change verbs × completion markers (from the tables themselves) ─────────────────────────────
 
 
-@pytest.mark.parametrize("verb", claims_module._ZH_STRONG_VERBS)
+@pytest.mark.parametrize("verb", lexicon("zh").words("strong_verbs"))
 def test_every_strong_zh_verb_with_completion_is_a_write(verb: str) -> None:
     assert find_claims(f"已经帮你把会议{verb}了。").write, verb
     assert not find_claims(f"需要我帮你把会议{verb}吗？").any, verb
     assert not find_claims(f"我还没有帮你把会议{verb}。").write, verb
 
 
-@pytest.mark.parametrize("verb", claims_module._ZH_WEAK_VERBS)
+@pytest.mark.parametrize("verb", lexicon("zh").words("weak_verbs"))
 def test_weak_zh_verbs_need_a_calendar_object(verb: str) -> None:
     assert find_claims(f"已经帮你把明天的会议{verb}好了。").write, verb
     assert not find_claims(f"要不要我把会议{verb}一下？").any, verb
 
 
-@pytest.mark.parametrize("word", claims_module._ZH_NOT_VERBS)
+@pytest.mark.parametrize("word", lexicon("zh").words("not_verbs"))
 def test_look_alike_words_are_not_change_verbs(word: str) -> None:
     assert not find_claims(f"我{word}了。").write, word
 
@@ -221,7 +221,7 @@ def test_zh_conditional_degree_and_future_are_not_completion(text: str) -> None:
     assert not find_claims(text).write, text
 
 
-@pytest.mark.parametrize("form", claims_module._EN_STRONG_FORMS)
+@pytest.mark.parametrize("form", lexicon("en").words("strong_forms"))
 def test_every_strong_en_form_after_an_agent_is_a_write(form: str) -> None:
     assert find_claims(f"I've {form} the meeting.").write, form
     assert find_claims(f"The meeting has been {form}.").write, form

@@ -1,4 +1,4 @@
-"""Bounds on what a calendar date may be, shared by every service that accepts one.
+"""Bounds on what a calendar date and a range of dates may be, shared by every service that accepts one.
 
 `datetime` spans years 1–9999, but a calendar that accepts 0001-01-01 or 9999-12-31 breaks as
 soon as it does arithmetic with them: a zone offset or an event's end pushes the value past
@@ -9,11 +9,17 @@ message, where it enters — never retried as if the failure were the system's.
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 MIN_YEAR = 1900
 MAX_YEAR = 2199
 OUT_OF_RANGE_MESSAGE = f"dates must lie between the years {MIN_YEAR} and {MAX_YEAR}"
+
+# A range of dates (the events API, a query of the commands service, a range symbol) spans at most
+# a year with its leap day, so one request never asks for an unbounded expansion of series.
+MAX_RANGE_DAYS = 366
+MAX_RANGE = timedelta(days=MAX_RANGE_DAYS)
+RANGE_TOO_LONG_MESSAGE = f"a range spans at most {MAX_RANGE_DAYS} days"
 
 
 def within_supported_years(value: date | datetime) -> bool:

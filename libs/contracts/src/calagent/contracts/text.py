@@ -1,4 +1,4 @@
-"""Text this system can store and send: no NUL, no lone surrogate.
+"""Text this system can store and send (no NUL, no lone surrogate), and what counts as Chinese.
 
 PostgreSQL's `text` and `jsonb` cannot store U+0000, and a lone UTF-16 surrogate (U+D800–U+DFFF,
 which JSON lets a client spell as `"\\ud800"`) has no UTF-8 encoding at all: either one that
@@ -16,6 +16,14 @@ NUL = "\x00"
 NUL_MESSAGE = "the NUL character (U+0000) is not allowed"
 SURROGATE_MESSAGE = "text must be valid Unicode: a lone surrogate (U+D800–U+DFFF) is not allowed"
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+# A Han ideograph: the CJK Unified Ideographs (U+4E00–U+9FFF) with Extension A (U+3400–U+4DBF),
+# the Compatibility Ideographs (U+F900–U+FAFF), and planes 2 and 3, which hold nothing but
+# ideographs (Extensions B–H and the Compatibility Supplement). CJK punctuation (。，、「」) is not in
+# it: a reply of punctuation alone is not Chinese, and every use here counts or finds ideographs.
+HAN_CLASS = "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"
+HAN = re.compile(HAN_CLASS)
+HAN_RUN = re.compile(HAN_CLASS + "+")
 
 
 def unstorable_reason(value: str) -> str | None:

@@ -228,8 +228,17 @@ READ_TOOLS: Final = frozenset({"query_schedule_range", "suggest_free_time", "fin
 
 
 def _strip_titles(schema: Any) -> Any:
+    """The schema without the `title` annotations pydantic writes on every model and field (noise
+    in the prompt). The keys of `properties` and `$defs` are names, not annotations: a field named
+    `title` stays."""
     if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+        return {
+            k: {name: _strip_titles(sub) for name, sub in v.items()}
+            if k in ("properties", "$defs") and isinstance(v, dict)
+            else _strip_titles(v)
+            for k, v in schema.items()
+            if k != "title"
+        }
     if isinstance(schema, list):
         return [_strip_titles(v) for v in schema]
     return schema

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from calagent.contracts.text import HAN_CLASS
 from calagent.scriptedmodel.script import Script
 
 __all__ = ["DEMO_SENTENCES", "demo_script", "demo_script_dict"]
@@ -24,8 +25,6 @@ DEMO_SENTENCES: Final[tuple[tuple[str, str], ...]] = (
     ("你还记得我喝咖啡的习惯吗", "Do you remember how I take my coffee"),
     ("算了，不建了", "Never mind"),
 )
-
-_CJK = r"[\u3400-\u9fff]"
 
 _DEFAULT_TEXT = (
     "我是 calagent 内置的脚本演示模型，不是真正的大模型，只认识脚本里的几句话："
@@ -53,7 +52,7 @@ def demo_script_dict() -> dict[str, Any]:
         # model; answer in the language the user wrote in.
         {
             "name": "tool_result_zh",
-            "when": {"last_role": "tool", "user_regex": _CJK},
+            "when": {"last_role": "tool", "user_regex": HAN_CLASS},
             "respond": {"text": "（演示模型）{{tool}} 查到的内容：{{tool_result}}"},
         },
         {

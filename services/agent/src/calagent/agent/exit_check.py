@@ -1,6 +1,6 @@
 """The exit check: a free-text reply is compared with the turn's facts before anyone sees it.
 
-What counts as a claim is decided by `domain/claims.py` (an assertion that the calendar changed,
+What counts as a claim is decided by `domain/claims/` (an assertion that the calendar changed,
 or of what it holds); whether the claim may stand is decided here, by facts only: a change claim
 needs a write that commands committed in this turn, a contents claim needs a read that ran. A
 false claim is replaced, never appended to, and the archive keeps only the replacement.

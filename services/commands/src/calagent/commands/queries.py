@@ -34,11 +34,15 @@ from calagent.contracts.commands import (
     TurnContext,
 )
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
+from calagent.contracts.limits import (
+    MAX_RANGE,
+    OUT_OF_RANGE_MESSAGE,
+    RANGE_TOO_LONG_MESSAGE,
+    within_supported_years,
+)
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
 
-MAX_RANGE = timedelta(days=366)
 # All-day events are stored as instants of the zone they were made in; widen the search so a
 # user who moved zones still sees the whole local day blocked.
 ALL_DAY_SLACK = timedelta(days=1)
@@ -80,7 +84,7 @@ def check_range(start: datetime, end: datetime) -> QueryResult | None:
     if end <= start:
         return query_error("invalid_range", "the end of a range must be after its start")
     if end - start > MAX_RANGE:
-        return query_error("invalid_range", "a range may span at most 366 days")
+        return query_error("invalid_range", RANGE_TOO_LONG_MESSAGE)
     if not (within_supported_years(start) and within_supported_years(end)):
         return query_error("invalid_range", OUT_OF_RANGE_MESSAGE)
     return None

@@ -15,7 +15,7 @@ import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo
 
@@ -46,7 +46,12 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.evalrec import TimelineRequest
-from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
+from calagent.contracts.limits import (
+    MAX_RANGE,
+    OUT_OF_RANGE_MESSAGE,
+    RANGE_TOO_LONG_MESSAGE,
+    within_supported_years,
+)
 from calagent.contracts.text import refuse_unstorable
 from calagent.contracts.transport import own_names, unwrap
 from calagent.contracts.turns import (
@@ -81,7 +86,6 @@ DEFAULT_CONVERSATION = "default"
 # Above the services' own database probe (1 s), so a slow database reads as down, not missing.
 HEALTH_TIMEOUT_S = 2.0
 QUERY_TIMEOUT_S = 10.0
-MAX_RANGE = timedelta(days=366)
 SHUTDOWN_GRACE_S = 5.0
 # A feed secret as commands makes it (`secrets.token_urlsafe`) within `FeedCalendar`'s bounds;
 # anything else in a feed address is answered 404 without asking anyone.
@@ -599,7 +603,7 @@ def create_app(
         if end_at <= start_at:
             raise UnprocessableError.one(["query", "end"], "'end' must be after 'start'")
         if end_at - start_at > MAX_RANGE:
-            raise UnprocessableError.one(["query", "end"], "a range spans at most 366 days")
+            raise UnprocessableError.one(["query", "end"], RANGE_TOO_LONG_MESSAGE)
         result = await gw.query(
             principal, QueryRange(envelope=gw.envelope(principal), start_at=start_at, end_at=end_at)
         )

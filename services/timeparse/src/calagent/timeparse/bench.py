@@ -22,6 +22,7 @@ from datetime import datetime
 from time import perf_counter
 from typing import Any
 
+from calagent.contracts.text import HAN
 from calagent.contracts.time import ResolveRequest
 from calagent.timeparse.domain.replies import parse_reply
 from calagent.timeparse.domain.symbols import resolve, resolve_symbol
@@ -114,7 +115,7 @@ def _rate(fn: Callable[[Any], object], items: Sequence[Any], seconds: float, rou
 
 
 def _is_chinese(phrase: str) -> bool:
-    return any("\u4e00" <= ch <= "\u9fff" for ch in phrase)
+    return HAN.search(phrase) is not None
 
 
 def _accuracy(answers: Sequence[str | None], chinese: bool | None = None) -> float:

@@ -28,8 +28,8 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from calagent.agent.domain import claims as claims_module
 from calagent.agent.domain.claims import Claims, find_claims
+from calagent.agent.domain.claims.detect import sentence_claims
 
 __all__ = [
     "FALSE_ALARM_TARGET",
@@ -253,7 +253,7 @@ def evaluate(rows: Sequence[CorpusRow], detect: Callable[[str], Claims] = find_c
 
 def measure_speed(rows: Sequence[CorpusRow], rounds: int = 3) -> Speed:
     """Microseconds per reply (cold) and per streamed prefix. Medians of `rounds` passes."""
-    clear = claims_module._sentence_claims.cache_clear
+    clear = sentence_claims.cache_clear
     texts = [row.text for row in rows]
     per_reply: list[float] = []
     cold_rounds: list[float] = []

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from calagent.contracts.display import Lang
+from calagent.contracts.text import HAN
 
 __all__ = ["Lang", "detect_language"]
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-
 
 def detect_language(text: str) -> Lang:
-    return "zh" if _CJK.search(text) else "en"
+    return "zh" if HAN.search(text) else "en"

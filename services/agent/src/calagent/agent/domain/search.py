@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+from calagent.contracts.text import HAN_RUN
+
 _WORD = re.compile(r"[a-z0-9][a-z0-9'\-]+", re.IGNORECASE)
 _STOP = frozenset({"the", "and", "for", "with", "what", "was", "my", "me", "is", "of", "to", "a", "an"})
 _CJK_STOP = frozenset({"什么", "一下", "我的", "是什", "记得", "吗", "的"})
@@ -18,7 +19,7 @@ _CJK_STOP = frozenset({"什么", "一下", "我的", "是什", "记得", "吗", 
 
 def search_terms(query: str, limit: int = 12) -> list[str]:
     terms: list[str] = []
-    for run in _CJK_RUN.findall(query):
+    for run in HAN_RUN.findall(query):
         if len(run) == 1:
             terms.append(run)
             continue

@@ -8,7 +8,6 @@ import re
 
 __all__ = [
     "BLOCKER_RE",
-    "CJK_RE",
     "EN_FILLERS",
     "EN_MONTHS",
     "EN_REL",
@@ -171,7 +170,6 @@ BLOCKER_RE = re.compile(
     r"|till|by|except|week|weeks|month|months|year|years|day|days|hour|hours|minutes?|next|last|coming|earlier"
     r"|later|midnight|noon|am|pm|o'?clock|past|half|quarter|mid|either|but|neither|nor|what|which|when|where|available|busy)\b"
 )
-CJK_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 WORD_RE = re.compile(r"[^\W\d_](?:[^\W\d_]|')*")
 
 # --------------------------------------------------------------------------- a complete reply

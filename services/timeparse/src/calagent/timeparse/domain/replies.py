@@ -20,7 +20,7 @@ What it understands (Chinese and English):
   (二零二七年三月一日 -> `2027-03-01`);
 * month-day forms, needing `now` and `tz`, always written `YYYY-MM-DD`: a day of the month alone
   (12号, 12日, 十二号, the 12th, on the 3rd) -> the next such day on or after today (see
-  `_next_day_of_month`); against a month word (下个月5号, 下月5日, 本月十日, 这个月20号, next month on
+  `symbols.resolve_month_day`); against a month word (下个月5号, 下月5日, 本月十日, 这个月20号, next month on
   the 5th, the 5th of next month) -> that day of that month, also when it has passed (like `W3+0`),
   `{}` when the month lacks it (下个月31号 in a 30-day month); a month's last day (月底, 本月底,
   下个月底, 月末, 下个月的最后一天, end of the month, the last day of next month; 3月底 -> the next
@@ -76,13 +76,12 @@ Transport wrappers are not the user's words: `strip_transport` (the gateway's ru
 parsing, so `parse_reply(wrapper(s)) == parse_reply(s)` (the gateway does the primary stripping).
 
 Layout: the words live in `lexicon`, the token regular expressions in `grammar`, the wrappers in
-`transport`; this module reads the tokens of one message into a patch. `strip_transport` is
-re-exported here so existing imports keep working.
+`transport`, the arithmetic of month days in the resolver (`symbols`); this module reads the tokens
+of one message into a patch. `strip_transport` is re-exported here so existing imports keep working.
 """
 
 from __future__ import annotations
 
-import calendar
 import re
 import unicodedata
 from collections.abc import Callable
@@ -90,11 +89,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import NamedTuple
 
+from calagent.contracts.text import HAN
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.timeparse.domain.grammar import TOKEN_RE
 from calagent.timeparse.domain.lexicon import (
     BLOCKER_RE,
-    CJK_RE,
     EN_FILLERS,
     EN_MONTHS,
     EN_REL,
@@ -111,7 +110,7 @@ from calagent.timeparse.domain.lexicon import (
     year_number,
 )
 from calagent.timeparse.domain.recurrence import marker_of_words, recurrence_marker
-from calagent.timeparse.domain.symbols import local_today
+from calagent.timeparse.domain.symbols import MonthDay, local_today_or_none, resolve_month_day
 from calagent.timeparse.domain.transport import strip_transport
 
 __all__ = ["ReplyParse", "analyse_reply", "parse_reply", "parsed_reply", "strip_transport"]
@@ -145,15 +144,6 @@ class _Range(NamedTuple):
     end: _Time
 
 
-class _MonthDay(NamedTuple):
-    """A day that is a date only once today is known (12号, 下个月5号, 月底, 3月底, the 12th)."""
-
-    day: int | None  # None: the month's last day
-    months: int | None = None  # months from this one (下个月 +1); None: see `month`
-    month: int | None = None  # a named month (3月底); with `months` also None: the next such day
-    year: int | None = None  # a written year (2027年2月底)
-
-
 @dataclass(slots=True)
 class ReplyParse:
     """What the scan found; `patch()` is `{}` unless the reply is bounded and unambiguous."""
@@ -164,7 +154,7 @@ class ReplyParse:
     periods: list[str] = field(default_factory=list)
     pending: list[_Clock] = field(default_factory=list)
     pending_ranges: list[tuple[_Clock, _Clock]] = field(default_factory=list)
-    days: list[_MonthDay] = field(default_factory=list)
+    days: list[MonthDay] = field(default_factory=list)
     # The English "midnight" (00:00): refused beside a date, where which day is meant is the question.
     midnight: bool = False
     recurrence_marker: str | None = None
@@ -200,57 +190,6 @@ def _add_date(out: ReplyParse, month: int | None, day: int | None, year: int | N
         out.dates.append(("date", f"{year:04d}-{month:02d}-{day:02d}", None))
     else:
         out.dates.append(("date", f"--{month:02d}-{day:02d}", None))
-
-
-def _last_day(year: int, month: int) -> date:
-    return date(year, month, calendar.monthrange(year, month)[1])
-
-
-def _month_plus(today: date, months: int) -> tuple[int, int]:
-    index = today.year * 12 + today.month - 1 + months
-    return index // 12, index % 12 + 1
-
-
-def _next_day_of_month(day: int, today: date) -> date | None:
-    """The next date on or after today whose day of the month is `day`.
-
-    When this month's `day` has passed, the next month that has it; a month without that day is
-    skipped the same way (31号 on 5 September is 31 October, 30号 on 31 January is 30 March), as
-    the symbol `--02-29` skips to the next leap year: "the next such day on or after today" is one
-    rule, never a nearby day. A day no month has (32号) is None.
-    """
-    if not 1 <= day <= 31:
-        return None
-    for months in range(13):
-        year, month = _month_plus(today, months)
-        if day <= calendar.monthrange(year, month)[1] and date(year, month, day) >= today:
-            return date(year, month, day)
-    return None  # pragma: no cover - day 31 recurs within 12 months
-
-
-def _resolve_day(spec: _MonthDay, today: date) -> date | None:
-    """The date of a month-day form on `today`, or None when there is no such day (下个月31号 in a
-    30-day month)."""
-    if spec.months is None and spec.month is None:
-        return None if spec.day is None else _next_day_of_month(spec.day, today)
-    if spec.months is not None:
-        year, month = _month_plus(today, spec.months)
-    else:
-        assert spec.month is not None
-        if not 1 <= spec.month <= 12:
-            return None
-        month = spec.month
-        year = spec.year if spec.year is not None else today.year
-        # A named month's end without a year: the next one on or after today (3月底 in September
-        # is next March's).
-        if spec.year is None and _last_day(year, month) < today:
-            year += 1
-    if spec.day is None:
-        return _last_day(year, month)
-    try:
-        return date(year, month, spec.day)
-    except ValueError:
-        return None
 
 
 def _week_offset(word: str | None) -> int | None:
@@ -369,7 +308,7 @@ def _add_month_day(out: ReplyParse, kind: str, g: Callable[[str], str | None]) -
     if months is None or (day_text is not None and day is None):
         out.refuse("bad number")
         return
-    out.days.append(_MonthDay(day, months=months))
+    out.days.append(MonthDay(day, months=months))
 
 
 def _scan(text: str, out: ReplyParse) -> None:
@@ -398,7 +337,7 @@ def _scan(text: str, out: ReplyParse) -> None:
             if end_month is None or (g("mey") and end_year is None):
                 out.refuse("bad number")
             else:
-                out.days.append(_MonthDay(None, month=end_month, year=end_year))
+                out.days.append(MonthDay(None, month=end_month, year=end_year))
         elif kind in ("zhrmend", "zhrmd", "enrmd", "enrmd2", "enmend"):
             _add_month_day(out, kind, g)
         elif kind == "zhday":
@@ -406,9 +345,9 @@ def _scan(text: str, out: ReplyParse) -> None:
             if day is None:
                 out.refuse("impossible date")
             else:
-                out.days.append(_MonthDay(day))
+                out.days.append(MonthDay(day))
         elif kind == "enday":
-            out.days.append(_MonthDay(int(g("edd"))))
+            out.days.append(MonthDay(int(g("edd"))))
         elif kind == "isod":
             _add_date(out, int(g("im")), int(g("id")), int(g("iy")))
         elif kind == "zhmd":
@@ -564,16 +503,16 @@ def _add_range(out: ReplyParse, a: _Clock, b: _Clock, default_period: str | None
 
 
 def _leftover_is_small(leftover: str, loose_weekday: bool) -> str | None:
-    if len(CJK_RE.findall(leftover)) > _MAX_CJK_RAW:
+    if len(HAN.findall(leftover)) > _MAX_CJK_RAW:
         return "long free text"
-    if sum(1 for w in WORD_RE.findall(leftover) if not CJK_RE.match(w)) > _MAX_WORDS_RAW:
+    if sum(1 for w in WORD_RE.findall(leftover) if not HAN.match(w)) > _MAX_WORDS_RAW:
         return "long free text"
     rest = ZH_FILLER_RE.sub(" ", leftover)
     if BLOCKER_RE.search(rest):
         return "unconsumed date/time, negation or question words"
-    if len(CJK_RE.findall(rest)) > _MAX_CJK_LEFTOVER:
+    if len(HAN.findall(rest)) > _MAX_CJK_LEFTOVER:
         return "long free text"
-    words = [w for w in WORD_RE.findall(rest) if not CJK_RE.match(w)]
+    words = [w for w in WORD_RE.findall(rest) if not HAN.match(w)]
     others = sum(1 for w in words if w not in EN_FILLERS)
     if others > _MAX_WORD_LEFTOVER:
         return "long free text"
@@ -592,25 +531,13 @@ def _normalise(text: str) -> str:
     return text.replace("’", "'").replace("：", ":")
 
 
-def _today(now: datetime | None, tz: str | None) -> date | None:
-    if now is None or tz is None:
-        return None
-    try:
-        return local_today(now, tz)
-    except ValueError:  # an unknown zone: the forms that need today give {}
-        return None
-
-
 def _add_days(out: ReplyParse, today: date | None) -> None:
     """Month-day forms become `YYYY-MM-DD` dates; without today (no `now`/`tz`) they are refused."""
     for spec in out.days:
         if today is None:
             out.refuse("a day of the month needs now and tz")
             return
-        if spec.day is not None and not 1 <= spec.day <= 31:
-            out.refuse("impossible date")
-            return
-        day = _resolve_day(spec, today)
+        day = resolve_month_day(spec, today)
         if day is None:
             out.refuse("impossible date")
             return
@@ -669,7 +596,7 @@ def analyse_reply(text: str, now: datetime | None = None, tz: str | None = None)
     if reason:
         out.refuse(reason)
     out.whole_message = _only_reply_fillers(out.leftover)
-    _add_days(out, _today(now, tz))
+    _add_days(out, local_today_or_none(now, tz))
     _check_weekday(out)
     if out.midnight and out.dates:
         out.refuse("midnight beside a date: which day is meant is the question")

@@ -14,6 +14,10 @@ Rules (also in the README, and each one a test):
 * `WE+<k>` is ambiguous by design: two candidates (Saturday, Sunday), also when a time is given,
   because a create needs exactly one date.
 * `--MM-DD` is the next such day on or after today; `--02-29` is the next leap year's Feb 29.
+* Month days (`resolve_month_day`, no symbol of their own: the reply parser writes them as
+  `YYYY-MM-DD`): a day alone is the next such day on or after today, a month that lacks it skipped;
+  against a month counted from this one, that day of that month, also when past, and none when the
+  month lacks it; a month's end is its last day, a named month's without a year the next one.
 * `H:<name>[:<year>]` comes from the `holidays` package (never a hand-made table); a multi-day
   holiday means its first day; without a year, the next occurrence whose first day is on or after
   today. Observed/substituted days are not holidays of their own.
@@ -35,12 +39,15 @@ Rules (also in the README, and each one a test):
 
 from __future__ import annotations
 
+import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
+from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from calagent.contracts.limits import MAX_RANGE, MAX_RANGE_DAYS
 from calagent.contracts.time import (
     ErrorCode,
     RangeRequest,
@@ -82,7 +89,6 @@ _RANGE_RE = re.compile(
 )
 _TIME_RE = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])\Z")
 
-_MAX_RANGE = timedelta(days=366)
 # Holiday years the library is asked about; outside it the answer is `unknown_holiday`, which also
 # keeps a hostile `H:x:9999` from making the library compute millennia.
 _HOLIDAY_YEARS = range(1950, 2201)
@@ -274,6 +280,83 @@ def _next_month_day(month: int, day: int, today: date) -> date:
     raise _InvalidSymbolError("invalid_symbol", f"--{month:02d}-{day:02d} is not a day of the year")
 
 
+# --------------------------------------------------------------------------- month days
+# A day of a month counted from today's (12号, 下个月5号, 月底, 3月底, the 12th): the short-reply
+# parser reads them, and they are dates only once today is known.
+
+
+class MonthDay(NamedTuple):
+    """A day that is a date only once today is known (12号, 下个月5号, 月底, 3月底, the 12th)."""
+
+    day: int | None  # None: the month's last day
+    months: int | None = None  # months from this one (下个月 +1); None: see `month`
+    month: int | None = None  # a named month (3月底); with `months` also None: the next such day
+    year: int | None = None  # a written year (2027年2月底)
+
+
+def _last_day(year: int, month: int) -> date:
+    return date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _month_plus(today: date, months: int) -> tuple[int, int]:
+    index = today.year * 12 + today.month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _next_day_of_month(day: int, today: date) -> date | None:
+    """The next date on or after today whose day of the month is `day`.
+
+    When this month's `day` has passed, the next month that has it; a month without that day is
+    skipped the same way (31号 on 5 September is 31 October, 30号 on 31 January is 30 March), as
+    the symbol `--02-29` skips to the next leap year: "the next such day on or after today" is one
+    rule, never a nearby day. A day no month has (32号) is None.
+    """
+    if not 1 <= day <= 31:
+        return None
+    for months in range(13):
+        year, month = _month_plus(today, months)
+        if day <= calendar.monthrange(year, month)[1] and date(year, month, day) >= today:
+            return date(year, month, day)
+    return None  # pragma: no cover - day 31 recurs within 12 months
+
+
+def resolve_month_day(spec: MonthDay, today: date) -> date | None:
+    """The date of a month-day form on `today`, or None when there is no such day (32号, 下个月31号
+    in a 30-day month)."""
+    if spec.day is not None and not 1 <= spec.day <= 31:
+        return None
+    if spec.months is None and spec.month is None:
+        return None if spec.day is None else _next_day_of_month(spec.day, today)
+    if spec.months is not None:
+        year, month = _month_plus(today, spec.months)
+    else:
+        assert spec.month is not None
+        if not 1 <= spec.month <= 12:
+            return None
+        month = spec.month
+        year = spec.year if spec.year is not None else today.year
+        # A named month's end without a year: the next one on or after today (3月底 in September
+        # is next March's).
+        if spec.year is None and _last_day(year, month) < today:
+            year += 1
+    if spec.day is None:
+        return _last_day(year, month)
+    try:
+        return date(year, month, spec.day)
+    except ValueError:
+        return None
+
+
+def local_today_or_none(now: datetime | None, tz: str | None) -> date | None:
+    """Today in `tz`, or None when `now` or `tz` is missing or the zone is unknown."""
+    if now is None or tz is None:
+        return None
+    try:
+        return local_today(now, tz)
+    except ValueError:  # an unknown zone: the forms that need today give {}
+        return None
+
+
 def _offset(text: str | None) -> int:
     return int(text) if text else 0
 
@@ -425,8 +508,10 @@ def resolve_range(req: RangeRequest) -> RangeResult:
                 "invalid_range", f"end {req.end} ({end.isoformat()}) is not after start {req.start}"
             )
         # Span measured on the wall clock so a DST hour does not decide a 366-day boundary.
-        if end.replace(tzinfo=None) - start.replace(tzinfo=None) > _MAX_RANGE:
-            raise _InvalidSymbolError("invalid_range", f"{req.start} .. {req.end} spans more than 366 days")
+        if end.replace(tzinfo=None) - start.replace(tzinfo=None) > MAX_RANGE:
+            raise _InvalidSymbolError(
+                "invalid_range", f"{req.start} .. {req.end} spans more than {MAX_RANGE_DAYS} days"
+            )
     except _InvalidSymbolError as exc:
         problem = exc.problem
         return RangeResult.model_construct(
