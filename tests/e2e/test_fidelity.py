@@ -33,7 +33,14 @@ from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import UpdateSchedule
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.icalobjects import STAMPS, alarm_lines, property_lines, rich_events, vevents
+from calagent.runtime.testing.icalobjects import (
+    STAMPS,
+    alarm_lines,
+    property_lines,
+    rich_events,
+    sequence,
+    vevents,
+)
 from calagent.runtime.testing.servers import Servers
 from calagent.runtime.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
@@ -286,7 +293,7 @@ async def test_an_event_from_the_calendar_app_moved_and_renamed_by_chat_keeps_ev
     assert after.decoded("DTSTART") == datetime.fromisoformat("2026-09-30T16:00:00+08:00")
     assert property_lines(after)["DTSTART"] == ["DTSTART;TZID=Asia/Shanghai:20260930T160000"]
     assert property_lines(after)["SUMMARY"] == ["SUMMARY;LANGUAGE=zh-CN:外部评审（终稿）"]
-    assert int(after["SEQUENCE"]) == int(before["SEQUENCE"]) + 1
+    assert sequence(after) == sequence(before) + 1
     assert after.decoded("LAST-MODIFIED") == stack.clock.now().astimezone(UTC)
     assert "CATEGORIES" not in after
 
@@ -333,7 +340,7 @@ async def test_a_series_changed_this_once_gains_one_override_and_all_changed_kee
     same_except(before[""], again[""], {"DTSTART", "DTEND", *STAMPS})
     assert alarm_lines(again[""]) == alarm_lines(before[""])
     assert again[""].decoded("DTSTART") == datetime.fromisoformat("2026-09-25T11:00:00+08:00")
-    assert int(again[""]["SEQUENCE"]) == int(before[""]["SEQUENCE"]) + 1
+    assert sequence(again[""]) == sequence(before[""]) + 1
     # The app's own override keeps what is its own, wherever its slot now is.
     [kept] = [c for c in again.values() if str(c.get("LOCATION")) == "线上"]
     same_except(before[moved_slot], kept, {"RECURRENCE-ID", "DTSTART", "DTEND", *STAMPS})
@@ -403,7 +410,7 @@ async def test_a_place_and_notes_given_by_chat_reach_the_server_and_a_new_place_
     after = vevents(get_object(radicale_remote, href))[""]
     same_except(before, after, {"LOCATION", *STAMPS})
     assert str(after["LOCATION"]) == "人民路诊所"
-    assert int(after["SEQUENCE"]) == int(before.get("SEQUENCE", 0)) + 1
+    assert sequence(after) == sequence(before) + 1
 
 
 # ---- fuzz ----------------------------------------------------------------------------------------
@@ -494,4 +501,4 @@ async def test_generated_objects_moved_through_the_commands_service_keep_every_u
     same_except(before, after, {"DTSTART", "DTEND", *STAMPS})
     assert alarm_lines(after) == alarm_lines(before)
     assert after.decoded("DTSTART") == before.decoded("DTSTART") + timedelta(hours=hours)
-    assert int(after["SEQUENCE"]) == int(before.get("SEQUENCE", 0)) + 1
+    assert sequence(after) == sequence(before) + 1

@@ -18,7 +18,14 @@ from icalendar import Calendar
 from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event
 from calagent.commands.views import render_ics, render_resource
-from calagent.runtime.testing.icalobjects import STAMPS, alarm_lines, property_lines, rich_events, vevents
+from calagent.runtime.testing.icalobjects import (
+    STAMPS,
+    alarm_lines,
+    property_lines,
+    rich_events,
+    sequence,
+    vevents,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +89,7 @@ def test_a_move_and_a_rename_rewrite_only_start_and_title_in_the_objects_own_for
     # The start stays in the app's own zone name; the length stays a DURATION, untouched.
     assert property_lines(after)["DTSTART"] == ["DTSTART;TZID=China Standard Time:20260930T160000"]
     assert property_lines(after)["SUMMARY"] == ["SUMMARY;LANGUAGE=zh-CN:外部评审（改期）"]
-    assert int(after["SEQUENCE"]) == 4
+    assert sequence(after) == 4
     assert after.decoded("LAST-MODIFIED") == NOW
     assert "CATEGORIES" not in after
     assert b"China Standard Time" in Calendar.from_ical(body).walk("VTIMEZONE")[0].to_ical()
@@ -138,6 +145,7 @@ def test_an_occurrence_changed_alone_adds_an_override_made_from_the_master_and_l
         location=master.location,
         reminder_minutes=master.reminder_minutes,
     )
+    assert moved.recurrence_id is not None
     body = render_resource([master, moved, override], "weekly-sync", NOW)
     assert body is not None
     before, after = vevents(SERIES), vevents(body)
@@ -215,7 +223,7 @@ def test_a_moved_event_keeps_every_property_nobody_asked_to_change(body: str, sh
     touched = {"DTSTART", "DTEND", *STAMPS}
     assert property_lines(after, touched) == property_lines(before, touched)
     assert alarm_lines(after) == alarm_lines(before)
-    assert int(after["SEQUENCE"]) == int(before.get("SEQUENCE", 0)) + 1
+    assert sequence(after) == sequence(before) + 1
     [back] = read(written)
     assert (back.start, back.end, back.title, back.location, back.notes, back.url) == (
         moved.start,

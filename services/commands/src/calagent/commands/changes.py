@@ -325,7 +325,7 @@ class Changes:
         uow = txn.uow
         start = datetime.fromisoformat(after["start"])
         end = datetime.fromisoformat(after["end"])
-        values = {
+        values: dict[str, Any] = {
             "title": after["title"],
             "all_day": after["all_day"],
             "calendar": after["calendar"],

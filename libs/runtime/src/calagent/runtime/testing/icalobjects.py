@@ -8,7 +8,7 @@ organizer, classes, attachments, X- properties with odd values, alarms) beside w
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import strategies as st
@@ -28,6 +28,10 @@ def property_lines(component: Component, without: Iterable[str] = ()) -> dict[st
         for item in value if isinstance(value, list) else [value]:
             found.setdefault(name.upper(), []).append(str(component.content_line(name, item)))
     return {k: sorted(v) for k, v in found.items()}
+
+
+def sequence(component: Component) -> int:
+    return int(str(component.get("SEQUENCE", 0)))
 
 
 def alarm_lines(component: Component) -> list[dict[str, list[str]]]:
@@ -104,7 +108,7 @@ def rich_events(draw: st.DrawFn, uid: str) -> str:
     lines.append(f"SUMMARY:{_escape(draw(_WORDS))}")
     if draw(st.booleans()):
         lines.append(f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}")
-    optional = {
+    optional: dict[str, Callable[[], str]] = {
         "LOCATION": lambda: f"LOCATION:{_escape(draw(_WORDS))}",
         "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
         "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b={draw(st.integers(0, 9))}",

@@ -86,10 +86,10 @@ def _reminder_alarm(component: Component) -> Component | None:
     for alarm in component.subcomponents:
         if alarm.name != "VALARM" or "TRIGGER" not in alarm:
             continue
-        trigger = alarm["TRIGGER"]
-        if str(trigger.params.get("RELATED", "START")).upper() != "START":
+        related = getattr(alarm["TRIGGER"], "params", {}).get("RELATED", "START")
+        if str(related).upper() != "START":
             continue
-        value = trigger.dt
+        value = alarm.decoded("TRIGGER")
         if isinstance(value, timedelta) and value <= timedelta(0):
             return alarm
     return None
@@ -99,7 +99,8 @@ def _reminder(component: Component) -> int | None:
     alarm = _reminder_alarm(component)
     if alarm is None:
         return None
-    trigger: timedelta = alarm["TRIGGER"].dt
+    trigger = alarm.decoded("TRIGGER")
+    assert isinstance(trigger, timedelta)
     return int(-trigger.total_seconds() // 60)
 
 
@@ -428,7 +429,7 @@ def _same_rule(a: str | None, b: str | None, tz: ZoneInfo, all_day: bool) -> boo
     """Two spellings of one rule (part order, UNTIL's form) are the same rule."""
     if a is None or b is None:
         return a == b
-    return bytes(ics_rule(a, tz, all_day).to_ical()) == bytes(ics_rule(b, tz, all_day).to_ical())
+    return dict(ics_rule(a, tz, all_day)) == dict(ics_rule(b, tz, all_day))
 
 
 def _remove(parsed: Calendar, component: Component) -> None:
