@@ -66,7 +66,7 @@ def event_from_row(row: Row[Any]) -> Event:
         recurrence_id=row.recurrence_id,
         reminder_minutes=row.reminder_minutes,
         sync_state=row.sync_state,
-        uid=row.uid,
+        uid=row.uid or local_uid(row.id),
         location=row.location,
         notes=row.notes,
         url=row.url,

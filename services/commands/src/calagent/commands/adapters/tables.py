@@ -66,7 +66,7 @@ events = Table(
     # Set when the connected CalDAV server refused this event's last delivery ('rejected').
     Column("sync_state", String(16), nullable=True),
     # The UID the event was born with (an override: its series'); place, notes (DESCRIPTION), URL.
-    Column("uid", Text, nullable=False),
+    Column("uid", Text, nullable=True),
     Column("location", Text, nullable=True),
     Column("notes", Text, nullable=True),
     Column("url", Text, nullable=True),

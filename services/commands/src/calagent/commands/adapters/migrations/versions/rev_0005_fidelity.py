@@ -3,7 +3,8 @@
 Every event gets the UID it was born with: a local event keeps the `<id>@calagent` it has always
 been written with, one that came from a connected calendar the server's UID (from its resource),
 an override its series'. Place, notes (DESCRIPTION) and URL become columns; `ical` holds the
-object a change is patched into (filled by the next sync or delivery; empty until then).
+object a change is patched into (filled by the next sync or delivery; empty until then). A row
+written without a UID (by hand, in SQL) is read as `<id>@calagent`.
 
 Revision ID: 0005f
 Revises: 0004
@@ -37,7 +38,6 @@ def upgrade() -> None:
     )
     # An override whose series is gone stands on its own, under its own id.
     op.execute("UPDATE commands.events SET uid = id || '@calagent' WHERE uid IS NULL")
-    op.alter_column("events", "uid", nullable=False, schema=SCHEMA)
     op.create_index("ix_events_user_uid", "events", ["user_id", "uid"], schema=SCHEMA)
 
 
