@@ -10,6 +10,7 @@ Facts come from the server itself (a GET of the object) and from the gateway's a
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import uuid
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import caldav
 import pytest
@@ -27,6 +29,9 @@ from icalendar import Calendar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack, start_stack
+from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.caldav.objects import parse_resource
+from calagent.commands.domain.model import Event, local_uid
 from calagent.contracts import wire
 from calagent.contracts.commands import CommandRequest, MergeStub, PrepareChange
 from calagent.contracts.envelope import Envelope
@@ -50,6 +55,7 @@ from .test_caldav import Remote, commands_app, connect, eventually, outbox_drain
 
 pytestmark = pytest.mark.e2e
 
+SHANGHAI = ZoneInfo("Asia/Shanghai")
 ALLOW_LOOPBACK = {"CALAGENT_CALDAV_ALLOW_NETWORKS": "127.0.0.0/8"}
 
 REVIEW_LINES = [
@@ -350,7 +356,7 @@ async def test_a_series_changed_this_once_gains_one_override_and_all_changed_kee
 
 
 async def test_an_imported_event_has_the_servers_uid_and_its_place_notes_and_url_in_the_feed_and_the_api(
-    stack: Stack, user: str, radicale_remote: Remote
+    stack: Stack, scripted: ScriptedModelServer, user: str, radicale_remote: Remote
 ) -> None:
     await connect(stack, user, radicale_remote)
     uid = f"7C1A-{uuid.uuid4().hex[:8]}@example.com"
@@ -370,6 +376,22 @@ async def test_an_imported_event_has_the_servers_uid_and_its_place_notes_and_url
         "会议室 A, 3楼",
         "议程：\n1. 设计评审\n2. 预算",
         "https://meet.example.com/r/7c1a?x=1&y=2",
+    )
+    # find_events gives the model the same place, notes and address.
+    scripted.set_script(
+        script(
+            on_user("在哪", tool_calls=[call("find_events", start="D+1", end="D+2")]),
+            {"when": {"last_role": "tool", "last_tool": "find_events"}, "respond": {"text": "在会议室 A。"}},
+        )
+    )
+    scripted.clear_requests()
+    await stack.chat(user, "明天的外部评审在哪")
+    tool_messages = [m for m in scripted.requests[-1].body["messages"] if m["role"] == "tool"]
+    [found] = json.loads(tool_messages[-1]["content"])["events"]
+    assert (found["location"], found["notes"], found["url"]) == (
+        event["location"],
+        event["notes"],
+        event["url"],
     )
 
 
@@ -411,6 +433,52 @@ async def test_a_place_and_notes_given_by_chat_reach_the_server_and_a_new_place_
     same_except(before, after, {"LOCATION", *STAMPS})
     assert str(after["LOCATION"]) == "人民路诊所"
     assert sequence(after) == sequence(before) + 1
+
+
+# ---- the UID rules of the store -------------------------------------------------------------------
+
+
+async def test_a_series_copied_from_another_is_born_with_its_own_uid_and_overrides_take_their_series(
+    stack: Stack, user: str
+) -> None:
+    uid = f"weekly-{uuid.uuid4().hex[:8]}@example.com"
+    [master, app_override] = parse_resource(
+        weekly_review(uid), master_id=uuid.uuid4().hex, user_id=user, calendar="Work", fallback_tz=SHANGHAI
+    )
+    tail_id, ours_id = uuid.uuid4().hex, uuid.uuid4().hex
+    # The tail of a split, copied from the master the way a series edit copies it: its UID and object too.
+    tail = master.evolve(id=tail_id, rrule="FREQ=WEEKLY;COUNT=2")
+    ours = app_override.evolve(id=ours_id, series_id=tail_id, uid=None)
+    async with stack_db(stack).connect() as conn:
+        await conn.begin()
+        uow = SqlUnitOfWork(conn)
+        uow.outbound = False
+        for row in (master, app_override, tail, ours):
+            await uow.insert_event(row, turn_id="t", key=None)
+        await uow.commit()
+    stored = {e.id: e for e in await rows_of(stack, user)}
+    assert stored[master.id].uid == stored[app_override.id].uid == uid
+    assert stored[tail_id].uid == local_uid(tail_id)
+    assert stored[ours_id].uid == local_uid(tail_id)
+    # The object stays with the row that owns it; the copy gives the tail the master's properties.
+    assert stored[tail_id].ical == stored[master.id].ical == weekly_review(uid)
+    assert stored[app_override.id].ical is None
+
+    async with stack_db(stack).connect() as conn:
+        await conn.begin()
+        uow = SqlUnitOfWork(conn)
+        uow.outbound = False
+        await uow.update_event(stored[ours_id].evolve(series_id=master.id, uid=None, ical="ignored"))
+        await uow.update_event(stored[master.id].evolve(uid="not-this", ical=None, title="周会"))
+        await uow.commit()
+    again = {e.id: e for e in await rows_of(stack, user)}
+    assert again[ours_id].uid == uid  # moved to the master's series: its UID
+    assert (again[master.id].uid, again[master.id].ical) == (uid, weekly_review(uid))  # a change keeps both
+
+
+async def rows_of(stack: Stack, user: str) -> list[Event]:
+    async with stack_db(stack).connect() as conn:
+        return list(await SqlUnitOfWork(conn).all_events(user))
 
 
 # ---- fuzz ----------------------------------------------------------------------------------------
