@@ -100,6 +100,19 @@ def test_rows_that_say_what_the_object_says_give_back_the_object_byte_for_byte()
     assert render_resource(rows, "weekly-sync", NOW) == SERIES
 
 
+def test_a_slot_both_excluded_and_cancelled_is_left_as_the_app_wrote_it() -> None:
+    body = SERIES.replace(
+        "RRULE:FREQ=WEEKLY;COUNT=6\r\n",
+        "RRULE:FREQ=WEEKLY;COUNT=6\r\nEXDATE;TZID=Asia/Shanghai:20261016T100000\r\n",
+    ).replace(
+        "END:VCALENDAR",
+        "BEGIN:VEVENT\r\nUID:weekly-sync\r\nDTSTAMP:20260901T080000Z\r\n"
+        "RECURRENCE-ID;TZID=Asia/Shanghai:20261016T100000\r\nDTSTART;TZID=Asia/Shanghai:20261016T100000\r\n"
+        "STATUS:CANCELLED\r\nEND:VEVENT\r\nEND:VCALENDAR",
+    )
+    assert render_resource(read(body), "weekly-sync", NOW) == body
+
+
 def test_a_new_reminder_time_changes_that_alarm_and_leaves_the_other() -> None:
     [event] = read(REVIEW)
     assert event.reminder_minutes == 15

@@ -477,8 +477,9 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
                     by_slot[slot] = component
     # A cancelled occurrence the rows still exclude keeps its component; EXDATE says the rest.
     kept_cancelled = {s for s in cancelled if s in owner.exdates}
-    wanted = sorted(set(owner.exdates) - kept_cancelled)
-    if tuple(wanted) != _exdates(master, tz):
+    written = _exdates(master, tz)
+    wanted = sorted(set(owner.exdates) - (kept_cancelled - set(written)))
+    if tuple(wanted) != written:
         _set_exdates(master, wanted, tz, owner.all_day)
         changed[id(master)] = master
     for slot, component in cancelled.items():
