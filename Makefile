@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck pytest browser bench faults clean
+.PHONY: up test lint typecheck pytest browser bench faults fidelity clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/calagent bench
+
+# The fidelity fuzz's long run (`make test` keeps a short one): generated calendar objects patched
+# in memory, then round trips through the commands service and a Radicale server.
+fidelity: $(STAMP)
+	CALAGENT_FIDELITY_FUZZ_EXAMPLES=3000 $(BIN)/pytest -q services/commands/tests/unit/test_fidelity_patch.py
+	CALAGENT_FIDELITY_E2E_EXAMPLES=300 $(BIN)/pytest -q tests/e2e/test_fidelity.py -k generated
 
 # The fault suite (not part of `make test`, which keeps a short smoke of it): hundreds of SIGKILLs
 # of every part of a running system under load; prints faults, turns, lost, duplicated, 5xx and the

@@ -72,6 +72,11 @@ class EventOut(WireModel):
     reminder_minutes: int | None = None
     # 'rejected': the connected CalDAV server refused the last delivery of this event.
     sync_state: str | None = None
+    # The UID the event was born with: the same in the feeds, in CalDAV and here (contract §14).
+    uid: str | None = None
+    location: str | None = None
+    notes: str | None = None
+    url: str | None = None
 
 
 class StubSlots(WireModel):
@@ -84,6 +89,8 @@ class StubSlots(WireModel):
     end_date: str | None = None
     recurrence: str | None = None
     reminder_minutes: int | None = None
+    location: str | None = None
+    notes: str | None = None
 
 
 class ChangeOut(WireModel):

@@ -22,6 +22,8 @@ _DATE_DESCRIPTION = (
     "--MM-DD (next such day), H:national_day / H:spring_festival / H:mid_autumn (holidays)"
 )
 _REMINDER_MAX = 4 * 7 * 24 * 60
+LOCATION_MAX = 500
+NOTES_MAX = 4000
 
 
 class ToolArgs(BaseModel):
@@ -81,6 +83,15 @@ class PrepareOrCreateSchedule(ToolArgs):
     reminder_minutes: int | None = Field(
         default=None, ge=0, le=_REMINDER_MAX, description="remind this many minutes before the start"
     )
+    location: str | None = Field(
+        default=None, min_length=1, max_length=LOCATION_MAX, description="where, in the user's words"
+    )
+    notes: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=NOTES_MAX,
+        description="notes the user asked to keep with the event",
+    )
 
 
 class FindEvents(ToolArgs):
@@ -106,6 +117,10 @@ class UpdateSchedule(ToolArgs):
     all_day: bool | None = None
     calendar: str | None = Field(default=None, max_length=100)
     reminder_minutes: int | None = Field(default=None, ge=0, le=_REMINDER_MAX)
+    location: str | None = Field(
+        default=None, min_length=1, max_length=LOCATION_MAX, description="the new place"
+    )
+    notes: str | None = Field(default=None, min_length=1, max_length=NOTES_MAX, description="the new notes")
     scope: Scope = Field(
         default="this",
         description="for a repeating event: this occurrence, this and following, or all",

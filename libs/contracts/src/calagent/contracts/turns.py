@@ -75,7 +75,7 @@ class ToolCallOut(WireModel):
 # Keys beyond the contract's §4 example are sent only when they say something, so a client that
 # reads the documented shape sees exactly it for a plain event or stub.
 _STUB_EXTRAS = ("kind", "hold_reason", "proposed_start", "proposed_end", "change", "next_occurrences")
-_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes", "sync_state")
+_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes", "sync_state", "location", "notes", "url")
 
 
 def _says_nothing(value: Any) -> bool:
@@ -128,6 +128,11 @@ class EventView(WireModel):
     reminder_minutes: int | None = None
     # 'rejected': the connected CalDAV server refused the last delivery of this event.
     sync_state: str | None = None
+    # The UID the event was born with (contract §14); place, notes and address when it has them.
+    uid: str | None = None
+    location: str | None = None
+    notes: str | None = None
+    url: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -148,6 +153,10 @@ def event_view(event: EventOut) -> EventView:
         recurrence=event.recurrence,
         reminder_minutes=event.reminder_minutes,
         sync_state=event.sync_state,
+        uid=event.uid,
+        location=event.location,
+        notes=event.notes,
+        url=event.url,
     )
 
 

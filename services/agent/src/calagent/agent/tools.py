@@ -329,6 +329,7 @@ class Tools:
                 **({"series_id": e.series_id} if e.series_id else {}),
                 **({"occurrence_start": e.occurrence_start.isoformat()} if e.occurrence_start else {}),
                 **({"recurrence": e.recurrence} if e.recurrence else {}),
+                **{k: v for k in ("location", "notes", "url") if (v := getattr(e, k))},
             }
             for e in result.events
         ]

@@ -131,6 +131,9 @@ class Changes:
                 "all_day": after.all_day,
                 "calendar": after.calendar,
                 "reminder_minutes": after.reminder_minutes,
+                "location": after.location,
+                "notes": after.notes,
+                "url": after.url,
             }
             proposed = (after.start, after.end)
             status = "conflict" if conflicts else "held"
@@ -231,6 +234,8 @@ class Changes:
             reminder_minutes=update.reminder_minutes
             if update.reminder_minutes is not None
             else current.reminder_minutes,
+            location=update.location or current.location,
+            notes=update.notes or current.notes,
         )
 
     def _removed(self, target: Target, scope: Scope, txn: Txn) -> tuple[tuple[datetime, ...], int | None]:
@@ -320,11 +325,13 @@ class Changes:
         uow = txn.uow
         start = datetime.fromisoformat(after["start"])
         end = datetime.fromisoformat(after["end"])
-        values = {
+        values: dict[str, Any] = {
             "title": after["title"],
             "all_day": after["all_day"],
             "calendar": after["calendar"],
             "reminder_minutes": after["reminder_minutes"],
+            # A change held before place and notes were offered leaves them as they are.
+            **{k: after[k] for k in ("location", "notes", "url") if k in after},
         }
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from icalendar import Alarm, Calendar, vRecur
+from icalendar import Alarm, Calendar
 from icalendar import Event as IcsEvent
 
-from calagent.commands.domain.model import Event, Stub
+from calagent.commands.caldav.objects import UnreadableObject, ics_rule, patch_object
+from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
 from calagent.contracts.commands import ChangeOut, EventOut, PlanOut, StubOut
 
@@ -34,6 +35,10 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         recurrence=event.rrule,
         reminder_minutes=event.reminder_minutes,
         sync_state=event.sync_state,
+        uid=event.uid or local_uid(event.series_id or event.id),
+        location=event.location,
+        notes=event.notes,
+        url=event.url,
     )
 
 
@@ -80,7 +85,6 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
 # queries: the same rule engine semantics are kept where RFC 5545 and dateutil could part (DTSTART
 # not on the rule, UNTIL read on the wall clock, an override of a slot the rule no longer has).
 
-ICS_UNTIL = "%Y%m%dT%H%M%S"
 VTIMEZONE_YEARS_AHEAD = 20  # transitions listed past the latest date of a series without an end
 
 
@@ -91,29 +95,6 @@ def _zone_of(event: Event, fallback: ZoneInfo) -> ZoneInfo:
         except (ZoneInfoNotFoundError, ValueError):
             return fallback
     return fallback
-
-
-def _ics_rule(rule_text: str, tz: ZoneInfo, all_day: bool) -> vRecur:
-    """The stored rule as RFC 5545 wants it next to a TZID (or DATE) start: UNTIL in UTC (or as
-    a DATE). The series engine reads UNTIL on the zone's wall clock (a bare date is its last
-    second), so the same instant is written here."""
-    parts = []
-    for part in rule_text.removeprefix("RRULE:").split(";"):
-        name, _, value = part.partition("=")
-        if name.upper() == "UNTIL":
-            local = value.rstrip("Z")
-            if "T" not in local:
-                local += "T235959"
-            try:
-                naive = datetime.strptime(local, ICS_UNTIL)
-            except ValueError:
-                naive = None
-            if naive is not None:
-                until = naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
-                value = naive.strftime("%Y%m%d") if all_day else until.strftime(f"{ICS_UNTIL}Z")
-        parts.append(f"{name}={value}")
-    rule: vRecur = vRecur.from_ical(";".join(parts))
-    return rule
 
 
 def _when(moment: datetime, tz: ZoneInfo, all_day: bool) -> datetime | date:
@@ -129,7 +110,7 @@ def _days(event: Event) -> int:
 
 def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
     item = IcsEvent()
-    item.add("uid", f"{uid}@calagent")
+    item.add("uid", uid)
     item.add("dtstamp", stamp.astimezone(UTC))
     if event.all_day:
         first_day = event.start.astimezone(tz).date()
@@ -139,6 +120,12 @@ def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
         item.add("dtstart", event.start.astimezone(tz))
         item.add("dtend", event.end.astimezone(tz))
     item.add("summary", event.title)
+    if event.location:
+        item.add("location", event.location)
+    if event.notes:
+        item.add("description", event.notes)
+    if event.url:
+        item.add("url", event.url)
     item.add("categories", [event.calendar])
     if event.reminder_minutes is not None:
         alarm = Alarm()
@@ -156,13 +143,13 @@ def _master(event: Event, tz: ZoneInfo, stamp: datetime) -> IcsEvent | None:
         # DTSTART must be an occurrence of the rule (RFC 5545 leaves it undefined otherwise; the
         # series engine does not count a start off the rule): the rule's first start it is.
         first = next_starts(event.rrule, event.start, tz, event.start, 1)
-        rule = _ics_rule(event.rrule, tz, event.all_day)
+        rule = ics_rule(event.rrule, tz, event.all_day)
     except (InvalidRecurrenceError, ValueError):
         return None
     if not first:
         return None
     start = first[0]
-    item = _vevent(event.evolve(start=start, end=start + (event.end - event.start)), event.id, tz, stamp)
+    item = _vevent(event.evolve(start=start, end=start + (event.end - event.start)), _uid(event), tz, stamp)
     item.add("rrule", rule)
     if event.exdates:
         item.add("exdate", [_when(d, tz, event.all_day) for d in sorted(event.exdates)])
@@ -180,13 +167,29 @@ def _replaces_a_slot(override: Event, master: Event) -> bool:
     return any(s.astimezone(UTC) == slot for s in found)
 
 
-def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
-    """The RFC 5545 feed of stored rows (masters, overrides, singles; not expanded). `tz` is the
-    reader's zone, used for rows that do not know the zone they were made in."""
-    cal = Calendar()
-    cal.add("prodid", "-//calagent//commands//EN")
-    cal.add("version", "2.0")
-    cal.add("calscale", "GREGORIAN")
+def _uid(event: Event) -> str:
+    return event.uid or local_uid(event.id)
+
+
+def _kept_objects(events: Sequence[Event], stamp: datetime) -> dict[str, Calendar]:
+    """The objects of the resources among `events` that have one (came from or went to a connected
+    calendar), each patched with its rows: resource id → object."""
+    by_resource: dict[str, list[Event]] = {}
+    for event in events:
+        by_resource.setdefault(event.series_id or event.id, []).append(event)
+    kept: dict[str, Calendar] = {}
+    for resource, rows in by_resource.items():
+        owner = next((r for r in rows if r.id == resource), None)
+        if owner is None or not owner.ical:
+            continue
+        try:
+            kept[resource] = patch_object(owner.ical, rows, _uid(owner), stamp).calendar
+        except (UnreadableObject, ValueError, KeyError):
+            continue  # written fresh from its rows, like an event that never had an object
+    return kept
+
+
+def _add_fresh(cal: Calendar, events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> None:
     masters = {e.id: e for e in events if e.rrule is not None}
     for ev in events:
         item: IcsEvent | None
@@ -199,14 +202,42 @@ def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
             and (master := masters.get(ev.series_id)) is not None
             and _replaces_a_slot(ev, master)
         ):
-            item = _vevent(ev, master.id, _zone_of(ev, tz), stamp)
+            item = _vevent(ev, _uid(master), _zone_of(ev, tz), stamp)
             master_tz = _zone_of(master, ZoneInfo("UTC"))
             item.add("recurrence-id", _when(ev.recurrence_id, master_tz, master.all_day))
         else:
             # A single event, or an override whose slot is gone: it stands on its own.
-            item = _vevent(ev, ev.id, _zone_of(ev, tz), stamp)
+            item = _vevent(
+                ev, _uid(ev) if ev.series_id is None else local_uid(ev.id), _zone_of(ev, tz), stamp
+            )
         if item is not None:
             cal.add_component(item)
+
+
+def _add_kept(cal: Calendar, kept: dict[str, Calendar]) -> None:
+    zones = {str(c.get("TZID")) for c in cal.walk("VTIMEZONE")}
+    for obj in kept.values():
+        for component in obj.subcomponents:
+            if component.name == "VTIMEZONE":
+                if str(component.get("TZID")) in zones:
+                    continue
+                zones.add(str(component.get("TZID")))
+            if component.name in ("VEVENT", "VTIMEZONE"):
+                cal.add_component(component)
+
+
+def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
+    """The RFC 5545 feed of stored rows (masters, overrides, singles; not expanded). `tz` is the
+    reader's zone, used for rows that do not know the zone they were made in. An event that has an
+    object of its own (from or to a connected calendar) is that object, patched with its rows:
+    the feed and the CalDAV server carry the same event under the same UID."""
+    cal = Calendar()
+    cal.add("prodid", "-//calagent//commands//EN")
+    cal.add("version", "2.0")
+    cal.add("calscale", "GREGORIAN")
+    kept = _kept_objects(events, stamp)
+    _add_fresh(cal, [e for e in events if (e.series_id or e.id) not in kept], tz, stamp)
+    _add_kept(cal, kept)
     if events:
         cal.add_missing_timezones(*_timezone_span(events, stamp))
     return bytes(cal.to_ical()).decode("utf-8")
@@ -234,3 +265,24 @@ def _timezone_span(events: Sequence[Event], stamp: datetime) -> tuple[date, date
         if final is not None:
             last = max(last, final.year)
     return date(first, 1, 1), date(last + (VTIMEZONE_YEARS_AHEAD if open_ended else 1) + 1, 1, 1)
+
+
+def render_resource(rows: Sequence[Event], uid: str, stamp: datetime) -> str | None:
+    """The object body for the rows of one resource, every component carrying `uid`; None when
+    nothing is left to send (the master is gone). An object the resource already has is patched
+    (objects.patch_object); one the assistant makes is written from its rows."""
+    owner = next((r for r in rows if r.series_id is None), None)
+    if owner is None:
+        return None
+    if owner.ical:
+        try:
+            return patch_object(owner.ical, rows, uid, stamp).text
+        except (UnreadableObject, ValueError, KeyError):
+            rows = [r.evolve(ical=None) for r in rows]
+    calendar = Calendar.from_ical(render_ics(rows, ZoneInfo("UTC"), stamp))
+    components = list(calendar.walk("VEVENT"))
+    if not components:
+        return None
+    for component in components:
+        component["UID"] = uid
+    return bytes(calendar.to_ical()).decode("utf-8")

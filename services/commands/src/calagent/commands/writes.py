@@ -347,6 +347,8 @@ class Writes:
             tz=txn.tz.key,
             rrule=slots.recurrence,
             reminder_minutes=slots.reminder_minutes,
+            location=slots.location,
+            notes=slots.notes,
         )
         await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         out_stub: StubOut | None = None

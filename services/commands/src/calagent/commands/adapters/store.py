@@ -15,10 +15,12 @@ from typing import Any
 from opentelemetry import propagate
 from sqlalchemy import (
     ARRAY,
+    ColumnElement,
     Executable,
     Result,
     Row,
     String,
+    case,
     exists,
     func,
     literal,
@@ -42,7 +44,7 @@ from calagent.commands.adapters.tables import (
     plans,
     stubs,
 )
-from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
 
@@ -64,6 +66,11 @@ def event_from_row(row: Row[Any]) -> Event:
         recurrence_id=row.recurrence_id,
         reminder_minutes=row.reminder_minutes,
         sync_state=row.sync_state,
+        uid=row.uid or local_uid(row.id),
+        location=row.location,
+        notes=row.notes,
+        url=row.url,
+        ical=row.ical,
     )
 
 
@@ -81,17 +88,51 @@ def _event_values(event: Event) -> dict[str, object]:
         "series_id": event.series_id,
         "recurrence_id": event.recurrence_id,
         "reminder_minutes": event.reminder_minutes,
+        "location": event.location,
+        "notes": event.notes,
+        "url": event.url,
     }
 
 
 def event_insert_values(event: Event, *, turn_id: str, key: str | None) -> dict[str, object]:
+    """A row as it is: the UID and object it carries (a sync's rows say what the server holds)."""
     return {
         "id": event.id,
         "user_id": event.user_id,
         "created_by_turn": turn_id,
         "created_by_key": key,
+        "uid": event.uid or local_uid(event.id),
+        "ical": event.ical if event.series_id is None else None,
         **_event_values(event),
     }
+
+
+def _series_uid(event: Event) -> ColumnElement[Any]:
+    """An override's UID is its series' (read in the statement that writes the row)."""
+    master = events.alias("master")
+    return func.coalesce(
+        select(master.c.uid)
+        .where(master.c.user_id == event.user_id, master.c.id == event.series_id)
+        .scalar_subquery(),
+        event.uid or local_uid(event.id),
+    )
+
+
+def _born_uid(event: Event) -> ColumnElement[Any] | str:
+    """The UID of a new event or series: the one it carries unless another event of the user
+    already owns it (a series split from another is copied from it with its UID: the new series
+    is a new event and is born with its own UID), else `local_uid`."""
+    own = local_uid(event.id)
+    if event.uid is None or event.uid == own:
+        return own
+    other = events.alias("other")
+    taken = exists().where(
+        other.c.user_id == event.user_id,
+        other.c.uid == event.uid,
+        other.c.series_id.is_(None),
+        other.c.id != event.id,
+    )
+    return case((taken, literal(own)), else_=literal(event.uid))
 
 
 def _stub(row: Row[Any]) -> Stub:
@@ -289,7 +330,9 @@ class SqlUnitOfWork:
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         self.touch(event.user_id, resource_of(event))
-        await self._run(events.insert().values(**event_insert_values(event, turn_id=turn_id, key=key)))
+        values = event_insert_values(event, turn_id=turn_id, key=key)
+        values["uid"] = _series_uid(event) if event.series_id is not None else _born_uid(event)
+        await self._run(events.insert().values(**values))
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         row = (
@@ -300,11 +343,14 @@ class SqlUnitOfWork:
         return event_from_row(row) if row is not None else None
 
     async def update_event(self, event: Event) -> None:
+        # The UID and the object are the sync's: a change never rewrites them, except that an
+        # override moved to another series (a split) takes that series' UID.
         self.touch(event.user_id, resource_of(event))
+        values: dict[str, object] = {"updated_at": func.now(), **_event_values(event)}
+        if event.series_id is not None:
+            values["uid"] = _series_uid(event)
         await self._run(
-            update(events)
-            .where(events.c.id == event.id, events.c.user_id == event.user_id)
-            .values(updated_at=func.now(), **_event_values(event))
+            update(events).where(events.c.id == event.id, events.c.user_id == event.user_id).values(**values)
         )
 
     async def delete_events(self, user_id: str, ids: Sequence[str]) -> int:

@@ -65,12 +65,21 @@ events = Table(
     Column("reminder_minutes", Integer, nullable=True),
     # Set when the connected CalDAV server refused this event's last delivery ('rejected').
     Column("sync_state", String(16), nullable=True),
+    # The UID the event was born with (an override: its series'); place, notes (DESCRIPTION), URL.
+    Column("uid", Text, nullable=True),
+    Column("location", Text, nullable=True),
+    Column("notes", Text, nullable=True),
+    Column("url", Text, nullable=True),
+    # The iCalendar object written back on a change (patched, not rebuilt), on the row that owns
+    # it: the last version read from the connected calendar or written to it.
+    Column("ical", Text, nullable=True),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
     Index("ix_events_user_start", "user_id", "start_at"),
     Index("ix_events_user_series", "user_id", "series_id"),
     Index("ix_events_user_rrule", "user_id", postgresql_where=text("rrule IS NOT NULL")),
+    Index("ix_events_user_uid", "user_id", "uid"),
 )
 
 stubs = Table(

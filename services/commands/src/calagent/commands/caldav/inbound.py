@@ -191,7 +191,10 @@ class InboundSync:
                     continue
                 if resource is not None:
                     replaced.append(event_id)
-                fresh.extend(theirs)
+                # The event keeps the UID it was born with; an object without one (invalid, but
+                # seen) is known by the one its resource was given.
+                uid = resource.uid if resource is not None else (theirs[0].uid or event_id)
+                fresh.extend(row.evolve(uid=uid) for row in theirs)
                 resources.append(
                     {
                         "event_id": event_id,
@@ -199,7 +202,7 @@ class InboundSync:
                         "account_id": account.id,
                         "calendar_url": calendar_url,
                         "href": obj.href,
-                        "uid": resource.uid if resource is not None else (_uid_of(obj.body) or event_id),
+                        "uid": uid,
                         "etag": obj.etag,
                         "origin": resource.origin if resource is not None else "remote",
                     }
@@ -258,10 +261,3 @@ async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
         .distinct()
     )
     return {r.event_id for r in found}
-
-
-def _uid_of(body: str) -> str | None:
-    for line in body.splitlines():
-        if line.upper().startswith("UID:"):
-            return line[4:].strip()
-    return None

@@ -32,17 +32,11 @@ from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, e
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.objects import (
-    UnreadableObject,
-    fingerprint,
-    local_uid,
-    parse_resource,
-    render_resource,
-)
-from calagent.commands.domain.model import Event, Stub
+from calagent.commands.caldav.objects import UnreadableObject, fingerprint, parse_resource
+from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.stubs import check_transition
 from calagent.commands.txn import new_id
-from calagent.commands.views import event_out
+from calagent.commands.views import event_out, render_resource
 from calagent.contracts.commands import ChangeOut, StubSlots
 from calagent.runtime.clock import Clock
 
@@ -186,7 +180,23 @@ class Deliverer:
         )
         if account is None or account.user_id != user_id:
             return Outcome("dropped", "no connected account")
-        uid = resource.uid if resource is not None else local_uid(event_id)
+        if resource is not None:
+            uid = resource.uid
+        else:
+            uid = master.uid if master is not None and master.uid else local_uid(event_id)
+        try:
+            if master is not None and master.ical is None and resource is not None:
+                # Stored before objects were kept: the server's copy, if it is the one we last
+                # saw, is what the change is patched into.
+                found = await asyncio.to_thread(
+                    remote.fetch, account.login, resource.calendar_url, resource.href
+                )
+                if found is not None and found.etag == resource.etag:
+                    stored = [r.evolve(ical=found.body) if r.id == event_id else r for r in stored]
+        except remote.Unavailable as exc:
+            return Outcome("retry", str(exc)[:500])
+        except remote.RemoteError:
+            pass  # written from its rows, as before
         body = render_resource(stored, uid, self.clock.now())
         if body is None and resource is None:
             return Outcome("delivered")  # made and removed before it ever reached the server
@@ -217,7 +227,7 @@ class Deliverer:
                     event_id, user_id, account.id, calendar_url, href, uid, None, "local"
                 )
                 etag = await asyncio.to_thread(remote.put, account.login, calendar_url, href, body, None)
-                await self._save_resource(conn, resource, etag or await self._etag(account.login, resource))
+                await self._saved(conn, account.login, resource, etag, body)
             elif body is None:
                 await asyncio.to_thread(
                     remote.delete, account.login, resource.calendar_url, resource.href, resource.etag
@@ -227,7 +237,7 @@ class Deliverer:
                 etag = await asyncio.to_thread(
                     remote.put, account.login, resource.calendar_url, resource.href, body, resource.etag
                 )
-                await self._save_resource(conn, resource, etag or await self._etag(account.login, resource))
+                await self._saved(conn, account.login, resource, etag, body)
         except remote.PreconditionFailed:
             assert resource is not None
             return await self._conflict(conn, account, resource, stored, body)
@@ -239,9 +249,23 @@ class Deliverer:
         await self._mark(conn, user_id, event_id, None)
         return Outcome("delivered")
 
-    async def _etag(self, login: remote.Login, resource: rows.Resource) -> str | None:
-        found = await asyncio.to_thread(remote.fetch, login, resource.calendar_url, resource.href)
-        return found.etag if found is not None else None
+    async def _saved(
+        self, conn: AsyncConnection, login: remote.Login, resource: rows.Resource, etag: str | None, body: str
+    ) -> None:
+        """After a PUT: the resource's ETag, and the object the next change is patched into. A
+        server that gave no ETag may have altered what it stored (RFC 4791 §5.3.4): its copy is
+        read back and kept instead of ours."""
+        if etag is None:
+            found = await asyncio.to_thread(remote.fetch, login, resource.calendar_url, resource.href)
+            if found is not None:
+                etag, body = found.etag, found.body
+        await self._save_resource(conn, resource, etag)
+        await self._keep_object(conn, resource.user_id, resource.event_id, body)
+
+    async def _keep_object(self, conn: AsyncConnection, user_id: str, event_id: str, body: str) -> None:
+        await conn.execute(
+            update(events).where(events.c.user_id == user_id, events.c.id == event_id).values(ical=body)
+        )
 
     async def _save_resource(self, conn: AsyncConnection, resource: rows.Resource, etag: str | None) -> None:
         statement = pg_insert(caldav_resources).values(
@@ -323,6 +347,7 @@ class Deliverer:
             if fingerprint(sent) == fingerprint(theirs):
                 # Our own earlier PUT, whose commit was lost: it is there already, once.
                 await self._save_resource(conn, resource, server.etag)
+                await self._keep_object(conn, resource.user_id, resource.event_id, server.body)
                 await self._mark(conn, resource.user_id, resource.event_id, None)
                 return Outcome("delivered")
         # The server's version wins: stored as it is, the assistant's change offered again.
@@ -359,6 +384,9 @@ class Deliverer:
                 "all_day": mine.all_day,
                 "calendar": kept.calendar,
                 "reminder_minutes": mine.reminder_minutes,
+                "location": mine.location,
+                "notes": mine.notes,
+                "url": mine.url,
             }
         active = await uow.active_stub(kept.user_id)
         if active is not None:

@@ -9,6 +9,11 @@ from typing import Any
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
 
 
+def local_uid(event_id: str) -> str:
+    """The UID of an event the assistant made."""
+    return f"{event_id}@calagent"
+
+
 @dataclass(frozen=True)
 class Event:
     """A stored event. A series master carries `rrule` (its start/end are the first occurrence's);
@@ -32,6 +37,16 @@ class Event:
     occurrence_start: datetime | None = None
     # 'rejected' when the connected CalDAV server refused this event's last delivery.
     sync_state: str | None = None
+    # The UID the event was born with (ours: `local_uid(id)`; an imported one: the server's). An
+    # override carries its series' UID.
+    uid: str | None = None
+    location: str | None = None
+    notes: str | None = None  # DESCRIPTION
+    url: str | None = None
+    # The iCalendar object this event (or series, with its overrides) is written back into: the
+    # last version read from the connected calendar or written to it. Only on the row that owns
+    # the object (a single event or a master); None for an event never written anywhere.
+    ical: str | None = None
 
     @property
     def is_master(self) -> bool:

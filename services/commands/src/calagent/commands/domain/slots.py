@@ -26,6 +26,8 @@ def slots_from_args(args: PrepareOrCreateSchedule) -> StubSlots:
         end_date=args.end_date,
         recurrence=args.recurrence,
         reminder_minutes=args.reminder_minutes,
+        location=args.location,
+        notes=args.notes,
     )
 
 

@@ -1,0 +1,148 @@
+"""Calendar objects as a user's calendar app writes them, and how a test compares two versions.
+
+`property_lines` gives each property of a component as icalendar writes it (name, parameters,
+value): two versions of an object keep a property exactly when its lines are equal. `rich_events`
+is a hypothesis strategy of objects carrying what the assistant does not model (attendees,
+organizer, classes, attachments, X- properties with odd values, alarms) beside what it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import strategies as st
+from icalendar import Calendar, Component
+
+# Rewritten by any change the assistant writes back.
+STAMPS = frozenset({"SEQUENCE", "LAST-MODIFIED", "DTSTAMP"})
+
+
+def property_lines(component: Component, without: Iterable[str] = ()) -> dict[str, list[str]]:
+    """The component's own properties (not its alarms), name → sorted content lines."""
+    skip = {n.upper() for n in without}
+    found: dict[str, list[str]] = {}
+    for name, value in component.items():
+        if name.upper() in skip:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            found.setdefault(name.upper(), []).append(str(component.content_line(name, item)))
+    return {k: sorted(v) for k, v in found.items()}
+
+
+def sequence(component: Component) -> int:
+    return int(str(component.get("SEQUENCE", 0)))
+
+
+def alarm_lines(component: Component) -> list[dict[str, list[str]]]:
+    return [property_lines(a) for a in component.subcomponents if a.name == "VALARM"]
+
+
+def vevents(body: str | bytes) -> dict[str, Component]:
+    """The object's VEVENTs by RECURRENCE-ID ('' for the master or single event)."""
+    parsed = Calendar.from_ical(body)
+    found: dict[str, Component] = {}
+    for component in parsed.walk("VEVENT"):
+        rid = component.get("RECURRENCE-ID")
+        found[rid.dt.astimezone(UTC).isoformat() if rid is not None else ""] = component
+    return found
+
+
+def vtimezones(body: str | bytes) -> dict[str, bytes]:
+    return {str(c["TZID"]): bytes(c.to_ical()) for c in Calendar.from_ical(body).walk("VTIMEZONE")}
+
+
+# ---- generated objects ---------------------------------------------------------------------------
+
+_WORDS = (
+    st.text(
+        alphabet=st.characters(
+            whitelist_categories=("Lu", "Ll", "Lo", "Nd", "Zs"),
+            whitelist_characters=",;:\\\"'&=-_/()!?",
+            max_codepoint=0x9FFF,
+        ),
+        min_size=1,
+        max_size=40,
+    )
+    .map(str.strip)
+    .filter(bool)
+)
+# icalendar writes a parameter value with a space at either end, or with "=", unquoted and reads
+# it back changed: such values do not survive any icalendar round trip, patched or not.
+_PARAM = st.text(alphabet="abcdefghij ,;:-", min_size=1, max_size=12).map(str.strip).filter(bool)
+_X_NAME = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ-", min_size=1, max_size=12).map(lambda s: f"X-{s}")
+_ZONES = ("Asia/Shanghai", "Europe/Berlin", "America/New_York", "UTC")
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(";", "\\;").replace(",", "\\,").replace("\n", "\\n")
+
+
+def _quote(value: str) -> str:
+    value = value.replace('"', "'")  # no parameter value may hold a double quote (RFC 5545 §3.1)
+    return f'"{value}"' if any(c in value for c in ",;:") else value
+
+
+@st.composite
+def rich_events(draw: st.DrawFn, uid: str) -> str:
+    """One single event in a calendar object, between 2026-10-01 and 2026-10-20, 09:00–17:00 in
+    a zone, carrying a random set of properties. Lines are unfolded; the server folds them."""
+    zone = draw(st.sampled_from(_ZONES))
+    day = draw(st.integers(min_value=1, max_value=20))
+    hour = draw(st.integers(min_value=9, max_value=16))
+    minutes = draw(st.sampled_from([30, 45, 60, 90, 120]))
+    start = datetime(2026, 10, day, hour, 0)
+    end = start + timedelta(minutes=minutes)
+    form = draw(st.sampled_from(["tzid", "utc"] if zone != "UTC" else ["utc"]))
+    lines = [f"UID:{uid}", "DTSTAMP:20260901T080000Z"]
+    if form == "tzid":
+        lines.append(f"DTSTART;TZID={zone}:{start:%Y%m%dT%H%M%S}")
+    else:
+        lines.append(f"DTSTART:{start:%Y%m%dT%H%M%S}Z")
+    if draw(st.booleans()):
+        lines.append(f"DURATION:PT{minutes}M")
+    elif form == "tzid":
+        lines.append(f"DTEND;TZID={zone}:{end:%Y%m%dT%H%M%S}")
+    else:
+        lines.append(f"DTEND:{end:%Y%m%dT%H%M%S}Z")
+    lines.append(f"SUMMARY:{_escape(draw(_WORDS))}")
+    if draw(st.booleans()):
+        lines.append(f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}")
+    optional: dict[str, Callable[[], str]] = {
+        "LOCATION": lambda: f"LOCATION:{_escape(draw(_WORDS))}",
+        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
+        "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b={draw(st.integers(0, 9))}",
+        "CLASS": lambda: f"CLASS:{draw(st.sampled_from(['PUBLIC', 'PRIVATE', 'CONFIDENTIAL']))}",
+        "TRANSP": lambda: f"TRANSP:{draw(st.sampled_from(['OPAQUE', 'TRANSPARENT']))}",
+        "STATUS": lambda: f"STATUS:{draw(st.sampled_from(['CONFIRMED', 'TENTATIVE']))}",
+        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
+        "ORGANIZER": lambda: f"ORGANIZER;CN={_quote(draw(_WORDS))}:mailto:boss@example.com",
+        "CREATED": lambda: "CREATED:20260801T080000Z",
+        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
+    }
+    for name in draw(st.sets(st.sampled_from(sorted(optional)))):
+        lines.append(optional[name]())
+    for i in range(draw(st.integers(min_value=0, max_value=3))):
+        status = draw(st.sampled_from(["ACCEPTED", "DECLINED", "NEEDS-ACTION", "TENTATIVE"]))
+        lines.append(
+            f"ATTENDEE;CN={_quote(draw(_WORDS))};PARTSTAT={status};RSVP=TRUE:mailto:p{i}@example.com"
+        )
+    for _ in range(draw(st.integers(min_value=0, max_value=2))):
+        lines.append(
+            f"ATTACH;FMTTYPE=application/pdf:https://files.example.com/{draw(st.integers(0, 99))}.pdf"
+        )
+    for name in draw(st.sets(_X_NAME, max_size=3)):
+        if draw(st.booleans()):
+            lines.append(f'{name};X-P="{draw(_PARAM)}":{_escape(draw(_WORDS))}')
+        else:
+            lines.append(f"{name}:{_escape(draw(_WORDS))}")
+    for _ in range(draw(st.integers(min_value=0, max_value=2))):
+        if draw(st.booleans()):
+            before = draw(st.sampled_from([5, 10, 15, 30, 60, 1440]))
+            lines += ["BEGIN:VALARM", "ACTION:DISPLAY", f"TRIGGER:-PT{before}M"]
+            lines += [f"DESCRIPTION:{_escape(draw(_WORDS))}", "END:VALARM"]
+        else:
+            lines += ["BEGIN:VALARM", "ACTION:AUDIO", "TRIGGER;RELATED=END:PT0S", "END:VALARM"]
+    body = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//fuzz//calendar app//EN"]
+    body += ["BEGIN:VEVENT", *lines, "END:VEVENT", "END:VCALENDAR"]
+    return "\r\n".join(body) + "\r\n"
