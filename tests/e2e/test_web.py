@@ -17,6 +17,7 @@ import shutil
 import socket
 import threading
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,10 @@ import pytest
 import uvicorn
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
+from calagent.cli.main import make_login_link
 from calagent.cli.stack import Stack, start_stack
 from calagent.gateway.app import create_app as create_gateway
+from calagent.gateway.auth import issue_login_token
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
@@ -324,6 +327,43 @@ async def test_sign_in_with_a_pasted_token_and_a_refused_token_leads_back_to_sig
     # Development mode: a token minted for a user name.
     await tab.sign_in(f"{user}-dev")
     await expect(page.locator("#who")).to_contain_text(f"{user}-dev")
+
+
+async def test_a_one_time_sign_in_link_signs_in_once_and_only_within_ten_minutes(
+    browser: Browser, base_url: str, stack: Stack, user: str, tabs: list[Tab]
+) -> None:
+    link = make_login_link(stack.settings, user, "Europe/Berlin", base_url)
+    assert link.startswith(f"{base_url}/#login=")
+    tab = await new_tab(browser, base_url, tabs)
+    page = tab.page
+    await page.goto(link)
+    await expect(page.locator("#app")).to_be_visible()
+    await expect(page.locator("#who")).to_contain_text(user)
+    await expect(page.locator("#who")).to_contain_text("Europe/Berlin")
+    assert await page.evaluate("window.location.hash") == ""  # the credential left the address
+    token = await page.evaluate("sessionStorage.getItem('calagent.token')")
+    session = await stack.client.get("/web/session", headers={"Authorization": f"Bearer {token}"})
+    assert session.json()["user_id"] == user
+
+    # Once only: the same link in another tab (or on another gateway) is refused.
+    again = await new_tab(browser, base_url, tabs)
+    await again.page.goto(link)
+    await expect(again.page.locator("#signin-message")).to_be_visible()
+    await expect(again.page.locator("#app")).to_be_hidden()
+    again.allowed = ("status of 401",)
+    await again.shot("sign-in-link-used")
+
+    # Ten minutes of the system's clock; and the link's credential is no bearer token.
+    secret = stack.settings.require_auth_secret()
+    stale = issue_login_token(user, secret, stack.clock.now() - timedelta(minutes=10, seconds=1))
+    refused = await stack.client.post("/web/login", json={"token": stale})
+    assert refused.status_code == 401
+    fresh = issue_login_token(user, secret, stack.clock.now() - timedelta(minutes=9))
+    assert (
+        await stack.client.get("/web/session", headers={"Authorization": f"Bearer {fresh}"})
+    ).status_code == 401
+    assert (await stack.client.post("/web/login", json={"token": token})).status_code == 401
+    assert (await stack.client.post("/web/login", json={"token": fresh})).status_code == 200
 
 
 # ---- chat, streaming, the week ------------------------------------------------------------------

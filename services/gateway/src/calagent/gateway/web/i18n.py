@@ -31,9 +31,15 @@ CATALOG: dict[str, tuple[str, str]] = {
     "signin.heading": ("登录", "Sign in"),
     "signin.token_label": ("Bearer 令牌", "Bearer token"),
     "signin.token_help": (
-        "粘贴 calagent token 用户名 打印出的令牌。令牌只保存在这个标签页中，关闭即清除。",
-        "Paste the token that calagent token USER prints. It stays in this tab only and is gone "
-        "when the tab closes.",
+        "最简单的方式：请管理员运行“calagent login-link 用户名”，打开它打印的链接（10 分钟内有效，只能用一次）。"
+        "也可以在这里粘贴“calagent token 用户名”打印的令牌。令牌只保存在这个标签页中，关闭即清除。",
+        "The easiest way: ask whoever runs calagent for a sign-in link (the command “calagent login-link "
+        "USER” prints one; it works once, within 10 minutes). Or paste here the token that the command "
+        "“calagent token USER” prints. It stays in this tab only and is gone when the tab closes.",
+    ),
+    "signin.error_link": (
+        "这个登录链接无效、已过期或已经用过，请要一个新的。",
+        "This sign-in link is not valid, has expired or was already used; ask for a new one.",
     ),
     "signin.token_submit": ("登录", "Sign in"),
     "signin.dev_heading": ("开发模式", "Development mode"),

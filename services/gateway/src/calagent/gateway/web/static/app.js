@@ -273,6 +273,29 @@ async function signInWith(token) {
   }
 }
 
+async function signInWithLink(link) {
+  let response;
+  try {
+    response = await fetch("/web/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ token: link }),
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch {
+    showMessage("signin.error_network");
+    return;
+  }
+  if (!response.ok) {
+    showMessage(response.status === 401 ? "signin.error_link" : "signin.error_network");
+    ($("dev-user") ?? $("token-input")).focus();
+    return;
+  }
+  const { token } = await response.json();
+  await signInWith(token);
+}
+
 function bindSignIn() {
   $("token-form").addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -1255,6 +1278,14 @@ async function main() {
   bindFeed();
   $("lang-switch").addEventListener("click", () => setLang(state.lang === "zh" ? "en" : "zh"));
   document.body.dataset.ready = "true";
+  // A one-time sign-in link (`calagent login-link USER`): its credential rides in the fragment,
+  // which no request carries; it is taken out of the address at once.
+  const link = new URLSearchParams(window.location.hash.slice(1)).get("login");
+  if (link) {
+    history.replaceState(null, "", window.location.pathname + window.location.search);
+    await signInWithLink(link);
+    return;
+  }
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) await signInWith(token);
   else ($("dev-user") ?? $("token-input")).focus();
