@@ -307,15 +307,15 @@ def _command_text(result: CommandResult, view: View) -> str:
         if stub.candidates:
             options = " / ".join(view.day(day) for day in stub.candidates)
             return (
-                f"「{title}」要安排在哪一天？可选：{options} ({view.tz})。可以直接回复，例如“周日下午2点”。"
+                f"「{title}」要安排在哪一天？可选：{options}。可以直接回复，例如“周日下午2点”。"
                 if zh
-                else f'Which day for "{title}"? Options: {options} ({view.tz}). You can reply e.g. "Sunday 2pm".'
+                else f'Which day for "{title}"? Options: {options}. You can reply e.g. "Sunday 2pm".'
             )
         return f"「{title}」要安排在哪一天？" if zh else f'Which day should "{title}" be on?'
     if result.status == "needs_time":
         day = ""
         if stub.candidates:
-            day = view.day(stub.candidates[0]) + f" ({view.tz})"
+            day = view.day(stub.candidates[0])
         return (
             f"「{title}」{day}几点开始？例如“下午两点”。"
             if zh
