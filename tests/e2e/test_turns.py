@@ -47,8 +47,8 @@ async def test_create_takes_one_model_call_and_writes_one_row(
     assert isinstance(start, datetime)
     assert start.isoformat().startswith("2026-09-25T07:00:00")  # 15:00 in Asia/Shanghai
     assert answer["events"][0]["start"].startswith("2026-09-25T15:00:00+08:00")
-    # Receipts carry the weekday and the zone.
-    assert "周五" in answer["reply"] and "Asia/Shanghai" in answer["reply"]
+    # Receipts carry the weekday; the zone only when it is not the user's own (contract §18).
+    assert "周五" in answer["reply"] and "Asia/Shanghai" not in answer["reply"]
     # The model saw the tools without any identity field, and the prompt carried the weekday.
     request = scripted.requests[0]
     for tool in request.tools:

@@ -17,6 +17,7 @@ import shutil
 import socket
 import threading
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,10 @@ import pytest
 import uvicorn
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
+from calagent.cli.main import make_login_link
 from calagent.cli.stack import Stack, start_stack
 from calagent.gateway.app import create_app as create_gateway
+from calagent.gateway.auth import issue_login_token
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
@@ -48,6 +51,18 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+AXE = Path(__file__).parent / "assets" / "axe-core" / "axe.min.js"  # vendored from npm, MPL-2.0
+# Serious and critical axe-core violations of the page as it stands, by rule and element.
+AXE_RUN = """async () => {
+  // label-content-name-mismatch (WCAG 2.5.3) is experimental in axe-core, off unless asked for.
+  const result = await axe.run(document, {
+    resultTypes: ["violations"],
+    rules: { "label-content-name-mismatch": { enabled: true } },
+  });
+  return result.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(" ")}`));
+}"""
 DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
 WEEK = ("2026-09-21T00:00:00+08:00", "2026-09-28T00:00:00+08:00")  # the week of the frozen "now"
@@ -166,6 +181,8 @@ class Tab:
         self.console: list[str] = []
         # Console lines a test expects (a refused token is a 401 Chromium reports).
         self.allowed: tuple[str, ...] = ()
+        # Every state the test looked at (each screenshot) is checked with axe-core.
+        self.inaccessible: list[str] = []
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
         page.on("console", self._on_console)
 
@@ -201,7 +218,17 @@ class Tab:
         assert isinstance(facts, dict)
         return facts
 
+    async def axe(self) -> list[str]:
+        """axe-core's serious and critical violations now; injected through the DevTools protocol,
+        which the page's Content-Security-Policy does not govern."""
+        if not await self.page.evaluate("typeof axe !== 'undefined'"):
+            await self.page.evaluate(AXE.read_text(encoding="utf-8") + "\n;undefined")
+        found: list[str] = await self.page.evaluate(AXE_RUN)
+        self.inaccessible.extend(found)
+        return found
+
     async def shot(self, name: str, docs_name: str | None = None) -> Path:
+        await self.axe()
         OUTPUT.mkdir(parents=True, exist_ok=True)
         path = OUTPUT / f"{name}.png"
         await self.page.screenshot(path=str(path), full_page=True)
@@ -214,8 +241,10 @@ class Tab:
         return found
 
     def check_clean(self, allow: tuple[str, ...] = ()) -> None:
-        """No uncaught error, and nothing the Content-Security-Policy refused."""
+        """No uncaught error, nothing the Content-Security-Policy refused, no serious or critical
+        accessibility violation in any state looked at."""
         assert self.errors == []
+        assert self.inaccessible == []
         refused = [
             m for m in self.console if any(w in m for w in ("Content Security Policy", "Refused to", "CSP"))
         ]
@@ -298,6 +327,43 @@ async def test_sign_in_with_a_pasted_token_and_a_refused_token_leads_back_to_sig
     # Development mode: a token minted for a user name.
     await tab.sign_in(f"{user}-dev")
     await expect(page.locator("#who")).to_contain_text(f"{user}-dev")
+
+
+async def test_a_one_time_sign_in_link_signs_in_once_and_only_within_ten_minutes(
+    browser: Browser, base_url: str, stack: Stack, user: str, tabs: list[Tab]
+) -> None:
+    link = make_login_link(stack.settings, user, "Europe/Berlin", base_url)
+    assert link.startswith(f"{base_url}/#login=")
+    tab = await new_tab(browser, base_url, tabs)
+    page = tab.page
+    await page.goto(link)
+    await expect(page.locator("#app")).to_be_visible()
+    await expect(page.locator("#who")).to_contain_text(user)
+    await expect(page.locator("#who")).to_contain_text("Europe/Berlin")
+    assert await page.evaluate("window.location.hash") == ""  # the credential left the address
+    token = await page.evaluate("sessionStorage.getItem('calagent.token')")
+    session = await stack.client.get("/web/session", headers={"Authorization": f"Bearer {token}"})
+    assert session.json()["user_id"] == user
+
+    # Once only: the same link in another tab (or on another gateway) is refused.
+    again = await new_tab(browser, base_url, tabs)
+    await again.page.goto(link)
+    await expect(again.page.locator("#signin-message")).to_be_visible()
+    await expect(again.page.locator("#app")).to_be_hidden()
+    again.allowed = ("status of 401",)
+    await again.shot("sign-in-link-used")
+
+    # Ten minutes of the system's clock; and the link's credential is no bearer token.
+    secret = stack.settings.require_auth_secret()
+    stale = issue_login_token(user, secret, stack.clock.now() - timedelta(minutes=10, seconds=1))
+    refused = await stack.client.post("/web/login", json={"token": stale})
+    assert refused.status_code == 401
+    fresh = issue_login_token(user, secret, stack.clock.now() - timedelta(minutes=9))
+    assert (
+        await stack.client.get("/web/session", headers={"Authorization": f"Bearer {fresh}"})
+    ).status_code == 401
+    assert (await stack.client.post("/web/login", json={"token": token})).status_code == 401
+    assert (await stack.client.post("/web/login", json={"token": fresh})).status_code == 200
 
 
 # ---- chat, streaming, the week ------------------------------------------------------------------
@@ -437,10 +503,10 @@ async def test_a_held_move_is_confirmed_with_the_button(
     assert (await tab.send("把明天和张三的会改到后天下午四点"))["outcome"] == "held"
     card = page.locator("#card")
     await expect(card).to_have_attribute("data-status", "held")
-    await expect(card.locator(".receipt blockquote")).not_to_be_empty()
+    await expect(card.locator(".why")).to_have_text(catalogs["zh"]["card.why.change_confirmation"])
     confirm = card.locator("button.confirm")
     assert await confirm.get_attribute("data-sends") == catalogs["zh"]["reply.confirm"]
-    assert await card.locator("button.cancel").get_attribute("data-sends") == catalogs["zh"]["reply.cancel"]
+    assert await card.locator("button.cancel").get_attribute("data-command") == "cancel_schedule_command"
     assert await tab.low_contrast() == []
     await tab.shot("card-held-move")
     # Nothing moved yet.
@@ -481,6 +547,8 @@ async def test_an_assistant_message_unfolds_its_turns_timeline(
     answer = await tab.send("这个周末去修汽车轮毂")
     bubble = page.locator(f'.message.assistant[data-turn-id="{answer["turn_id"]}"]')
     toggle = bubble.locator("button.timeline-toggle")
+    await expect(toggle).to_be_hidden()  # folded with the other technical details
+    await bubble.locator("details.tech summary").click()
     await expect(toggle).to_have_attribute("aria-expanded", "false")
     await toggle.click()
     await expect(toggle).to_have_attribute("aria-expanded", "true")
@@ -559,6 +627,14 @@ async def test_the_page_follows_the_browser_language_and_switches(
 # ---- a phone, the keyboard alone, the feed --------------------------------------------------------
 
 
+# How many rows the header's visible parts take (their vertical centres, to a few pixels).
+HEADER_ROWS = """() => {
+  const parts = [...document.querySelectorAll(".topbar .brand, .topbar button")].filter((e) => e.checkVisibility());
+  const rows = new Set(parts.map((e) => { const r = e.getBoundingClientRect(); return Math.round((r.top + r.bottom) / 16); }));
+  return rows.size;
+}"""
+
+
 async def test_a_phone_sized_screen_with_the_keyboard_alone(
     browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
 ) -> None:
@@ -571,6 +647,8 @@ async def test_a_phone_sized_screen_with_the_keyboard_alone(
     await page.keyboard.press("Enter")
     await expect(page.locator("#app")).to_be_visible()
     await expect(page.locator("#composer-input")).to_be_focused()
+    # The header is one row: sign-out and the language switch sit beside the name, not below it.
+    assert await page.evaluate(HEADER_ROWS) == 1
     await page.keyboard.type("这个周末上午九点去修汽车轮毂")
     await page.keyboard.press("Enter")
     await expect(page.locator("#card")).to_have_attribute("data-status", "needs_date")
@@ -587,8 +665,10 @@ async def test_a_phone_sized_screen_with_the_keyboard_alone(
     assert (await tab.answer(before))["outcome"] == "created"
     [event] = await week_events(stack, user)
     assert event["start"] == f"{picked}T09:00:00+08:00"
-    # Nothing wider than the screen.
+    # Nothing wider than the screen, and the conversation is part of the page, not a box that
+    # scrolls inside it.
     assert await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert await page.evaluate("getComputedStyle(document.querySelector('.log')).overflowY") == "visible"
     await tab.shot("phone")
 
 
@@ -616,3 +696,280 @@ async def test_the_private_feed_address_is_created_shown_and_copied(
         await expect(url_field).not_to_have_value(first)
         assert (await client.get(first)).status_code == 404
     await tab.shot("feed")
+
+
+# ---- the page as people live with it (contract §18) ------------------------------------------------
+
+
+async def test_a_reload_keeps_the_conversation_and_the_pending_card_with_its_explanation(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+    catalogs: dict[str, dict[str, str]],
+) -> None:
+    scripted.set_script(script(on_user("和张三开会", tool_calls=[create("和张三开会", "D+1", "15:00")])))
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    assert (await tab.send("明天下午三点和张三开会"))["outcome"] == "created"
+    [meeting] = await week_events(stack, user)
+    scripted.set_script(
+        script(on_user("改到后天", tool_calls=[call("update_schedule", event_id=meeting["id"], date="D+2")]))
+    )
+    held = await tab.send("把它改到后天")
+    assert held["outcome"] == "held"
+    before = await page.eval_on_selector_all(
+        "#messages .message",
+        "ms => ms.map(m => [m.classList.contains('user'), m.querySelector('.text').textContent])",
+    )
+    assert len(before) == 4
+
+    await page.reload()
+    await expect(page.locator("#app")).to_be_visible()
+    await expect(page.locator(".message[data-restored=true]")).to_have_count(4)
+    after = await page.eval_on_selector_all(
+        "#messages .message",
+        "ms => ms.map(m => [m.classList.contains('user'), m.querySelector('.text').textContent])",
+    )
+    assert after == before
+    restored = page.locator(f'.message.assistant[data-turn-id="{held["turn_id"]}"]')
+    await expect(restored).to_have_attribute("data-outcome", "held")
+    card = page.locator("#card")
+    await expect(card).to_have_attribute("data-status", "held")
+    await expect(card.locator(".why")).to_have_text(catalogs["zh"]["card.why.change_confirmation"])
+    await expect(card.locator(".change")).to_be_visible()
+    await tab.shot("reloaded")
+
+    # The offer still stands after the reload: the button confirms it without the model.
+    asked = len(scripted.requests)
+    count = await page.locator(".message.assistant").count()
+    await card.locator("button.confirm").click()
+    answer = await tab.answer(count)
+    assert (answer["outcome"], answer["model_calls"]) == ("updated", "0")
+    assert len(scripted.requests) == asked
+    assert [e["start"] for e in await week_events(stack, user)] == ["2026-09-26T15:00:00+08:00"]
+
+
+async def test_replies_keep_technical_details_folded_and_an_english_users_calendars_are_english(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+) -> None:
+    scripted.set_script(script(on_user("lunch", tool_calls=[create("Lunch with Ana", "D+1", "12:00")])))
+    tab = await new_tab(browser, base_url, tabs, locale="en-US")
+    await tab.sign_in(user)
+    page = tab.page
+    answer = await tab.send("lunch with Ana tomorrow at noon")
+    assert answer["outcome"] == "created"
+    bubble = page.locator(".message.assistant").last
+    tool = bubble.locator("[data-tool=prepare_or_create_schedule]")
+    meta = bubble.locator(".meta")
+    await expect(tool).to_have_count(1)
+    await expect(tool).to_be_hidden()
+    await expect(meta).to_be_hidden()
+    # Times are in the user's own zone, so the reply names none.
+    reply = await bubble.locator(".text").text_content()
+    assert reply is not None and "Asia/Shanghai" not in reply
+    await bubble.locator("details.tech summary").click()
+    await expect(tool).to_be_visible()
+    await expect(meta).to_be_visible()
+
+    [event] = await week_events(stack, user)
+    assert event["calendar"] == "Work"
+    chip = page.locator(f'.event[data-event-id="{event["id"]}"]')
+    await expect(chip.locator(".calendar")).to_contain_text("Work")
+    await tab.shot("english-reply")
+
+
+async def test_every_card_has_a_cancel_that_calls_no_model(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("修汽车轮毂", tool_calls=[create("修汽车轮毂", "WE", "14:00")]),
+            on_user(
+                "站会",
+                tool_calls=[create("站会", "D+1", "09:00", recurrence="FREQ=WEEKLY;BYDAY=MO,WE;COUNT=4")],
+            ),
+        )
+    )
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    card = page.locator("#card")
+    for message, status in (
+        ("这个周末下午两点去修汽车轮毂", "needs_date"),
+        ("以后每周一三早上九点站会", "held"),
+    ):
+        await tab.send(message)
+        await expect(card).to_have_attribute("data-status", status)
+        if status == "held":
+            # A series is shown as one: its rule and the next times, not a one-off date.
+            await expect(card.locator(".known dd")).to_have_count(3)
+            await expect(card.locator(".next-list li")).to_have_count(3)
+        await tab.shot(f"card-{status}")
+        asked = len(scripted.requests)
+        count = await page.locator(".message.assistant").count()
+        await card.locator("button.cancel").click()
+        answer = await tab.answer(count)
+        assert (answer["outcome"], answer["model_calls"]) == ("cancelled", "0")
+        assert len(scripted.requests) == asked
+        await expect(card).to_be_hidden()
+        active = await stack.client.get("/v1/commands/active", headers=stack.headers(user))
+        assert active.json() is None
+    assert await read_events(stack, user) == []
+
+
+async def test_an_events_details_move_and_delete_it_through_a_held_card(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("和张三开会", tool_calls=[create("和张三开会", "D+1", "15:00")]),
+            on_user("站会", tool_calls=[create("站会", "D", "09:00", recurrence="FREQ=DAILY;COUNT=3")]),
+        )
+    )
+    assert (await stack.chat(user, "明天下午三点和张三开会")).json()["outcome"] == "created"
+    assert (await stack.chat(user, "今天起每天早上九点站会，三次")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "created"
+    events = await week_events(stack, user)
+    [meeting] = [e for e in events if e["title"] == "和张三开会"]
+    standups = sorted((e for e in events if e["title"] == "站会"), key=lambda e: e["start"])
+    assert len(standups) == 3
+    asked = len(scripted.requests)
+
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    details = page.locator("#event-details")
+    card = page.locator("#card")
+
+    # Move: the details, a new time, a held card, the user's word; only that event moves.
+    await page.locator(f'#week-days button.open[data-event-id="{meeting["id"]}"]').click()
+    await expect(details).to_be_visible()
+    await expect(details).to_have_attribute("data-event-id", meeting["id"])
+    await expect(details.locator('[data-fact="when"]')).to_contain_text("15:00")
+    await page.click("#event-move")
+    await page.fill("#move-date", "2026-09-26")
+    await page.fill("#move-time", "16:30")
+    count = await page.locator(".message.assistant").count()
+    await page.click("#move-form button[type=submit]")
+    assert (await tab.answer(count))["outcome"] == "held"
+    await expect(card).to_have_attribute("data-status", "held")
+    assert [e["start"] for e in await week_events(stack, user) if e["id"] == meeting["id"]] == [
+        meeting["start"]
+    ]
+    count = await page.locator(".message.assistant").count()
+    await card.locator("button.confirm").click()
+    assert (await tab.answer(count))["outcome"] == "updated"
+    after = {e["id"]: e["start"] for e in await week_events(stack, user)}
+    assert after[meeting["id"]] == "2026-09-26T16:30:00+08:00"
+    assert [after[s["id"]] for s in standups] == [s["start"] for s in standups]
+
+    # Delete one occurrence of the series: its rule is shown, the scope asked, the rest stay.
+    second = standups[1]
+    await page.locator(f'#week-days button.open[data-event-id="{second["id"]}"]').click()
+    await expect(details).to_have_attribute("data-event-id", second["id"])
+    await expect(details.locator('[data-fact="rule"]')).not_to_be_empty()
+    await expect(page.locator("#event-scope")).to_be_visible()
+    await tab.shot("event-details", "web-event.png")
+    count = await page.locator(".message.assistant").count()
+    await page.click("#event-delete")
+    assert (await tab.answer(count))["outcome"] == "held"
+    count = await page.locator(".message.assistant").count()
+    await card.locator("button.confirm").click()
+    assert (await tab.answer(count))["outcome"] == "deleted"
+    left = {e["id"] for e in await week_events(stack, user) if e["title"] == "站会"}
+    assert left == {standups[0]["id"], standups[2]["id"]}
+    # No model was asked for any of it.
+    assert len(scripted.requests) == asked
+
+
+async def test_the_month_shows_a_series_and_a_multi_day_event_on_every_day_they_cover(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("站会", tool_calls=[create("站会", "D", "09:00", recurrence="FREQ=DAILY;COUNT=3")]),
+            on_user("出差", tool_calls=[create("出差", "D+3", end_date="D+6", all_day=True)]),
+        )
+    )
+    assert (await stack.chat(user, "今天起每天早上九点站会，三次")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "created"
+    assert (await stack.chat(user, "周日起出差四天")).json()["outcome"] == "created"
+    found = await read_events(stack, user, "2026-09-01T00:00:00+08:00", "2026-10-12T00:00:00+08:00")
+    [trip] = [e["id"] for e in found if e["all_day"]]
+    standups = {e["start"][:10]: e["id"] for e in found if not e["all_day"]}
+    assert sorted(standups) == ["2026-09-24", "2026-09-25", "2026-09-26"]
+
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    await page.click("#view-month")
+    await expect(page.locator("#month-view")).to_be_visible()
+    await expect(page.locator("#week-view")).to_be_hidden()
+    await expect(page.locator("#month-grid td.month-day")).to_have_count(42)
+    for day, event_id in standups.items():
+        await expect(page.locator(f'td[data-date="{day}"] .event[data-event-id="{event_id}"]')).to_have_count(
+            1
+        )
+    # Sunday to Wednesday, across the end of the month and of a week.
+    for day in ("2026-09-27", "2026-09-28", "2026-09-29", "2026-09-30"):
+        await expect(page.locator(f'td[data-date="{day}"] .event[data-event-id="{trip}"]')).to_have_count(1)
+    shown = await page.eval_on_selector_all("#month-grid .event", "es => es.map(e => e.dataset.eventId)")
+    assert sorted(shown) == sorted([*standups.values(), *[trip] * 4])
+    await expect(page.locator('td.month-day[aria-current="date"]')).to_have_attribute(
+        "data-date", "2026-09-24"
+    )
+    await tab.shot("month", "web-month.png")
+    await page.click("#month-next")
+    await expect(page.locator('td[data-date="2026-10-31"]')).to_have_count(1)
+    await expect(page.locator(f'td[data-date="2026-09-30"] .event[data-event-id="{trip}"]')).to_have_count(1)
+
+
+# Each word of every event title on one line: a title broken mid-word reads as two words.
+SPLIT_WORDS = """() => {
+  const split = [];
+  for (const title of document.querySelectorAll("#week-days .event .title")) {
+    const node = title.firstChild;
+    if (!node) continue;
+    const text = node.textContent;
+    for (const match of text.matchAll(/\\S+/g)) {
+      const range = document.createRange();
+      range.setStart(node, match.index);
+      range.setEnd(node, match.index + match[0].length);
+      const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+      if (tops.size > 1) split.push(match[0]);
+    }
+  }
+  return split;
+}"""
+
+
+async def test_the_desktop_week_keeps_titles_whole(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("修汽车轮毂", tool_calls=[create("修汽车轮毂", "D+1", "10:00")]),
+            on_user("planning", tool_calls=[create("Quarterly planning", "D+2", "11:00")]),
+        )
+    )
+    for message in ("明天上午十点修汽车轮毂", "planning on saturday"):
+        assert (await stack.chat(user, message)).status_code == 200
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    await expect(tab.page.locator("#week-days .event")).to_have_count(2)
+    assert await tab.page.evaluate(SPLIT_WORDS) == []
+    await tab.shot("week-desktop")

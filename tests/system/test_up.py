@@ -64,6 +64,7 @@ class Up:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.ready_after = 0.0
+        self.signin_hint = ""
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 120.0) -> None:
@@ -74,6 +75,7 @@ class Up:
             if line.startswith("calagent ready "):
                 assert line.strip() == f"calagent ready {self.url}"
                 self.ready_after = time.monotonic() - self.started
+                self.signin_hint = self.proc.stdout.readline()
                 return
             if not line and self.proc.poll() is not None:
                 break
@@ -157,6 +159,19 @@ def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> N
         report = _cli(["report"], cli_env)
         assert "created" in report
         print(report)
+
+        # How to sign in is printed, and the link the CLI prints signs the page in.
+        assert "calagent login-link" in up.signin_hint
+        link = _cli(["login-link", "slice-0"], cli_env).strip()
+        assert link.startswith(f"{up.url}/#login=")
+        request = urllib.request.Request(
+            up.url + "/web/login",
+            data=json.dumps({"token": link.split("#login=", 1)[1]}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert json.loads(response.read())["token"]
 
         # A crashed service is restarted with backoff and the system answers again.
         timeparse = next(p for p in family if _argv(p)[-1:] == ["calagent.timeparse"])

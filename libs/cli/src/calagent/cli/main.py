@@ -50,6 +50,26 @@ def make_token(settings: Settings, user_id: str, tz: str | None, aliases: tuple[
     return issue_token(user_id, settings.require_auth_secret(), tz=tz, aliases=aliases)
 
 
+def make_login_link(settings: Settings, user_id: str, tz: str | None, base_url: str) -> str:
+    """A one-time sign-in link for the page, valid ten minutes of the system's clock."""
+    from calagent.gateway.auth import issue_login_token
+    from calagent.runtime.clock import clock_from_env
+
+    now = clock_from_env(settings.now).now()
+    return f"{base_url}/#login={issue_login_token(user_id, settings.require_auth_secret(), now, tz=tz)}"
+
+
+def cmd_login_link(args: argparse.Namespace) -> int:
+    settings = Settings()
+    try:
+        link = make_login_link(settings, args.user_id, args.tz, _gateway_url(settings, args.url))
+    except (RuntimeError, ValueError) as exc:
+        print(f"calagent login-link: {exc}", file=sys.stderr)
+        return 2
+    print(link)
+    return 0
+
+
 def cmd_token(args: argparse.Namespace) -> int:
     try:
         token = make_token(Settings(), args.user_id, args.tz, tuple(args.alias))
@@ -273,6 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a name channel bridges give this user (e.g. a Telegram handle); repeatable",
     )
     token.set_defaults(func=cmd_token)
+
+    login = sub.add_parser(
+        "login-link", help="print a one-time sign-in link for the page (valid for 10 minutes)"
+    )
+    login.add_argument("user_id")
+    login.add_argument("--tz", default=None)
+    login.add_argument("--url", default=None, help="the gateway's address (default: the running system's)")
+    login.set_defaults(func=cmd_login_link)
 
     chat = sub.add_parser("chat", help="send one turn to a running gateway")
     chat.add_argument("message")

@@ -445,6 +445,12 @@ def run_up(
         url = supervisor.start()
         supervisor.wait_ready(url)
         print(f"calagent ready {url}", flush=True)
+        # How a person gets in: the page takes a one-time link (contract §18) or a pasted token.
+        print(
+            "sign in: run `calagent login-link USER` and open the link it prints "
+            "(one use, valid for 10 minutes); or paste the token `calagent token USER` prints",
+            flush=True,
+        )
         log.info("ready in %.2fs", time.monotonic() - started)
         while not supervisor.stopping:
             supervisor.reap()

@@ -1,4 +1,5 @@
-"""How dates are shown to people and to the model: always with the weekday and the zone.
+"""How dates are shown to people and to the model: always with the weekday; the zone for the
+model always, for a person only when the time is shown in a zone other than their own.
 
 Models get weekdays wrong and users must see which day was meant (invariant 13), so every
 receipt and tool result goes through these functions. A date outside the current year carries
@@ -50,32 +51,38 @@ def _clock(at: datetime, with_offset: bool) -> str:
     return f"{at:%H:%M} ({_offset(at)})" if with_offset else f"{at:%H:%M}"
 
 
-def format_moment(at: datetime, tz: str, lang: Lang, today: date | None = None) -> str:
-    """`周三 9月30日 15:00 (Asia/Shanghai)`; `at` must already be in the user's zone."""
-    return f"{format_day(at.date(), lang, today)} {_clock(at, is_ambiguous_local_time(at))} ({tz})"
+def _zone(tz: str | None) -> str:
+    return f" ({tz})" if tz else ""
+
+
+def format_moment(at: datetime, tz: str | None, lang: Lang, today: date | None = None) -> str:
+    """`周三 9月30日 15:00 (Asia/Shanghai)`; `at` must already be in the zone it is shown in, and
+    `tz` None leaves the zone out (a person reading a time in their own zone)."""
+    return f"{format_day(at.date(), lang, today)} {_clock(at, is_ambiguous_local_time(at))}{_zone(tz)}"
 
 
 def format_span(
     start: datetime,
     end: datetime,
-    tz: str,
+    tz: str | None,
     lang: Lang,
     all_day: bool = False,
     today: date | None = None,
 ) -> str:
     """`周三 9月30日 15:00–16:00 (Asia/Shanghai)`, spelling out the end day when it differs, and
-    both offsets when the span crosses a DST change or starts or ends at an ambiguous time."""
+    both offsets when the span crosses a DST change or starts or ends at an ambiguous time; `tz`
+    None leaves the zone out."""
     if all_day:
         label = "全天" if lang == "zh" else "all day"
         # `end` is exclusive: an all-day event ending at next midnight covers only its own day.
         last_day = (end - timedelta(microseconds=1)).date() if end > start else start.date()
         if last_day > start.date():
-            return f"{format_day(start.date(), lang, today)} – {format_day(last_day, lang, today)} {label} ({tz})"
-        return f"{format_day(start.date(), lang, today)} {label} ({tz})"
+            return f"{format_day(start.date(), lang, today)} – {format_day(last_day, lang, today)} {label}{_zone(tz)}"
+        return f"{format_day(start.date(), lang, today)} {label}{_zone(tz)}"
     offsets = (
         start.utcoffset() != end.utcoffset() or is_ambiguous_local_time(start) or is_ambiguous_local_time(end)
     )
     first, last = _clock(start, offsets), _clock(end, offsets)
     if end.date() == start.date():
-        return f"{format_day(start.date(), lang, today)} {first}–{last} ({tz})"
-    return f"{format_day(start.date(), lang, today)} {first} – {format_day(end.date(), lang, today)} {last} ({tz})"
+        return f"{format_day(start.date(), lang, today)} {first}–{last}{_zone(tz)}"
+    return f"{format_day(start.date(), lang, today)} {first} – {format_day(end.date(), lang, today)} {last}{_zone(tz)}"

@@ -21,4 +21,7 @@ class Envelope(WireModel):
     occurred_at: datetime
     tz: str = Field(min_length=1, max_length=64, description="the user's IANA time zone")
     channel: Channel = "web"
+    # The language the user reads, when the door knows it (the page's own language); None: read
+    # from their words. Names a new user's calendars and a receipt of a turn without words.
+    lang: Literal["zh", "en"] | None = None
     trace_headers: dict[str, str] = Field(default_factory=dict)

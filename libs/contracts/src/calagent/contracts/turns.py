@@ -47,6 +47,23 @@ Flag = Literal[
 ]
 
 
+DirectTool = Literal[
+    "prepare_or_create_schedule",
+    "update_schedule",
+    "delete_schedule",
+    "cancel_schedule_command",
+    "confirm_command",
+]
+
+
+class DirectCall(WireModel):
+    """A tool call the client makes itself (`POST /v1/commands`, a button on the page): the agent
+    runs it exactly as it runs the model's call of that tool, and calls no model."""
+
+    tool: DirectTool
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class TurnRequested(WireModel):
     """Published by the gateway to JetStream; `text` is the user's own words, transport stripped."""
 
@@ -61,6 +78,8 @@ class TurnRequested(WireModel):
     promoted: bool = False
     client_message_id: str | None = Field(default=None, max_length=200)
     active_command_id: str | None = Field(default=None, max_length=64)
+    # Set for a command without the model; `text` then describes it for the archive.
+    direct: DirectCall | None = None
     # Epoch milliseconds at which the gateway received the HTTP request (latency segments only).
     received_ms: float = 0.0
     published_ms: float = 0.0
@@ -74,7 +93,15 @@ class ToolCallOut(WireModel):
 
 # Keys beyond the contract's §4 example are sent only when they say something, so a client that
 # reads the documented shape sees exactly it for a plain event or stub.
-_STUB_EXTRAS = ("kind", "hold_reason", "proposed_start", "proposed_end", "change", "next_occurrences")
+_STUB_EXTRAS = (
+    "kind",
+    "hold_reason",
+    "proposed_start",
+    "proposed_end",
+    "change",
+    "next_occurrences",
+    "recurrence",
+)
 _EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes", "sync_state", "location", "notes", "url")
 
 
@@ -108,6 +135,8 @@ class StubView(WireModel):
     proposed_end: datetime | None = None
     change: ChangeOut | None = None
     next_occurrences: tuple[datetime, ...] = ()
+    # A repeating create: its rule (RRULE), so a client shows a series as one.
+    recurrence: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -173,6 +202,7 @@ def stub_view(stub: StubOut) -> StubView:
         proposed_end=stub.proposed_end,
         change=stub.change,
         next_occurrences=stub.next_occurrences,
+        recurrence=stub.slots.recurrence,
     )
 
 
@@ -243,3 +273,38 @@ class TurnLookup(WireModel):
 class TurnLookupResult(WireModel):
     answer: TurnAnswer | None = None
     pending: bool = False
+
+
+MAX_HISTORY_PAGE = 200
+
+
+class HistoryRequest(WireModel):
+    """Gateway → agent: one page of the caller's conversation, newest page first (`before` is a
+    message id of an earlier page: the page ends before it)."""
+
+    user_id: str = Field(min_length=1, max_length=128)
+    conversation_id: str = Field(min_length=1, max_length=128)
+    before: int | None = Field(default=None, ge=1)
+    limit: int = Field(default=50, ge=1, le=MAX_HISTORY_PAGE)
+
+
+class HistoryMessage(WireModel):
+    """One archived message with what its turn came to: the outcome, the command it left pending,
+    and (for the assistant's message) the tool calls and model calls behind it."""
+
+    id: int
+    role: Literal["user", "assistant"]
+    text: str
+    turn_id: str
+    at: datetime
+    outcome: Outcome | None = None
+    command: StubView | None = None
+    tool_calls: tuple[ToolCallOut, ...] = ()
+    model_calls: int | None = None
+
+
+class HistoryResult(WireModel):
+    """Oldest first within the page; `before` is where the next older page ends (None: no more)."""
+
+    messages: tuple[HistoryMessage, ...] = ()
+    before: int | None = None

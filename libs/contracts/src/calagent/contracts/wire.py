@@ -29,6 +29,8 @@ from calagent.contracts.time import (
     ResolveResult,
 )
 from calagent.contracts.turns import (
+    HistoryRequest,
+    HistoryResult,
     TurnDelivered,
     TurnEvent,
     TurnLookup,
@@ -109,6 +111,12 @@ AGENT_TURN_LOOKUP: Endpoint[TurnLookup, TurnLookupResult] = Endpoint(
     TurnLookup,
     TurnLookupResult,
     "The stored answer of an earlier turn with this client message id.",
+)
+AGENT_HISTORY: Endpoint[HistoryRequest, HistoryResult] = Endpoint(
+    subjects.AGENT_HISTORY,
+    HistoryRequest,
+    HistoryResult,
+    "One page of the caller's archived conversation, each message with its turn's outcome.",
 )
 EVALREC_TIMELINE: Endpoint[TimelineRequest, TimelineResult] = Endpoint(
     subjects.EVALREC_TIMELINE, TimelineRequest, TimelineResult, "Where the time of one turn went."

@@ -25,6 +25,12 @@ def check_auth_secret(value: str, origin: str) -> str:
     return value
 
 
+LOCALIZED_CALENDARS: dict[str, tuple[str, ...]] = {
+    "zh": ("工作", "家庭", "个人"),
+    "en": ("Work", "Family", "Personal"),
+}
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore", populate_by_name=True)
 
@@ -37,7 +43,8 @@ class Settings(BaseSettings):
     # None: taken from `<data_dir>/auth-secret` when that exists (see `require_auth_secret`).
     auth_secret: str | None = Field(default=None, alias="CALAGENT_AUTH_SECRET")
     default_tz: str = Field(default="Asia/Shanghai", alias="CALAGENT_DEFAULT_TZ")
-    default_calendars: str = Field(default="工作,家庭,个人", alias="CALAGENT_DEFAULT_CALENDARS")
+    # None: a new user's calendars are named in their language (`calendars_for`).
+    default_calendars: str | None = Field(default=None, alias="CALAGENT_DEFAULT_CALENDARS")
     holiday_country: str = Field(default="CN", alias="CALAGENT_HOLIDAY_COUNTRY")
     now: str | None = Field(default=None, alias="CALAGENT_NOW")
     session_gap_minutes: int = Field(default=120, ge=1, alias="CALAGENT_SESSION_GAP_MINUTES")
@@ -110,8 +117,17 @@ class Settings(BaseSettings):
 
     @property
     def calendars(self) -> tuple[str, ...]:
-        names = tuple(n.strip() for n in self.default_calendars.split(",") if n.strip())
-        return names or ("工作",)
+        """The calendars a new user starts with when nothing says their language."""
+        return self.calendars_for(None)
+
+    def calendars_for(self, lang: str | None) -> tuple[str, ...]:
+        """The calendars a new user starts with: the operator's list when CALAGENT_DEFAULT_CALENDARS
+        is set, else the default names in the user's language (Chinese when it is unknown)."""
+        if self.default_calendars is not None:
+            names = tuple(n.strip() for n in self.default_calendars.split(",") if n.strip())
+            if names:
+                return names
+        return LOCALIZED_CALENDARS.get(lang or "zh", LOCALIZED_CALENDARS["zh"])
 
     def require_nats(self) -> str:
         if not self.nats_url:

@@ -58,6 +58,8 @@ ENDPOINT_SIDES: Mapping[str, EndpointSides] = {
     # The gateway's HTTP reads (events, the active stub, the calendar feed) are queries.
     wire.COMMAND_QUERY.subject: EndpointSides("commands", ("agent", "gateway")),
     wire.AGENT_TURN_LOOKUP.subject: EndpointSides("agent", ("gateway",)),
+    # The page's conversation after a reload (`GET /v1/messages`).
+    wire.AGENT_HISTORY.subject: EndpointSides("agent", ("gateway",)),
     wire.EVALREC_TIMELINE.subject: EndpointSides("evalrec", ("gateway",)),
     # Only the operator's CLI asks for reports (with the admin credential).
     wire.EVALREC_REPORT.subject: EndpointSides("evalrec", ()),

@@ -12,7 +12,15 @@ from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
 from calagent.agent.loop import TurnRunner
 from calagent.contracts import wire
-from calagent.contracts.turns import TurnEvent, TurnLookup, TurnLookupResult, TurnRecord, TurnRequested
+from calagent.contracts.turns import (
+    HistoryRequest,
+    HistoryResult,
+    TurnEvent,
+    TurnLookup,
+    TurnLookupResult,
+    TurnRecord,
+    TurnRequested,
+)
 from calagent.runtime.bus import Bus, RetryPolicy, StreamPublisher, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
@@ -58,6 +66,7 @@ class AgentService:
         self.events = bus.topic_publisher(wire.TURN_EVENTS)
         self.records = bus.stream_publisher(wire.TURN_RECORDED)
         bus.serve(wire.AGENT_TURN_LOOKUP, self.on_lookup)
+        bus.serve(wire.AGENT_HISTORY, self.on_history)
         # A turn mostly waits for the model; what bounds the turns in flight is memory and the model
         # endpoint, not a small pool (the per-user lease holds no database connection meanwhile).
         bus.consume(
@@ -106,6 +115,10 @@ class AgentService:
             return TurnLookupResult()
         # `pending` only while someone works on it: a stalled claim asks the caller to publish again.
         return TurnLookupResult(answer=claim.answer, pending=claim.status == "running")
+
+    async def on_history(self, request: HistoryRequest) -> HistoryResult:
+        assert self.store is not None
+        return await self.store.history_page(request)
 
     async def health(self) -> dict[str, str]:
         return {"database": await database_state(self.engine)}

@@ -47,6 +47,7 @@ from calagent.contracts.commands import (
 from calagent.contracts.text import storable
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (
+    DirectCall,
     StubView,
     ToolCallOut,
     TurnAnswer,
@@ -89,6 +90,18 @@ def _loads(raw: str) -> dict[str, Any]:
     return storable(value) if isinstance(value, dict) else {"_raw": storable(raw[:500])}
 
 
+def _error_message(messages: Sequence[dict[str, Any]]) -> str:
+    """The message of the structured error a tool answered (what the model would have read)."""
+    for message in reversed(messages):
+        try:
+            error = json.loads(message.get("content") or "{}").get("error")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+    return ""
+
+
 def _combined(finished: Sequence[Finished]) -> Finished:
     """Every terminal result of the turn in one reply; the last one names the outcome."""
     return Finished(finished[-1].outcome, "\n".join(f.reply for f in finished))
@@ -122,7 +135,8 @@ class TurnRunner:
     ) -> tuple[TurnAnswer, TurnRecord]:
         consumed = epoch_ms()
         origin = turn.received_ms or turn.published_ms or consumed
-        lang = detect_language(turn.text)
+        # A command without words is answered in the language of the door it came through.
+        lang = (turn.envelope.lang if turn.direct is not None else None) or detect_language(turn.text)
         state = TurnState(
             turn=turn,
             turn_key=turn_key,
@@ -199,8 +213,10 @@ class TurnRunner:
             # the time service's reading of the message (the fast path needs its patch, a create
             # needs to know whether the words carried a repetition marker).
             now = self.clock.now()
+            # A new user's calendars are named in the language the turn is answered in.
+            context_env = env if env.lang is not None else env.model_copy(update={"lang": state.lang})
             context, history, parsed, _ = await asyncio.gather(
-                self.commands.query(TurnContext(envelope=env)),
+                self.commands.query(TurnContext(envelope=context_env)),
                 self.store.history(env.user_id, env.conversation_id, env.turn_id),
                 self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
                 self.store.archive(
@@ -218,6 +234,8 @@ class TurnRunner:
         state.last_assistant = _last_assistant(history)
         state.parsed = parsed
 
+        if state.turn.direct is not None:
+            return await self._run_direct(state, state.turn.direct, sink)
         pending = await self._answer_pending(state, sink, now)
         if pending is not None:
             return pending
@@ -236,6 +254,19 @@ class TurnRunner:
             forwarded=state.turn.forwarded,
         )
         return await self._tool_loop(state, messages, sink)
+
+    async def _run_direct(self, state: TurnState, direct: DirectCall, sink: EventSink) -> Finished:
+        """The client's own tool call, through the dispatch a model's call takes (the same argument
+        models, the same commands, held where a chat request is held), with no model call; an
+        error is the answer, since there is no model to retry."""
+        call = ModelToolCall(
+            id="direct", name=direct.tool, arguments=json.dumps(direct.arguments, ensure_ascii=False)
+        )
+        messages: list[dict[str, Any]] = []
+        await self._dispatch(state, messages, call, sink)
+        if state.finished:
+            return _combined(state.finished)
+        return Finished("rejected", receipts.direct_call_refused(_error_message(messages), state.lang))
 
     async def _answer_pending(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
         """Zero-model answers to the active stub: the timed gate, then the short-reply fast path."""

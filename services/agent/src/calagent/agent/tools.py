@@ -323,7 +323,7 @@ class Tools:
                 "title": e.title,
                 "start": e.start.isoformat(),
                 "end": e.end.isoformat(),
-                "when": state.view.span(e.start, e.end, e.all_day),
+                "when": state.view.for_model().span(e.start, e.end, e.all_day),
                 "all_day": e.all_day,
                 "calendar": e.calendar,
                 **({"series_id": e.series_id} if e.series_id else {}),

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -74,6 +75,11 @@ class QueryConfig:
     calendars: tuple[str, ...]
     working_hours: tuple[time, time]
     holiday_country: str
+    calendars_by_lang: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def new_calendars(self, lang: str | None) -> tuple[str, ...]:
+        """A new user's calendars, named in the language of the request that makes them."""
+        return self.calendars_by_lang.get(lang or "", self.calendars)
 
 
 def query_error(code: str, message: str) -> QueryResult:
@@ -114,7 +120,7 @@ class Queries:
                 return QueryResult(stub=await self._active(uow, user_id, tz), db_ms=uow.db_ms)
             if isinstance(query, TurnContext):
                 stub = await self._active(uow, user_id, tz)
-                names = await uow.calendars(user_id, self.config.calendars)
+                names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
                 notices = await uow.take_sync_notices(user_id)
                 await uow.commit()  # a first turn creates the default calendars
                 return QueryResult(
@@ -127,7 +133,7 @@ class Queries:
                     db_ms=uow.db_ms,
                 )
             if isinstance(query, ListCalendars):
-                names = await uow.calendars(user_id, self.config.calendars)
+                names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
                 await uow.commit()
                 return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
             if isinstance(query, ListPlans):

@@ -3,7 +3,7 @@ built from the settings in one place."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import time, timedelta
 
 from calagent.commands.domain.freetime import parse_working_hours
@@ -23,11 +23,14 @@ class CommandConfig:
     stub_ttl: timedelta
     working_hours: tuple[time, time]
     holiday_country: str
+    # A new user's calendars by the language of the request that makes them.
+    calendars_by_lang: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CommandConfig:
         return cls(
             calendars=settings.calendars,
+            calendars_by_lang={lang: settings.calendars_for(lang) for lang in ("zh", "en")},
             stub_ttl=timedelta(minutes=settings.stub_ttl_minutes),
             working_hours=parse_working_hours(settings.working_hours),
             holiday_country=settings.holiday_country,
@@ -42,7 +45,9 @@ class CommandService:
         self.queries = Queries(
             store,
             time_port,
-            QueryConfig(config.calendars, config.working_hours, config.holiday_country),
+            QueryConfig(
+                config.calendars, config.working_hours, config.holiday_country, config.calendars_by_lang
+            ),
             clock,
         )
 

@@ -64,7 +64,10 @@ from calagent.contracts.turns import (
 )
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
+from calagent.gateway.commands import commands_router
+from calagent.gateway.history import history_router
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
+from calagent.gateway.signin import signin_router
 from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
@@ -702,6 +705,9 @@ def create_app(
         return JSONResponse(app.openapi())
 
     app.include_router(accounts_router(authenticate))  # connected calendars (contract §12)
+    app.include_router(history_router(authenticate))  # the conversation (contract §18)
+    app.include_router(commands_router(authenticate))  # commands without the model (contract §18)
+    app.include_router(signin_router())  # one-time sign-in links (contract §18)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

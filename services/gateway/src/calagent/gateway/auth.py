@@ -9,6 +9,7 @@ clock must not resurrect or expire credentials.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -84,6 +85,9 @@ def verify_token(token: str, secret: str, default_tz: str) -> Principal:
         raise AuthError("the token carries no subject (sub)") from exc
     except jwt.InvalidTokenError as exc:
         raise AuthError(f"the token is not valid: {exc}") from exc
+    if "purpose" in claims:
+        # A sign-in link's credential is redeemed once for a bearer token, never used as one.
+        raise AuthError("the token is not a bearer token")
     user_id = claims.get("sub")
     if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > MAX_USER_ID_CHARS:
         raise AuthError(f"the token subject must be a user id of 1 to {MAX_USER_ID_CHARS} characters")
@@ -118,3 +122,65 @@ def principal_from_header(authorization: str | None, secret: str, default_tz: st
     if scheme.lower() != "bearer" or not token.strip():
         raise AuthError("the Authorization header must be 'Bearer <token>'")
     return verify_token(token.strip(), secret, default_tz)
+
+
+# ---- one-time sign-in links (contract §18) -----------------------------------------------------
+
+LOGIN_PURPOSE = "login"
+LOGIN_LINK_TTL = timedelta(minutes=10)
+
+
+@dataclass(frozen=True)
+class LoginGrant:
+    """A verified sign-in link: who it signs in, and its id (redeemed once)."""
+
+    user_id: str
+    tz: str | None
+    link_id: str
+
+
+def issue_login_token(user_id: str, secret: str, now: datetime, tz: str | None = None) -> str:
+    """The credential of a one-time sign-in link, valid for ten minutes of the system's clock
+    (`now` from its `Clock`, so a frozen clock freezes the link's life with it)."""
+    if not user_id or len(user_id) > MAX_USER_ID_CHARS:
+        raise ValueError(f"a user id is 1 to {MAX_USER_ID_CHARS} characters")
+    if tz is not None and not valid_zone(tz):
+        raise ValueError(f"{tz!r} is not an IANA time zone")
+    claims: dict[str, Any] = {
+        "sub": user_id,
+        "purpose": LOGIN_PURPOSE,
+        "jti": uuid.uuid4().hex,
+        "iat": int(now.timestamp()),
+        "exp": int((now + LOGIN_LINK_TTL).timestamp()),
+    }
+    if tz is not None:
+        claims["tz"] = tz
+    return jwt.encode(claims, secret, algorithm=ALGORITHM)
+
+
+def verify_login_token(token: str, secret: str, now: datetime) -> LoginGrant:
+    """A sign-in link's credential, checked against the system's clock; never a bearer token (a
+    bearer token carries no `purpose`, so one cannot be passed off as a link, nor a link as one:
+    `verify_token` refuses any token that has a purpose)."""
+    try:
+        claims = jwt.decode(
+            token,
+            secret,
+            algorithms=[ALGORITHM],
+            options={"require": ["sub", "jti", "exp", "purpose"], "verify_exp": False},
+        )
+    except jwt.InvalidTokenError as exc:
+        raise AuthError("this sign-in link is not valid") from exc
+    if claims.get("purpose") != LOGIN_PURPOSE:
+        raise AuthError("this sign-in link is not valid")
+    exp = claims.get("exp")
+    if not isinstance(exp, int) or now.timestamp() >= exp:
+        raise AuthError("this sign-in link has expired; ask for a new one")
+    user_id, link_id, tz = claims.get("sub"), claims.get("jti"), claims.get("tz")
+    if not isinstance(user_id, str) or not user_id or len(user_id) > MAX_USER_ID_CHARS:
+        raise AuthError("this sign-in link is not valid")
+    if not isinstance(link_id, str) or not link_id.isalnum() or len(link_id) > 64:
+        raise AuthError("this sign-in link is not valid")
+    if tz is not None and (not isinstance(tz, str) or not valid_zone(tz)):
+        raise AuthError("this sign-in link is not valid")
+    return LoginGrant(user_id=user_id, tz=tz, link_id=link_id)

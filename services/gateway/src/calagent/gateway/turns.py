@@ -59,9 +59,17 @@ from opentelemetry import propagate
 from opentelemetry.trace import Span
 
 from calagent.contracts import subjects, wire
+from calagent.contracts.display import Lang
 from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.transport import Unwrapped
-from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
+from calagent.contracts.turns import (
+    DirectCall,
+    TurnAnswer,
+    TurnEvent,
+    TurnLookup,
+    TurnLookupResult,
+    TurnRequested,
+)
 from calagent.gateway.auth import Principal
 from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
@@ -139,6 +147,9 @@ class ChatTurn:
     received_ms: float
     turn_id: str = ""
     receive_span: Span | None = None
+    # A command without the model (`POST /v1/commands`), and the language its answer is written in.
+    direct: DirectCall | None = None
+    lang: Lang | None = None
     # Set once the turn is in the agent's hands (published, or joined to an earlier identical one):
     # the SSE path waits for it so a failure to publish can still become an HTTP status.
     accepted: asyncio.Event = field(default_factory=asyncio.Event)
@@ -458,6 +469,7 @@ class TurnRunner:
             tz=turn.principal.tz,
             channel=turn.channel,
             trace_headers=trace_headers,
+            lang=turn.lang,
         )
         published_ms = epoch_ms()
         request = TurnRequested(
@@ -470,6 +482,7 @@ class TurnRunner:
             promoted=turn.unwrapped.promoted,
             client_message_id=turn.client_message_id,
             active_command_id=turn.active_command_id,
+            direct=turn.direct,
             received_ms=turn.received_ms,
             published_ms=published_ms,
         )

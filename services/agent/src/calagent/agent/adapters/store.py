@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage
-from calagent.contracts.turns import TurnAnswer
+from calagent.contracts.turns import HistoryMessage, HistoryRequest, HistoryResult, TurnAnswer
 from calagent.runtime.settle import RateLimitedLog
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -311,6 +311,57 @@ class AgentStore:
             ).all()
         texts = [f"[{r.created_at.isoformat()}] {r.role}: {r.content}" for r in rows]
         return rank(texts, terms)
+
+    async def history_page(self, request: HistoryRequest) -> HistoryResult:
+        """One page of the caller's conversation for a client, each message with its turn's answer
+        (outcome, the command it left pending, tool calls): the newest `limit` messages before
+        `request.before`, returned oldest first."""
+        query = (
+            select(
+                messages.c.id,
+                messages.c.role,
+                messages.c.content,
+                messages.c.turn_id,
+                messages.c.created_at,
+                turns.c.answer,
+            )
+            .select_from(
+                messages.outerjoin(
+                    turns,
+                    (turns.c.user_id == messages.c.user_id) & (turns.c.turn_id == messages.c.turn_id),
+                )
+            )
+            .where(
+                messages.c.user_id == request.user_id,
+                messages.c.conversation_id == request.conversation_id,
+            )
+            .order_by(messages.c.id.desc())
+            .limit(request.limit + 1)
+        )
+        if request.before is not None:
+            query = query.where(messages.c.id < request.before)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        more = len(rows) > request.limit
+        rows = rows[: request.limit]
+        page: list[HistoryMessage] = []
+        for row in reversed(rows):
+            answer = TurnAnswer.model_validate(row.answer) if row.answer is not None else None
+            mine = answer is not None and row.role == "assistant"
+            page.append(
+                HistoryMessage(
+                    id=row.id,
+                    role="assistant" if row.role == "assistant" else "user",
+                    text=row.content,
+                    turn_id=row.turn_id,
+                    at=row.created_at,
+                    outcome=answer.outcome if answer is not None else None,
+                    command=answer.command if answer is not None else None,
+                    tool_calls=answer.tool_calls if mine and answer is not None else (),
+                    model_calls=answer.model_calls if mine and answer is not None else None,
+                )
+            )
+        return HistoryResult(messages=tuple(page), before=page[0].id if more and page else None)
 
     async def count_messages(self, user_id: str) -> int:
         async with self.engine.connect() as conn:

@@ -27,11 +27,16 @@ from calagent.contracts.display import Lang, format_day, format_moment, format_s
 
 @dataclass(frozen=True)
 class View:
-    """Who reads the receipt: their zone, their language, and their today (for the year)."""
+    """Who reads the receipt: their zone, their language, and their today (for the year).
+
+    Times are shown in the reader's own zone, so a receipt names no zone (contract §18: a time
+    carries its zone only when it differs from the user's); `spell_zone` is set for a reader who
+    needs it spelled out whatever it is (the model, in tool results)."""
 
     tz: str
     lang: Lang
     today: date
+    spell_zone: bool = False
 
     @classmethod
     def at(cls, moment: datetime, tz: str, lang: Lang) -> View:
@@ -42,6 +47,13 @@ class View:
             today = moment.date()
         return cls(tz, lang, today)
 
+    def for_model(self) -> View:
+        return View(self.tz, self.lang, self.today, spell_zone=True)
+
+    @property
+    def zone_label(self) -> str | None:
+        return self.tz if self.spell_zone else None
+
     @property
     def zh(self) -> bool:
         return self.lang == "zh"
@@ -50,13 +62,15 @@ class View:
         return at.astimezone(ZoneInfo(self.tz))
 
     def span(self, start: datetime, end: datetime, all_day: bool = False) -> str:
-        return format_span(self.local(start), self.local(end), self.tz, self.lang, all_day, self.today)
+        return format_span(
+            self.local(start), self.local(end), self.zone_label, self.lang, all_day, self.today
+        )
 
     def day(self, day: date) -> str:
         return format_day(day, self.lang, self.today)
 
     def moment(self, at: datetime) -> str:
-        return format_moment(self.local(at), self.tz, self.lang, self.today)
+        return format_moment(self.local(at), self.zone_label, self.lang, self.today)
 
 
 def _event_line(event: EventOut, view: View) -> str:
@@ -293,15 +307,15 @@ def _command_text(result: CommandResult, view: View) -> str:
         if stub.candidates:
             options = " / ".join(view.day(day) for day in stub.candidates)
             return (
-                f"「{title}」要安排在哪一天？可选：{options} ({view.tz})。可以直接回复，例如“周日下午2点”。"
+                f"「{title}」要安排在哪一天？可选：{options}。可以直接回复，例如“周日下午2点”。"
                 if zh
-                else f'Which day for "{title}"? Options: {options} ({view.tz}). You can reply e.g. "Sunday 2pm".'
+                else f'Which day for "{title}"? Options: {options}. You can reply e.g. "Sunday 2pm".'
             )
         return f"「{title}」要安排在哪一天？" if zh else f'Which day should "{title}" be on?'
     if result.status == "needs_time":
         day = ""
         if stub.candidates:
-            day = view.day(stub.candidates[0]) + f" ({view.tz})"
+            day = view.day(stub.candidates[0])
         return (
             f"「{title}」{day}几点开始？例如“下午两点”。"
             if zh
@@ -445,3 +459,10 @@ def ask_user_after_errors(lang: Lang) -> str:
         if lang == "zh"
         else 'Sorry, I could not work out that date or time. Could you say it another way, e.g. "next Wednesday 3pm"?'
     )
+
+
+def direct_call_refused(message: str, lang: Lang) -> str:
+    """A client's own command (no model to retry it) was refused; the reason as commands gave it."""
+    if lang == "zh":
+        return f"这个操作没有执行：{message}" if message else "这个操作没有执行。"
+    return f"That was not done: {message}" if message else "That was not done."

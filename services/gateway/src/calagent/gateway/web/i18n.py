@@ -23,16 +23,23 @@ CATALOG: dict[str, tuple[str, str]] = {
     "app.skip": ("跳到对话", "Skip to the chat"),
     "app.main_label": ("日历助手", "Calendar assistant"),
     "lang.switch": ("English", "中文"),
-    "lang.switch_label": ("切换到英文界面", "Switch the page to Chinese"),
+    # The switch's accessible name is its visible text (WCAG 2.5.3); this describes it.
+    "lang.switch_help": ("切换到英文界面", "Switch the page to Chinese"),
     "user.signed_in_as": ("已登录：{user}（{tz}）", "Signed in as {user} ({tz})"),
     "user.sign_out": ("退出", "Sign out"),
     # ---- sign-in
     "signin.heading": ("登录", "Sign in"),
     "signin.token_label": ("Bearer 令牌", "Bearer token"),
     "signin.token_help": (
-        "粘贴 calagent token 用户名 打印出的令牌。令牌只保存在这个标签页中，关闭即清除。",
-        "Paste the token that calagent token USER prints. It stays in this tab only and is gone "
-        "when the tab closes.",
+        "最简单的方式：请管理员运行“calagent login-link 用户名”，打开它打印的链接（10 分钟内有效，只能用一次）。"
+        "也可以在这里粘贴“calagent token 用户名”打印的令牌。令牌只保存在这个标签页中，关闭即清除。",
+        "The easiest way: ask whoever runs calagent for a sign-in link (the command “calagent login-link "
+        "USER” prints one; it works once, within 10 minutes). Or paste here the token that the command "
+        "“calagent token USER” prints. It stays in this tab only and is gone when the tab closes.",
+    ),
+    "signin.error_link": (
+        "这个登录链接无效、已过期或已经用过，请要一个新的。",
+        "This sign-in link is not valid, has expired or was already used; ask for a new one.",
     ),
     "signin.token_submit": ("登录", "Sign in"),
     "signin.dev_heading": ("开发模式", "Development mode"),
@@ -67,6 +74,9 @@ CATALOG: dict[str, tuple[str, str]] = {
     "chat.tool": ("{name} → {result}", "{name} → {result}"),
     "chat.tools_label": ("这一轮调用的工具", "Tools this turn called"),
     "chat.model_calls": ("模型调用 {n} 次", "{n} model call(s)"),
+    "chat.details": ("技术细节", "Technical details"),
+    "chat.history_more": ("显示更早的消息", "Show earlier messages"),
+    "chat.history_error": ("读取对话记录失败：{message}", "Could not load the conversation: {message}"),
     "chat.error": ("这条消息没有完成：{message}", "This message did not go through: {message}"),
     "chat.stream_cut": ("连接在回复完成前中断了。", "The connection dropped before the reply was finished."),
     # ---- the pending command
@@ -92,7 +102,39 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.before": ("之前", "Before"),
     "card.after": ("之后", "After"),
     "card.removed": ("删除", "Removed"),
-    "card.receipt": ("助手的说明", "What the assistant said"),
+    "card.why.past_start": (
+        "开始时间已经过去，确认后才会记下。",
+        "The start is in the past: it is written only once you confirm.",
+    ),
+    "card.why.third_party_content": (
+        "这个请求来自转发或引用的内容，要你本人确认。",
+        "This request came from forwarded or quoted content: it needs your own word.",
+    ),
+    "card.why.recurrence_plan": (
+        "重复日程先给你看规则和接下来几次，确认后才创建。",
+        "A repeating event is shown as a plan first: it is created once you confirm.",
+    ),
+    "card.why.recurrence_unclear": (
+        "你的话里说了重复，但请求里没有重复规则，请确认只记一次。",
+        "Your words speak of repeating but the request has no rule: confirm it happens once.",
+    ),
+    "card.why.change_confirmation": (
+        "改动和删除都要你确认后才生效。",
+        "Changes and removals take effect only once you confirm.",
+    ),
+    "card.why.automation_plan": (
+        "自动化只保存为方案，不会自己运行。",
+        "An automation is kept as a plan: nothing runs by itself.",
+    ),
+    "card.why.sync_conflict": (
+        "已连接的日历也改了这个日程，保留了它的版本；你的改动等你确认。",
+        "Your connected calendar changed this event too: its version was kept, and your change waits "
+        "for your word.",
+    ),
+    "card.why.conflict": ("这个时间和已有日程冲突。", "This time meets something already on your calendar."),
+    "card.field.first": ("第一次", "First"),
+    "card.field.rule": ("重复规则", "Repeats"),
+    "card.next": ("接下来几次", "The next ones"),
     "card.confirm": ("确认", "Confirm"),
     "card.cancel": ("取消", "Cancel"),
     "card.expires_in": ("{time} 后失效", "Expires in {time}"),
@@ -100,7 +142,6 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.countdown_label": ("剩余时间", "Time left"),
     # The words a button sends: what a person would type (contract §7, §8).
     "reply.confirm": ("确认", "confirm"),
-    "reply.cancel": ("算了", "cancel"),
     "reply.weekday.1": ("周一", "Monday"),
     "reply.weekday.2": ("周二", "Tuesday"),
     "reply.weekday.3": ("周三", "Wednesday"),
@@ -108,6 +149,48 @@ CATALOG: dict[str, tuple[str, str]] = {
     "reply.weekday.5": ("周五", "Friday"),
     "reply.weekday.6": ("周六", "Saturday"),
     "reply.weekday.7": ("周日", "Sunday"),
+    # ---- a repeating rule in words
+    "rule.DAILY": ("每天", "every day"),
+    "rule.DAILY.n": ("每 {n} 天", "every {n} days"),
+    "rule.WEEKLY": ("每周", "every week"),
+    "rule.WEEKLY.n": ("每 {n} 周", "every {n} weeks"),
+    "rule.MONTHLY": ("每月", "every month"),
+    "rule.MONTHLY.n": ("每 {n} 个月", "every {n} months"),
+    "rule.YEARLY": ("每年", "every year"),
+    "rule.YEARLY.n": ("每 {n} 年", "every {n} years"),
+    "rule.on_days": ("{days}", " on {days}"),
+    "rule.on_monthday": ("{n} 日", " on day {n}"),
+    "rule.count": ("，共 {n} 次", ", {n} times"),
+    "rule.until": ("，到 {date} 为止", ", until {date}"),
+    "rule.list_sep": ("、", ", "),
+    # ---- an event's details
+    "event.heading": ("日程详情", "Event details"),
+    "event.when": ("时间", "When"),
+    "event.place": ("地点", "Place"),
+    "event.notes": ("备注", "Notes"),
+    "event.calendar": ("日历", "Calendar"),
+    "event.rule": ("重复", "Repeats"),
+    "event.reminder": ("提醒", "Reminder"),
+    "event.move": ("改时间", "Move"),
+    "event.delete": ("删除", "Delete"),
+    "event.close": ("关闭", "Close"),
+    "event.move_date": ("新日期", "New date"),
+    "event.move_time": ("新开始时间", "New start time"),
+    "event.move_submit": ("改到这个时间", "Move it there"),
+    "event.scope": ("用于", "Apply to"),
+    "event.scope.this": ("仅这一次", "This one only"),
+    "event.scope.following": ("这次及以后", "This and later ones"),
+    "event.scope.all": ("整个系列", "The whole series"),
+    "event.sent": ("已提交，请在上方确认。", "Sent; confirm it above."),
+    "event.error": ("没有完成：{message}", "Not done: {message}"),
+    # ---- views
+    "view.label": ("视图", "View"),
+    "view.week": ("周", "Week"),
+    "view.month": ("月", "Month"),
+    "month.prev": ("上个月", "Previous month"),
+    "month.this": ("本月", "This month"),
+    "month.next": ("下个月", "Next month"),
+    "month.more": ("还有 {n} 项", "{n} more"),
     # ---- the week
     "week.heading": ("一周日程", "The week"),
     "week.range": ("{start} – {end}", "{start} – {end}"),

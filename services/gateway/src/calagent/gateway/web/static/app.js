@@ -5,6 +5,8 @@
 const TOKEN_KEY = "calagent.token";
 const LANG_COOKIE = "calagent_lang";
 const OFFER_STATUSES = new Set(["held", "conflict"]);
+const HISTORY_PAGE = 50;
+const RRULE_DAYS = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"];
 const TIMELINE_TRIES = 6;
 
 const $ = (id) => document.getElementById(id);
@@ -21,6 +23,12 @@ const state = {
   weekStart: null, // "YYYY-MM-DD", a Monday
   events: [],
   weekLoaded: false,
+  view: "week", // or "month"
+  monthStart: null, // "YYYY-MM-01"
+  monthEvents: [],
+  monthLoaded: false,
+  historyBefore: null, // where the next older page of the conversation ends
+  opened: null, // the event whose details are shown
   busy: false,
   countdown: null,
 };
@@ -80,6 +88,8 @@ function setLang(lang) {
   applyStrings();
   renderCard();
   if (state.weekLoaded) renderWeek();
+  if (state.monthLoaded) renderMonth();
+  if (state.opened) renderDetails();
 }
 
 // ---- dates: wall-clock strings in the user's zone, never the browser's ----------------------------
@@ -159,7 +169,8 @@ async function errorText(response) {
 }
 
 async function api(path, { method = "GET", body, accept = "application/json" } = {}) {
-  const headers = { Accept: accept };
+  // The language a command without words is answered in, and new calendars are named in.
+  const headers = { Accept: accept, "Accept-Language": state.lang === "zh" ? "zh-CN" : "en" };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
@@ -214,7 +225,7 @@ async function startSession(token) {
   say($("who"), "user.signed_in_as", { user: state.session.user_id, tz: state.session.tz }).hidden = false;
   state.weekStart = mondayOf(todayYmd());
   $("composer-input").focus();
-  await Promise.all([loadCommand(), loadWeek()]);
+  await Promise.all([loadHistory(), loadCommand(), loadWeek()]);
 }
 
 function signOut(reasonKey) {
@@ -226,6 +237,12 @@ function signOut(reasonKey) {
   state.receipts.clear();
   state.events = [];
   state.weekLoaded = false;
+  state.monthEvents = [];
+  state.monthLoaded = false;
+  state.historyBefore = null;
+  closeDetails();
+  $("history-more").hidden = true;
+  $("month-grid").replaceChildren();
   clearInterval(state.countdown);
   setBusy(false);
   $("messages").replaceChildren();
@@ -254,6 +271,29 @@ async function signInWith(token) {
       showMessage("signin.error_network");
     }
   }
+}
+
+async function signInWithLink(link) {
+  let response;
+  try {
+    response = await fetch("/web/login", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({ token: link }),
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch {
+    showMessage("signin.error_network");
+    return;
+  }
+  if (!response.ok) {
+    showMessage(response.status === 401 ? "signin.error_link" : "signin.error_network");
+    ($("dev-user") ?? $("token-input")).focus();
+    return;
+  }
+  const { token } = await response.json();
+  await signInWith(token);
 }
 
 function bindSignIn() {
@@ -294,7 +334,7 @@ function bindSignIn() {
 function setBusy(busy) {
   state.busy = busy;
   $("send").disabled = busy;
-  for (const button of document.querySelectorAll("[data-sends]")) button.disabled = busy;
+  for (const button of document.querySelectorAll("[data-sends], [data-command]")) button.disabled = busy;
 }
 
 function addMessage(role) {
@@ -307,17 +347,49 @@ function addMessage(role) {
   return item;
 }
 
+// Tool names, results, model calls and the timeline are for the curious: folded away under the reply.
+function techDetails(bubble) {
+  let details = bubble.querySelector("details.tech");
+  if (!details) {
+    details = el("details", { cls: "tech" });
+    details.append(say(el("summary"), "chat.details"));
+    bubble.append(details);
+  }
+  return details;
+}
+
 function addToolCall(bubble, call) {
-  let list = bubble.querySelector(".tools");
+  const details = techDetails(bubble);
+  let list = details.querySelector(".tools");
   if (!list) {
     list = el("ul", { cls: "tools" });
     list.dataset.i18nAriaLabel = "chat.tools_label";
     list.setAttribute("aria-label", t("chat.tools_label"));
-    bubble.querySelector(".text").after(list);
+    details.querySelector("summary").after(list);
   }
   const item = say(el("li"), "chat.tool", { name: call.name, result: call.result });
   item.dataset.tool = call.name;
   list.append(item);
+}
+
+// The facts of a finished turn on its message: what the tests and the card read.
+function markAnswer(bubble, answer) {
+  bubble.removeAttribute("aria-busy");
+  bubble.dataset.turnId = answer.turn_id;
+  if (answer.outcome) bubble.dataset.outcome = answer.outcome;
+  if (answer.model_calls !== undefined && answer.model_calls !== null) {
+    bubble.dataset.modelCalls = String(answer.model_calls);
+  }
+  const text = bubble.querySelector(".text");
+  delete text.dataset.i18n;
+  text.textContent = answer.reply;
+  bubble.querySelector("details.tech")?.remove();
+  for (const call of answer.tool_calls ?? []) addToolCall(bubble, call);
+  if (answer.model_calls !== undefined && answer.model_calls !== null) {
+    techDetails(bubble).append(say(el("p", { cls: "meta" }), "chat.model_calls", { n: answer.model_calls }));
+  }
+  if (answer.turn_id) addTimelineToggle(techDetails(bubble), answer.turn_id);
+  if (answer.command) state.receipts.set(answer.command.id, answer.reply);
 }
 
 function failBubble(bubble, message) {
@@ -327,22 +399,91 @@ function failBubble(bubble, message) {
 }
 
 function finishTurn(bubble, answer) {
-  bubble.removeAttribute("aria-busy");
-  bubble.dataset.turnId = answer.turn_id;
-  bubble.dataset.outcome = answer.outcome;
-  bubble.dataset.modelCalls = String(answer.model_calls);
-  const text = bubble.querySelector(".text");
-  delete text.dataset.i18n;
-  text.textContent = answer.reply;
-  bubble.querySelector(".tools")?.remove();
-  for (const call of answer.tool_calls ?? []) addToolCall(bubble, call);
-  bubble.append(say(el("p", { cls: "meta" }), "chat.model_calls", { n: answer.model_calls }));
-  addTimelineToggle(bubble, answer.turn_id);
+  markAnswer(bubble, answer);
   state.command = answer.command ?? null;
-  if (state.command) state.receipts.set(state.command.id, answer.reply);
   renderCard();
   // Refresh after every turn: a write may have happened (created, updated, deleted, confirmed).
   loadWeek();
+  if (state.monthLoaded || state.view === "month") loadMonth();
+}
+
+// ---- the conversation as it was (GET /v1/messages) ------------------------------------------------
+
+function historyItem(message) {
+  const item = el("li", { cls: `message ${message.role}` });
+  item.append(say(el("span", { cls: "speaker" }), message.role === "user" ? "chat.you" : "chat.assistant"));
+  item.append(el("p", { cls: "text", text: message.text }));
+  item.dataset.messageId = String(message.id);
+  item.dataset.restored = "true";
+  if (message.role === "assistant") {
+    markAnswer(item, {
+      turn_id: message.turn_id,
+      outcome: message.outcome,
+      reply: message.text,
+      tool_calls: message.tool_calls,
+      model_calls: message.model_calls,
+      command: message.command,
+    });
+  }
+  return item;
+}
+
+async function loadHistory(before = null) {
+  const query = new URLSearchParams({ limit: String(HISTORY_PAGE) });
+  if (before) query.set("before", String(before));
+  let page;
+  try {
+    page = await (await api(`/v1/messages?${query}`)).json();
+  } catch (error) {
+    if (error.status !== 401) {
+      const item = el("li", { cls: "message assistant failed" });
+      item.append(say(el("p", { cls: "text" }), "chat.history_error", { message: error.message }));
+      $("messages").prepend(item);
+    }
+    return;
+  }
+  const items = (page.messages ?? []).map(historyItem);
+  if (items.length) {
+    $("messages-empty").hidden = true;
+    $("messages").prepend(...items);
+  }
+  state.historyBefore = page.before ?? null;
+  $("history-more").hidden = state.historyBefore === null;
+  if (!before) items.at(-1)?.scrollIntoView({ block: "end" });
+  renderCard();
+}
+
+function bindHistory() {
+  $("history-more").addEventListener("click", () => loadHistory(state.historyBefore));
+}
+
+// ---- commands without the model (POST /v1/commands) ------------------------------------------------
+
+// A button's action as a turn of the conversation: what was done, and the assistant's answer.
+async function runCommand(tool, args, label) {
+  if (state.busy || !state.token) return null;
+  setBusy(true);
+  const mine = addMessage("user");
+  mine.classList.add("action");
+  mine.querySelector(".text").textContent = label;
+  const bubble = addMessage("assistant");
+  bubble.setAttribute("aria-busy", "true");
+  say(bubble.querySelector(".text"), "chat.working");
+  let answer = null;
+  try {
+    const response = await api("/v1/commands", {
+      method: "POST",
+      body: { tool, arguments: args, client_message_id: newMessageId() },
+    });
+    answer = await response.json();
+    finishTurn(bubble, answer);
+  } catch (error) {
+    if (error.status !== 401) failBubble(bubble, error.message);
+  } finally {
+    setBusy(false);
+    bubble.scrollIntoView({ block: "nearest" });
+  }
+  return answer;
 }
 
 function parseEvent(raw) {
@@ -500,9 +641,38 @@ function knownFields(command) {
   if (command.proposed_start) {
     const start = command.proposed_start;
     const end = command.proposed_end ?? start;
-    add("card.field.date", `${dayLabel(wallDate(start))} ${wallTime(start)}–${wallTime(end)}`);
+    // A series' proposed time is its first occurrence, not a one-off date.
+    add(
+      command.recurrence ? "card.field.first" : "card.field.date",
+      `${dayLabel(wallDate(start))} ${wallTime(start)}–${wallTime(end)}`,
+    );
   }
+  if (command.recurrence) add("card.field.rule", ruleText(command.recurrence));
   return list;
+}
+
+// An RRULE of the contract's subset in words; anything else is shown as written.
+function ruleText(rrule) {
+  const parts = Object.fromEntries(
+    rrule
+      .replace(/^RRULE:/, "")
+      .split(";")
+      .map((part) => part.split("=")),
+  );
+  if (!["DAILY", "WEEKLY", "MONTHLY", "YEARLY"].includes(parts.FREQ)) return rrule;
+  const interval = Number(parts.INTERVAL || 1);
+  let text = interval > 1 ? t(`rule.${parts.FREQ}.n`, { n: interval }) : t(`rule.${parts.FREQ}`);
+  if (parts.BYDAY) {
+    const days = parts.BYDAY.split(",").map((day) => t(`weekday.${RRULE_DAYS.indexOf(day.slice(-2)) + 1}`));
+    text += t("rule.on_days", { days: days.join(t("rule.list_sep")) });
+  }
+  if (parts.BYMONTHDAY) text += t("rule.on_monthday", { n: parts.BYMONTHDAY });
+  if (parts.COUNT) text += t("rule.count", { n: parts.COUNT });
+  if (parts.UNTIL) {
+    const u = parts.UNTIL;
+    text += t("rule.until", { date: dayLabel(`${u.slice(0, 4)}-${u.slice(4, 6)}-${u.slice(6, 8)}`) });
+  }
+  return text;
 }
 
 function changeView(change) {
@@ -539,7 +709,9 @@ function tickCountdown(timer, command) {
     say(timer, "card.expired");
     timer.classList.add("expired");
     clearInterval(state.countdown);
-    for (const button of document.querySelectorAll("#card [data-sends]")) button.disabled = true;
+    for (const button of document.querySelectorAll("#card [data-sends], #card [data-command]")) {
+      button.disabled = true;
+    }
     return;
   }
   say(timer, "card.expires_in", { time: left });
@@ -593,19 +765,35 @@ function renderCard() {
     card.append(say(el("p", { cls: "help" }), "card.ask_time"));
   }
 
-  const receipt = state.receipts.get(command.id);
-  if (receipt && OFFER_STATUSES.has(command.status)) {
-    const figure = el("figure", { cls: "receipt" });
-    figure.append(say(el("figcaption"), "card.receipt"), el("blockquote", { text: receipt }));
-    card.append(figure);
+  const occurrences = command.next_occurrences ?? [];
+  if (occurrences.length) {
+    const next = el("div", { cls: "next" });
+    next.append(say(el("p", { cls: "group-label" }), "card.next"));
+    const list = el("ul", { cls: "next-list" });
+    for (const start of occurrences) {
+      list.append(el("li", { text: `${t(`weekday.${isoWeekday(wallDate(start))}`)} ${dayLabel(wallDate(start))} ${wallTime(start)}` }));
+    }
+    next.append(list);
+    card.append(next);
   }
 
+  // Why it waits, in one sentence; what the assistant said stays in the conversation, once.
+  const why = command.hold_reason ? `card.why.${command.hold_reason}` : command.status === "conflict" ? "card.why.conflict" : null;
+  if (why) card.append(say(el("p", { cls: "why" }), why));
+
+  const actions = el("div", { cls: "actions" });
   if (OFFER_STATUSES.has(command.status)) {
-    const actions = el("div", { cls: "actions" });
     actions.append(actionButton("card.confirm", t("reply.confirm"), "primary confirm"));
-    actions.append(actionButton("card.cancel", t("reply.cancel"), "cancel"));
-    card.append(actions);
   }
+  // Every card can be dropped, without the model: the same cancel a "算了" runs.
+  const cancel = say(el("button", { cls: "cancel", attrs: { type: "button" } }), "card.cancel");
+  cancel.dataset.command = "cancel_schedule_command";
+  cancel.disabled = state.busy;
+  cancel.addEventListener("click", () =>
+    runCommand("cancel_schedule_command", { command_id: command.id }, t("card.cancel")),
+  );
+  actions.append(cancel);
+  card.append(actions);
 
   const timer = el("p", {
     cls: "countdown",
@@ -654,7 +842,7 @@ function eventItem(event, day, days) {
     when = `${from}–${to}`;
   }
   item.append(el("span", { cls: "when", text: when }));
-  item.append(el("span", { cls: "title", text: event.title }));
+  item.append(openButton(event, "title"));
   const notes = el("span", { cls: "notes" });
   notes.append(say(el("span", { cls: "calendar" }), "week.calendar", { name: event.calendar }));
   if (days.length > 1) {
@@ -722,6 +910,238 @@ function bindWeek() {
   $("week-this").addEventListener("click", () => {
     state.weekStart = mondayOf(todayYmd());
     loadWeek();
+  });
+}
+
+// The event's title opens its details: a real button, so the keyboard reaches it too.
+function openButton(event, cls) {
+  const button = el("button", { cls: `open ${cls}`, text: event.title, attrs: { type: "button" } });
+  button.dataset.eventId = event.id;
+  button.addEventListener("click", () => openDetails(event, button));
+  return button;
+}
+
+// ---- the month -----------------------------------------------------------------------------------
+
+const MONTH_CHIPS = 3;
+
+function monthOf(ymd) {
+  return `${ymd.slice(0, 7)}-01`;
+}
+
+function addMonths(ymd, months) {
+  const date = ymdToDate(ymd);
+  date.setUTCMonth(date.getUTCMonth() + months, 1);
+  return dateToYmd(date);
+}
+
+// Six Monday-first weeks that cover the month.
+function monthGridStart(first) {
+  return mondayOf(first);
+}
+
+async function loadMonth() {
+  if (!state.monthStart) state.monthStart = monthOf(todayYmd());
+  const first = state.monthStart;
+  const start = monthGridStart(first);
+  const status = $("month-status");
+  say(status, "week.loading");
+  try {
+    const query = new URLSearchParams({ start, end: addDays(start, 42) });
+    const body = await (await api(`/v1/events?${query}`)).json();
+    if (first !== state.monthStart) return;
+    state.monthEvents = body.events ?? [];
+    state.monthLoaded = true;
+    status.textContent = "";
+    delete status.dataset.i18n;
+    renderMonth();
+  } catch (error) {
+    if (error.status !== 401) say(status, "week.error", { message: error.message });
+  }
+}
+
+function renderMonth() {
+  const first = state.monthStart;
+  if (!first) return;
+  const locale = state.lang === "zh" ? "zh-CN" : "en";
+  $("month-heading").textContent = new Intl.DateTimeFormat(locale, {
+    year: "numeric",
+    month: "long",
+    timeZone: "UTC",
+  }).format(ymdToDate(first));
+  const start = monthGridStart(first);
+  const byDay = new Map();
+  for (let i = 0; i < 42; i++) byDay.set(addDays(start, i), []);
+  for (const event of state.monthEvents) {
+    for (const day of coveredDays(event)) byDay.get(day)?.push(event);
+  }
+  const today = todayYmd();
+  const grid = el("table", { cls: "month-table" });
+  const head = el("tr");
+  for (let d = 1; d <= 7; d++) head.append(el("th", { text: t(`weekday.${d}`), attrs: { scope: "col" } }));
+  grid.append(el("thead", {}, [head]));
+  const body = el("tbody");
+  let row = null;
+  for (const [day, events] of byDay) {
+    if (isoWeekday(day) === 1) {
+      row = el("tr");
+      body.append(row);
+    }
+    const cell = el("td", { cls: "month-day" });
+    cell.dataset.date = day;
+    if (day.slice(0, 7) !== first.slice(0, 7)) cell.classList.add("other-month");
+    if (day === today) {
+      cell.classList.add("today");
+      cell.setAttribute("aria-current", "date");
+    }
+    cell.append(el("p", { cls: "month-date", text: String(Number(day.slice(8))) }));
+    events.sort((a, b) => Number(b.all_day) - Number(a.all_day) || a.start.localeCompare(b.start));
+    if (events.length) {
+      const list = el("ul", { cls: "events" });
+      for (const event of events.slice(0, MONTH_CHIPS)) {
+        const item = el("li", { cls: "event" });
+        item.dataset.eventId = event.id;
+        if (event.all_day) item.classList.add("all-day");
+        if (coveredDays(event).length > 1) item.classList.add("multi-day");
+        if (!event.all_day && wallDate(event.start) === day) {
+          item.append(el("span", { cls: "when", text: wallTime(event.start) }));
+        }
+        item.append(openButton(event, "title"));
+        list.append(item);
+      }
+      cell.append(list);
+      if (events.length > MONTH_CHIPS) {
+        cell.append(say(el("p", { cls: "more" }), "month.more", { n: events.length - MONTH_CHIPS }));
+      }
+    }
+    row.append(cell);
+  }
+  grid.append(body);
+  $("month-grid").replaceChildren(grid);
+}
+
+function showView(view) {
+  state.view = view;
+  $("week-view").hidden = view !== "week";
+  $("month-view").hidden = view !== "month";
+  $("view-week").setAttribute("aria-pressed", String(view === "week"));
+  $("view-month").setAttribute("aria-pressed", String(view === "month"));
+  if (view === "month") loadMonth();
+  else loadWeek();
+}
+
+function bindViews() {
+  $("view-week").addEventListener("click", () => showView("week"));
+  $("view-month").addEventListener("click", () => showView("month"));
+  $("month-prev").addEventListener("click", () => {
+    state.monthStart = addMonths(state.monthStart, -1);
+    loadMonth();
+  });
+  $("month-next").addEventListener("click", () => {
+    state.monthStart = addMonths(state.monthStart, 1);
+    loadMonth();
+  });
+  $("month-this").addEventListener("click", () => {
+    state.monthStart = monthOf(todayYmd());
+    loadMonth();
+  });
+}
+
+// ---- an event's details, with Move and Delete ------------------------------------------------------
+
+function closeDetails() {
+  state.opened = null;
+  $("event-details").hidden = true;
+  $("move-form").hidden = true;
+  $("event-move").setAttribute("aria-expanded", "false");
+  $("event-status").textContent = "";
+}
+
+function renderDetails() {
+  const event = state.opened?.event;
+  if (!event) return;
+  const panel = $("event-details");
+  panel.dataset.eventId = event.id;
+  $("event-title").textContent = event.title;
+  const facts = $("event-facts");
+  facts.replaceChildren();
+  const add = (key, value, name) => {
+    if (value === undefined || value === null || value === "") return;
+    const dd = el("dd", { text: String(value) });
+    dd.dataset.fact = name;
+    facts.append(say(el("dt"), key), dd);
+  };
+  add("event.when", `${t(`weekday.${isoWeekday(wallDate(event.start))}`)} ${dayLabel(wallDate(event.start))} ${whenText(event)}`, "when");
+  add("event.place", event.location, "place");
+  add("event.notes", event.notes, "notes");
+  add("event.calendar", event.calendar, "calendar");
+  if (event.recurrence) add("event.rule", ruleText(event.recurrence), "rule");
+  if (event.reminder_minutes !== undefined && event.reminder_minutes !== null) {
+    add("event.reminder", t("week.reminder", { n: event.reminder_minutes }), "reminder");
+  }
+  $("event-scope").hidden = !event.series_id;
+}
+
+function openDetails(event, opener) {
+  state.opened = { event, opener };
+  const panel = $("event-details");
+  panel.hidden = false;
+  $("move-form").hidden = true;
+  $("event-move").setAttribute("aria-expanded", "false");
+  $("event-status").textContent = "";
+  for (const radio of document.querySelectorAll("#event-scope input")) radio.checked = radio.value === "this";
+  renderDetails();
+  panel.scrollIntoView({ block: "nearest" });
+  panel.focus();
+}
+
+function chosenScope(event) {
+  if (!event.series_id) return {};
+  return { scope: document.querySelector("#event-scope input:checked")?.value ?? "this" };
+}
+
+async function afterCommand(answer) {
+  if (!answer) return;
+  if (answer.outcome === "held" || answer.outcome === "conflict") {
+    say($("event-status"), "event.sent");
+    $("card").scrollIntoView({ block: "nearest" });
+  } else {
+    say($("event-status"), "event.error", { message: answer.reply });
+  }
+}
+
+function bindDetails() {
+  $("event-close").addEventListener("click", () => {
+    const opener = state.opened?.opener;
+    closeDetails();
+    if (opener?.isConnected) opener.focus();
+  });
+  $("event-move").addEventListener("click", () => {
+    const event = state.opened?.event;
+    if (!event) return;
+    const form = $("move-form");
+    form.hidden = !form.hidden;
+    $("event-move").setAttribute("aria-expanded", String(!form.hidden));
+    $("move-date").value = wallDate(event.start);
+    $("move-time").value = wallTime(event.start);
+    $("move-time").disabled = Boolean(event.all_day);
+    if (!form.hidden) $("move-date").focus();
+  });
+  $("move-form").addEventListener("submit", async (submitted) => {
+    submitted.preventDefault();
+    const event = state.opened?.event;
+    const date = $("move-date").value;
+    const time = $("move-time").value;
+    if (!event || !date) return;
+    const args = { event_id: event.id, date, ...chosenScope(event) };
+    if (!event.all_day && time) args.time = time;
+    await afterCommand(await runCommand("update_schedule", args, `${t("event.move")} · ${event.title}`));
+  });
+  $("event-delete").addEventListener("click", async () => {
+    const event = state.opened?.event;
+    if (!event) return;
+    const args = { event_id: event.id, ...chosenScope(event) };
+    await afterCommand(await runCommand("delete_schedule", args, `${t("event.delete")} · ${event.title}`));
   });
 }
 
@@ -852,9 +1272,20 @@ async function main() {
   bindSignIn();
   bindComposer();
   bindWeek();
+  bindViews();
+  bindDetails();
+  bindHistory();
   bindFeed();
   $("lang-switch").addEventListener("click", () => setLang(state.lang === "zh" ? "en" : "zh"));
   document.body.dataset.ready = "true";
+  // A one-time sign-in link (`calagent login-link USER`): its credential rides in the fragment,
+  // which no request carries; it is taken out of the address at once.
+  const link = new URLSearchParams(window.location.hash.slice(1)).get("login");
+  if (link) {
+    history.replaceState(null, "", window.location.pathname + window.location.search);
+    await signInWithLink(link);
+    return;
+  }
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) await signInWith(token);
   else ($("dev-user") ?? $("token-input")).focus();
