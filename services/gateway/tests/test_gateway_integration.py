@@ -666,6 +666,7 @@ class FakeReaders:
                 calendar="工作",
                 weekday=4,
                 tz=env.tz,
+                uid="e1@calagent",
             )
             return QueryResult(events=(event,))
         if query.kind == "active_stub":
@@ -729,6 +730,7 @@ async def test_events_for_the_caller_only(nats_url: str, readers: FakeReaders) -
                 "calendar": "工作",
                 "completed": False,
                 "all_day": False,
+                "uid": "e1@calagent",
             }
         ]
     }
