@@ -33,6 +33,7 @@ AGENT_TURN_LOOKUP: Final = "calagent.agent.lookup"
 EVALREC_TIMELINE: Final = "calagent.evalrec.timeline"
 EVALREC_REPORT: Final = "calagent.evalrec.report"
 CALDAV_ACCOUNTS: Final = "calagent.caldav.accounts"
+PEOPLE_MANAGE: Final = "calagent.people.manage"
 
 # Core NATS: commands replicas wake their CalDAV outbox worker on `<prefix>.<user_id>` after a commit.
 CALDAV_OUTBOX_PREFIX: Final = "calagent.caldav.outbox"

@@ -11,6 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from calagent.contracts.base import WireModel
 from calagent.contracts.commands import ChangeOut, EventOut, StubOut
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.people import Attendee
 
 MAX_MESSAGE_CHARS = 4000
 
@@ -18,6 +19,7 @@ Outcome = Literal[
     "created",
     "needs_date",
     "needs_time",
+    "needs_attendee",
     "conflict",
     "held",
     "queried",
@@ -74,8 +76,28 @@ class ToolCallOut(WireModel):
 
 # Keys beyond the contract's §4 example are sent only when they say something, so a client that
 # reads the documented shape sees exactly it for a plain event or stub.
-_STUB_EXTRAS = ("kind", "hold_reason", "proposed_start", "proposed_end", "change", "next_occurrences")
-_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes", "sync_state", "location", "notes", "url")
+_STUB_EXTRAS = (
+    "kind",
+    "hold_reason",
+    "proposed_start",
+    "proposed_end",
+    "change",
+    "next_occurrences",
+    "attendee_query",
+    "attendee_candidates",
+    "recipients",
+)
+_EVENT_EXTRAS = (
+    "series_id",
+    "recurrence",
+    "reminder_minutes",
+    "sync_state",
+    "location",
+    "notes",
+    "url",
+    "attendees",
+    "organizer",
+)
 
 
 def _says_nothing(value: Any) -> bool:
@@ -108,6 +130,10 @@ class StubView(WireModel):
     proposed_end: datetime | None = None
     change: ChangeOut | None = None
     next_occurrences: tuple[datetime, ...] = ()
+    # needs_attendee: the name asked for and the contacts it matched; a held invitation's recipients.
+    attendee_query: str | None = None
+    attendee_candidates: tuple[Attendee, ...] = ()
+    recipients: tuple[Attendee, ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -133,6 +159,9 @@ class EventView(WireModel):
     location: str | None = None
     notes: str | None = None
     url: str | None = None
+    # The people invited, with their answers, and the organizer's address (contract §16).
+    attendees: tuple[Attendee, ...] = ()
+    organizer: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -157,6 +186,8 @@ def event_view(event: EventOut) -> EventView:
         location=event.location,
         notes=event.notes,
         url=event.url,
+        attendees=event.attendees,
+        organizer=event.organizer,
     )
 
 
@@ -173,6 +204,9 @@ def stub_view(stub: StubOut) -> StubView:
         proposed_end=stub.proposed_end,
         change=stub.change,
         next_occurrences=stub.next_occurrences,
+        attendee_query=stub.attendee_query,
+        attendee_candidates=stub.attendee_candidates,
+        recipients=stub.recipients,
     )
 
 

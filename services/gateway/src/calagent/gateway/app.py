@@ -65,6 +65,7 @@ from calagent.contracts.turns import (
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
+from calagent.gateway.people import people_router
 from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
@@ -702,6 +703,7 @@ def create_app(
         return JSONResponse(app.openapi())
 
     app.include_router(accounts_router(authenticate))  # connected calendars (contract §12)
+    app.include_router(people_router(authenticate))  # contacts and the mail address (contract §16)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

@@ -38,15 +38,19 @@ from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_outbox,
     calendars,
+    contacts,
     events,
     feeds,
     idempotency,
+    mailboxes,
     plans,
     stubs,
 )
 from calagent.commands.domain.model import Event, Stub, local_uid
+from calagent.commands.domain.people import Contact
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
+from calagent.contracts.people import Attendee
 
 
 def event_from_row(row: Row[Any]) -> Event:
@@ -71,6 +75,8 @@ def event_from_row(row: Row[Any]) -> Event:
         notes=row.notes,
         url=row.url,
         ical=row.ical,
+        attendees=tuple(Attendee.model_validate(a) for a in row.attendees),
+        organizer=row.organizer,
     )
 
 
@@ -91,6 +97,8 @@ def _event_values(event: Event) -> dict[str, object]:
         "location": event.location,
         "notes": event.notes,
         "url": event.url,
+        "attendees": [a.model_dump(mode="json") for a in event.attendees],
+        "organizer": event.organizer,
     }
 
 
@@ -155,6 +163,9 @@ def _stub(row: Row[Any]) -> Stub:
         created_by_turn=row.created_by_turn,
         kind=row.kind,
         change=row.change,
+        attendee_query=row.attendee_query,
+        attendee_candidates=tuple(Attendee.model_validate(a) for a in row.attendee_candidates),
+        recipients=tuple(Attendee.model_validate(a) for a in row.recipients),
     )
 
 
@@ -174,6 +185,9 @@ def _stub_values(stub: Stub) -> dict[str, object]:
         "updated_at": stub.updated_at,
         "kind": stub.kind,
         "change": stub.change,
+        "attendee_query": stub.attendee_query,
+        "attendee_candidates": [a.model_dump(mode="json") for a in stub.attendee_candidates],
+        "recipients": [a.model_dump(mode="json") for a in stub.recipients],
     }
 
 
@@ -485,6 +499,48 @@ class SqlUnitOfWork:
         finally:
             self._seconds += _time.perf_counter() - started
         self.committed = True
+
+    # ---- people ----------------------------------------------------------------------------------
+
+    async def contacts(self, user_id: str) -> list[Contact]:
+        rows = await self._run(
+            select(contacts)
+            .where(contacts.c.user_id == user_id)
+            .order_by(contacts.c.created_at, contacts.c.id)
+        )
+        return [
+            Contact(id=r.id, name=r.name, email=r.email, aliases=tuple(r.aliases), created_at=r.created_at)
+            for r in rows
+        ]
+
+    async def add_contact(self, user_id: str, contact: Contact) -> None:
+        await self._run(
+            contacts.insert().values(
+                id=contact.id,
+                user_id=user_id,
+                name=contact.name,
+                email=contact.email,
+                aliases=list(contact.aliases),
+                created_at=contact.created_at or func.now(),
+            )
+        )
+
+    async def delete_contact(self, user_id: str, contact_id: str) -> bool:
+        result = await self._run(
+            contacts.delete().where(contacts.c.user_id == user_id, contacts.c.id == contact_id)
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+    async def mailbox(self, user_id: str, make: str | None = None, at: datetime | None = None) -> str | None:
+        if make is not None:
+            await self._run(
+                pg_insert(mailboxes)
+                .values(user_id=user_id, address=make, created_at=at or func.now())
+                .on_conflict_do_nothing(index_elements=[mailboxes.c.user_id])
+            )
+        address = await self._run(select(mailboxes.c.address).where(mailboxes.c.user_id == user_id))
+        found: str | None = address.scalar_one_or_none()
+        return found
 
     # ---- feeds -----------------------------------------------------------------------------------
 
