@@ -19,6 +19,8 @@ from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.people.contacts import People
+from calagent.commands.people.invitations import Invitations
+from calagent.commands.people.mailer import MailOutbox, SmtpTarget
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts import wire
 from calagent.contracts.caldav import (
@@ -68,18 +70,22 @@ class CommandsService:
         database_url = self.settings.require_database()
         await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
         self.engine = make_engine(database_url)
-        store = SqlStore(self.engine, on_outbox=self._outbox_waiting)
+        store = SqlStore(
+            self.engine, on_outbox=self._outbox_waiting, before_commit=Invitations(self.clock).queue
+        )
         self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
         self.people = People(store, self.clock, self.settings.mail_domain)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
+        smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
         self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars, guard)
         self.sync = SyncWorker(
             Deliverer(self.engine, vault, self.clock, self.config.stub_ttl, guard),
             InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
+            others=(MailOutbox(self.engine, smtp),),
         )
         self.sync.start()
 

@@ -7,7 +7,7 @@ much of its time the database took.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from typing import Any
@@ -42,6 +42,7 @@ from calagent.commands.adapters.tables import (
     events,
     feeds,
     idempotency,
+    mail_outbox,
     mailboxes,
     plans,
     stubs,
@@ -206,9 +207,20 @@ class SqlUnitOfWork:
         self.outbound = True
         self.touched: dict[str, set[str]] = {}
         self.outbox_users: tuple[str, ...] = ()
+        # Per user, the touched resources that may have people to mail (contract §16); the objects
+        # of those deleted, with their organizer; the users whose mail was queued at commit.
+        self.invited: dict[str, set[str]] = {}
+        self.deleted_objects: dict[str, tuple[str, str]] = {}
+        self.mail_users: tuple[str, ...] = ()
+        self.before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None
 
     def touch(self, user_id: str, resource_id: str) -> None:
         self.touched.setdefault(user_id, set()).add(resource_id)
+
+    def _may_invite(self, event: Event) -> None:
+        # An override may change a meeting whose people are on its master: looked at at commit.
+        if event.organizer or event.attendees or event.series_id:
+            self.invited.setdefault(event.user_id, set()).add(resource_of(event))
 
     @property
     def db_ms(self) -> float:
@@ -344,6 +356,7 @@ class SqlUnitOfWork:
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         self.touch(event.user_id, resource_of(event))
+        self._may_invite(event)
         values = event_insert_values(event, turn_id=turn_id, key=key)
         values["uid"] = _series_uid(event) if event.series_id is not None else _born_uid(event)
         await self._run(events.insert().values(**values))
@@ -360,6 +373,7 @@ class SqlUnitOfWork:
         # The UID and the object are the sync's: a change never rewrites them, except that an
         # override moved to another series (a split) takes that series' UID.
         self.touch(event.user_id, resource_of(event))
+        self._may_invite(event)
         values: dict[str, object] = {"updated_at": func.now(), **_event_values(event)}
         if event.series_id is not None:
             values["uid"] = _series_uid(event)
@@ -373,12 +387,59 @@ class SqlUnitOfWork:
         result = await self._run(
             events.delete()
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
-            .returning(events.c.id, events.c.series_id)
+            .returning(events.c.id, events.c.series_id, events.c.organizer, events.c.ical)
         )
         gone = result.all()
         for row in gone:
             self.touch(user_id, row.series_id or row.id)
+            if row.organizer or row.series_id:
+                self.invited.setdefault(user_id, set()).add(row.series_id or row.id)
+            if row.series_id is None and row.organizer and row.ical:
+                self.deleted_objects[row.id] = (row.organizer, row.ical)
         return len(gone)
+
+    async def resource_rows(self, user_id: str, resource_id: str) -> list[Event]:
+        """The rows of one calendar object: the event (or master) and its overrides."""
+        rows = await self._run(
+            select(events)
+            .where(
+                events.c.user_id == user_id,
+                or_(events.c.id == resource_id, events.c.series_id == resource_id),
+            )
+            .order_by(events.c.start_at, events.c.id)
+        )
+        return [event_from_row(row) for row in rows]
+
+    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None:
+        """The object as the people invited were sent it: what the next change is patched into."""
+        await self._run(
+            update(events).where(events.c.user_id == user_id, events.c.id == event_id).values(ical=ical)
+        )
+
+    async def queue_mail(
+        self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
+    ) -> None:
+        """iMIP messages into the mail outbox; one already queued (same Message-ID) stays once."""
+        await self._run(
+            pg_insert(mail_outbox)
+            .values(
+                [
+                    {
+                        "user_id": user_id,
+                        "event_uid": uid,
+                        "method": mail.method,
+                        "sequence": mail.sequence,
+                        "sender": sender,
+                        "recipient": mail.recipient,
+                        "message_id": mail.message_id,
+                        "message": mail.text,
+                        "trace_context": carrier,
+                    }
+                    for uid, mail in mails
+                ]
+            )
+            .on_conflict_do_nothing(index_elements=[mail_outbox.c.message_id])
+        )
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
         rows = await self._run(
@@ -492,6 +553,8 @@ class SqlUnitOfWork:
         return notices
 
     async def commit(self) -> None:
+        if self.before_commit is not None:
+            await self.before_commit(self)
         await self._enqueue_outbound()
         started = _time.perf_counter()
         try:
@@ -566,10 +629,17 @@ class SqlUnitOfWork:
 
 
 class SqlStore:
-    def __init__(self, engine: AsyncEngine, on_outbox: Callable[[Sequence[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        on_outbox: Callable[[Sequence[str]], None] | None = None,
+        before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None,
+    ) -> None:
         self.engine = engine
-        # Told the users whose writes wait in the CalDAV outbox, after their commit.
+        # Told the users whose writes wait in an outbox (CalDAV or mail), after their commit.
         self.on_outbox = on_outbox
+        # Run inside each transaction just before it commits (the invitations a write causes).
+        self.before_commit = before_commit
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
@@ -577,11 +647,13 @@ class SqlStore:
         async with self.engine.connect() as conn:
             await conn.begin()
             uow = SqlUnitOfWork(conn)
+            uow.before_commit = self.before_commit
             uow.add_seconds(_time.perf_counter() - started)
             try:
                 yield uow
             finally:
                 if not uow.committed:
                     await conn.rollback()
-            if uow.committed and uow.outbox_users and self.on_outbox is not None:
-                self.on_outbox(uow.outbox_users)
+            waiting = (*uow.outbox_users, *(u for u in uow.mail_users if u not in uow.outbox_users))
+            if uow.committed and waiting and self.on_outbox is not None:
+                self.on_outbox(waiting)
