@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
-from icalendar import Calendar
+from icalendar import Calendar, Component
 
 from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event
@@ -43,13 +43,13 @@ def read(body: str) -> Event:
     return event
 
 
-def vevent(body: str) -> object:
+def vevent(body: str) -> Component:
     [component] = Calendar.from_ical(body).walk("VEVENT")
     return component
 
 
 def attendee_lines(body: str) -> dict[str, str]:
-    lines = property_lines(vevent(body))["ATTENDEE"]  # type: ignore[arg-type]
+    lines = property_lines(vevent(body))["ATTENDEE"]
     return {line[line.lower().rindex("mailto:") :].lower(): line for line in lines}
 
 
@@ -119,12 +119,10 @@ def test_adding_an_attendee_keeps_every_other_attendee_and_the_organizer_as_writ
     new = after["mailto:wangwu@example.com"]
     assert "PARTSTAT=NEEDS-ACTION" in new and "RSVP=TRUE" in new and "CN=王五" in new
     untouched = ("ORGANIZER", "X-CUSTOM", "SUMMARY", "DTSTART", "DTEND")
-    assert {k: v for k, v in property_lines(vevent(body)).items() if k in untouched} == {  # type: ignore[arg-type]
-        k: v
-        for k, v in property_lines(vevent(MEETING)).items()
-        if k in untouched  # type: ignore[arg-type]
+    assert {k: v for k, v in property_lines(vevent(body)).items() if k in untouched} == {
+        k: v for k, v in property_lines(vevent(MEETING)).items() if k in untouched
     }
-    assert sequence(vevent(body)) == 3  # type: ignore[arg-type]
+    assert sequence(vevent(body)) == 3
     assert read(body).attendees == added.attendees
 
 

@@ -202,10 +202,12 @@ def _attendee(prop: object) -> Attendee | None:
     params = getattr(prop, "params", {}) or {}
     status = str(params.get("PARTSTAT", "NEEDS-ACTION")).upper()
     name = params.get("CN")
-    return Attendee(
-        name=str(name)[:200] if name else None,
-        email=email,
-        status=status if status in PARTSTATS else "NEEDS-ACTION",  # type: ignore[arg-type]
+    return Attendee.model_validate(
+        {
+            "name": str(name)[:200] if name else None,
+            "email": email,
+            "status": status if status in PARTSTATS else "NEEDS-ACTION",
+        }
     )
 
 
