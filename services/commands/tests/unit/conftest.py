@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.people import Contact
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SymbolError
@@ -27,6 +28,8 @@ class State:
     keys: dict[tuple[str, str], CommandResult] = field(default_factory=dict)
     plans: dict[str, tuple[str, PlanOut]] = field(default_factory=dict)  # id -> (user, plan)
     feeds: dict[str, tuple[str, str]] = field(default_factory=dict)  # user -> (secret hash, zone)
+    contacts: dict[str, list[Contact]] = field(default_factory=dict)  # user -> contacts
+    mailboxes: dict[str, str] = field(default_factory=dict)  # user -> address
 
 
 class FakeUnitOfWork:
@@ -141,6 +144,22 @@ class FakeUnitOfWork:
             if stored == secret_hash:
                 return user_id, tz
         return None
+
+    async def contacts(self, user_id: str) -> list[Contact]:
+        return list(self.state.contacts.get(user_id, []))
+
+    async def add_contact(self, user_id: str, contact: Contact) -> None:
+        self.state.contacts.setdefault(user_id, []).append(contact)
+
+    async def delete_contact(self, user_id: str, contact_id: str) -> bool:
+        before = self.state.contacts.get(user_id, [])
+        self.state.contacts[user_id] = [c for c in before if c.id != contact_id]
+        return len(before) != len(self.state.contacts[user_id])
+
+    async def mailbox(self, user_id: str, make: str | None = None, at: datetime | None = None) -> str | None:
+        if make is not None:
+            self.state.mailboxes.setdefault(user_id, make)
+        return self.state.mailboxes.get(user_id)
 
 
 class FakeStore:

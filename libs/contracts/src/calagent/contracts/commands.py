@@ -13,12 +13,15 @@ from pydantic import Field
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.people import Attendee
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
 StubStatus = Literal[
     "needs_date",
     "needs_time",
+    # A name among the attendees matched no contact, or several (contract §16).
+    "needs_attendee",
     "conflict",
     "held",
     "created",
@@ -29,7 +32,9 @@ StubStatus = Literal[
     "deleted",
     "planned",
 ]
-ACTIVE_STUB_STATUSES: frozenset[str] = frozenset({"needs_date", "needs_time", "conflict", "held"})
+ACTIVE_STUB_STATUSES: frozenset[str] = frozenset(
+    {"needs_date", "needs_time", "needs_attendee", "conflict", "held"}
+)
 FINAL_STUB_STATUSES: frozenset[str] = frozenset(
     {"created", "cancelled", "expired", "superseded", "updated", "deleted", "planned"}
 )
@@ -49,6 +54,9 @@ HoldReason = Literal[
     # The connected calendar changed the event too: its version was kept, the assistant's change
     # waits here for the user's word.
     "sync_conflict",
+    # The write sends mail to other people (invitations, updates, cancellations): a message that
+    # has left cannot be taken back.
+    "sends_invitations",
 ]
 StubKind = Literal["create", "change", "plan"]
 ChangeAction = Literal["update", "delete"]
@@ -77,6 +85,8 @@ class EventOut(WireModel):
     location: str | None = None
     notes: str | None = None
     url: str | None = None
+    attendees: tuple[Attendee, ...] = ()
+    organizer: str | None = None  # an address (mailto: stripped)
 
 
 class StubSlots(WireModel):
@@ -91,6 +101,9 @@ class StubSlots(WireModel):
     reminder_minutes: int | None = None
     location: str | None = None
     notes: str | None = None
+    # The people as the model named them (names or addresses); code resolves them on every
+    # evaluation against the user's contacts.
+    attendees: tuple[str, ...] | None = None
 
 
 class ChangeOut(WireModel):
@@ -130,6 +143,11 @@ class StubOut(WireModel):
     plan: PlanOut | None = None
     # A repeating create held as a plan: the next occurrences the rule gives (local starts).
     next_occurrences: tuple[datetime, ...] = ()
+    # `needs_attendee`: the name asked for and the contacts it matched (empty: none did).
+    attendee_query: str | None = None
+    attendee_candidates: tuple[Attendee, ...] = ()
+    # Whom confirming this stub sends mail to (hold_reason `sends_invitations`).
+    recipients: tuple[Attendee, ...] = ()
 
 
 class CalendarFallback(WireModel):
@@ -229,6 +247,7 @@ class CommandResult(WireModel):
         "created",
         "needs_date",
         "needs_time",
+        "needs_attendee",
         "conflict",
         "held",
         "cancelled",

@@ -34,6 +34,7 @@ AGENT_HISTORY: Final = "calagent.agent.history"
 EVALREC_TIMELINE: Final = "calagent.evalrec.timeline"
 EVALREC_REPORT: Final = "calagent.evalrec.report"
 CALDAV_ACCOUNTS: Final = "calagent.caldav.accounts"
+PEOPLE_MANAGE: Final = "calagent.people.manage"
 
 # Core NATS: commands replicas wake their CalDAV outbox worker on `<prefix>.<user_id>` after a commit.
 CALDAV_OUTBOX_PREFIX: Final = "calagent.caldav.outbox"

@@ -6,7 +6,7 @@ field: the user is bound from the envelope, server-side, and cannot be named by 
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,6 +24,13 @@ _DATE_DESCRIPTION = (
 _REMINDER_MAX = 4 * 7 * 24 * 60
 LOCATION_MAX = 500
 NOTES_MAX = 4000
+ATTENDEES_MAX = 20
+_ATTENDEES_DESCRIPTION = (
+    "the people to invite, each a name as the user said it or an e-mail address; code looks names "
+    "up in the user's contacts and asks when one is unknown or ambiguous. Inviting sends mail, so "
+    "code waits for the user's confirmation"
+)
+Person = Annotated[str, Field(min_length=1, max_length=254)]
 
 
 class ToolArgs(BaseModel):
@@ -92,6 +99,9 @@ class PrepareOrCreateSchedule(ToolArgs):
         max_length=NOTES_MAX,
         description="notes the user asked to keep with the event",
     )
+    attendees: list[Person] | None = Field(
+        default=None, min_length=1, max_length=ATTENDEES_MAX, description=_ATTENDEES_DESCRIPTION
+    )
 
 
 class FindEvents(ToolArgs):
@@ -121,6 +131,11 @@ class UpdateSchedule(ToolArgs):
         default=None, min_length=1, max_length=LOCATION_MAX, description="the new place"
     )
     notes: str | None = Field(default=None, min_length=1, max_length=NOTES_MAX, description="the new notes")
+    attendees: list[Person] | None = Field(
+        default=None,
+        max_length=ATTENDEES_MAX,
+        description="the whole new list of people invited (empty: invite nobody); " + _ATTENDEES_DESCRIPTION,
+    )
     scope: Scope = Field(
         default="this",
         description="for a repeating event: this occurrence, this and following, or all",

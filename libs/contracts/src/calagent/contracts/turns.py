@@ -11,6 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from calagent.contracts.base import WireModel
 from calagent.contracts.commands import ChangeOut, EventOut, StubOut
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.people import Attendee
 
 MAX_MESSAGE_CHARS = 4000
 
@@ -18,6 +19,7 @@ Outcome = Literal[
     "created",
     "needs_date",
     "needs_time",
+    "needs_attendee",
     "conflict",
     "held",
     "queried",
@@ -101,8 +103,21 @@ _STUB_EXTRAS = (
     "change",
     "next_occurrences",
     "recurrence",
+    "attendee_query",
+    "attendee_candidates",
+    "recipients",
 )
-_EVENT_EXTRAS = ("series_id", "recurrence", "reminder_minutes", "sync_state", "location", "notes", "url")
+_EVENT_EXTRAS = (
+    "series_id",
+    "recurrence",
+    "reminder_minutes",
+    "sync_state",
+    "location",
+    "notes",
+    "url",
+    "attendees",
+    "organizer",
+)
 
 
 def _says_nothing(value: Any) -> bool:
@@ -137,6 +152,10 @@ class StubView(WireModel):
     next_occurrences: tuple[datetime, ...] = ()
     # A repeating create: its rule (RRULE), so a client shows a series as one.
     recurrence: str | None = None
+    # needs_attendee: the name asked for and the contacts it matched; a held invitation's recipients.
+    attendee_query: str | None = None
+    attendee_candidates: tuple[Attendee, ...] = ()
+    recipients: tuple[Attendee, ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -162,6 +181,9 @@ class EventView(WireModel):
     location: str | None = None
     notes: str | None = None
     url: str | None = None
+    # The people invited, with their answers, and the organizer's address (contract §16).
+    attendees: tuple[Attendee, ...] = ()
+    organizer: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -186,6 +208,8 @@ def event_view(event: EventOut) -> EventView:
         location=event.location,
         notes=event.notes,
         url=event.url,
+        attendees=event.attendees,
+        organizer=event.organizer,
     )
 
 
@@ -203,6 +227,9 @@ def stub_view(stub: StubOut) -> StubView:
         change=stub.change,
         next_occurrences=stub.next_occurrences,
         recurrence=stub.slots.recurrence,
+        attendee_query=stub.attendee_query,
+        attendee_candidates=stub.attendee_candidates,
+        recipients=stub.recipients,
     )
 
 

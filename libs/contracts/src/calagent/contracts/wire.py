@@ -20,6 +20,7 @@ from calagent.contracts.bus import DeadLetter, HealthCheck, HealthReply
 from calagent.contracts.caldav import AccountRequest, AccountResult, OutboxWake
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.contracts.evalrec import ReportRequest, ReportResult, TimelineRequest, TimelineResult
+from calagent.contracts.people import PeopleRequest, PeopleResult
 from calagent.contracts.time import (
     ParsedReply,
     ParseReplyRequest,
@@ -130,6 +131,13 @@ CALDAV_ACCOUNTS: Endpoint[AccountRequest, AccountResult] = Endpoint(
     AccountRequest,
     AccountResult,
     "Connect (validated by a PROPFIND), list or disconnect the caller's CalDAV accounts.",
+)
+
+PEOPLE_MANAGE: Endpoint[PeopleRequest, PeopleResult] = Endpoint(
+    subjects.PEOPLE_MANAGE,
+    PeopleRequest,
+    PeopleResult,
+    "The caller's contacts (add, list, delete) and private mail address.",
 )
 
 

@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     # Networks a CalDAV account may lie in besides public addresses (comma-separated CIDRs, e.g. a
     # home server's 192.168.1.0/24); loopback, private and link-local addresses are refused else.
     caldav_allow_networks: str = Field(default="", alias="CALAGENT_CALDAV_ALLOW_NETWORKS")
+    # People (contract §16): where invitations are sent through (smtp:// or smtps://, with a login
+    # in the URL; unset: they wait in the mail outbox), and the domain of the users' private
+    # addresses (the ORGANIZER of what is sent, so replies come back).
+    smtp_url: str | None = Field(default=None, alias="CALAGENT_SMTP_URL", repr=False)
+    mail_domain: str = Field(default="calagent.localhost", min_length=1, alias="CALAGENT_MAIL_DOMAIN")
 
     @field_validator(
         "nats_url",
@@ -79,6 +84,7 @@ class Settings(BaseSettings):
         "now",
         "otlp_endpoint",
         "credentials_key",
+        "smtp_url",
     )
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:

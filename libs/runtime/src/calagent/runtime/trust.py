@@ -65,6 +65,8 @@ ENDPOINT_SIDES: Mapping[str, EndpointSides] = {
     wire.EVALREC_REPORT.subject: EndpointSides("evalrec", ()),
     # Connected calendars: the gateway's /v1/accounts routes.
     wire.CALDAV_ACCOUNTS.subject: EndpointSides("commands", ("gateway",)),
+    # People: the gateway's /v1/contacts and /v1/mail-address routes.
+    wire.PEOPLE_MANAGE.subject: EndpointSides("commands", ("gateway",)),
 }
 STREAM_SIDES: Mapping[str, StreamSides] = {
     wire.TURN_REQUESTED.subject: StreamSides(("gateway",), "agent"),

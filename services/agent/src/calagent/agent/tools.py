@@ -54,7 +54,18 @@ from calagent.runtime.settle import is_transient
 from calagent.runtime.timeline import epoch_ms
 
 COMMAND_OUTCOMES: frozenset[str] = frozenset(
-    {"created", "needs_date", "needs_time", "conflict", "held", "cancelled", "updated", "deleted", "planned"}
+    {
+        "created",
+        "needs_date",
+        "needs_time",
+        "needs_attendee",
+        "conflict",
+        "held",
+        "cancelled",
+        "updated",
+        "deleted",
+        "planned",
+    }
 )
 # Errors the user is told about by a receipt rather than sent back to the model to retry: there is
 # nothing a better argument would fix.

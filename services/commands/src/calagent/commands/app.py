@@ -18,6 +18,9 @@ from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.handlers import Handlers, transient_failures
+from calagent.commands.people.contacts import People
+from calagent.commands.people.invitations import Invitations
+from calagent.commands.people.mailer import MailOutbox, SmtpTarget
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts import wire
 from calagent.contracts.caldav import (
@@ -29,6 +32,7 @@ from calagent.contracts.caldav import (
     SetDefaultCalendar,
 )
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
+from calagent.contracts.people import PeopleRequest, PeopleResult
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
@@ -49,6 +53,7 @@ class CommandsService:
         self.service: CommandService | None = None
         self.handlers: Handlers | None = None
         self.accounts: Accounts | None = None
+        self.people: People | None = None
         self.sync: SyncWorker | None = None
         self._wakes: TopicPublisher[OutboxWake] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -57,6 +62,7 @@ class CommandsService:
         bus.serve(wire.COMMAND_EXECUTE, self.on_command)
         bus.serve(wire.COMMAND_QUERY, self.on_query)
         bus.serve(wire.CALDAV_ACCOUNTS, self.on_account)
+        bus.serve(wire.PEOPLE_MANAGE, self.on_people)
         bus.listen(wire.CALDAV_OUTBOX, self.on_outbox_wake)
         self._wakes = bus.topic_publisher(wire.CALDAV_OUTBOX)
 
@@ -64,17 +70,22 @@ class CommandsService:
         database_url = self.settings.require_database()
         await upgrade_async(database_url, MIGRATIONS_DIR, SCHEMA)
         self.engine = make_engine(database_url)
-        store = SqlStore(self.engine, on_outbox=self._outbox_waiting)
+        store = SqlStore(
+            self.engine, on_outbox=self._outbox_waiting, before_commit=Invitations(self.clock).queue
+        )
         self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
+        self.people = People(store, self.clock, self.settings.mail_domain)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
+        smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
         self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars, guard)
         self.sync = SyncWorker(
             Deliverer(self.engine, vault, self.clock, self.config.stub_ttl, guard),
             InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
+            others=(MailOutbox(self.engine, smtp),),
         )
         self.sync.start()
 
@@ -127,6 +138,14 @@ class CommandsService:
             if isinstance(command, SetDefaultCalendar):
                 return await accounts.set_default(command)
             return await accounts.listing(command)
+
+    async def on_people(self, request: PeopleRequest) -> PeopleResult:
+        people = self.people
+        if people is None:
+            raise RuntimeError("commands is not started")
+        command = request.command
+        with transient_failures(f"people.{command.kind}"):
+            return await people.run(command)
 
     async def stop(self) -> None:
         if self.sync is not None:

@@ -34,6 +34,7 @@ from calagent.contracts.commands import (
     ProposePlan,
     StubSlots,
 )
+from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -106,12 +107,19 @@ class Changes:
         conflicts: tuple[Event, ...] = ()
         hold = command.hold or "change_confirmation"
         after_values: dict[str, Any] | None = None
+        recipients = await self.writes.people.invited(txn, target.row, target.master)
         if command.action == "update":
             if command.update is None:
                 return error_result("invalid_arguments", "an update needs the fields to change")
+            people = await self.writes.people.for_update(txn, target.occurrence, command.update)
+            if isinstance(people, CommandResult):
+                return people
             after = await self._after(txn, target.occurrence, command.update)
             if isinstance(after, CommandResult):
                 return after
+            if people is not None:
+                after = after.evolve(attendees=people.attendees, organizer=people.organizer)
+                recipients = people.recipients(recipients)
             ignore = {target.occurrence.id, target.row.id}
             conflicts = await self.writes.conflicts(
                 txn, after.start, after.end, after.all_day, ignore_ids=frozenset(ignore)
@@ -134,6 +142,8 @@ class Changes:
                 "location": after.location,
                 "notes": after.notes,
                 "url": after.url,
+                "attendees": [a.model_dump(mode="json") for a in after.attendees],
+                "organizer": after.organizer,
             }
             proposed = (after.start, after.end)
             status = "conflict" if conflicts else "held"
@@ -143,6 +153,9 @@ class Changes:
                 action="delete", scope=scope, before=before, removed_starts=removed, removed_count=count
             ).model_dump(mode="json")
             status = "held"
+        if recipients and not command.hold:
+            # The change sends mail (an update or a cancellation) to the people invited.
+            hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
         superseded = await self.writes.supersede(txn, active)
         change = {
@@ -167,6 +180,7 @@ class Changes:
                 "proposed_start": proposed[0] if proposed else None,
                 "proposed_end": proposed[1] if proposed else None,
                 "change": change,
+                "recipients": recipients,
             },
         )
         return CommandResult(
@@ -331,8 +345,10 @@ class Changes:
             "calendar": after["calendar"],
             "reminder_minutes": after["reminder_minutes"],
             # A change held before place and notes were offered leaves them as they are.
-            **{k: after[k] for k in ("location", "notes", "url") if k in after},
+            **{k: after[k] for k in ("location", "notes", "url", "organizer") if k in after},
         }
+        if "attendees" in after:
+            values["attendees"] = tuple(Attendee.model_validate(a) for a in after["attendees"])
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
             updated = target.row.evolve(start=start, end=end, **values)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Protocol
 
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.people import Contact
 from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
 
@@ -94,6 +95,20 @@ class UnitOfWork(Protocol):
     async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool: ...
 
     async def commit(self) -> None: ...
+
+    # ---- people (contract §16) ---------------------------------------------------------------
+
+    async def contacts(self, user_id: str) -> list[Contact]: ...
+
+    async def add_contact(self, user_id: str, contact: Contact) -> None: ...
+
+    async def delete_contact(self, user_id: str, contact_id: str) -> bool:
+        """False for an id that is not this user's (another user's is answered the same)."""
+        ...
+
+    async def mailbox(self, user_id: str, make: str | None = None, at: datetime | None = None) -> str | None:
+        """The user's private address; when there is none and `make` is given, `make` becomes it."""
+        ...
 
     async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
         """CalDAV deliveries refused or lost to the server's version, not told yet; taking them

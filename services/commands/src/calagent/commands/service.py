@@ -25,6 +25,7 @@ class CommandConfig:
     holiday_country: str
     # A new user's calendars by the language of the request that makes them.
     calendars_by_lang: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    mail_domain: str = "calagent.localhost"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CommandConfig:
@@ -34,13 +35,17 @@ class CommandConfig:
             stub_ttl=timedelta(minutes=settings.stub_ttl_minutes),
             working_hours=parse_working_hours(settings.working_hours),
             holiday_country=settings.holiday_country,
+            mail_domain=settings.mail_domain,
         )
 
 
 class CommandService:
     def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
         self.writes = Writes(
-            store, time_port, WriteConfig(config.calendars, config.stub_ttl, config.holiday_country), clock
+            store,
+            time_port,
+            WriteConfig(config.calendars, config.stub_ttl, config.holiday_country, config.mail_domain),
+            clock,
         )
         self.queries = Queries(
             store,

@@ -10,7 +10,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from icalendar import Alarm, Calendar
 from icalendar import Event as IcsEvent
 
-from calagent.commands.caldav.objects import UnreadableObject, ics_rule, patch_object
+from calagent.commands.caldav.objects import (
+    UnreadableObject,
+    attendee_property,
+    ics_rule,
+    organizer_property,
+    patch_object,
+)
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
 from calagent.contracts.commands import ChangeOut, EventOut, PlanOut, StubOut
@@ -39,6 +45,8 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         location=event.location,
         notes=event.notes,
         url=event.url,
+        attendees=event.attendees,
+        organizer=event.organizer,
     )
 
 
@@ -74,6 +82,9 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         change=change,
         plan=plan,
         next_occurrences=_next_occurrences(stub, tz),
+        attendee_query=stub.attendee_query,
+        attendee_candidates=stub.attendee_candidates,
+        recipients=stub.recipients,
     )
 
 
@@ -127,6 +138,11 @@ def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
     if event.url:
         item.add("url", event.url)
     item.add("categories", [event.calendar])
+    if event.organizer:
+        item["ORGANIZER"] = organizer_property(event.organizer)
+    if event.attendees:
+        people = [attendee_property(a) for a in event.attendees]
+        item["ATTENDEE"] = people if len(people) > 1 else people[0]
     if event.reminder_minutes is not None:
         alarm = Alarm()
         alarm.add("action", "DISPLAY")

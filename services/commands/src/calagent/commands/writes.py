@@ -20,6 +20,7 @@ from calagent.commands.changes import Changes
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import find_conflicts
+from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
 from calagent.commands.domain.stubs import (
@@ -33,11 +34,14 @@ from calagent.commands.domain.stubs import (
     plan,
 )
 from calagent.commands.domain.timeutil import local_days, whole_days
+from calagent.commands.people.attendees import AttendeeRules
+from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
+    ACTIVE_STUB_STATUSES,
     AnyCommand,
     CalendarFallback,
     CancelStub,
@@ -54,6 +58,7 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
+from calagent.contracts.people import Attendee
 from calagent.contracts.time import ResolveRequest, ResolveResult
 from calagent.runtime.clock import Clock
 
@@ -65,6 +70,7 @@ class WriteConfig:
     calendars: tuple[str, ...]
     stub_ttl: timedelta
     holiday_country: str
+    mail_domain: str = "calagent.localhost"
 
 
 class Writes:
@@ -74,6 +80,7 @@ class Writes:
         self.config = config
         self.clock = clock
         self.changes = Changes(self)
+        self.people = AttendeeRules(self)
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
@@ -190,6 +197,9 @@ class Writes:
             return error_result("no_active_command", "no active schedule command with that id")
         if stub.expired_at(txn.now):
             return await self._expire(txn, stub)
+        if stub.status == "needs_attendee" and stub.kind != "create":
+            # A change waiting for a person is answered by a new update naming them.
+            return error_result("invalid_arguments", "this pending request waits for an attendee")
         if stub.kind != "create":
             if not command.confirm:
                 # A change or a plan has no slots a short reply could fill: the model reads it.
@@ -281,6 +291,27 @@ class Writes:
                 status=planned.status, stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
             )
 
+        people: tuple[Attendee, ...] = ()
+        if slots.attendees:
+            found = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
+            if isinstance(found, Unresolved):
+                saved = await self._save_stub(
+                    txn,
+                    stub,
+                    title=title,
+                    slots=slots,
+                    status="needs_attendee",
+                    hold=hold,
+                    confirmed=confirmed,
+                    proposal=planned,
+                    unresolved=found,
+                )
+                return CommandResult(
+                    status="needs_attendee", stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
+                )
+            people = found
+            # Inviting sends mail to other people: held until the user's word (contract §16).
+            hold = hold or "sends_invitations"
         if slots.recurrence:
             try:
                 validate_rule(slots.recurrence, planned.start, txn.tz)
@@ -303,7 +334,7 @@ class Writes:
             override_conflict=allow_conflict and same_time,
         )
         if decision.outcome == "created":
-            return await self._create(txn, title, calendar, planned, slots, stub, fallback)
+            return await self._create(txn, title, calendar, planned, slots, stub, fallback, people)
         saved = await self._save_stub(
             txn,
             stub,
@@ -314,6 +345,7 @@ class Writes:
             confirmed=confirmed,
             decision=decision,
             proposal=planned,
+            recipients=people,
         )
         return CommandResult(
             status=decision.outcome,
@@ -330,6 +362,7 @@ class Writes:
         slots: StubSlots,
         stub: Stub | None,
         fallback: CalendarFallback | None,
+        people: tuple[Attendee, ...] = (),
     ) -> CommandResult:
         if slots.recurrence:
             # RFC 5545 wants DTSTART to be the first instance; dateutil does not count a start the
@@ -349,6 +382,8 @@ class Writes:
             reminder_minutes=slots.reminder_minutes,
             location=slots.location,
             notes=slots.notes,
+            attendees=people,
+            organizer=await self.organizer(txn) if people else None,
         )
         await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         out_stub: StubOut | None = None
@@ -371,6 +406,12 @@ class Writes:
             stub=out_stub,
             calendar_fallback=fallback,
         )
+
+    async def organizer(self, txn: Txn) -> str:
+        """The user's private address, made on first need: the ORGANIZER of what is sent."""
+        address = await txn.uow.mailbox(txn.user_id, new_mail_address(self.config.mail_domain), txn.now)
+        assert address is not None
+        return address
 
     async def conflicts(
         self,
@@ -414,6 +455,8 @@ class Writes:
         candidates: tuple[date, ...] = (),
         decision: Decision | None = None,
         proposal: Proposal | None = None,
+        unresolved: Unresolved | None = None,
+        recipients: tuple[Attendee, ...] = (),
     ) -> Stub:
         return await self.save_stub(
             txn,
@@ -431,6 +474,9 @@ class Writes:
                 "confirmed": confirmed,
                 "proposed_start": proposal.start if proposal else None,
                 "proposed_end": proposal.end if proposal else None,
+                "attendee_query": unresolved.query if unresolved else None,
+                "attendee_candidates": unresolved.candidates if unresolved else (),
+                "recipients": recipients,
             },
         )
 
@@ -469,7 +515,7 @@ class Writes:
     async def transition(self, txn: Txn, stub: Stub, status: StubStatus) -> Stub:
         check_transition(stub.status, status)
         changes: dict[str, object] = {"status": status, "updated_at": txn.now}
-        if status in ("needs_date", "needs_time", "conflict", "held"):
+        if status in ACTIVE_STUB_STATUSES:
             changes["expires_at"] = txn.now + self.config.stub_ttl
         updated = stub.evolve(**changes)
         await txn.uow.update_stub(updated)

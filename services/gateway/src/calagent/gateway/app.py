@@ -67,6 +67,7 @@ from calagent.gateway.auth import AuthError, Principal, principal_from_header
 from calagent.gateway.commands import commands_router
 from calagent.gateway.history import history_router
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
+from calagent.gateway.people import people_router
 from calagent.gateway.signin import signin_router
 from calagent.gateway.turns import (
     AgentUnreachableError,
@@ -708,6 +709,7 @@ def create_app(
     app.include_router(history_router(authenticate))  # the conversation (contract §18)
     app.include_router(commands_router(authenticate))  # commands without the model (contract §18)
     app.include_router(signin_router())  # one-time sign-in links (contract §18)
+    app.include_router(people_router(authenticate))  # contacts and the mail address (contract §16)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

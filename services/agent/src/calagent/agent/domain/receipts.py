@@ -23,6 +23,7 @@ from calagent.contracts.commands import (
     SyncNotice,
 )
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
+from calagent.contracts.people import Attendee
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ def _change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
             text += f"新时间与 {names} 冲突。" if zh else f" The new time conflicts with {names}."
         if stub.hold_reason == "past_start":
             text += "新时间已经过去了。" if zh else " The new time is in the past."
+        text += _recipients_clause(stub, view)
         return text + (
             "回复“确认”才会修改，现在没有任何改动。"
             if zh
@@ -201,10 +203,40 @@ def _change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
         elif total > len(change.removed_starts):
             more = f"，共 {total} 次" if zh else f", {total} in all"
         gone = f"将删除：{starts}{more}。" if zh else f" Going: {starts}{more}."
+    gone += _recipients_clause(stub, view)
     return (
         f"要删除「{title}」{scope_text}（{before}）吗？{gone}回复“确认”才会删除，现在没有任何改动。"
         if zh
         else f'Delete "{title}"{scope_text} ({before})?{gone} Reply "confirm" to delete it; nothing has changed yet.'
+    )
+
+
+def _people(people: Sequence[Attendee], view: View) -> str:
+    names = [f"{p.name} <{p.email}>" if p.name else p.email for p in people]
+    return ("、" if view.zh else ", ").join(names)
+
+
+def _recipients_clause(stub: StubOut, view: View) -> str:
+    """Whom the confirmation mails (contract §16: the receipt names every recipient)."""
+    if stub.hold_reason != "sends_invitations" or not stub.recipients:
+        return ""
+    who = _people(stub.recipients, view)
+    return f"确认后会给 {who} 发送邮件。" if view.zh else f" Confirming sends mail to {who}."
+
+
+def _attendee_question(stub: StubOut, view: View) -> str:
+    query = stub.attendee_query or ""
+    if stub.attendee_candidates:
+        options = " / ".join(f"{p.name} <{p.email}>" if p.name else p.email for p in stub.attendee_candidates)
+        return (
+            f"「{stub.title}」要邀请的“{query}”是哪一位？{options}。请回复名字或邮箱。"
+            if view.zh
+            else f'Who is "{query}" for "{stub.title}"? {options}. Reply with a name or an address.'
+        )
+    return (
+        f"联系人里没有“{query}”。「{stub.title}」要邀请的人的邮箱是什么？"
+        if view.zh
+        else f'No contact is called "{query}". What is their e-mail address for "{stub.title}"?'
     )
 
 
@@ -284,6 +316,9 @@ def _command_text(result: CommandResult, view: View) -> str:
                 if zh
                 else f" (reminder {event.reminder_minutes} min before)"
             )
+        if event.attendees:
+            who = _people(event.attendees, view)
+            text += f"（邀请已交给邮件发送：{who}）" if zh else f" (invitations on their way to {who})"
         if result.calendar_fallback is not None:
             fb = result.calendar_fallback
             text += (
@@ -321,6 +356,8 @@ def _command_text(result: CommandResult, view: View) -> str:
             if zh
             else f'What time should "{title}" {("on " + day + " ") if day else ""}start? e.g. "2pm".'
         )
+    if result.status == "needs_attendee":
+        return _attendee_question(stub, view)
     if stub.kind == "change" and stub.change is not None and result.status in ("held", "conflict"):
         return _change_offer(stub, stub.change, view)
     if result.status == "conflict":
@@ -341,6 +378,14 @@ def _command_text(result: CommandResult, view: View) -> str:
                 if zh
                 else f'Your words sound like something that repeats, but this would create "{stub.title}" {when} once. '
                 'Reply "confirm" for just this once, or tell me how it repeats.'
+            )
+        if stub.hold_reason == "sends_invitations":
+            who = _people(stub.recipients, view)
+            return (
+                f"「{title}」{when}：确认后我会创建它并给 {who} 发送邀请邮件。现在还没有写入，也没有发出任何邮件，回复“确认”即可。"
+                if zh
+                else f'"{title}" {when}: once you confirm, I will add it and send invitations to {who}. '
+                'Nothing is written or sent yet; reply "confirm".'
             )
         if stub.hold_reason == "third_party_content":
             return (

@@ -7,7 +7,7 @@ much of its time the database took.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from typing import Any
@@ -38,15 +38,20 @@ from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_outbox,
     calendars,
+    contacts,
     events,
     feeds,
     idempotency,
+    mail_outbox,
+    mailboxes,
     plans,
     stubs,
 )
 from calagent.commands.domain.model import Event, Stub, local_uid
+from calagent.commands.domain.people import Contact
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
+from calagent.contracts.people import Attendee
 
 
 def event_from_row(row: Row[Any]) -> Event:
@@ -71,6 +76,8 @@ def event_from_row(row: Row[Any]) -> Event:
         notes=row.notes,
         url=row.url,
         ical=row.ical,
+        attendees=tuple(Attendee.model_validate(a) for a in row.attendees),
+        organizer=row.organizer,
     )
 
 
@@ -91,6 +98,8 @@ def _event_values(event: Event) -> dict[str, object]:
         "location": event.location,
         "notes": event.notes,
         "url": event.url,
+        "attendees": [a.model_dump(mode="json") for a in event.attendees],
+        "organizer": event.organizer,
     }
 
 
@@ -155,6 +164,9 @@ def _stub(row: Row[Any]) -> Stub:
         created_by_turn=row.created_by_turn,
         kind=row.kind,
         change=row.change,
+        attendee_query=row.attendee_query,
+        attendee_candidates=tuple(Attendee.model_validate(a) for a in row.attendee_candidates),
+        recipients=tuple(Attendee.model_validate(a) for a in row.recipients),
     )
 
 
@@ -174,6 +186,9 @@ def _stub_values(stub: Stub) -> dict[str, object]:
         "updated_at": stub.updated_at,
         "kind": stub.kind,
         "change": stub.change,
+        "attendee_query": stub.attendee_query,
+        "attendee_candidates": [a.model_dump(mode="json") for a in stub.attendee_candidates],
+        "recipients": [a.model_dump(mode="json") for a in stub.recipients],
     }
 
 
@@ -192,9 +207,20 @@ class SqlUnitOfWork:
         self.outbound = True
         self.touched: dict[str, set[str]] = {}
         self.outbox_users: tuple[str, ...] = ()
+        # Per user, the touched resources that may have people to mail (contract §16); the objects
+        # of those deleted, with their organizer; the users whose mail was queued at commit.
+        self.invited: dict[str, set[str]] = {}
+        self.deleted_objects: dict[str, tuple[str, str]] = {}
+        self.mail_users: tuple[str, ...] = ()
+        self.before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None
 
     def touch(self, user_id: str, resource_id: str) -> None:
         self.touched.setdefault(user_id, set()).add(resource_id)
+
+    def _may_invite(self, event: Event) -> None:
+        # An override may change a meeting whose people are on its master: looked at at commit.
+        if event.organizer or event.attendees or event.series_id:
+            self.invited.setdefault(event.user_id, set()).add(resource_of(event))
 
     @property
     def db_ms(self) -> float:
@@ -330,6 +356,7 @@ class SqlUnitOfWork:
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
         self.touch(event.user_id, resource_of(event))
+        self._may_invite(event)
         values = event_insert_values(event, turn_id=turn_id, key=key)
         values["uid"] = _series_uid(event) if event.series_id is not None else _born_uid(event)
         await self._run(events.insert().values(**values))
@@ -346,6 +373,7 @@ class SqlUnitOfWork:
         # The UID and the object are the sync's: a change never rewrites them, except that an
         # override moved to another series (a split) takes that series' UID.
         self.touch(event.user_id, resource_of(event))
+        self._may_invite(event)
         values: dict[str, object] = {"updated_at": func.now(), **_event_values(event)}
         if event.series_id is not None:
             values["uid"] = _series_uid(event)
@@ -359,12 +387,59 @@ class SqlUnitOfWork:
         result = await self._run(
             events.delete()
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
-            .returning(events.c.id, events.c.series_id)
+            .returning(events.c.id, events.c.series_id, events.c.organizer, events.c.ical)
         )
         gone = result.all()
         for row in gone:
             self.touch(user_id, row.series_id or row.id)
+            if row.organizer or row.series_id:
+                self.invited.setdefault(user_id, set()).add(row.series_id or row.id)
+            if row.series_id is None and row.organizer and row.ical:
+                self.deleted_objects[row.id] = (row.organizer, row.ical)
         return len(gone)
+
+    async def resource_rows(self, user_id: str, resource_id: str) -> list[Event]:
+        """The rows of one calendar object: the event (or master) and its overrides."""
+        rows = await self._run(
+            select(events)
+            .where(
+                events.c.user_id == user_id,
+                or_(events.c.id == resource_id, events.c.series_id == resource_id),
+            )
+            .order_by(events.c.start_at, events.c.id)
+        )
+        return [event_from_row(row) for row in rows]
+
+    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None:
+        """The object as the people invited were sent it: what the next change is patched into."""
+        await self._run(
+            update(events).where(events.c.user_id == user_id, events.c.id == event_id).values(ical=ical)
+        )
+
+    async def queue_mail(
+        self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
+    ) -> None:
+        """iMIP messages into the mail outbox; one already queued (same Message-ID) stays once."""
+        await self._run(
+            pg_insert(mail_outbox)
+            .values(
+                [
+                    {
+                        "user_id": user_id,
+                        "event_uid": uid,
+                        "method": mail.method,
+                        "sequence": mail.sequence,
+                        "sender": sender,
+                        "recipient": mail.recipient,
+                        "message_id": mail.message_id,
+                        "message": mail.text,
+                        "trace_context": carrier,
+                    }
+                    for uid, mail in mails
+                ]
+            )
+            .on_conflict_do_nothing(index_elements=[mail_outbox.c.message_id])
+        )
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
         rows = await self._run(
@@ -478,6 +553,8 @@ class SqlUnitOfWork:
         return notices
 
     async def commit(self) -> None:
+        if self.before_commit is not None:
+            await self.before_commit(self)
         await self._enqueue_outbound()
         started = _time.perf_counter()
         try:
@@ -485,6 +562,48 @@ class SqlUnitOfWork:
         finally:
             self._seconds += _time.perf_counter() - started
         self.committed = True
+
+    # ---- people ----------------------------------------------------------------------------------
+
+    async def contacts(self, user_id: str) -> list[Contact]:
+        rows = await self._run(
+            select(contacts)
+            .where(contacts.c.user_id == user_id)
+            .order_by(contacts.c.created_at, contacts.c.id)
+        )
+        return [
+            Contact(id=r.id, name=r.name, email=r.email, aliases=tuple(r.aliases), created_at=r.created_at)
+            for r in rows
+        ]
+
+    async def add_contact(self, user_id: str, contact: Contact) -> None:
+        await self._run(
+            contacts.insert().values(
+                id=contact.id,
+                user_id=user_id,
+                name=contact.name,
+                email=contact.email,
+                aliases=list(contact.aliases),
+                created_at=contact.created_at or func.now(),
+            )
+        )
+
+    async def delete_contact(self, user_id: str, contact_id: str) -> bool:
+        result = await self._run(
+            contacts.delete().where(contacts.c.user_id == user_id, contacts.c.id == contact_id)
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+    async def mailbox(self, user_id: str, make: str | None = None, at: datetime | None = None) -> str | None:
+        if make is not None:
+            await self._run(
+                pg_insert(mailboxes)
+                .values(user_id=user_id, address=make, created_at=at or func.now())
+                .on_conflict_do_nothing(index_elements=[mailboxes.c.user_id])
+            )
+        address = await self._run(select(mailboxes.c.address).where(mailboxes.c.user_id == user_id))
+        found: str | None = address.scalar_one_or_none()
+        return found
 
     # ---- feeds -----------------------------------------------------------------------------------
 
@@ -510,10 +629,17 @@ class SqlUnitOfWork:
 
 
 class SqlStore:
-    def __init__(self, engine: AsyncEngine, on_outbox: Callable[[Sequence[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        on_outbox: Callable[[Sequence[str]], None] | None = None,
+        before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None,
+    ) -> None:
         self.engine = engine
-        # Told the users whose writes wait in the CalDAV outbox, after their commit.
+        # Told the users whose writes wait in an outbox (CalDAV or mail), after their commit.
         self.on_outbox = on_outbox
+        # Run inside each transaction just before it commits (the invitations a write causes).
+        self.before_commit = before_commit
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
@@ -521,11 +647,13 @@ class SqlStore:
         async with self.engine.connect() as conn:
             await conn.begin()
             uow = SqlUnitOfWork(conn)
+            uow.before_commit = self.before_commit
             uow.add_seconds(_time.perf_counter() - started)
             try:
                 yield uow
             finally:
                 if not uow.committed:
                     await conn.rollback()
-            if uow.committed and uow.outbox_users and self.on_outbox is not None:
-                self.on_outbox(uow.outbox_users)
+            waiting = (*uow.outbox_users, *(u for u in uow.mail_users if u not in uow.outbox_users))
+            if uow.committed and waiting and self.on_outbox is not None:
+                self.on_outbox(waiting)

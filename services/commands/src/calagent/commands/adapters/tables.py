@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 SCHEMA = "commands"
-ACTIVE_SQL = "status IN ('needs_date', 'needs_time', 'conflict', 'held')"
+ACTIVE_SQL = "status IN ('needs_date', 'needs_time', 'needs_attendee', 'conflict', 'held')"
 
 metadata = MetaData(schema=SCHEMA)
 
@@ -73,6 +73,9 @@ events = Table(
     # The iCalendar object written back on a change (patched, not rebuilt), on the row that owns
     # it: the last version read from the connected calendar or written to it.
     Column("ical", Text, nullable=True),
+    # The people invited (name, address, answer) and who invites them (an address); contract §16.
+    Column("attendees", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("organizer", Text, nullable=True),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
@@ -105,9 +108,14 @@ stubs = Table(
     # delete, held for confirmation), or offer an automation plan.
     Column("kind", String(16), nullable=False, server_default=text("'create'")),
     Column("change", JSONB, nullable=True),
+    # `needs_attendee`: the name asked for and the contacts it matched (none, or several).
+    Column("attendee_query", Text, nullable=True),
+    Column("attendee_candidates", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    # Whom the confirmation will send invitations (or cancellations) to.
+    Column("recipients", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     CheckConstraint(
-        "status IN ('needs_date', 'needs_time', 'conflict', 'held', 'created', 'cancelled', 'expired', "
-        "'superseded', 'updated', 'deleted', 'planned')",
+        "status IN ('needs_date', 'needs_time', 'needs_attendee', 'conflict', 'held', 'created', "
+        "'cancelled', 'expired', 'superseded', 'updated', 'deleted', 'planned')",
         name="ck_stubs_status",
     ),
     CheckConstraint("kind IN ('create', 'change', 'plan')", name="ck_stubs_kind"),
@@ -239,4 +247,53 @@ caldav_outbox = Table(
     Index("ix_caldav_outbox_event", "event_id", postgresql_where=text("delivered_at IS NULL")),
     # A user's rows: notices for the next turn, a disconnect's leftovers.
     Index("ix_caldav_outbox_user", "user_id", "id"),
+)
+
+# ---- people (contract §16) ------------------------------------------------------------------------
+
+contacts = Table(
+    "contacts",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("email", String(254), nullable=False),
+    Column("aliases", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_contacts_user", "user_id", "created_at"),
+)
+
+# Each user's private address: the ORGANIZER of the invitations the assistant sends for them.
+mailboxes = Table(
+    "mailboxes",
+    metadata,
+    Column("user_id", String(128), primary_key=True),
+    Column("address", String(254), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# The mail outbox: one iMIP message per recipient, rendered and committed with the write that
+# caused it. The Message-ID is a digest of (event, sequence, method, recipient): the same message is
+# never queued twice, and a retry after a lost acknowledgement carries the same id.
+mail_outbox = Table(
+    "mail_outbox",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("event_uid", Text, nullable=False),
+    Column("method", String(16), nullable=False),
+    Column("sequence", Integer, nullable=False),
+    Column("sender", String(254), nullable=False),
+    Column("recipient", String(254), nullable=False),
+    Column("message_id", String(300), nullable=False, unique=True),
+    Column("message", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("not_before", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
+    Column("sent_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    CheckConstraint("method IN ('REQUEST', 'CANCEL', 'REPLY')", name="ck_mail_outbox_method"),
+    Index("ix_mail_outbox_due", "not_before", postgresql_where=text("sent_at IS NULL")),
+    Index("ix_mail_outbox_user", "user_id", "id"),
 )

@@ -25,11 +25,24 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from icalendar import Alarm, Calendar, Component, vDDDLists, vDDDTypes, vDuration, vRecur, vText, vUri
+from icalendar import (
+    Alarm,
+    Calendar,
+    Component,
+    vCalAddress,
+    vDDDLists,
+    vDDDTypes,
+    vDuration,
+    vRecur,
+    vText,
+    vUri,
+)
 from icalendar.parser import Parameters
 
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import STAMP, localise
+from calagent.contracts.people import EMAIL_MAX, Attendee
 
 DEFAULT_LENGTH = timedelta(hours=1)
 UTC_ZONE = ZoneInfo("UTC")
@@ -162,6 +175,65 @@ def _text(component: Component, name: str) -> str | None:
     return str(value) or None
 
 
+PARTSTATS = frozenset({"NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"})
+
+
+def _address(value: object) -> str | None:
+    """The address of a CAL-ADDRESS (`mailto:` in any case stripped), None when it is none."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text[:7].lower() == "mailto:":
+        text = text[7:]
+    return text if 3 <= len(text) <= EMAIL_MAX and "@" in text else None
+
+
+def _properties(component: Component, name: str) -> list[object]:
+    raw = component.get(name)
+    if raw is None:
+        return []
+    return list(raw) if isinstance(raw, list) else [raw]
+
+
+def _attendee(prop: object) -> Attendee | None:
+    email = _address(prop)
+    if email is None:
+        return None
+    params = getattr(prop, "params", {}) or {}
+    status = str(params.get("PARTSTAT", "NEEDS-ACTION")).upper()
+    name = params.get("CN")
+    return Attendee.model_validate(
+        {
+            "name": str(name)[:200] if name else None,
+            "email": email,
+            "status": status if status in PARTSTATS else "NEEDS-ACTION",
+        }
+    )
+
+
+def attendees_of(component: Component) -> tuple[Attendee, ...]:
+    return tuple(a for a in (_attendee(p) for p in _properties(component, "ATTENDEE")) if a is not None)
+
+
+def attendee_property(person: Attendee) -> vCalAddress:
+    """A new ATTENDEE as RFC 5545 §3.8.4.1 reads it: who, in which role, what they answered,
+    and that an answer is wanted."""
+    prop = vCalAddress(f"mailto:{person.email}")
+    if person.name:
+        prop.params["CN"] = person.name
+    prop.params["ROLE"] = "REQ-PARTICIPANT"
+    prop.params["PARTSTAT"] = person.status
+    prop.params["RSVP"] = "TRUE"
+    return prop
+
+
+def organizer_property(address: str, like: object = None) -> vCalAddress:
+    prop = vCalAddress(f"mailto:{address}")
+    if like is not None and getattr(like, "params", None):
+        prop.params = Parameters(like.params)  # type: ignore[attr-defined]
+    return prop
+
+
 def override_id(master_id: str, recurrence_id: datetime) -> str:
     """The same override of the same slot keeps its id from one sync to the next."""
     seed = f"{master_id}|{recurrence_id.astimezone(UTC).isoformat()}"
@@ -198,6 +270,8 @@ def _modeled(component: Component, tz: ZoneInfo) -> dict[str, object]:
         "location": _text(component, "LOCATION"),
         "notes": _text(component, "DESCRIPTION"),
         "url": _text(component, "URL"),
+        "attendees": attendees_of(component),
+        "organizer": _address(component.get("ORGANIZER")),
     }
 
 
@@ -270,6 +344,8 @@ def fingerprint(rows: Sequence[Event]) -> tuple[tuple[object, ...], ...]:
                 e.location or "",
                 e.notes or "",
                 e.url or "",
+                tuple((normal_address(a.email), a.status) for a in e.attendees),
+                normal_address(e.organizer or ""),
             )
             for e in rows
         )
@@ -377,6 +453,42 @@ def _set_reminder(component: Component, row: Event) -> None:
     component.add_component(fresh)
 
 
+def _set_attendees(component: Component, wanted: Sequence[Attendee]) -> None:
+    """The ATTENDEE properties for `wanted`: an attendee the object already had, unchanged, keeps
+    its property as written (every parameter); one whose name or answer changed keeps its other
+    parameters; a new one is added after them; one no longer wanted goes."""
+    by_address = {normal_address(a.email): a for a in wanted}
+    kept: list[object] = []
+    seen: set[str] = set()
+    for prop in _properties(component, "ATTENDEE"):
+        person = _attendee(prop)
+        key = normal_address(person.email) if person is not None else None
+        if person is None or key is None or key not in by_address or key in seen:
+            continue
+        seen.add(key)
+        want = by_address[key]
+        if (want.name or person.name, want.status) == (person.name, person.status):
+            kept.append(prop)
+            continue
+        edited = vCalAddress(str(prop))
+        edited.params = Parameters(getattr(prop, "params", {}) or {})
+        if want.name:
+            edited.params["CN"] = want.name
+        edited.params["PARTSTAT"] = want.status
+        kept.append(edited)
+    kept += [attendee_property(a) for a in wanted if normal_address(a.email) not in seen]
+    component.pop("ATTENDEE", None)
+    if kept:
+        component["ATTENDEE"] = kept if len(kept) > 1 else kept[0]
+
+
+def _people_differ(row: Event, base: Event) -> bool:
+    def key(people: Sequence[Attendee]) -> list[tuple[str, str | None, str]]:
+        return sorted((normal_address(a.email), a.name, a.status) for a in people)
+
+    return key(row.attendees) != key(base.attendees)
+
+
 def _patch(component: Component, row: Event, base: Event, tz: ZoneInfo) -> bool:
     """Rewrite the properties of `component` whose modeled value differs between `base` (what
     the component says) and `row` (what is stored now); whether anything was rewritten."""
@@ -396,7 +508,21 @@ def _patch(component: Component, row: Event, base: Event, tz: ZoneInfo) -> bool:
     if row.reminder_minutes != base.reminder_minutes:
         _set_reminder(component, row)
         changed = True
+    if _people_differ(row, base):
+        _set_attendees(component, row.attendees)
+        changed = True
+    if normal_address(row.organizer or "") != normal_address(base.organizer or ""):
+        old = component.pop("ORGANIZER", None)
+        if row.organizer is not None:
+            component["ORGANIZER"] = organizer_property(row.organizer, old)
+        changed = True
     return changed
+
+
+def _with_series_people(row: Event, master: Event) -> Event:
+    if row.attendees or row.organizer:
+        return row
+    return row.evolve(attendees=master.attendees, organizer=master.organizer)
 
 
 def _set_exdates(component: Component, wanted: Sequence[datetime], tz: ZoneInfo, all_day: bool) -> None:
@@ -511,7 +637,8 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
         for name in _SERIES_ONLY:
             fresh.pop(name, None)
         fresh["RECURRENCE-ID"] = _moment(row.recurrence_id, template["DTSTART"], tz, base_master.all_day)
-        _patch(fresh, row, base_master, tz)
+        # An override row that names no people is the series' meeting with the series' people.
+        _patch(fresh, _with_series_people(row, base_master), base_master, tz)
         added.append(fresh)
     for base in base_overrides:
         if base.id not in used and base.recurrence_id in by_slot:

@@ -1,5 +1,7 @@
 """The sync role of every commands replica: the outbox worker and the inbound sync loop.
 
+The outbox worker serves every transactional outbox of the service — CalDAV deliveries and the
+mail of invitations — with one loop: a wake or a sweep drains each of them in turn.
 Both are background tasks of the service process, so sync scales with `--scale commands=N` and
 `/healthz` keeps its five services. The outbox worker wakes on `calagent.caldav.outbox.<user>`
 (published after a commit that queued rows) and on a periodic sweep (a missed wake, a retry whose
@@ -12,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Protocol
 
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
@@ -35,9 +39,26 @@ def _failed(exc: Exception, what: str) -> None:
 OUTBOX_RETENTION = timedelta(days=7)
 
 
+class Outbox(Protocol):
+    async def deliver_due(self, limit: int = 100) -> int:
+        """Handle the due rows (up to `limit`); how many were handled."""
+        ...
+
+    async def prune(self, older_than: timedelta) -> int: ...
+
+
 class SyncWorker:
-    def __init__(self, deliverer: Deliverer, inbound: InboundSync, *, sweep_s: float, sync_s: float) -> None:
+    def __init__(
+        self,
+        deliverer: Deliverer,
+        inbound: InboundSync,
+        *,
+        sweep_s: float,
+        sync_s: float,
+        others: Sequence[Outbox] = (),
+    ) -> None:
         self.deliverer = deliverer
+        self.outboxes: tuple[Outbox, ...] = (deliverer, *others)
         self.inbound = inbound
         self.sweep_s = sweep_s
         self.sync_s = sync_s
@@ -75,7 +96,7 @@ class SyncWorker:
                 await asyncio.wait_for(self._wake.wait(), timeout=self.sweep_s)
             self._wake.clear()
             try:
-                while await self.deliverer.deliver_due() > 0:
+                while sum([await outbox.deliver_due() for outbox in self.outboxes]) > 0:
                     pass
             except Exception as exc:
                 _failed(exc, "the outbox sweep failed; trying again at the next one")
@@ -92,6 +113,7 @@ class SyncWorker:
                 await self.inbound.sync_due(
                     timedelta(0) if "*" in requested else timedelta(seconds=self.sync_s)
                 )
-                await self.deliverer.prune(OUTBOX_RETENTION)
+                for outbox in self.outboxes:
+                    await outbox.prune(OUTBOX_RETENTION)
             except Exception as exc:
                 _failed(exc, "the inbound sync failed; trying again at the next round")

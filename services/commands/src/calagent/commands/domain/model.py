@@ -7,6 +7,7 @@ from datetime import date, datetime
 from typing import Any
 
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
+from calagent.contracts.people import Attendee
 
 
 def local_uid(event_id: str) -> str:
@@ -47,6 +48,9 @@ class Event:
     # last version read from the connected calendar or written to it. Only on the row that owns
     # the object (a single event or a master); None for an event never written anywhere.
     ical: str | None = None
+    # The people invited, with their answers, and the address that invites them (contract §16).
+    attendees: tuple[Attendee, ...] = ()
+    organizer: str | None = None
 
     @property
     def is_master(self) -> bool:
@@ -80,6 +84,11 @@ class Stub:
     kind: StubKind = "create"
     # A change stub's payload (action, target, scope, the resolved new values); a plan stub's id.
     change: dict[str, Any] | None = None
+    # needs_attendee: the name asked for and the contacts it matched (none, or several).
+    attendee_query: str | None = None
+    attendee_candidates: tuple[Attendee, ...] = ()
+    # Whom confirming sends invitations or cancellations to.
+    recipients: tuple[Attendee, ...] = ()
 
     @property
     def active(self) -> bool:

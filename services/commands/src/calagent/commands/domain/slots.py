@@ -28,6 +28,7 @@ def slots_from_args(args: PrepareOrCreateSchedule) -> StubSlots:
         reminder_minutes=args.reminder_minutes,
         location=args.location,
         notes=args.notes,
+        attendees=tuple(args.attendees) if args.attendees is not None else None,
     )
 
 

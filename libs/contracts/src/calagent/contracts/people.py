@@ -1,0 +1,86 @@
+"""People (contract §16): the user's contacts, the attendees of an event, and the user's private
+mail address (the ORGANIZER of the invitations the assistant sends, so replies come back).
+
+The gateway's `/v1/contacts` and `/v1/mail-address` routes ask commands over
+`calagent.people.manage`; commands owns the tables. An attendee is a modeled value of an event,
+shown by `GET /v1/events` and written into the event's iCalendar object as ATTENDEE.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from calagent.contracts.base import WireModel
+from calagent.contracts.envelope import Envelope
+
+NAME_MAX = 200
+EMAIL_MAX = 254
+ALIASES_MAX = 20
+# RFC 5545 PARTSTAT values of a VEVENT attendee.
+PartStat = Literal["NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"]
+
+
+class Attendee(WireModel):
+    name: str | None = None
+    email: str = Field(min_length=3, max_length=EMAIL_MAX)
+    status: PartStat = "NEEDS-ACTION"
+
+
+class ContactOut(WireModel):
+    id: str
+    name: str
+    email: str
+    aliases: tuple[str, ...] = ()
+    created_at: datetime
+
+
+class AddContact(WireModel):
+    kind: Literal["add"] = "add"
+    envelope: Envelope
+    name: str = Field(min_length=1, max_length=NAME_MAX)
+    email: str = Field(min_length=3, max_length=EMAIL_MAX)
+    aliases: tuple[Annotated[str, Field(min_length=1, max_length=NAME_MAX)], ...] = Field(
+        default=(), max_length=ALIASES_MAX
+    )
+
+
+class ListContacts(WireModel):
+    kind: Literal["list"] = "list"
+    envelope: Envelope
+
+
+class DeleteContact(WireModel):
+    kind: Literal["delete"] = "delete"
+    envelope: Envelope
+    contact_id: str = Field(min_length=1, max_length=64)
+
+
+class GetMailAddress(WireModel):
+    """The user's private address, made on first use; the same one afterwards (invitations
+    already sent name it as their organizer, so replies keep finding the user)."""
+
+    kind: Literal["mail_address"] = "mail_address"
+    envelope: Envelope
+
+
+AnyPeopleCommand = AddContact | ListContacts | DeleteContact | GetMailAddress
+
+
+class PeopleRequest(WireModel):
+    command: Annotated[AnyPeopleCommand, Field(discriminator="kind")]
+
+
+class PeopleError(WireModel):
+    code: Literal["not_found", "invalid_email", "unavailable"]
+    message: str
+
+
+class PeopleResult(WireModel):
+    contact: ContactOut | None = None
+    contacts: tuple[ContactOut, ...] = ()
+    deleted: bool = False
+    address: str | None = None
+    error: PeopleError | None = None

@@ -1,0 +1,115 @@
+"""Who the model means: names resolved against the user's contacts (contract §16).
+
+The model names people the way the user did ("张三", "Bob", "bob@example.com"); code decides who
+that is. An address is taken as written. A name (or alias) matches when it is equal after case
+and whitespace are set aside; exactly one contact → that person, none or several → the request
+waits (`needs_attendee`) with the candidates. Pure: the contacts are passed in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from calagent.contracts.people import Attendee
+
+# An address as written by a person: one @, no spaces, a dot in the domain. Anything else is a name.
+_ADDRESS = re.compile(r"^[^@\s<>()\[\],;:\"]+@[^@\s<>()\[\],;:\"]+\.[^@\s<>()\[\],;:\".]+$")
+SUGGESTIONS_MAX = 5
+
+
+@dataclass(frozen=True)
+class Contact:
+    id: str
+    name: str
+    email: str
+    aliases: tuple[str, ...] = ()
+    created_at: datetime | None = None
+
+    def as_attendee(self) -> Attendee:
+        return Attendee(name=self.name, email=self.email)
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A name that names nobody, or several: the candidates (possibly none) to choose from."""
+
+    query: str
+    candidates: tuple[Attendee, ...]
+
+
+def is_address(value: str) -> bool:
+    return _ADDRESS.match(value.strip().removeprefix("mailto:")) is not None
+
+
+def normal_name(value: str) -> str:
+    return "".join(value.casefold().split())
+
+
+def normal_address(value: str) -> str:
+    return value.strip().removeprefix("mailto:").removeprefix("MAILTO:").casefold()
+
+
+def _names(contact: Contact) -> Iterable[str]:
+    yield normal_name(contact.name)
+    yield from (normal_name(a) for a in contact.aliases)
+
+
+def _unique(people: Iterable[Attendee]) -> tuple[Attendee, ...]:
+    seen: set[str] = set()
+    out: list[Attendee] = []
+    for person in people:
+        key = normal_address(person.email)
+        if key not in seen:
+            seen.add(key)
+            out.append(person)
+    return tuple(out)
+
+
+def resolve_one(requested: str, contacts: Sequence[Contact]) -> Attendee | Unresolved:
+    text = requested.strip()
+    if is_address(text):
+        address = text.removeprefix("mailto:")
+        known = [c for c in contacts if normal_address(c.email) == normal_address(address)]
+        return known[0].as_attendee() if known else Attendee(email=address)
+    wanted = normal_name(text)
+    exact = _unique(c.as_attendee() for c in contacts if wanted in set(_names(c)))
+    if len(exact) == 1:
+        return exact[0]
+    if exact:
+        return Unresolved(text, exact)
+    # Nobody by that name: those whose name holds it, or is held by it ("张" → 张三), as suggestions.
+    near = _unique(
+        c.as_attendee()
+        for c in contacts
+        if wanted and any(wanted in n or (n and n in wanted) for n in _names(c))
+    )
+    return Unresolved(text, near[:SUGGESTIONS_MAX])
+
+
+def resolve_attendees(
+    requested: Sequence[str], contacts: Sequence[Contact]
+) -> tuple[Attendee, ...] | Unresolved:
+    """Every requested person resolved (each address once, in the order asked), or the first
+    that is not."""
+    found: list[Attendee] = []
+    for item in requested:
+        person = resolve_one(item, contacts)
+        if isinstance(person, Unresolved):
+            return person
+        found.append(person)
+    return _unique(found)
+
+
+def keep_answers(wanted: Sequence[Attendee], current: Sequence[Attendee]) -> tuple[Attendee, ...]:
+    """The new list of attendees with the answers (and names) of the ones already invited kept."""
+    known = {normal_address(a.email): a for a in current}
+    out: list[Attendee] = []
+    for person in wanted:
+        before = known.get(normal_address(person.email))
+        if before is not None:
+            person = person.model_copy(update={"status": before.status, "name": person.name or before.name})
+        out.append(person)
+    return tuple(out)

@@ -1,0 +1,78 @@
+"""Attendees of a write: who a change will mail, and the people an update names.
+
+A write that would send mail (an invitation, an update, a cancellation) is held for the user's
+word with `hold_reason = sends_invitations`, and its stub names every recipient. Mail is sent only
+for events the user organizes (ORGANIZER is the user's private address): changing an invitation
+someone else sent never mails that meeting's people in the user's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.people import Unresolved, keep_answers, normal_address, resolve_attendees
+from calagent.commands.txn import Txn
+from calagent.commands.views import stub_out
+from calagent.contracts.commands import CommandResult, StubSlots
+from calagent.contracts.people import Attendee
+from calagent.contracts.tools import UpdateSchedule
+
+if TYPE_CHECKING:
+    from calagent.commands.writes import Writes
+
+
+@dataclass(frozen=True)
+class PeopleChange:
+    """An update's new list of attendees (answers of those already invited kept)."""
+
+    attendees: tuple[Attendee, ...]
+    organizer: str | None
+
+    def recipients(self, current: tuple[Attendee, ...]) -> tuple[Attendee, ...]:
+        """Everyone the change mails: the new list (REQUEST) and those taken off it (CANCEL)."""
+        kept = {normal_address(a.email) for a in self.attendees}
+        return (*self.attendees, *(a for a in current if normal_address(a.email) not in kept))
+
+
+class AttendeeRules:
+    def __init__(self, writes: Writes) -> None:
+        self.writes = writes
+
+    async def invited(self, txn: Txn, row: Event, master: Event | None) -> tuple[Attendee, ...]:
+        """The people a change of this event mails: its attendees, when the user organizes it."""
+        owner = master or row
+        if not owner.attendees or owner.organizer is None:
+            return ()
+        mailbox = await txn.uow.mailbox(txn.user_id)
+        return owner.attendees if mailbox is not None and owner.organizer == mailbox else ()
+
+    async def for_update(
+        self, txn: Txn, current: Event, update: UpdateSchedule
+    ) -> PeopleChange | CommandResult | None:
+        """None: the update leaves the people alone. A name no contact (or several) matches
+        leaves a `needs_attendee` stub with the candidates, answered as the result."""
+        if update.attendees is None:
+            return None
+        found = resolve_attendees(update.attendees, await txn.uow.contacts(txn.user_id))
+        if isinstance(found, Unresolved):
+            active = await txn.uow.active_stub(txn.user_id)
+            superseded = await self.writes.supersede(txn, active)
+            stub = await self.writes.save_stub(
+                txn,
+                None,
+                title=current.title,
+                slots=StubSlots(attendees=tuple(update.attendees)),
+                status="needs_attendee",
+                kind="change",
+                fields={"attendee_query": found.query, "attendee_candidates": found.candidates},
+            )
+            return CommandResult(
+                status="needs_attendee", stub=stub_out(stub, (), txn.tz), superseded=superseded
+            )
+        attendees = keep_answers(found, current.attendees)
+        organizer = current.organizer
+        if attendees and organizer is None:
+            organizer = await self.writes.organizer(txn)
+        return PeopleChange(attendees, organizer)

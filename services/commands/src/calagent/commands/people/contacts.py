@@ -1,0 +1,80 @@
+"""`calagent.people.manage`: the caller's contacts and private mail address.
+
+Everything is looked up by the envelope's user and the id together, so another user's contact id
+is answered exactly like one that does not exist.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from calagent.commands.domain.people import Contact, is_address
+from calagent.commands.ports import Store
+from calagent.commands.txn import new_id
+from calagent.contracts.people import (
+    AddContact,
+    AnyPeopleCommand,
+    ContactOut,
+    DeleteContact,
+    GetMailAddress,
+    PeopleError,
+    PeopleResult,
+)
+from calagent.runtime.clock import Clock
+
+
+def new_mail_address(domain: str) -> str:
+    """An unguessable address: whoever knows it can reach the user's assistant."""
+    return f"{secrets.token_hex(12)}@{domain}"
+
+
+def _out(contact: Contact) -> ContactOut:
+    assert contact.created_at is not None
+    return ContactOut(
+        id=contact.id,
+        name=contact.name,
+        email=contact.email,
+        aliases=contact.aliases,
+        created_at=contact.created_at,
+    )
+
+
+class People:
+    def __init__(self, store: Store, clock: Clock, mail_domain: str) -> None:
+        self.store = store
+        self.clock = clock
+        self.mail_domain = mail_domain
+
+    async def run(self, command: AnyPeopleCommand) -> PeopleResult:
+        user_id = command.envelope.user_id
+        async with self.store.unit_of_work() as uow:
+            if isinstance(command, AddContact):
+                email = command.email.strip().removeprefix("mailto:")
+                if not is_address(email):
+                    return PeopleResult(
+                        error=PeopleError(code="invalid_email", message="not an e-mail address")
+                    )
+                contact = Contact(
+                    id=new_id(),
+                    name=command.name.strip(),
+                    email=email,
+                    aliases=tuple(a.strip() for a in command.aliases if a.strip()),
+                    created_at=self.clock.now(),
+                )
+                await uow.add_contact(user_id, contact)
+                await uow.commit()
+                return PeopleResult(contact=_out(contact))
+            if isinstance(command, DeleteContact):
+                deleted = await uow.delete_contact(user_id, command.contact_id)
+                await uow.commit()
+                if not deleted:
+                    return PeopleResult(
+                        error=PeopleError(code="not_found", message="no contact with this id")
+                    )
+                return PeopleResult(deleted=True)
+            if isinstance(command, GetMailAddress):
+                address = await uow.mailbox(user_id, new_mail_address(self.mail_domain), self.clock.now())
+                await uow.commit()
+                return PeopleResult(address=address)
+            listed = await uow.contacts(user_id)
+            return PeopleResult(contacts=tuple(_out(c) for c in listed))

@@ -1,0 +1,129 @@
+"""iMIP messages (RFC 6047 over RFC 5546): the invitation, update and cancellation of an event the
+user organizes, one message per recipient.
+
+A REQUEST carries the event's object as it now is (every VEVENT of the UID, with its VTIMEZONEs;
+the user's own alarms left out). A CANCEL carries the UID, the raised SEQUENCE, the organizer and
+the attendees it is for; `STATUS:CANCELLED` when the whole event goes (RFC 5546 §3.2.5: not when
+only some attendees are taken off). The Message-ID is a digest of the event, sequence, method and
+recipient: the same message is never queued twice, and a retry carries the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import format_datetime, formataddr
+
+from icalendar import Calendar, Component
+from icalendar import Event as IcsEvent
+
+from calagent.commands.caldav.objects import attendee_property, organizer_property
+from calagent.contracts.people import Attendee
+
+PRODID = "-//calagent//invitations//EN"
+
+
+@dataclass(frozen=True)
+class Mail:
+    method: str
+    sequence: int
+    recipient: str
+    message_id: str
+    text: str
+
+
+def message_id(uid: str, sequence: int, method: str, recipient: str, domain: str) -> str:
+    seed = f"{uid}|{sequence}|{method}|{recipient.casefold()}"
+    return f"<{hashlib.sha256(seed.encode()).hexdigest()[:40]}@{domain}>"
+
+
+def sequence_of(obj: Calendar) -> int:
+    masters = [c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c] or list(obj.walk("VEVENT"))
+    return int(masters[0].get("SEQUENCE", 0)) if masters else 0
+
+
+def _summary(obj: Calendar) -> str:
+    for component in obj.walk("VEVENT"):
+        if "RECURRENCE-ID" not in component:
+            return str(component.get("SUMMARY", ""))
+    return ""
+
+
+def _scheduling(method: str) -> Calendar:
+    cal = Calendar()
+    cal.add("prodid", PRODID)
+    cal.add("version", "2.0")
+    cal.add("method", method)
+    return cal
+
+
+def request_body(obj: Calendar) -> Calendar:
+    """The object as a METHOD:REQUEST calendar: its events and zones, without the user's alarms."""
+    cal = _scheduling("REQUEST")
+    for component in obj.subcomponents:
+        if component.name not in ("VEVENT", "VTIMEZONE"):
+            continue
+        if component.name == "VEVENT":
+            component.subcomponents = [c for c in component.subcomponents if c.name != "VALARM"]
+        cal.add_component(component)
+    return cal
+
+
+def cancel_body(
+    obj: Calendar, sequence: int, organizer: str, people: Sequence[Attendee], stamp: datetime, whole: bool
+) -> Calendar:
+    master = next((c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c), None)
+    if master is None:
+        raise ValueError("no event to cancel")
+    cal = _scheduling("CANCEL")
+    for zone in obj.walk("VTIMEZONE"):
+        cal.add_component(zone)
+    event: Component = IcsEvent()
+    event["UID"] = master["UID"]
+    event.add("dtstamp", stamp.astimezone(UTC))
+    event.add("sequence", sequence)
+    event["DTSTART"] = master["DTSTART"]
+    if "SUMMARY" in master:
+        event["SUMMARY"] = master["SUMMARY"]
+    event["ORGANIZER"] = organizer_property(organizer, master.get("ORGANIZER"))
+    props = [attendee_property(p) for p in people]
+    event["ATTENDEE"] = props if len(props) > 1 else props[0]
+    if whole:
+        event.add("status", "CANCELLED")
+    cal.add_component(event)
+    return cal
+
+
+def envelope(
+    body: Calendar,
+    *,
+    method: str,
+    sender: str,
+    recipient: Attendee,
+    msg_id: str,
+    stamp: datetime,
+    summary: str,
+) -> str:
+    """The RFC 6047 message: a short text part and the text/calendar part with its method."""
+    subject = {"REQUEST": "Invitation", "CANCEL": "Cancelled", "REPLY": "Reply"}.get(method, method)
+    message = EmailMessage(policy=SMTP)
+    message["From"] = sender
+    message["To"] = formataddr((recipient.name or "", recipient.email))
+    message["Subject"] = f"{subject}: {summary}" if summary else subject
+    message["Date"] = format_datetime(stamp.astimezone(UTC))
+    message["Message-ID"] = msg_id
+    message.set_content(f"{subject}: {summary}\n")
+    message.add_alternative(
+        bytes(body.to_ical()).decode("utf-8"),
+        subtype="calendar",
+        params={"method": method},
+    )
+    return message.as_string()
+
+
+def summary_of(obj: Calendar) -> str:
+    return _summary(obj)

@@ -1,0 +1,153 @@
+"""Queuing invitations in the transaction of the write that causes them.
+
+At commit, for each event the transaction touched that the user organizes, the object the people
+were last sent (`events.ical`) is compared with the rows as they are now: the object patched with
+them (`views.render_resource`, one renderer with CalDAV and the feeds) is what they get. Something
+changed → a REQUEST with the raised SEQUENCE to every attendee, a CANCEL to each one taken off;
+the event gone → a CANCEL to everyone. The new object is kept as the event's `ical` and the
+messages go into `mail_outbox`, all in the same transaction as the write: an outage of the mail
+server delays them, a rollback takes them back, and nothing is sent for a write that did not
+commit. Writes that came from the connected calendar (`outbound` off) send nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from icalendar import Calendar
+from opentelemetry import propagate
+
+from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.caldav.objects import attendees_of
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.people import normal_address
+from calagent.commands.people import imip
+from calagent.commands.views import render_resource
+from calagent.contracts.people import Attendee
+from calagent.runtime.clock import Clock
+
+
+class Invitations:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    async def queue(self, uow: SqlUnitOfWork) -> None:
+        if not uow.outbound or not uow.invited:
+            return
+        stamp = self.clock.now()
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        users: list[str] = []
+        for user_id, resources in uow.invited.items():
+            mailbox = await uow.mailbox(user_id)
+            if mailbox is None:
+                continue
+            mails: list[tuple[str, imip.Mail]] = []
+            for resource in sorted(resources):
+                rows = await uow.resource_rows(user_id, resource)
+                owner = next((r for r in rows if r.id == resource), None)
+                if owner is None:
+                    gone = uow.deleted_objects.get(resource)
+                    if gone is not None and normal_address(gone[0]) == normal_address(mailbox):
+                        mails += [(uid, m) for uid, m in self._cancel_all(gone[1], mailbox, stamp)]
+                    continue
+                if owner.organizer is None or normal_address(owner.organizer) != normal_address(mailbox):
+                    continue
+                mails += await self._changed(uow, owner, rows, mailbox, stamp)
+            if mails:
+                await uow.queue_mail(user_id, mailbox, mails, carrier)
+                users.append(user_id)
+        uow.mail_users = tuple(users)
+
+    async def _changed(
+        self, uow: SqlUnitOfWork, owner: Event, rows: list[Event], mailbox: str, stamp: datetime
+    ) -> list[tuple[str, imip.Mail]]:
+        before = owner.ical
+        if before is None and not owner.attendees:
+            return []
+        uid = owner.uid or f"{owner.id}@calagent"
+        text = render_resource(rows, uid, stamp)
+        if text is None or text == before:
+            return []
+        obj = Calendar.from_ical(text)
+        if before is None:
+            # The first version people get: SEQUENCE 0, said out loud (RFC 5546 wants it on REQUEST).
+            for component in obj.walk("VEVENT"):
+                if "SEQUENCE" not in component:
+                    component.add("sequence", 0)
+            text = bytes(obj.to_ical()).decode("utf-8")
+        old_people = _people(before) if before is not None else ()
+        await uow.keep_object(owner.user_id, owner.id, text)
+        domain = mailbox.rpartition("@")[2]
+        sequence = imip.sequence_of(obj)
+        summary = imip.summary_of(obj)
+        out: list[tuple[str, imip.Mail]] = []
+        now_people = {normal_address(a.email) for a in owner.attendees}
+        for person in owner.attendees:
+            msg_id = imip.message_id(uid, sequence, "REQUEST", person.email, domain)
+            body = imip.request_body(Calendar.from_ical(text))
+            message = imip.envelope(
+                body,
+                method="REQUEST",
+                sender=mailbox,
+                recipient=person,
+                msg_id=msg_id,
+                stamp=stamp,
+                summary=summary,
+            )
+            out.append((uid, imip.Mail("REQUEST", sequence, person.email, msg_id, message)))
+        for person in old_people:
+            if normal_address(person.email) in now_people:
+                continue
+            msg_id = imip.message_id(uid, sequence, "CANCEL", person.email, domain)
+            body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=False)
+            message = imip.envelope(
+                body,
+                method="CANCEL",
+                sender=mailbox,
+                recipient=person,
+                msg_id=msg_id,
+                stamp=stamp,
+                summary=summary,
+            )
+            out.append((uid, imip.Mail("CANCEL", sequence, person.email, msg_id, message)))
+        return out
+
+    def _cancel_all(self, before: str, mailbox: str, stamp: datetime) -> list[tuple[str, imip.Mail]]:
+        obj = Calendar.from_ical(before)
+        people = _people(before)
+        masters = [c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c]
+        if not people or not masters:
+            return []
+        uid = str(masters[0]["UID"])
+        sequence = imip.sequence_of(obj) + 1
+        summary = imip.summary_of(obj)
+        domain = mailbox.rpartition("@")[2]
+        out: list[tuple[str, imip.Mail]] = []
+        for person in people:
+            msg_id = imip.message_id(uid, sequence, "CANCEL", person.email, domain)
+            body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=True)
+            message = imip.envelope(
+                body,
+                method="CANCEL",
+                sender=mailbox,
+                recipient=person,
+                msg_id=msg_id,
+                stamp=stamp,
+                summary=summary,
+            )
+            out.append((uid, imip.Mail("CANCEL", sequence, person.email, msg_id, message)))
+        return out
+
+
+def _people(text: str) -> tuple[Attendee, ...]:
+    """Everyone the object invites (the master's attendees and any override's), once each."""
+    seen: set[str] = set()
+    out: list[Attendee] = []
+    for component in Calendar.from_ical(text).walk("VEVENT"):
+        for person in attendees_of(component):
+            key = normal_address(person.email)
+            if key not in seen:
+                seen.add(key)
+                out.append(person)
+    return tuple(out)

@@ -1,0 +1,138 @@
+"""People on the HTTP surface (contract §16): `GET/POST /v1/contacts`, `DELETE /v1/contacts/{id}`,
+`POST /v1/mail-address`.
+
+The gateway checks the body's shape and asks commands over `calagent.people.manage`; commands owns
+the contacts and the addresses. Another user's contact id answers 404 like one that never existed.
+"""
+
+# No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
+# a local name that FastAPI must see as an object, not as a string to resolve in module globals.
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from calagent.contracts import wire
+from calagent.contracts.people import (
+    ALIASES_MAX,
+    EMAIL_MAX,
+    NAME_MAX,
+    AddContact,
+    AnyPeopleCommand,
+    ContactOut,
+    DeleteContact,
+    GetMailAddress,
+    ListContacts,
+    PeopleRequest,
+    PeopleResult,
+)
+from calagent.contracts.text import unstorable_in
+from calagent.gateway.auth import Principal
+from calagent.gateway.limits import plain_id
+from calagent.runtime.bus import BusRequestError
+
+PEOPLE_TIMEOUT_S = 10.0
+
+
+class ContactBody(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    name: StrictStr = Field(min_length=1, max_length=NAME_MAX)
+    email: StrictStr = Field(min_length=3, max_length=EMAIL_MAX)
+    aliases: list[Annotated[StrictStr, Field(min_length=1, max_length=NAME_MAX)]] = Field(
+        default_factory=list, max_length=ALIASES_MAX
+    )
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def contact_view(contact: ContactOut) -> dict[str, Any]:
+    return {
+        "id": contact.id,
+        "name": contact.name,
+        "email": contact.email,
+        "aliases": list(contact.aliases),
+        "created_at": contact.created_at.isoformat(),
+    }
+
+
+def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+    router = APIRouter()
+
+    async def ask(request: Request, command: AnyPeopleCommand) -> PeopleResult | JSONResponse:
+        try:
+            result: PeopleResult = await request.app.state.gateway.bus.request(
+                wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
+            )
+        except BusRequestError as exc:
+            status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
+            code = "service_unavailable" if status == 503 else "bad_gateway"
+            return _error(status, code, f"the commands service could not answer ({exc.code})")
+        return result
+
+    @router.get("/v1/contacts", response_model=None)
+    async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        answer = await ask(request, ListContacts(envelope=request.app.state.gateway.envelope(principal)))
+        if isinstance(answer, JSONResponse):
+            return answer
+        return JSONResponse({"contacts": [contact_view(c) for c in answer.contacts]})
+
+    @router.post("/v1/contacts", response_model=None)
+    async def add(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        try:
+            raw = json.loads(await request.body())
+            body = ContactBody.model_validate(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            return _error(422, "invalid_request", "the body is not valid JSON")
+        except ValidationError:
+            return _error(422, "invalid_request", 'the body is {"name": "…", "email": "…", "aliases": ["…"]}')
+        reason = unstorable_in(raw)
+        if reason:
+            return _error(422, "invalid_request", reason)
+        answer = await ask(
+            request,
+            AddContact(
+                envelope=request.app.state.gateway.envelope(principal),
+                name=body.name,
+                email=body.email,
+                aliases=tuple(body.aliases),
+            ),
+        )
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.error is not None or answer.contact is None:
+            message = answer.error.message if answer.error else "refused"
+            return _error(422, answer.error.code if answer.error else "invalid_request", message)
+        return JSONResponse(contact_view(answer.contact), status_code=201)
+
+    @router.delete("/v1/contacts/{contact_id}", response_model=None)
+    async def remove(
+        request: Request, principal: Annotated[Principal, Depends(authenticate)], contact_id: str
+    ) -> Response:
+        if not plain_id(contact_id):
+            return _error(404, "not_found", "no contact with this id")
+        answer = await ask(
+            request,
+            DeleteContact(envelope=request.app.state.gateway.envelope(principal), contact_id=contact_id),
+        )
+        if isinstance(answer, JSONResponse):
+            return answer
+        if not answer.deleted:
+            return _error(404, "not_found", "no contact with this id")
+        return Response(status_code=204)
+
+    @router.post("/v1/mail-address", response_model=None)
+    async def mail_address(
+        request: Request, principal: Annotated[Principal, Depends(authenticate)]
+    ) -> Response:
+        answer = await ask(request, GetMailAddress(envelope=request.app.state.gateway.envelope(principal)))
+        if isinstance(answer, JSONResponse):
+            return answer
+        return JSONResponse({"address": answer.address})
+
+    return router
