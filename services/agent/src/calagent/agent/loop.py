@@ -47,6 +47,7 @@ from calagent.contracts.commands import (
 from calagent.contracts.text import storable
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (
+    ModelUsage,
     StubView,
     ToolCallOut,
     TurnAnswer,
@@ -59,6 +60,8 @@ from calagent.runtime.clock import Clock
 from calagent.runtime.timeline import Timeline, epoch_ms
 
 MAX_MODEL_STEPS = 6
+# Kept back from the turn's timeout for what follows the model (tools, the reply, publishing).
+TURN_RESERVE_S = 2.0
 # An invalid tool call goes back to the model; after two failed retries the turn asks the user.
 MAX_TOOL_ERRORS = 3
 ONE_WRITE = "one_write_per_response"
@@ -105,6 +108,7 @@ class TurnRunner:
         store: StorePort,
         session_gap_minutes: int,
         offer_window_minutes: int = 30,
+        turn_timeout_s: float = 90.0,
     ) -> None:
         self.clock = clock
         self.model = model
@@ -113,6 +117,7 @@ class TurnRunner:
         self.store = store
         self.session_gap = timedelta(minutes=session_gap_minutes)
         self.offer_window = timedelta(minutes=offer_window_minutes)
+        self.turn_timeout_s = turn_timeout_s
         self.tools = Tools(commands, store, clock)
         self.schemas = tool_schemas()
         self.tracer = trace.get_tracer("calagent.agent")
@@ -129,6 +134,8 @@ class TurnRunner:
             lang=lang,
             timeline=Timeline(origin, self.tracer),
             view=receipts.View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
+            # The gateway stops waiting `turn_timeout_s` after it received the request.
+            model_deadline_ms=origin + (self.turn_timeout_s - TURN_RESERVE_S) * 1000.0,
         )
         if turn.published_ms:
             state.timeline.add_span("bus.wait", turn.published_ms, consumed)
@@ -137,6 +144,9 @@ class TurnRunner:
             finished = await self._run(state, sink)
         except ModelUnavailable as exc:
             state.flag("model_unavailable")
+            if exc.circuit_open:
+                state.flag("circuit_open")
+                state.retry_after_s = round(max(exc.retry_after_s or 1.0, 1.0), 3)
             state.error = str(exc)
             finished = Finished("model_unavailable", receipts.model_unavailable_reply(state.lang))
         if state.sync_notices:
@@ -169,9 +179,11 @@ class TurnRunner:
             command=_active_stub_view(state.current_stub),
             events=tuple(state.events),
             model_calls=state.model_calls,
+            retry_after_s=state.retry_after_s,
         )
+        tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):
-            await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer))
+            await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer, tokens=tokens))
         record = TurnRecord(
             envelope=env,
             text=turn.text,
@@ -186,6 +198,8 @@ class TurnRunner:
             cold_start=cold_start,
             replaced_reply=state.replaced_reply,
             error=state.error,
+            model_usage=tuple(state.model_usage),
+            repairs=tuple(state.repairs),
         )
         return answer, record
 
@@ -426,15 +440,35 @@ class TurnRunner:
     ) -> ModelResponse:
         assert self.model is not None
         start = epoch_ms()
+        budget_s = (state.model_deadline_ms - start) / 1000.0
         try:
-            response = await self.model.complete(messages, self.schemas, on_delta)
-        finally:
-            state.model_calls += 1
+            response = await self.model.complete(messages, self.schemas, on_delta, budget_s=budget_s)
+        except ModelUnavailable as exc:
+            if not exc.circuit_open:
+                state.model_calls += 1
+            raise
+        state.model_calls += 1
+        if response.failed_attempts:
+            state.flag("model_retried")
+        model = response.model or self.model.model
+        if model != self.model.model:
+            state.flag("model_fallback")
+        state.model_usage.append(
+            ModelUsage(
+                model=model,
+                prompt_tokens=response.prompt_tokens,
+                completion_tokens=response.completion_tokens,
+                cached_tokens=response.cached_tokens,
+                reported=response.usage_reported,
+            )
+        )
         attrs = {
             "gen_ai.system": "openai",
             "gen_ai.request.model": self.model.model,
+            "gen_ai.response.model": model,
             "gen_ai.usage.input_tokens": response.prompt_tokens,
             "gen_ai.usage.output_tokens": response.completion_tokens,
+            "gen_ai.usage.cached_tokens": response.cached_tokens,
         }
         state.timeline.add_span("model.request", start, response.end_ms, attrs)
         state.timeline.add_span("model.ttft", response.start_ms, response.first_token_ms)

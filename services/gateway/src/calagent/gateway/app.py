@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -550,6 +551,19 @@ def create_app(
             if receive_span.is_recording():
                 receive_span.end()
         done_span = tracer.start_span("gateway.done", attributes={"calagent.turn_id": turn.turn_id})
+        refused_for = outcome.answer.retry_after_s
+        if refused_for is not None:
+            # The model endpoint is treated as down: said at once, with when to try again (§17).
+            done_span.end()
+            response = _error_json(
+                503,
+                outcome.answer.reply,
+                "model_unavailable",
+                turn_id=turn.turn_id,
+                retry_after_s=refused_for,
+            )
+            response.headers["Retry-After"] = str(math.ceil(refused_for))
+            return response
         return JSONResponse(
             outcome.answer.model_dump(mode="json"),
             background=BackgroundTask(gw.deliver, turn, outcome, done_span),

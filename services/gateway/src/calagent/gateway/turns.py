@@ -343,7 +343,9 @@ class TurnRunner:
             fut.set_exception(exc)
             raise
         else:
-            self.answers.put(key, outcome.answer)
+            if outcome.answer.retry_after_s is None:
+                # A turn refused because the model is down is not the message's answer: a retry runs it.
+                self.answers.put(key, outcome.answer)
             fut.set_result(outcome)
             return outcome
         finally:
