@@ -138,9 +138,17 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from calagent.cli.render import candidates_to_cases, render_candidates, render_report
+    from calagent.cli.render import candidates_to_cases, render_candidates, render_report, render_usage
     from calagent.contracts import wire
-    from calagent.contracts.evalrec import ReportRequest
+    from calagent.contracts.evalrec import ReportRequest, UsageRequest
+
+    if args.usage:
+        usage = asyncio.run(_evalrec_request(wire.EVALREC_USAGE, UsageRequest(days=args.days, by=args.by)))
+        if args.json:
+            print(usage.model_dump_json(indent=2))
+        else:
+            print(render_usage(usage.model_dump(mode="json"), args.by))
+        return 0
 
     result = asyncio.run(
         _evalrec_request(wire.EVALREC_REPORT, ReportRequest(candidates=args.candidates or bool(args.cases)))
@@ -297,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--candidates", action="store_true")
     report.add_argument("--cases", default=None, help="write candidate turns as an eval case skeleton file")
     report.add_argument("--json", action="store_true")
+    report.add_argument("--usage", action="store_true", help="model tokens per day, user or model")
+    report.add_argument("--by", choices=("day", "user", "model"), default="day", help="with --usage")
+    report.add_argument("--days", type=int, default=7, help="with --usage: the last N days, today included")
     report.set_defaults(func=cmd_report)
 
     evaluate = sub.add_parser("eval", help="route eval: offline (scripted model) or live (configured model)")

@@ -101,6 +101,8 @@ async def start_stack(
         "CALAGENT_MODEL_TIMEOUT_S": 10.0,
         "CALAGENT_TURN_TIMEOUT_S": 30.0,
         "CALAGENT_AUTH_SECRET": TEST_AUTH_SECRET,
+        # Tests and evals send a user's turns faster than anyone types; a test of the rate sets it.
+        "CALAGENT_USER_TURNS_PER_MINUTE": 0,
     }
     values.update(settings_overrides or {})
     settings = Settings(**values)

@@ -32,6 +32,7 @@ COMMAND_QUERY: Final = "calagent.command.query"
 AGENT_TURN_LOOKUP: Final = "calagent.agent.lookup"
 EVALREC_TIMELINE: Final = "calagent.evalrec.timeline"
 EVALREC_REPORT: Final = "calagent.evalrec.report"
+EVALREC_USAGE: Final = "calagent.evalrec.usage"
 CALDAV_ACCOUNTS: Final = "calagent.caldav.accounts"
 
 # Core NATS: commands replicas wake their CalDAV outbox worker on `<prefix>.<user_id>` after a commit.
@@ -46,6 +47,8 @@ DEADLETTER_STREAM: Final = "CALAGENT_DEADLETTER"
 
 # JetStream key-value: the gateway's claims of client message ids (one winner across replicas).
 GATEWAY_KEYS_BUCKET: Final = "calagent_gateway_message_keys"
+# Per-user turn counts per minute and tokens per day, shared by gateway replicas (contract §17).
+GATEWAY_QUOTAS_BUCKET: Final = "calagent_gateway_quotas"
 
 SERVICES: Final = ("gateway", "agent", "commands", "timeparse", "evalrec")
 

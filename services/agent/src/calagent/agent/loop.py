@@ -23,6 +23,7 @@ from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant, fast_path_patch, speaks_for_user, timed_gate
+from calagent.agent.domain.repair import calls_in_text, loads_lenient
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort
@@ -45,7 +46,7 @@ from calagent.contracts.commands import (
     TurnContext,
 )
 from calagent.contracts.text import storable
-from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
+from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, ToolArgs, tool_schemas
 from calagent.contracts.turns import (
     ModelUsage,
     StubView,
@@ -56,6 +57,7 @@ from calagent.contracts.turns import (
     TurnRequested,
     stub_view,
 )
+from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.timeline import Timeline, epoch_ms
 
@@ -64,6 +66,9 @@ MAX_MODEL_STEPS = 6
 TURN_RESERVE_S = 2.0
 # An invalid tool call goes back to the model; after two failed retries the turn asks the user.
 MAX_TOOL_ERRORS = 3
+# Fields whose schema asks for a date or range symbol: a natural date written there is resolved by
+# the time service when it gives exactly one answer (contract §17).
+SYMBOL_FIELDS = frozenset({"date", "end_date", "start", "end"})
 ONE_WRITE = "one_write_per_response"
 
 
@@ -120,6 +125,7 @@ class TurnRunner:
         self.turn_timeout_s = turn_timeout_s
         self.tools = Tools(commands, store, clock)
         self.schemas = tool_schemas()
+        self.tool_names = frozenset(TOOL_MODELS)
         self.tracer = trace.get_tracer("calagent.agent")
 
     async def run(
@@ -328,24 +334,25 @@ class TurnRunner:
         for _ in range(MAX_MODEL_STEPS):
             stream.reset()
             response = await self._call_model(state, messages, stream.feed)
-            if not response.tool_calls:
-                return self._final_text(state, response.text)
+            calls, text = self._repaired_calls(state, response)
+            if not calls:
+                return self._final_text(state, text)
             messages.append(
                 {
                     "role": "assistant",
-                    "content": response.text or None,
+                    "content": text or None,
                     "tool_calls": [
                         {
                             "id": c.id,
                             "type": "function",
                             "function": {"name": c.name, "arguments": c.arguments},
                         }
-                        for c in response.tool_calls
+                        for c in calls
                     ],
                 }
             )
             finished_before = len(state.finished)
-            refused = await self._run_calls(state, messages, response.tool_calls, sink)
+            refused = await self._run_calls(state, messages, calls, sink)
             if len(state.finished) > finished_before and not refused:
                 return _combined(state.finished)
             if state.tool_errors >= MAX_TOOL_ERRORS:
@@ -394,13 +401,91 @@ class TurnRunner:
         try:
             args = model.model_validate_json(call.arguments or "{}")
         except ValidationError as exc:
-            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
-            await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
-            return
+            repaired = await self._natural_dates(state, model, call, exc)
+            if repaired is None:
+                detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
+                await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
+                return
+            args = repaired
         with state.timeline.segment(f"tool.{call.name}"):
             result = await self.tools.run(state, args)
         await self._answer_call(state, messages, sink, call, args.model_dump(exclude_none=True), result)
+
+    def _repaired_calls(self, state: TurnState, response: ModelResponse) -> tuple[list[ModelToolCall], str]:
+        """The response's tool calls as the runtime runs them, each repair recorded: calls written
+        into the text, almost-JSON arguments, missing ids."""
+        calls, text = list(response.tool_calls), response.text
+        if not calls and text:
+            found, rest = calls_in_text(text, self.tool_names)
+            if found:
+                state.repaired("text_tool_call")
+                if any(c.almost_json for c in found):
+                    state.repaired("almost_json")
+                calls = [ModelToolCall(id="", name=c.name, arguments=c.arguments) for c in found]
+                text = rest
+        out: list[ModelToolCall] = []
+        for index, call in enumerate(calls):
+            arguments = call.arguments
+            parsed = loads_lenient(arguments)
+            if parsed is not None and parsed[1]:
+                state.repaired("almost_json")
+                arguments = json.dumps(parsed[0], ensure_ascii=False)
+            call_id = call.id
+            if not call_id:
+                if response.tool_calls:  # a call written into the text never had an id
+                    state.repaired("missing_call_id")
+                # Unique within the turn: the model sees each result under its own call's id.
+                call_id = f"call_{state.model_calls}_{index}"
+            out.append(ModelToolCall(id=call_id, name=call.name, arguments=arguments))
+        return out, text
+
+    async def _natural_dates(
+        self, state: TurnState, model: type[ToolArgs], call: ModelToolCall, exc: ValidationError
+    ) -> ToolArgs | None:
+        """The arguments with each natural date in a symbol field replaced by the time service's
+        symbol, when every such field has exactly one reading and nothing else was wrong."""
+        try:
+            data = json.loads(call.arguments or "{}")
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        fields: list[str] = []
+        for error in exc.errors():
+            loc = error["loc"]
+            field = loc[0] if len(loc) == 1 else None
+            value = data.get(field) if isinstance(field, str) else None
+            if (
+                error["type"] != "string_pattern_mismatch"
+                or field not in SYMBOL_FIELDS
+                or not isinstance(value, str)
+            ):
+                return None
+            assert isinstance(field, str)
+            try:
+                parsed = await self.time.parse_reply(value, state.env.occurred_at, state.env.tz)
+            except BusRequestError:
+                return None  # no reading today: the model gets the structured error instead
+            patch = parsed.patch.model_dump(exclude_none=True)
+            symbol = patch.get("date")
+            # One reading or none: a weekend is two days, a bare weekday or a time is not a date.
+            if (
+                not parsed.complete
+                or set(patch) != {"date"}
+                or not isinstance(symbol, str)
+                or symbol.startswith("WE")
+            ):
+                return None
+            data[field] = symbol
+            fields.append(field)
+        try:
+            args = model.model_validate(data)
+        except ValidationError:
+            return None
+        for field in fields:
+            state.repaired(f"natural_date:{field}")
+        return args
 
     async def _answer_call(
         self,

@@ -46,7 +46,7 @@ from calagent.contracts.commands import (
     StubOut,
 )
 from calagent.contracts.envelope import Channel, Envelope
-from calagent.contracts.evalrec import TimelineRequest
+from calagent.contracts.evalrec import TimelineRequest, UsageRequest
 from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
 from calagent.contracts.text import refuse_unstorable
 from calagent.contracts.transport import own_names, unwrap
@@ -61,6 +61,7 @@ from calagent.contracts.turns import (
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
+from calagent.gateway.quotas import QuotaExceededError, QuotaUnavailableError
 from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
@@ -460,6 +461,17 @@ def create_app(
     async def on_downstream(_request: Request, exc: DownstreamError) -> JSONResponse:
         return _error_json(exc.status, exc.detail)
 
+    @app.exception_handler(QuotaExceededError)
+    async def on_quota(_request: Request, exc: QuotaExceededError) -> JSONResponse:
+        response = _error_json(429, exc.message, exc.code, retry_after_s=round(exc.retry_after_s, 3))
+        response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
+        return response
+
+    @app.exception_handler(QuotaUnavailableError)
+    async def on_quota_unavailable(_request: Request, exc: QuotaUnavailableError) -> JSONResponse:
+        log.warning("%s", exc)
+        return _error_json(503, "the turn could not be checked against the account's limits; try again")
+
     @app.exception_handler(TurnTimeoutError)
     async def on_timeout(_request: Request, exc: TurnTimeoutError) -> JSONResponse:
         return _error_json(504, "the agent did not answer in time", turn_id=exc.turn_id)
@@ -639,6 +651,21 @@ def create_app(
         if result.timeline is None:
             return _error_json(404, "no timeline for this turn")
         return result.timeline.model_dump(mode="json")
+
+    @app.get("/v1/usage", response_model=None)
+    async def usage(principal: AuthPrincipal, days: str = "7") -> dict[str, Any]:
+        """The caller's model tokens over the last `days` days, per day in the caller's zone (§17)."""
+        if not days.isdigit() or not 1 <= int(days) <= 366:
+            raise UnprocessableError.one(["query", "days"], "days must be a whole number from 1 to 366")
+        try:
+            result = await gw.bus.request(
+                wire.EVALREC_USAGE,
+                UsageRequest(user_id=principal.user_id, days=int(days), by="day", tz=principal.tz),
+                timeout=QUERY_TIMEOUT_S,
+            )
+        except BusRequestError as exc:
+            raise downstream("evalrec", exc) from exc
+        return result.model_dump(mode="json")
 
     @app.get("/v1/calendar.ics")
     async def calendar_ics(principal: AuthPrincipal) -> Response:

@@ -63,6 +63,7 @@ from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
+from calagent.gateway.quotas import Quotas
 from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -160,6 +161,7 @@ class TurnOutcome:
     replayed: bool = False
     published_ms: float = 0.0
     done_ms: float = 0.0
+    tokens: int = 0  # what the turn's model calls used, as the agent measured
 
 
 class _UserLock:
@@ -295,6 +297,7 @@ class TurnRunner:
         self.locks = UserLocks()
         self.answers = AnswerCache()
         self.claims = KeyClaims(bus)
+        self.quotas = Quotas(bus, settings, clock)
         self.turns = bus.stream_publisher(wire.TURN_REQUESTED)
         self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
         self._waiting: dict[str, asyncio.Queue[TurnEvent]] = {}
@@ -384,12 +387,17 @@ class TurnRunner:
     ) -> TurnOutcome:
         loop = asyncio.get_running_loop()
         user_id = turn.principal.user_id
+        # Budgets and rates before anything is published (contract §17): a refusal writes nothing.
+        await self.quotas.admit(user_id, turn.principal.tz)
         try:
             async with self.locks.hold(user_id, deadline - loop.time()):
-                return await self._locked_turn(turn, deadline, sink, poll=poll, idle=idle)
+                outcome = await self._locked_turn(turn, deadline, sink, poll=poll, idle=idle)
         except TimeoutError as exc:
             # Either waiting for the user's previous turn or for this one's answer ran out.
             raise TurnTimeoutError(turn.turn_id) from exc
+        if not outcome.replayed:
+            await self.quotas.charge(user_id, turn.principal.tz, outcome.tokens)
+        return outcome
 
     async def _locked_turn(
         self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool, idle: bool
@@ -433,7 +441,12 @@ class TurnRunner:
                     if event.answer is None:
                         log.warning("turn.done without an answer for %s; still waiting", turn.turn_id)
                         continue
-                    return TurnOutcome(answer=event.answer, published_ms=published_ms, done_ms=epoch_ms())
+                    return TurnOutcome(
+                        answer=event.answer,
+                        published_ms=published_ms,
+                        done_ms=epoch_ms(),
+                        tokens=event.tokens,
+                    )
                 if sink is not None:
                     sink(event)
         finally:
