@@ -165,6 +165,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from calagent.cli.doctor import as_json, render, run_doctor
+    from calagent.runtime.settings import Settings
+
+    settings = Settings()
+    if not settings.openai_base_url:
+        print("no model endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY, CALAGENT_MODEL)")
+        return 1
+    checks, can_call_tools = asyncio.run(
+        run_doctor(settings.openai_base_url, settings.openai_api_key or "not-needed", settings.model)
+    )
+    print(as_json(checks) if args.json else render(checks))
+    return 0 if can_call_tools else 1
+
+
 def cmd_asyncapi(args: argparse.Namespace) -> int:
     from calagent.cli.asyncapi import render
 
@@ -309,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--by", choices=("day", "user", "model"), default="day", help="with --usage")
     report.add_argument("--days", type=int, default=7, help="with --usage: the last N days, today included")
     report.set_defaults(func=cmd_report)
+
+    doctor = sub.add_parser("doctor", help="check what the configured model endpoint can do")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
 
     evaluate = sub.add_parser("eval", help="route eval: offline (scripted model) or live (configured model)")
     evaluate.add_argument("mode", choices=("offline", "live"))
