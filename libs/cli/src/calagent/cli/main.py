@@ -219,7 +219,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from calagent.cli.evaluate import run_eval
 
-    return run_eval(args.mode, args.report, args.group, args.concurrency, args.cases_dir)
+    if args.trials < 1:
+        print("--trials must be at least 1", file=sys.stderr)
+        return 2
+    return run_eval(args.mode, args.report, args.group, args.concurrency, args.cases_dir, trials=args.trials)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -335,6 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--group", default=None)
     evaluate.add_argument("--concurrency", type=int, default=4)
     evaluate.add_argument("--cases-dir", default=None)
+    evaluate.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        help="run each case K times (no retries) and print pass^1 … pass^K per group",
+    )
     evaluate.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="print benchmark numbers")
