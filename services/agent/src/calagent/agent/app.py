@@ -106,6 +106,7 @@ class AgentService:
             session_gap_minutes=self.settings.session_gap_minutes,
             offer_window_minutes=self.settings.offer_window_minutes,
             turn_timeout_s=self.settings.turn_timeout_s,
+            model_timeout_s=self.settings.model_timeout_s,
         )
 
     async def stop(self) -> None:

@@ -114,6 +114,7 @@ class TurnRunner:
         session_gap_minutes: int,
         offer_window_minutes: int = 30,
         turn_timeout_s: float = 90.0,
+        model_timeout_s: float = 60.0,
     ) -> None:
         self.clock = clock
         self.model = model
@@ -123,6 +124,7 @@ class TurnRunner:
         self.session_gap = timedelta(minutes=session_gap_minutes)
         self.offer_window = timedelta(minutes=offer_window_minutes)
         self.turn_timeout_s = turn_timeout_s
+        self.model_timeout_s = model_timeout_s
         self.tools = Tools(commands, store, clock)
         self.schemas = tool_schemas()
         self.tool_names = frozenset(TOOL_MODELS)
@@ -525,7 +527,10 @@ class TurnRunner:
     ) -> ModelResponse:
         assert self.model is not None
         start = epoch_ms()
-        budget_s = (state.model_deadline_ms - start) / 1000.0
+        # Retries stay inside what is left of the turn; but a turn run after its client stopped
+        # waiting (redelivered after an outage) still gets one whole attempt: its answer is stored
+        # for the client's retry with the same key.
+        budget_s = max((state.model_deadline_ms - start) / 1000.0, self.model_timeout_s)
         try:
             response = await self.model.complete(messages, self.schemas, on_delta, budget_s=budget_s)
         except ModelUnavailable as exc:
