@@ -279,3 +279,49 @@ async def test_the_rate_is_shared_by_gateway_replicas(
     # Only the admitted turns reached the model: three of the busy user's, the calm user's one.
     assert len(scripted.requests) == 4
     assert await count_events(db, "rate-calm") == 1
+
+
+async def test_a_retry_of_an_admitted_message_is_not_counted_again_and_a_refused_one_is(
+    servers: Servers, database_url: str, scripted: ScriptedModelServer, db: AsyncEngine
+) -> None:
+    from calagent.gateway.app import create_app as create_gateway
+
+    slow = {
+        "when": {"user_contains": "开会", "last_role": "user"},
+        "respond": {"tool_calls": [CREATE], "delay_ms": 1500},
+    }
+    scripted.set_script(quirky({}, slow))
+    into_minute = time.time() % 60
+    if into_minute > 45:  # the whole test inside one minute window
+        await asyncio.sleep(60.5 - into_minute)
+    user = "rate-keyed"
+    async with system(servers, database_url, scripted, CALAGENT_USER_TURNS_PER_MINUTE=2) as stack:
+        bus = Bus(servers.nats_url, "gateway", stack.clock)
+        second = create_gateway(stack.settings, stack.clock, bus=bus)
+        await bus.start()
+        other = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=second), base_url="http://gw2", timeout=60
+        )
+        try:
+            # The client retries m1 through another replica while the first attempt still runs.
+            first_task = asyncio.ensure_future(stack.chat(user, MESSAGE, client_message_id="m1"))
+            await asyncio.sleep(0.5)
+            retry = await other.post(
+                "/v1/chat", json={"message": MESSAGE, "client_message_id": "m1"}, headers=stack.headers(user)
+            )
+            first = await first_task
+            second_message = await stack.chat(user, f"{MESSAGE}，带电脑", client_message_id="m2")
+            third = await stack.chat(user, f"{MESSAGE}，带资料", client_message_id="m3")
+            third_again = await other.post(
+                "/v1/chat",
+                json={"message": f"{MESSAGE}，带资料", "client_message_id": "m3"},
+                headers=stack.headers(user),
+            )
+        finally:
+            await other.aclose()
+            await bus.close()
+    assert [first.status_code, retry.status_code, second_message.status_code] == [200, 200, 200]
+    assert retry.json()["turn_id"] == first.json()["turn_id"]
+    # Over the rate: refused, and its retry is judged afresh, not let through as a retry.
+    assert [third.status_code, third_again.status_code] == [429, 429]
+    assert third_again.json()["error"]["code"] == "rate_limited"

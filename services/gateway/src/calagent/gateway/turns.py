@@ -45,6 +45,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from nats.errors import NoRespondersError
 from nats.js.api import StorageType
@@ -63,7 +64,7 @@ from calagent.contracts.envelope import Channel, Envelope
 from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnLookup, TurnLookupResult, TurnRequested
 from calagent.gateway.auth import Principal
-from calagent.gateway.quotas import Quotas
+from calagent.gateway.quotas import QuotaExceededError, Quotas
 from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -86,6 +87,7 @@ KEY_CLAIM_TTL_S = ANSWER_CACHE_TTL_S
 _TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
 
 EventSink = Callable[[TurnEvent], None]
+ClaimResult = Literal["new", "same", "other"]
 
 
 def turn_id_for(user_id: str, client_message_id: str | None) -> str:
@@ -260,25 +262,34 @@ class KeyClaims:
                 )
             return self._kv
 
-    async def claim(self, key: str, fingerprint: str) -> bool:
-        """True when `key` is now, or already was, bound to `fingerprint`; False when to another."""
+    async def claim(self, key: str, fingerprint: str) -> ClaimResult:
+        """`new` when `key` is now bound to `fingerprint`, `same` when it already was (a retry),
+        `other` when it is bound to another message."""
         try:
             kv = await self._bucket()
             for _ in range(3):
                 try:
                     await kv.create(key, fingerprint.encode())
-                    return True
+                    return "new"
                 except KeyWrongLastSequenceError:
                     pass
                 try:
                     entry = await kv.get(key)
                 except KeyNotFoundError:
                     continue  # expired between the two calls: claim it afresh
-                return entry.value == fingerprint.encode()
+                return "same" if entry.value == fingerprint.encode() else "other"
         except Exception as exc:
             # Unchecked keys would let a reused key through; refuse the turn as not deliverable.
             raise AgentUnreachableError(f"could not check the client_message_id: {exc!r}") from exc
         raise AgentUnreachableError("could not check the client_message_id: the claim kept changing")
+
+    async def release(self, key: str) -> None:
+        """Forget a claim whose message was refused before it was published (over a quota), so the
+        client's retry is judged afresh rather than as a retry of an admitted message."""
+        try:
+            await (await self._bucket()).delete(key)
+        except Exception:
+            log.warning("could not release the claim of %s", key, exc_info=True)
 
 
 def _retrieve(fut: asyncio.Future[TurnOutcome]) -> None:
@@ -317,9 +328,10 @@ class TurnRunner:
         key = (turn.principal.user_id, turn.client_message_id)
         # The claim is keyed by the turn id, which is derived from (user, key): subject-safe, and one
         # user's key never meets another's.
-        if not await self.claims.claim(
+        claimed = await self.claims.claim(
             turn.turn_id, request_fingerprint(turn.raw_text, turn.conversation_id)
-        ):
+        )
+        if claimed == "other":
             raise IdempotencyKeyReusedError(turn.client_message_id)
         first = self._inflight.get(key)
         if first is not None:
@@ -338,11 +350,14 @@ class TurnRunner:
         fut.add_done_callback(_retrieve)
         self._inflight[key] = fut
         try:
-            outcome = await self._keyed(turn, key, deadline, sink)
+            # A retry of a message already admitted is not counted against the user's rate again.
+            outcome = await self._keyed(turn, key, deadline, sink, admit=claimed == "new")
         except asyncio.CancelledError:
             fut.cancel()
             raise
         except BaseException as exc:
+            if isinstance(exc, QuotaExceededError) and claimed == "new":
+                await self.claims.release(turn.turn_id)
             fut.set_exception(exc)
             raise
         else:
@@ -355,7 +370,7 @@ class TurnRunner:
             self._inflight.pop(key, None)
 
     async def _keyed(
-        self, turn: ChatTurn, key: tuple[str, str], deadline: float, sink: EventSink | None
+        self, turn: ChatTurn, key: tuple[str, str], deadline: float, sink: EventSink | None, *, admit: bool
     ) -> TurnOutcome:
         found = await self._lookup(key, deadline)
         if found is not None and found.answer is not None:
@@ -365,7 +380,7 @@ class TurnRunner:
         # The agent answered and nobody runs this turn: a duplicate ack below then means only that
         # an earlier copy was given up on (an outage outlasted its retries) or is still queued.
         idle = found is not None and not found.pending
-        return await self._publish_and_wait(turn, deadline, sink, poll=pending, idle=idle)
+        return await self._publish_and_wait(turn, deadline, sink, poll=pending, idle=idle, admit=admit)
 
     async def _lookup(self, key: tuple[str, str], deadline: float) -> TurnLookupResult | None:
         timeout = min(LOOKUP_TIMEOUT_S, deadline - asyncio.get_running_loop().time())
@@ -383,12 +398,20 @@ class TurnRunner:
             return None
 
     async def _publish_and_wait(
-        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool, idle: bool = False
+        self,
+        turn: ChatTurn,
+        deadline: float,
+        sink: EventSink | None,
+        *,
+        poll: bool,
+        idle: bool = False,
+        admit: bool = True,
     ) -> TurnOutcome:
         loop = asyncio.get_running_loop()
         user_id = turn.principal.user_id
-        # Budgets and rates before anything is published (contract §17): a refusal writes nothing.
-        await self.quotas.admit(user_id, turn.principal.tz)
+        if admit:
+            # Budgets and rates before anything is published (contract §17): a refusal writes nothing.
+            await self.quotas.admit(user_id, turn.principal.tz)
         try:
             async with self.locks.hold(user_id, deadline - loop.time()):
                 outcome = await self._locked_turn(turn, deadline, sink, poll=poll, idle=idle)
