@@ -169,3 +169,36 @@ def test_a_half_open_circuit_lets_one_probe_through_at_a_time() -> None:
     assert circuit.admit(6.1) is not None  # a second caller waits for the probe's answer
     circuit.abandoned()
     assert circuit.admit(6.2) is None
+
+
+class CutOffEndpoint(ScriptedEndpoint):
+    """Streams a piece of text, then fails; the next attempt answers."""
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_delta: DeltaSink | None,
+        *,
+        budget_s: float | None = None,
+    ) -> ModelResponse:
+        self.calls += 1
+        if on_delta is not None:
+            await on_delta("好的，")
+        if self.calls == 1:
+            raise busy()
+        return ModelResponse(text="好的，已记下。", tool_calls=[], start_ms=0, first_token_ms=0, end_ms=0)
+
+
+async def test_text_streamed_before_a_failure_is_not_streamed_again() -> None:
+    time = FakeTime()
+    endpoint = CutOffEndpoint("p", [])
+    seen: list[str] = []
+
+    async def on_delta(delta: str) -> None:
+        seen.append(delta)
+
+    response = await model(time, endpoint).complete([], [], on_delta, budget_s=30)
+    assert response.text == "好的，已记下。"
+    assert seen == ["好的，"]
+    assert endpoint.calls == 2

@@ -116,12 +116,23 @@ class FailoverModel:
     ) -> tuple[ModelResponse, int]:
         failed = 0
         last: ModelUnavailable | None = None
+        streamed = False
+
+        async def sink(delta: str) -> None:
+            nonlocal streamed
+            streamed = True
+            if on_delta is not None:
+                await on_delta(delta)
+
         while failed < self.policy.attempts:
             left = deadline - self.now()
             if left < self.policy.min_attempt_s:
                 break
+            # Once an attempt has streamed text that was then cut off, later attempts stream
+            # nothing: the client would see the text twice; `turn.done` carries the whole reply.
+            live = sink if on_delta is not None and not streamed else None
             try:
-                response = await endpoint.client.complete(messages, tools, on_delta, budget_s=left)
+                response = await endpoint.client.complete(messages, tools, live, budget_s=left)
             except ModelUnavailable as exc:
                 failed += 1
                 last = exc
