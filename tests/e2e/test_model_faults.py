@@ -71,7 +71,7 @@ async def test_a_429_is_retried_after_the_retry_after_and_writes_once(
     assert await count_events(db, user) == 1
 
 
-async def test_a_5xx_and_a_stalled_stream_are_retried(
+async def test_a_5xx_a_stalled_stream_and_a_dropped_stream_are_retried(
     servers: Servers, database_url: str, scripted: ScriptedModelServer, db: AsyncEngine, user: str
 ) -> None:
     stalled = {
@@ -79,12 +79,17 @@ async def test_a_5xx_and_a_stalled_stream_are_retried(
         "times": 1,
         "respond": {"tool_calls": [CREATE], "stall_after_chunks": 1, "stall_ms": 6000},
     }
-    scripted.set_script(script(failing(502, 1), stalled, on_user("开会", tool_calls=[CREATE])))
+    dropped = {
+        "when": {"user_contains": "开会"},
+        "times": 1,
+        "respond": {"tool_calls": [CREATE], "drop_after_chunks": 2},
+    }
+    scripted.set_script(script(failing(502, 1), stalled, dropped, on_user("开会", tool_calls=[CREATE])))
     scripted.clear_requests()
-    async with system(servers, database_url, scripted) as stack:
+    async with system(servers, database_url, scripted, CALAGENT_MODEL_ATTEMPTS=4) as stack:
         response = await stack.chat(user, MESSAGE)
         assert response.json()["outcome"] == "created", response.json()
-    assert [r.rule for r in scripted.requests] == ["rules[0]", "rules[1]", "rules[2]"]
+    assert [r.rule for r in scripted.requests] == ["rules[0]", "rules[1]", "rules[2]", "rules[3]"]
     assert await count_events(db, user) == 1
 
 
