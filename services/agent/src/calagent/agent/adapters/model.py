@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpx
 import openai
 
 from calagent.contracts.text import storable
@@ -157,11 +156,9 @@ class OpenAIModelClient:
                 retryable=retryable,
                 retry_after_s=retry_after_seconds(exc.response.headers),
             ) from exc
+        # A connection cut mid-stream reaches us as APIConnectionError too (the SDK wraps httpx's).
         except (openai.APIConnectionError, openai.APITimeoutError, openai.APIResponseValidationError) as exc:
             raise ModelUnavailable(f"{type(exc).__name__}: {exc}", retryable=True) from exc
-        except httpx.TransportError as exc:
-            # A connection cut mid-stream surfaces from the iteration as httpx's own error.
-            raise ModelUnavailable(f"the stream broke off: {exc!r}", retryable=True) from exc
 
     async def _complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
