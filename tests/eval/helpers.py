@@ -10,14 +10,20 @@ from calagent.cli.evaluate import run_eval
 
 
 def run_eval_in_thread(
-    mode: str, report: Path, *, concurrency: int = 1, cases_dir: str | None = None, group: str | None = None
+    mode: str,
+    report: Path,
+    *,
+    concurrency: int = 1,
+    cases_dir: str | None = None,
+    group: str | None = None,
+    trials: int = 1,
 ) -> tuple[int, str, dict[str, Any]]:
     """The CLI's own entry, on a thread of its own so its event loop never meets the test's."""
     out = io.StringIO()
     box: dict[str, int] = {}
 
     def target() -> None:
-        box["code"] = run_eval(mode, str(report), group, concurrency, cases_dir, out=out)
+        box["code"] = run_eval(mode, str(report), group, concurrency, cases_dir, out=out, trials=trials)
 
     thread = threading.Thread(target=target)
     thread.start()

@@ -143,7 +143,12 @@ class OneCallModel:
         self.arguments: dict[str, Any] | None = None
 
     async def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_delta: DeltaSink | None,
+        *,
+        budget_s: float | None = None,
     ) -> ModelResponse:
         calls = []
         if self.tool is not None and self.arguments is None:

@@ -72,3 +72,57 @@ def test_live_drives_every_case_through_the_configured_model(
             line in text or (text.strip() and text.strip() in line) for line in lines for text in seen
         )
         assert reached, f"{case.id} never reached the model"
+
+
+TRIAL_CASE = """
+cases:
+  - id: trial-create
+    turns:
+      - user: 明天下午三点和张三开会
+        model: [{tool: prepare_or_create_schedule, args: {title: 和张三开会, date: D+1, time: "15:00"}}]
+        expect: {outcome: created, events_after: {count: 1}}
+  - id: trial-chat
+    group: chat
+    turns:
+      - user: 你好
+        expect: {outcome: answered}
+"""
+
+
+def test_live_trials_report_pass_hat_k_per_group(
+    servers: Servers, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A model that gets the create right twice and then never again: 2 of 3 trials pass.
+    create = {
+        "when": {"user_contains": "开会", "last_role": "user"},
+        "times": 2,
+        "respond": {
+            "tool_calls": [
+                {
+                    "name": "prepare_or_create_schedule",
+                    "arguments": {"title": "和张三开会", "date": "D+1", "time": "15:00"},
+                }
+            ]
+        },
+    }
+    cases_dir = tmp_path / "cases"
+    cases_dir.mkdir()
+    (cases_dir / "trials.yaml").write_text(TRIAL_CASE, encoding="utf-8")
+    with ScriptedModelServer(
+        Script.model_validate({"rules": [create], "default": {"text": "嗯。"}})
+    ) as model:
+        monkeypatch.setenv("NATS_URL", servers.nats_url)
+        monkeypatch.setenv("DATABASE_URL", servers.database_url)
+        monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
+        code, output, report = run_eval_in_thread(
+            "live", tmp_path / "r.json", cases_dir=str(cases_dir), trials=3
+        )
+    by_id = {r["id"]: r for r in report["results"]}
+    assert by_id["trial-create"]["trials"] == [True, True, False]
+    assert by_id["trial-create"]["status"] == "flaky"
+    assert by_id["trial-chat"]["trials"] == [True, True, True]
+    assert report["pass_hat_k"]["trials"] == {"1": 0.6667, "2": 0.3333, "3": 0.0}
+    assert report["pass_hat_k"]["chat"] == {"1": 1.0, "2": 1.0, "3": 1.0}
+    assert report["pass_hat_k"]["all"] == {"1": 0.8333, "2": 0.6667, "3": 0.5}
+    assert "pass^3" in output
+    assert code == 0

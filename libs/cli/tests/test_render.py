@@ -205,3 +205,50 @@ class TestCandidatesToCases:
 
     def test_no_candidates_is_an_empty_case_list(self) -> None:
         assert yaml.safe_load(candidates_to_cases({"candidates": []})) == {"cases": []}
+
+
+def test_the_report_shows_repaired_tool_calls() -> None:
+    text = render_report({**REPORT, "repairs": {"text_tool_call": 2, "natural_date:date": 1}})
+    assert row(text, "text_tool_call") == ["text_tool_call", "2", "66.7%"]
+    assert row(text, "natural_date:date") == ["natural_date:date", "1", "33.3%"]
+
+
+def test_usage_is_a_table_with_a_total() -> None:
+    from calagent.cli.render import render_usage
+
+    usage = {
+        "since": "2026-09-18",
+        "rows": [
+            {
+                "key": "alice",
+                "turns": 2,
+                "model_calls": 3,
+                "prompt_tokens": 900,
+                "completion_tokens": 40,
+                "cached_tokens": 300,
+                "unreported_calls": 0,
+            },
+            {
+                "key": "bob",
+                "turns": 1,
+                "model_calls": 1,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached_tokens": 0,
+                "unreported_calls": 1,
+            },
+        ],
+        "total": {
+            "key": "total",
+            "turns": 3,
+            "model_calls": 4,
+            "prompt_tokens": 900,
+            "completion_tokens": 40,
+            "cached_tokens": 300,
+            "unreported_calls": 1,
+        },
+    }
+    text = render_usage(usage, "user")
+    assert "since 2026-09-18" in text
+    assert row(text, "alice") == ["alice", "2", "3", "900", "40", "300", "0"]
+    assert row(text, "total") == ["total", "3", "4", "900", "40", "300", "1"]

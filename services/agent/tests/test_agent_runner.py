@@ -38,7 +38,12 @@ class FakeModel:
         self.calls: list[list[dict[str, Any]]] = []
 
     async def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_delta: DeltaSink | None,
+        *,
+        budget_s: float | None = None,
     ) -> ModelResponse:
         self.calls.append([dict(m) for m in messages])
         response = self.responses.pop(0)

@@ -5,7 +5,7 @@ redelivery, not terminated. The same paths against real NATS and PostgreSQL are 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from faststream.nats import TestNatsBroker
@@ -16,6 +16,7 @@ from calagent.contracts.evalrec import Timeline, TimelineRequest
 from calagent.contracts.turns import TurnDelivered, TurnRecord
 from calagent.evalrec.app import create_app
 from calagent.evalrec.domain.report import TurnFacts
+from calagent.evalrec.domain.usage import UsageFact
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import Settings
@@ -47,6 +48,9 @@ class FakeRepository:
         return Timeline(turn_id=turn_id, total_ms=12.0, segments=())
 
     async def recent_turns(self, max_turns: int) -> list[TurnFacts]:
+        return []
+
+    async def usage(self, since: date, user_id: str | None) -> list[UsageFact]:
         return []
 
 

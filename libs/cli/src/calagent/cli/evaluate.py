@@ -53,6 +53,14 @@ def print_table(results: Sequence[CaseResult], out: TextIO) -> None:
         print(f"{_cell(r.id, 40)} {_cell(r.group, 12)} {_cell(r.status, 18)} {r.reason[:160]}", file=out)
 
 
+def print_pass_hat_k(table: dict[str, dict[str, float]], out: TextIO) -> None:
+    """pass^1 … pass^K per group: the chance that K runs of a case all pass (τ-bench)."""
+    ks = sorted({int(k) for row in table.values() for k in row})
+    print(f"{_cell('group', 14)} " + " ".join(f"{'pass^' + str(k):>8}" for k in ks), file=out)
+    for group, row in table.items():
+        print(f"{_cell(group, 14)} " + " ".join(f"{row.get(str(k), 0.0):>8.3f}" for k in ks), file=out)
+
+
 @contextmanager
 def _servers() -> Iterator[tuple[str, str]]:
     from calagent.runtime.testing.servers import provide_servers
@@ -73,6 +81,7 @@ async def run_cases(
     concurrency: int = 1,
     settings_overrides: dict[str, Any] | None = None,
     out: TextIO | None = None,
+    trials: int = 1,
 ) -> list[CaseResult]:
     overrides: dict[str, Any] = {"CALAGENT_DEFAULT_CALENDARS": EVAL_CALENDARS, **(settings_overrides or {})}
     stack = await start_stack(
@@ -84,7 +93,7 @@ async def run_cases(
     engine = create_async_engine(database_url)
     try:
         control: ModelControl = control_factory(stack)
-        runner = Runner(stack, engine, control, mode, DEFAULT_NOW)
+        runner = Runner(stack, engine, control, mode, DEFAULT_NOW, trials=trials)
 
         def progress(result: CaseResult) -> None:
             if out is not None and result.status not in ("passed", "skipped"):
@@ -97,7 +106,11 @@ async def run_cases(
 
 
 async def run_offline(
-    cases: Sequence[Case], nats_url: str, database_url: str, scripted: ScriptedModelServer | None = None
+    cases: Sequence[Case],
+    nats_url: str,
+    database_url: str,
+    scripted: ScriptedModelServer | None = None,
+    trials: int = 1,
 ) -> list[CaseResult]:
     """Every case through the real stack with the scripted model, one case at a time: the scripted
     server holds one script, set per turn."""
@@ -112,6 +125,7 @@ async def run_offline(
             database_url=database_url,
             model_base_url=base_url,
             control_factory=lambda _stack: OfflineControl(server),
+            trials=trials,
         )
     finally:
         if own:
@@ -126,6 +140,7 @@ async def run_live(
     api_key: str | None,
     concurrency: int,
     out: TextIO | None = None,
+    trials: int = 1,
 ) -> list[CaseResult]:
     from calagent.cli.evaluation.live import LiveControl, LiveProxy
 
@@ -143,6 +158,7 @@ async def run_live(
             # A real model is slower than the scripted one; the stack's test timeouts would cut it off.
             settings_overrides={"CALAGENT_MODEL_TIMEOUT_S": 120.0, "CALAGENT_TURN_TIMEOUT_S": 240.0},
             out=out,
+            trials=trials,
         )
     finally:
         proxy.stop()
@@ -164,6 +180,7 @@ def run_eval(
     concurrency: int,
     cases_dir: str | None,
     out: TextIO | None = None,
+    trials: int = 1,
 ) -> int:
     out = out or sys.stdout
     if mode not in ("offline", "live"):
@@ -189,7 +206,7 @@ def run_eval(
     started = time.perf_counter()
     with _servers() as (nats_url, database_url):
         if mode == "offline":
-            results = asyncio.run(run_offline(cases, nats_url, database_url))
+            results = asyncio.run(run_offline(cases, nats_url, database_url, trials=trials))
         else:
             assert base_url is not None
             results = asyncio.run(
@@ -201,6 +218,7 @@ def run_eval(
                     os.environ.get("OPENAI_API_KEY"),
                     concurrency,
                     out,
+                    trials,
                 )
             )
     seconds = time.perf_counter() - started
@@ -212,5 +230,7 @@ def run_eval(
         f"unclassified {summary['unclassified']}, skipped {summary['skipped']}",
         file=out,
     )
+    if "pass_hat_k" in summary:
+        print_pass_hat_k(summary["pass_hat_k"], out)
     print(f"{summary['passed']} passed, {summary['failed']} failed", file=out, flush=True)
     return EXIT_GATE_FAILED if summary["unclassified"] or summary["stale_known_issue"] else 0

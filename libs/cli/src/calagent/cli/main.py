@@ -158,9 +158,17 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from calagent.cli.render import candidates_to_cases, render_candidates, render_report
+    from calagent.cli.render import candidates_to_cases, render_candidates, render_report, render_usage
     from calagent.contracts import wire
-    from calagent.contracts.evalrec import ReportRequest
+    from calagent.contracts.evalrec import ReportRequest, UsageRequest
+
+    if args.usage:
+        usage = asyncio.run(_evalrec_request(wire.EVALREC_USAGE, UsageRequest(days=args.days, by=args.by)))
+        if args.json:
+            print(usage.model_dump_json(indent=2))
+        else:
+            print(render_usage(usage.model_dump(mode="json"), args.by))
+        return 0
 
     result = asyncio.run(
         _evalrec_request(wire.EVALREC_REPORT, ReportRequest(candidates=args.candidates or bool(args.cases)))
@@ -175,6 +183,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         print(render_report(result.report))
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from calagent.cli.doctor import as_json, render, run_doctor
+    from calagent.runtime.settings import Settings
+
+    settings = Settings()
+    if not settings.openai_base_url:
+        print("no model endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY, CALAGENT_MODEL)")
+        return 1
+    checks, can_call_tools = asyncio.run(
+        run_doctor(settings.openai_base_url, settings.openai_api_key or "not-needed", settings.model)
+    )
+    print(as_json(checks) if args.json else render(checks))
+    return 0 if can_call_tools else 1
 
 
 def cmd_asyncapi(args: argparse.Namespace) -> int:
@@ -216,7 +239,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from calagent.cli.evaluate import run_eval
 
-    return run_eval(args.mode, args.report, args.group, args.concurrency, args.cases_dir)
+    if args.trials < 1:
+        print("--trials must be at least 1", file=sys.stderr)
+        return 2
+    return run_eval(args.mode, args.report, args.group, args.concurrency, args.cases_dir, trials=args.trials)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -325,7 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--candidates", action="store_true")
     report.add_argument("--cases", default=None, help="write candidate turns as an eval case skeleton file")
     report.add_argument("--json", action="store_true")
+    report.add_argument("--usage", action="store_true", help="model tokens per day, user or model")
+    report.add_argument("--by", choices=("day", "user", "model"), default="day", help="with --usage")
+    report.add_argument("--days", type=int, default=7, help="with --usage: the last N days, today included")
     report.set_defaults(func=cmd_report)
+
+    doctor = sub.add_parser("doctor", help="check what the configured model endpoint can do")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(func=cmd_doctor)
 
     evaluate = sub.add_parser("eval", help="route eval: offline (scripted model) or live (configured model)")
     evaluate.add_argument("mode", choices=("offline", "live"))
@@ -333,6 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--group", default=None)
     evaluate.add_argument("--concurrency", type=int, default=4)
     evaluate.add_argument("--cases-dir", default=None)
+    evaluate.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        help="run each case K times (no retries) and print pass^1 … pass^K per group",
+    )
     evaluate.set_defaults(func=cmd_eval)
 
     bench = sub.add_parser("bench", help="print benchmark numbers")

@@ -128,6 +128,10 @@ def render_report(report: Mapping[str, Any]) -> str:
     flags = report.get("flags") or {}
     lines += _count_table("flags", "flag", flags, turns)
     lines.append("")
+    repairs = report.get("repairs") or {}
+    if repairs:
+        lines += _count_table("tool calls repaired", "repair", repairs, turns)
+        lines.append("")
 
     calls = report.get("model_calls") or {}
     lines.append(f"model calls per turn: mean {_mean(calls.get('mean'))}")
@@ -217,3 +221,24 @@ def candidates_to_cases(report: Mapping[str, Any]) -> str:
             f"          outcome: TODO  # observed: {c.get('outcome', '')}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def render_usage(usage: Mapping[str, Any], by: str) -> str:
+    """`calagent report --usage`: tokens per day, user or model since `since`."""
+    header = (by, "turns", "calls", "prompt", "completion", "cached", "no usage")
+
+    def row(r: Mapping[str, Any]) -> tuple[str, ...]:
+        keys = (
+            "turns",
+            "model_calls",
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "unreported_calls",
+        )
+        return (str(r["key"]), *(str(r[k]) for k in keys))
+
+    lines = [f"model tokens since {usage['since']}:"]
+    rows = [row(r) for r in usage.get("rows") or ()]
+    lines += _table(header, [*rows, row(usage["total"])])
+    return "\n".join(lines)

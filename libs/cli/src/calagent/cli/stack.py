@@ -101,6 +101,12 @@ async def start_stack(
         "CALAGENT_MODEL_TIMEOUT_S": 10.0,
         "CALAGENT_TURN_TIMEOUT_S": 30.0,
         "CALAGENT_AUTH_SECRET": TEST_AUTH_SECRET,
+        # Tests and evals send a user's turns faster than anyone types; a test of the rate sets it.
+        "CALAGENT_USER_TURNS_PER_MINUTE": 0,
+        # Cases simulate model outages one after another: a circuit opened by one would answer the
+        # unrelated cases after it with 503. The circuit and the backoff have tests of their own.
+        "CALAGENT_MODEL_CIRCUIT_FAILURES": 1_000_000,
+        "CALAGENT_MODEL_BACKOFF_S": 0.05,
     }
     values.update(settings_overrides or {})
     settings = Settings(**values)

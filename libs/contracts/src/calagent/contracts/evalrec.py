@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.turns import Segment
@@ -30,3 +32,29 @@ class ReportRequest(WireModel):
 
 class ReportResult(WireModel):
     report: dict[str, Any]
+
+
+class UsageRequest(WireModel):
+    """Tokens used over the last `days` days (today included, in `tz`), for one user or all."""
+
+    user_id: str | None = None
+    days: int = Field(default=7, ge=1, le=366)
+    by: Literal["day", "user", "model"] = "day"
+    tz: str = "UTC"
+
+
+class UsageRow(WireModel):
+    key: str  # the day (ISO date), the user or the model
+    turns: int = 0
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    # Calls whose endpoint sent no usage: their tokens are unknown, not zero.
+    unreported_calls: int = 0
+
+
+class UsageResult(WireModel):
+    since: str  # the first day counted (ISO date)
+    rows: tuple[UsageRow, ...] = ()
+    total: UsageRow

@@ -33,6 +33,7 @@ AGENT_TURN_LOOKUP: Final = "calagent.agent.lookup"
 AGENT_HISTORY: Final = "calagent.agent.history"
 EVALREC_TIMELINE: Final = "calagent.evalrec.timeline"
 EVALREC_REPORT: Final = "calagent.evalrec.report"
+EVALREC_USAGE: Final = "calagent.evalrec.usage"
 CALDAV_ACCOUNTS: Final = "calagent.caldav.accounts"
 PEOPLE_MANAGE: Final = "calagent.people.manage"
 
@@ -48,6 +49,8 @@ DEADLETTER_STREAM: Final = "CALAGENT_DEADLETTER"
 
 # JetStream key-value: the gateway's claims of client message ids (one winner across replicas).
 GATEWAY_KEYS_BUCKET: Final = "calagent_gateway_message_keys"
+# Per-user turn counts per minute and tokens per day, shared by gateway replicas (contract §17).
+GATEWAY_QUOTAS_BUCKET: Final = "calagent_gateway_quotas"
 
 SERVICES: Final = ("gateway", "agent", "commands", "timeparse", "evalrec")
 

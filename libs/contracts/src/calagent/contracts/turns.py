@@ -46,6 +46,11 @@ Flag = Literal[
     "timed_gate",
     "stub_superseded",
     "read_only_write_attempt",
+    # Provider faults and tool-call repairs (contract §17).
+    "model_retried",
+    "model_fallback",
+    "circuit_open",
+    "repaired",
 ]
 
 
@@ -233,6 +238,21 @@ def stub_view(stub: StubOut) -> StubView:
     )
 
 
+class ModelUsage(WireModel):
+    """One model call's tokens as the endpoint reported them (contract §17)."""
+
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    # False when the endpoint sent no `usage` (the counts are then zero, not measured).
+    reported: bool = True
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
 class TurnAnswer(WireModel):
     """The body of `POST /v1/chat` (contract §4)."""
 
@@ -245,6 +265,13 @@ class TurnAnswer(WireModel):
     command: StubView | None = None
     events: tuple[EventView, ...] = ()
     model_calls: int = 0
+    # Set only when the turn was refused at once because the model endpoint is treated as down
+    # (its circuit is open): the gateway answers 503 `model_unavailable` with this `Retry-After`.
+    retry_after_s: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _drop_empty(handler(self), ("retry_after_s",))
 
 
 class TurnEvent(WireModel):
@@ -255,6 +282,8 @@ class TurnEvent(WireModel):
     tool: ToolCallOut | None = None
     delta: str | None = None
     answer: TurnAnswer | None = None
+    # On `turn.done`: the tokens this turn's model calls used, charged to the user's daily budget.
+    tokens: int = 0
 
 
 class Segment(WireModel):
@@ -279,6 +308,10 @@ class TurnRecord(WireModel):
     cold_start: bool = False
     replaced_reply: str | None = None  # what the model claimed, when an exit check replaced it
     error: str | None = None
+    model_usage: tuple[ModelUsage, ...] = ()
+    # What was repaired in the model's tool calls, e.g. "text_tool_call", "almost_json",
+    # "missing_call_id", "natural_date:date" (contract §17).
+    repairs: tuple[str, ...] = ()
 
 
 class TurnDelivered(WireModel):

@@ -19,7 +19,14 @@ from calagent.contracts import subjects
 from calagent.contracts.bus import DeadLetter, HealthCheck, HealthReply
 from calagent.contracts.caldav import AccountRequest, AccountResult, OutboxWake
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
-from calagent.contracts.evalrec import ReportRequest, ReportResult, TimelineRequest, TimelineResult
+from calagent.contracts.evalrec import (
+    ReportRequest,
+    ReportResult,
+    TimelineRequest,
+    TimelineResult,
+    UsageRequest,
+    UsageResult,
+)
 from calagent.contracts.people import PeopleRequest, PeopleResult
 from calagent.contracts.time import (
     ParsedReply,
@@ -124,6 +131,9 @@ EVALREC_TIMELINE: Endpoint[TimelineRequest, TimelineResult] = Endpoint(
 )
 EVALREC_REPORT: Endpoint[ReportRequest, ReportResult] = Endpoint(
     subjects.EVALREC_REPORT, ReportRequest, ReportResult, "Recorded turns summed up, with eval candidates."
+)
+EVALREC_USAGE: Endpoint[UsageRequest, UsageResult] = Endpoint(
+    subjects.EVALREC_USAGE, UsageRequest, UsageResult, "Tokens the model used, per day, user or model."
 )
 
 CALDAV_ACCOUNTS: Endpoint[AccountRequest, AccountResult] = Endpoint(

@@ -53,6 +53,20 @@ class Settings(BaseSettings):
     http_port: int = Field(default=8080, ge=0, le=65535, alias="CALAGENT_HTTP_PORT")
     stub_ttl_minutes: int = Field(default=30, ge=1, alias="CALAGENT_STUB_TTL_MINUTES")
     working_hours: str = Field(default="09:00-18:00", alias="CALAGENT_WORKING_HOURS")
+    # Tried when the primary model keeps failing (contract §17); the base URL defaults to the primary's.
+    fallback_model: str | None = Field(default=None, alias="CALAGENT_FALLBACK_MODEL")
+    fallback_base_url: str | None = Field(default=None, alias="CALAGENT_FALLBACK_BASE_URL")
+    fallback_api_key: str | None = Field(default=None, alias="CALAGENT_FALLBACK_API_KEY", repr=False)
+    # Attempts per endpoint and model call; failed attempts in a row that open an endpoint's
+    # circuit, and how long it stays open before one probe is let through.
+    model_attempts: int = Field(default=3, ge=1, le=10, alias="CALAGENT_MODEL_ATTEMPTS")
+    model_backoff_s: float = Field(default=0.5, ge=0, alias="CALAGENT_MODEL_BACKOFF_S")
+    circuit_failures: int = Field(default=5, ge=1, alias="CALAGENT_MODEL_CIRCUIT_FAILURES")
+    circuit_open_s: float = Field(default=30.0, gt=0, alias="CALAGENT_MODEL_CIRCUIT_OPEN_S")
+    # Per user (contract §17), checked at the gateway: tokens a day (unset: no limit) and turns a
+    # minute (0: no limit).
+    user_daily_tokens: int | None = Field(default=None, ge=0, alias="CALAGENT_USER_DAILY_TOKENS")
+    user_turns_per_minute: int = Field(default=30, ge=0, alias="CALAGENT_USER_TURNS_PER_MINUTE")
     model_timeout_s: float = Field(default=60.0, gt=0, alias="CALAGENT_MODEL_TIMEOUT_S")
     turn_timeout_s: float = Field(default=90.0, gt=0, alias="CALAGENT_TURN_TIMEOUT_S")
     # Copies of every JetStream stream, durable consumer and KV bucket: the number of NATS cluster
@@ -85,10 +99,18 @@ class Settings(BaseSettings):
         "otlp_endpoint",
         "credentials_key",
         "smtp_url",
+        "fallback_model",
+        "fallback_base_url",
+        "fallback_api_key",
     )
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         return value or None
+
+    @field_validator("user_daily_tokens", mode="before")
+    @classmethod
+    def _no_limit(cls, value: object) -> object:
+        return None if value in ("", None) else value
 
     @field_validator("auth_secret")
     @classmethod

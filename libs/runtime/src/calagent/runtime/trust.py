@@ -63,6 +63,8 @@ ENDPOINT_SIDES: Mapping[str, EndpointSides] = {
     wire.EVALREC_TIMELINE.subject: EndpointSides("evalrec", ("gateway",)),
     # Only the operator's CLI asks for reports (with the admin credential).
     wire.EVALREC_REPORT.subject: EndpointSides("evalrec", ()),
+    # A user's own tokens (`GET /v1/usage`); the operator's CLI asks for everyone's.
+    wire.EVALREC_USAGE.subject: EndpointSides("evalrec", ("gateway",)),
     # Connected calendars: the gateway's /v1/accounts routes.
     wire.CALDAV_ACCOUNTS.subject: EndpointSides("commands", ("gateway",)),
     # People: the gateway's /v1/contacts and /v1/mail-address routes.
@@ -81,7 +83,9 @@ TOPIC_SIDES: Mapping[str, TopicSides] = {
 # Each service's health endpoint is asked by the gateway (`/healthz`).
 HEALTH_CALLERS = ("gateway",)
 # JetStream key-value buckets, by owner.
-KV_BUCKETS: Mapping[str, tuple[str, ...]] = {"gateway": (subjects.GATEWAY_KEYS_BUCKET,)}
+KV_BUCKETS: Mapping[str, tuple[str, ...]] = {
+    "gateway": (subjects.GATEWAY_KEYS_BUCKET, subjects.GATEWAY_QUOTAS_BUCKET)
+}
 STREAM_NAMES = (subjects.TURNS_STREAM, subjects.RECORDS_STREAM, subjects.DEADLETTER_STREAM)
 
 

@@ -2,13 +2,14 @@
 
 from calagent.scriptedmodel.demo import DEMO_SENTENCES, demo_script
 from calagent.scriptedmodel.runner import ScriptedModelServer
-from calagent.scriptedmodel.script import ErrorSpec, Match, Response, Rule, Script, ToolCallSpec
+from calagent.scriptedmodel.script import ErrorSpec, Match, Quirks, Response, Rule, Script, ToolCallSpec
 from calagent.scriptedmodel.server import RecordedRequest, ScriptedModelState, create_app
 
 __all__ = [
     "DEMO_SENTENCES",
     "ErrorSpec",
     "Match",
+    "Quirks",
     "RecordedRequest",
     "Response",
     "Rule",

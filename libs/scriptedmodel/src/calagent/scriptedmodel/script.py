@@ -62,6 +62,7 @@ __all__ = [
     "Conversation",
     "ErrorSpec",
     "Match",
+    "Quirks",
     "Response",
     "Rule",
     "Script",
@@ -319,6 +320,10 @@ class Response(_Strict):
     # How many characters each streamed content or argument delta carries.
     chunk_chars: int = Field(default=4, ge=1)
     finish_reason: Literal["stop", "length", "tool_calls", "content_filter"] | None = None
+    # Streaming only: after this many content/argument chunks, wait `stall_ms` before the rest
+    # (a stream that stalls mid-answer).
+    stall_after_chunks: int | None = Field(default=None, ge=0)
+    stall_ms: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _says_something(self) -> Response:
@@ -335,6 +340,34 @@ class Response(_Strict):
         return self
 
 
+ToolCallStyle = Literal["native", "tool_call_tag", "fenced_json"]
+
+
+class Quirks(_Strict):
+    """How real endpoints differ from api.openai.com, applied to every answer of the script, so
+    one script can be spoken in each provider's style (contract §17).
+
+    - `tool_call_style`: `native` (the `tool_calls` field); `tool_call_tag` writes each call into
+      the text as `<tool_call>{"name": …, "arguments": {…}}</tool_call>` (Hermes/Qwen templates
+      behind a server without a tool parser); `fenced_json` as a ```json block naming the tool.
+    - `almost_json`: arguments with single quotes and a trailing comma.
+    - `omit_call_ids`: native calls come without an `id`.
+    - `omit_usage`: no `usage`, even when `stream_options.include_usage` asks for it.
+    - `natural_dates`: date symbols in arguments written as people write them (`D+1` →
+      "tomorrow", `YYYY-MM-DD` → `YYYY/M/D`, `W<d>+1` → "下周<d>").
+    - `no_tools`: a request that carries `tools` is refused (400), as by a model without tool support.
+    - `ignore_tool_choice`: a forced `tool_choice` is not honoured (the rule's answer stands).
+    """
+
+    tool_call_style: ToolCallStyle = "native"
+    almost_json: bool = False
+    omit_call_ids: bool = False
+    omit_usage: bool = False
+    natural_dates: bool = False
+    no_tools: bool = False
+    ignore_tool_choice: bool = False
+
+
 class Rule(_Strict):
     name: str | None = None
     when: Match = Field(default_factory=Match)
@@ -346,6 +379,7 @@ class Rule(_Strict):
 class Script(_Strict):
     rules: list[Rule] = Field(default_factory=list)
     default: Response = Field(default_factory=lambda: Response(text="(scripted model: no rule matched)"))
+    quirks: Quirks = Field(default_factory=Quirks)
 
     def rule_name(self, index: int) -> str:
         return self.rules[index].name or f"rules[{index}]"

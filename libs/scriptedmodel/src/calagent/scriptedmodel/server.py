@@ -21,7 +21,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.responses import Response as HTTPResponse
 from pydantic import ValidationError
 
-from calagent.scriptedmodel.script import Conversation, Response, Script, message_text
+from calagent.scriptedmodel.quirks import call_as_text, styled_arguments
+from calagent.scriptedmodel.script import Conversation, Quirks, Response, Script, message_text
 
 __all__ = [
     "DEFAULT_MODEL_NAME",
@@ -192,12 +193,36 @@ class _Rendered:
     usage: dict[str, int]
 
 
-def _render(response: Response, conversation: Conversation, body: dict[str, Any]) -> _Rendered:
+def _forced_tool(body: dict[str, Any]) -> str | None:
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return str(function["name"])
+    return None
+
+
+def _render(
+    response: Response, conversation: Conversation, body: dict[str, Any], quirks: Quirks | None = None
+) -> _Rendered:
+    quirks = quirks or Quirks()
     text = conversation.substitute(response.text) if response.text is not None else None
     calls = [
-        (f"call_{secrets.token_hex(12)}", spec.name, spec.render_arguments(conversation))
+        (
+            "" if quirks.omit_call_ids else f"call_{secrets.token_hex(12)}",
+            spec.name,
+            styled_arguments(spec.render_arguments(conversation), quirks),
+        )
         for spec in response.tool_calls or []
     ]
+    forced = _forced_tool(body)
+    if forced is not None and not calls and not quirks.ignore_tool_choice:
+        # A forced tool_choice is honoured: a call to that tool, whatever the rule said.
+        calls = [("" if quirks.omit_call_ids else f"call_{secrets.token_hex(12)}", forced, "{}")]
+    if calls and quirks.tool_call_style != "native":
+        written = "\n".join(call_as_text(name, args, quirks) for _, name, args in calls)
+        text = f"{text}\n{written}" if text else written
+        calls = []
     finish = response.finish_reason or ("tool_calls" if calls else "stop")
     completion = _approx_tokens(text or "") + sum(
         _approx_tokens(n) + _approx_tokens(a) + 3 for _, n, a in calls
@@ -249,6 +274,9 @@ def create_app(
             state.record(body, None, 400)
             return _error(400, "'messages' must be a non-empty array", "invalid_request_error")
 
+        if state.script.quirks.no_tools and body.get("tools"):
+            state.record(body, None, 400)
+            return _error(400, f"{state.model_name} does not support tools", "invalid_request_error")
         _rule, response = state.answer(body)
         if response.delay_ms:
             await asyncio.sleep(response.delay_ms / 1000)
@@ -262,7 +290,8 @@ def create_app(
             )
 
         conversation = Conversation.from_request(body)
-        rendered = _render(response, conversation, body)
+        quirks = state.script.quirks
+        rendered = _render(response, conversation, body, quirks)
         requested_model = body.get("model")
         model = requested_model if isinstance(requested_model, str) else state.model_name
         completion_id = f"chatcmpl-{secrets.token_hex(12)}"
@@ -278,30 +307,37 @@ def create_app(
             message: dict[str, Any] = {"role": "assistant", "content": rendered.text, "refusal": None}
             if rendered.calls:
                 message["tool_calls"] = [
-                    {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                    {
+                        **({"id": cid} if cid else {}),
+                        "type": "function",
+                        "function": {"name": name, "arguments": args},
+                    }
                     for cid, name, args in rendered.calls
                 ]
-            return JSONResponse(
-                {
-                    "id": completion_id,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": model,
-                    "system_fingerprint": None,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": message,
-                            "logprobs": None,
-                            "finish_reason": rendered.finish_reason,
-                        }
-                    ],
-                    "usage": rendered.usage,
-                }
-            )
+            completion: dict[str, Any] = {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "system_fingerprint": None,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "logprobs": None,
+                        "finish_reason": rendered.finish_reason,
+                    }
+                ],
+                "usage": rendered.usage,
+            }
+            if quirks.omit_usage:
+                del completion["usage"]
+            return JSONResponse(completion)
 
         options = body.get("stream_options")
-        include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        include_usage = (
+            isinstance(options, dict) and bool(options.get("include_usage")) and not quirks.omit_usage
+        )
         return StreamingResponse(
             _stream(response, rendered, completion_id, created, model, include_usage, drop),
             media_type="text/event-stream",
@@ -400,7 +436,7 @@ async def _stream(
                 "tool_calls": [
                     {
                         "index": index,
-                        "id": call_id,
+                        **({"id": call_id} if call_id else {}),
                         "type": "function",
                         "function": {"name": name, "arguments": ""},
                     }
@@ -423,6 +459,8 @@ async def _stream(
             return
         if response.inter_chunk_ms:
             await asyncio.sleep(response.inter_chunk_ms / 1000)
+        if response.stall_after_chunks is not None and sent == response.stall_after_chunks:
+            await asyncio.sleep(response.stall_ms / 1000)
         yield _sse(chunk(delta))
     if response.drop_after_chunks is not None:
         await drop()

@@ -8,8 +8,10 @@ import logging
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.agent.adapters.clients import CommandsClient, TimeClient
+from calagent.agent.adapters.failover import Endpoint, FailoverModel, ModelRetryPolicy
 from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
+from calagent.agent.domain.circuit import Circuit
 from calagent.agent.loop import TurnRunner
 from calagent.contracts import wire
 from calagent.contracts.turns import (
@@ -48,6 +50,23 @@ def turn_policy(settings: Settings) -> RetryPolicy:
     )
 
 
+def model_from_settings(settings: Settings) -> FailoverModel:
+    """The primary endpoint, then the fallback (when configured), each behind its own circuit."""
+    assert settings.openai_base_url is not None
+
+    def endpoint(base_url: str, model: str, key: str) -> Endpoint:
+        client = OpenAIModelClient(base_url, key, model, settings.model_timeout_s)
+        return Endpoint(client, Circuit(settings.circuit_failures, settings.circuit_open_s))
+
+    key = settings.openai_api_key or "not-needed"
+    endpoints = [endpoint(settings.openai_base_url, settings.model, key)]
+    if settings.fallback_model:
+        base_url = settings.fallback_base_url or settings.openai_base_url
+        endpoints.append(endpoint(base_url, settings.fallback_model, settings.fallback_api_key or key))
+    policy = ModelRetryPolicy(attempts=settings.model_attempts, backoff_s=settings.model_backoff_s)
+    return FailoverModel(endpoints, policy, default_budget_s=settings.model_timeout_s)
+
+
 class AgentService:
     name = "agent"
 
@@ -82,12 +101,7 @@ class AgentService:
         self.engine = make_engine(database_url)
         self.store = AgentStore(self.engine)
         if self.model is None and self.settings.openai_base_url:
-            self.model = OpenAIModelClient(
-                self.settings.openai_base_url,
-                self.settings.openai_api_key or "not-needed",
-                self.settings.model,
-                self.settings.model_timeout_s,
-            )
+            self.model = model_from_settings(self.settings)
         if self.model is None:
             log.error(
                 "no model endpoint configured (OPENAI_BASE_URL): every model turn answers model_unavailable"
@@ -100,10 +114,12 @@ class AgentService:
             store=self.store,
             session_gap_minutes=self.settings.session_gap_minutes,
             offer_window_minutes=self.settings.offer_window_minutes,
+            turn_timeout_s=self.settings.turn_timeout_s,
+            model_timeout_s=self.settings.model_timeout_s,
         )
 
     async def stop(self) -> None:
-        if isinstance(self.model, OpenAIModelClient):
+        if isinstance(self.model, FailoverModel):
             await self.model.close()
         if self.engine is not None:
             await self.engine.dispose()
@@ -142,7 +158,10 @@ class AgentService:
             cold = not self._warm
             self._warm = True
             answer, record = await self.runner.run(turn, turn_key, sink, cold_start=cold)
-            await self.store.finish_turn(lease, turn_key, answer, self.clock.now())
+            if answer.retry_after_s is None:
+                await self.store.finish_turn(lease, turn_key, answer, self.clock.now())
+            # else refused at once (the model's circuit is open): the claim is left unfinished,
+            # so the client's retry after `Retry-After` runs the turn instead of replaying this.
         log.info("turn %s processed by %s: %s", env.turn_id, instance_id(), answer.outcome)
         try:
             await records.publish(record, msg_id=f"record:{env.turn_id}")

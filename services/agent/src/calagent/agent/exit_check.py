@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from calagent.agent.domain import receipts
 from calagent.agent.domain.claims import find_claims
+from calagent.agent.domain.repair import TEXT_CALL_MARKERS
 from calagent.agent.state import Finished, TurnState
 
 
@@ -54,7 +55,8 @@ class ClaimGuardedStream:
         self.text += delta
         if self.stopped:
             return
-        if find_claims(self.text).any:
+        if find_claims(self.text).any or any(m in self.text for m in TEXT_CALL_MARKERS):
+            # A claim, or a tool call written into the text (repaired by the loop, never shown).
             self.stopped = True
             return
         safe = len(self.text) - self.HOLD_BACK

@@ -23,6 +23,7 @@ from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant, fast_path_patch, speaks_for_user, timed_gate
+from calagent.agent.domain.repair import calls_in_text, loads_lenient
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort
@@ -45,9 +46,10 @@ from calagent.contracts.commands import (
     TurnContext,
 )
 from calagent.contracts.text import storable
-from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
+from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, ToolArgs, tool_schemas
 from calagent.contracts.turns import (
     DirectCall,
+    ModelUsage,
     StubView,
     ToolCallOut,
     TurnAnswer,
@@ -56,12 +58,18 @@ from calagent.contracts.turns import (
     TurnRequested,
     stub_view,
 )
+from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.timeline import Timeline, epoch_ms
 
 MAX_MODEL_STEPS = 6
+# Kept back from the turn's timeout for what follows the model (tools, the reply, publishing).
+TURN_RESERVE_S = 2.0
 # An invalid tool call goes back to the model; after two failed retries the turn asks the user.
 MAX_TOOL_ERRORS = 3
+# Fields whose schema asks for a date or range symbol: a natural date written there is resolved by
+# the time service when it gives exactly one answer (contract §17).
+SYMBOL_FIELDS = frozenset({"date", "end_date", "start", "end"})
 ONE_WRITE = "one_write_per_response"
 
 
@@ -118,6 +126,8 @@ class TurnRunner:
         store: StorePort,
         session_gap_minutes: int,
         offer_window_minutes: int = 30,
+        turn_timeout_s: float = 90.0,
+        model_timeout_s: float = 60.0,
     ) -> None:
         self.clock = clock
         self.model = model
@@ -126,8 +136,11 @@ class TurnRunner:
         self.store = store
         self.session_gap = timedelta(minutes=session_gap_minutes)
         self.offer_window = timedelta(minutes=offer_window_minutes)
+        self.turn_timeout_s = turn_timeout_s
+        self.model_timeout_s = model_timeout_s
         self.tools = Tools(commands, store, clock)
         self.schemas = tool_schemas()
+        self.tool_names = frozenset(TOOL_MODELS)
         self.tracer = trace.get_tracer("calagent.agent")
 
     async def run(
@@ -143,6 +156,8 @@ class TurnRunner:
             lang=lang,
             timeline=Timeline(origin, self.tracer),
             view=receipts.View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
+            # The gateway stops waiting `turn_timeout_s` after it received the request.
+            model_deadline_ms=origin + (self.turn_timeout_s - TURN_RESERVE_S) * 1000.0,
         )
         if turn.published_ms:
             state.timeline.add_span("bus.wait", turn.published_ms, consumed)
@@ -151,6 +166,9 @@ class TurnRunner:
             finished = await self._run(state, sink)
         except ModelUnavailable as exc:
             state.flag("model_unavailable")
+            if exc.circuit_open:
+                state.flag("circuit_open")
+                state.retry_after_s = round(max(exc.retry_after_s or 1.0, 1.0), 3)
             state.error = str(exc)
             finished = Finished("model_unavailable", receipts.model_unavailable_reply(state.lang))
         if state.sync_notices:
@@ -183,9 +201,11 @@ class TurnRunner:
             command=_active_stub_view(state.current_stub),
             events=tuple(state.events),
             model_calls=state.model_calls,
+            retry_after_s=state.retry_after_s,
         )
+        tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):
-            await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer))
+            await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer, tokens=tokens))
         record = TurnRecord(
             envelope=env,
             text=turn.text,
@@ -200,6 +220,8 @@ class TurnRunner:
             cold_start=cold_start,
             replaced_reply=state.replaced_reply,
             error=state.error,
+            model_usage=tuple(state.model_usage),
+            repairs=tuple(state.repairs),
         )
         return answer, record
 
@@ -345,24 +367,25 @@ class TurnRunner:
         for _ in range(MAX_MODEL_STEPS):
             stream.reset()
             response = await self._call_model(state, messages, stream.feed)
-            if not response.tool_calls:
-                return self._final_text(state, response.text)
+            calls, text = self._repaired_calls(state, response)
+            if not calls:
+                return self._final_text(state, text)
             messages.append(
                 {
                     "role": "assistant",
-                    "content": response.text or None,
+                    "content": text or None,
                     "tool_calls": [
                         {
                             "id": c.id,
                             "type": "function",
                             "function": {"name": c.name, "arguments": c.arguments},
                         }
-                        for c in response.tool_calls
+                        for c in calls
                     ],
                 }
             )
             finished_before = len(state.finished)
-            refused = await self._run_calls(state, messages, response.tool_calls, sink)
+            refused = await self._run_calls(state, messages, calls, sink)
             if len(state.finished) > finished_before and not refused:
                 return _combined(state.finished)
             if state.tool_errors >= MAX_TOOL_ERRORS:
@@ -411,13 +434,91 @@ class TurnRunner:
         try:
             args = model.model_validate_json(call.arguments or "{}")
         except ValidationError as exc:
-            detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-            result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
-            await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
-            return
+            repaired = await self._natural_dates(state, model, call, exc)
+            if repaired is None:
+                detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+                result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
+                await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
+                return
+            args = repaired
         with state.timeline.segment(f"tool.{call.name}"):
             result = await self.tools.run(state, args)
         await self._answer_call(state, messages, sink, call, args.model_dump(exclude_none=True), result)
+
+    def _repaired_calls(self, state: TurnState, response: ModelResponse) -> tuple[list[ModelToolCall], str]:
+        """The response's tool calls as the runtime runs them, each repair recorded: calls written
+        into the text, almost-JSON arguments, missing ids."""
+        calls, text = list(response.tool_calls), response.text
+        if not calls and text:
+            found, rest = calls_in_text(text, self.tool_names)
+            if found:
+                state.repaired("text_tool_call")
+                if any(c.almost_json for c in found):
+                    state.repaired("almost_json")
+                calls = [ModelToolCall(id="", name=c.name, arguments=c.arguments) for c in found]
+                text = rest
+        out: list[ModelToolCall] = []
+        for index, call in enumerate(calls):
+            arguments = call.arguments
+            parsed = loads_lenient(arguments)
+            if parsed is not None and parsed[1]:
+                state.repaired("almost_json")
+                arguments = json.dumps(parsed[0], ensure_ascii=False)
+            call_id = call.id
+            if not call_id:
+                if response.tool_calls:  # a call written into the text never had an id
+                    state.repaired("missing_call_id")
+                # Unique within the turn: the model sees each result under its own call's id.
+                call_id = f"call_{state.model_calls}_{index}"
+            out.append(ModelToolCall(id=call_id, name=call.name, arguments=arguments))
+        return out, text
+
+    async def _natural_dates(
+        self, state: TurnState, model: type[ToolArgs], call: ModelToolCall, exc: ValidationError
+    ) -> ToolArgs | None:
+        """The arguments with each natural date in a symbol field replaced by the time service's
+        symbol, when every such field has exactly one reading and nothing else was wrong."""
+        try:
+            data = json.loads(call.arguments or "{}")
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        fields: list[str] = []
+        for error in exc.errors():
+            loc = error["loc"]
+            field = loc[0] if len(loc) == 1 else None
+            value = data.get(field) if isinstance(field, str) else None
+            if (
+                error["type"] != "string_pattern_mismatch"
+                or field not in SYMBOL_FIELDS
+                or not isinstance(value, str)
+            ):
+                return None
+            assert isinstance(field, str)
+            try:
+                parsed = await self.time.parse_reply(value, state.env.occurred_at, state.env.tz)
+            except BusRequestError:
+                return None  # no reading today: the model gets the structured error instead
+            patch = parsed.patch.model_dump(exclude_none=True)
+            symbol = patch.get("date")
+            # One reading or none: a weekend is two days, a bare weekday or a time is not a date.
+            if (
+                not parsed.complete
+                or set(patch) != {"date"}
+                or not isinstance(symbol, str)
+                or symbol.startswith("WE")
+            ):
+                return None
+            data[field] = symbol
+            fields.append(field)
+        try:
+            args = model.model_validate(data)
+        except ValidationError:
+            return None
+        for field in fields:
+            state.repaired(f"natural_date:{field}")
+        return args
 
     async def _answer_call(
         self,
@@ -457,15 +558,38 @@ class TurnRunner:
     ) -> ModelResponse:
         assert self.model is not None
         start = epoch_ms()
+        # Retries stay inside what is left of the turn; but a turn run after its client stopped
+        # waiting (redelivered after an outage) still gets one whole attempt: its answer is stored
+        # for the client's retry with the same key.
+        budget_s = max((state.model_deadline_ms - start) / 1000.0, self.model_timeout_s)
         try:
-            response = await self.model.complete(messages, self.schemas, on_delta)
-        finally:
-            state.model_calls += 1
+            response = await self.model.complete(messages, self.schemas, on_delta, budget_s=budget_s)
+        except ModelUnavailable as exc:
+            if not exc.circuit_open:
+                state.model_calls += 1
+            raise
+        state.model_calls += 1
+        if response.failed_attempts:
+            state.flag("model_retried")
+        model = response.model or self.model.model
+        if model != self.model.model:
+            state.flag("model_fallback")
+        state.model_usage.append(
+            ModelUsage(
+                model=model,
+                prompt_tokens=response.prompt_tokens,
+                completion_tokens=response.completion_tokens,
+                cached_tokens=response.cached_tokens,
+                reported=response.usage_reported,
+            )
+        )
         attrs = {
             "gen_ai.system": "openai",
             "gen_ai.request.model": self.model.model,
+            "gen_ai.response.model": model,
             "gen_ai.usage.input_tokens": response.prompt_tokens,
             "gen_ai.usage.output_tokens": response.completion_tokens,
+            "gen_ai.usage.cached_tokens": response.cached_tokens,
         }
         state.timeline.add_span("model.request", start, response.end_ms, attrs)
         state.timeline.add_span("model.ttft", response.start_ms, response.first_token_ms)

@@ -10,7 +10,7 @@ from calagent.agent.domain.receipts import View
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, SyncNotice
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply
-from calagent.contracts.turns import EventView, Flag, Outcome, ToolCallOut, TurnRequested
+from calagent.contracts.turns import EventView, Flag, ModelUsage, Outcome, ToolCallOut, TurnRequested
 from calagent.runtime.timeline import Timeline
 
 
@@ -50,6 +50,12 @@ class TurnState:
     stub_touched: bool = False
     replaced_reply: str | None = None
     error: str | None = None
+    # Epoch ms by which the model must have answered for the turn to end inside its timeout.
+    model_deadline_ms: float = 0.0
+    model_usage: list[ModelUsage] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    # Set when the turn was refused without calling the model (its circuit is open).
+    retry_after_s: float | None = None
 
     @property
     def env(self) -> Envelope:
@@ -60,6 +66,10 @@ class TurnState:
         # and commands answers the first result instead of writing again.
         self.write_index += 1
         return f"{self.turn_key}:w{self.write_index}"
+
+    def repaired(self, what: str) -> None:
+        self.repairs.append(what)
+        self.flag("repaired")
 
     def flag(self, flag: Flag) -> None:
         if flag not in self.flags:

@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.contracts import wire
-from calagent.contracts.evalrec import ReportRequest, ReportResult, TimelineRequest, TimelineResult
+from calagent.contracts.evalrec import (
+    ReportRequest,
+    ReportResult,
+    TimelineRequest,
+    TimelineResult,
+    UsageRequest,
+    UsageResult,
+)
 from calagent.contracts.turns import TurnDelivered, TurnRecord
 from calagent.evalrec.adapters.models import SCHEMA
 from calagent.evalrec.adapters.repository import SqlTurnRepository
 from calagent.evalrec.domain.ports import TurnRepository
 from calagent.evalrec.domain.report import build_report
+from calagent.evalrec.domain.usage import first_day, summarize_usage
 from calagent.runtime.bus import Bus, RetryPolicy
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
@@ -49,6 +58,7 @@ class EvalrecService:
         bus.consume(wire.TURN_DELIVERED, self.on_turn_delivered, policy=RECORD_POLICY)
         bus.serve(wire.EVALREC_TIMELINE, self.on_timeline)
         bus.serve(wire.EVALREC_REPORT, self.on_report)
+        bus.serve(wire.EVALREC_USAGE, self.on_usage)
 
     async def start(self, bus: Bus) -> None:
         if self.repository is None:
@@ -87,6 +97,13 @@ class EvalrecService:
         facts = await self._repo().recent_turns(REPORT_WINDOW_TURNS)
         limit = min(max(request.limit, 0), MAX_CANDIDATES)
         return ReportResult(report=build_report(facts, candidates=request.candidates, limit=limit))
+
+    async def on_usage(self, request: UsageRequest) -> UsageResult:
+        today = self.clock.now().astimezone(ZoneInfo(request.tz)).date()
+        since = first_day(today, request.days)
+        facts = await self._repo().usage(since, request.user_id)
+        rows, total = summarize_usage(facts, request.by)
+        return UsageResult(since=since.isoformat(), rows=tuple(rows), total=total)
 
 
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> EvalrecService:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -45,7 +46,7 @@ from calagent.contracts.commands import (
     StubOut,
 )
 from calagent.contracts.envelope import Channel, Envelope
-from calagent.contracts.evalrec import TimelineRequest
+from calagent.contracts.evalrec import TimelineRequest, UsageRequest
 from calagent.contracts.limits import (
     MAX_RANGE,
     OUT_OF_RANGE_MESSAGE,
@@ -68,6 +69,7 @@ from calagent.gateway.commands import commands_router
 from calagent.gateway.history import history_router
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
 from calagent.gateway.people import people_router
+from calagent.gateway.quotas import QuotaExceededError, QuotaUnavailableError
 from calagent.gateway.signin import signin_router
 from calagent.gateway.turns import (
     AgentUnreachableError,
@@ -467,6 +469,17 @@ def create_app(
     async def on_downstream(_request: Request, exc: DownstreamError) -> JSONResponse:
         return _error_json(exc.status, exc.detail)
 
+    @app.exception_handler(QuotaExceededError)
+    async def on_quota(_request: Request, exc: QuotaExceededError) -> JSONResponse:
+        response = _error_json(429, exc.message, exc.code, retry_after_s=round(exc.retry_after_s, 3))
+        response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
+        return response
+
+    @app.exception_handler(QuotaUnavailableError)
+    async def on_quota_unavailable(_request: Request, exc: QuotaUnavailableError) -> JSONResponse:
+        log.warning("%s", exc)
+        return _error_json(503, "the turn could not be checked against the account's limits; try again")
+
     @app.exception_handler(TurnTimeoutError)
     async def on_timeout(_request: Request, exc: TurnTimeoutError) -> JSONResponse:
         return _error_json(504, "the agent did not answer in time", turn_id=exc.turn_id)
@@ -558,6 +571,19 @@ def create_app(
             if receive_span.is_recording():
                 receive_span.end()
         done_span = tracer.start_span("gateway.done", attributes={"calagent.turn_id": turn.turn_id})
+        refused_for = outcome.answer.retry_after_s
+        if refused_for is not None:
+            # The model endpoint is treated as down: said at once, with when to try again (§17).
+            done_span.end()
+            response = _error_json(
+                503,
+                outcome.answer.reply,
+                "model_unavailable",
+                turn_id=turn.turn_id,
+                retry_after_s=refused_for,
+            )
+            response.headers["Retry-After"] = str(math.ceil(refused_for))
+            return response
         return JSONResponse(
             outcome.answer.model_dump(mode="json"),
             background=BackgroundTask(gw.deliver, turn, outcome, done_span),
@@ -633,6 +659,21 @@ def create_app(
         if result.timeline is None:
             return _error_json(404, "no timeline for this turn")
         return result.timeline.model_dump(mode="json")
+
+    @app.get("/v1/usage", response_model=None)
+    async def usage(principal: AuthPrincipal, days: str = "7") -> dict[str, Any]:
+        """The caller's model tokens over the last `days` days, per day in the caller's zone (§17)."""
+        if not days.isdigit() or not 1 <= int(days) <= 366:
+            raise UnprocessableError.one(["query", "days"], "days must be a whole number from 1 to 366")
+        try:
+            result = await gw.bus.request(
+                wire.EVALREC_USAGE,
+                UsageRequest(user_id=principal.user_id, days=int(days), by="day", tz=principal.tz),
+                timeout=QUERY_TIMEOUT_S,
+            )
+        except BusRequestError as exc:
+            raise downstream("evalrec", exc) from exc
+        return result.model_dump(mode="json")
 
     @app.get("/v1/calendar.ics")
     async def calendar_ics(principal: AuthPrincipal) -> Response:

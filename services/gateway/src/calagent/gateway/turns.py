@@ -45,6 +45,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from nats.errors import NoRespondersError
 from nats.js.api import StorageType
@@ -71,6 +72,7 @@ from calagent.contracts.turns import (
     TurnRequested,
 )
 from calagent.gateway.auth import Principal
+from calagent.gateway.quotas import QuotaExceededError, Quotas
 from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -93,6 +95,7 @@ KEY_CLAIM_TTL_S = ANSWER_CACHE_TTL_S
 _TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
 
 EventSink = Callable[[TurnEvent], None]
+ClaimResult = Literal["new", "same", "other"]
 
 
 def turn_id_for(user_id: str, client_message_id: str | None) -> str:
@@ -171,6 +174,7 @@ class TurnOutcome:
     replayed: bool = False
     published_ms: float = 0.0
     done_ms: float = 0.0
+    tokens: int = 0  # what the turn's model calls used, as the agent measured
 
 
 class _UserLock:
@@ -269,25 +273,34 @@ class KeyClaims:
                 )
             return self._kv
 
-    async def claim(self, key: str, fingerprint: str) -> bool:
-        """True when `key` is now, or already was, bound to `fingerprint`; False when to another."""
+    async def claim(self, key: str, fingerprint: str) -> ClaimResult:
+        """`new` when `key` is now bound to `fingerprint`, `same` when it already was (a retry),
+        `other` when it is bound to another message."""
         try:
             kv = await self._bucket()
             for _ in range(3):
                 try:
                     await kv.create(key, fingerprint.encode())
-                    return True
+                    return "new"
                 except KeyWrongLastSequenceError:
                     pass
                 try:
                     entry = await kv.get(key)
                 except KeyNotFoundError:
                     continue  # expired between the two calls: claim it afresh
-                return entry.value == fingerprint.encode()
+                return "same" if entry.value == fingerprint.encode() else "other"
         except Exception as exc:
             # Unchecked keys would let a reused key through; refuse the turn as not deliverable.
             raise AgentUnreachableError(f"could not check the client_message_id: {exc!r}") from exc
         raise AgentUnreachableError("could not check the client_message_id: the claim kept changing")
+
+    async def release(self, key: str) -> None:
+        """Forget a claim whose message was refused before it was published (over a quota), so the
+        client's retry is judged afresh rather than as a retry of an admitted message."""
+        try:
+            await (await self._bucket()).delete(key)
+        except Exception:
+            log.warning("could not release the claim of %s", key, exc_info=True)
 
 
 def _retrieve(fut: asyncio.Future[TurnOutcome]) -> None:
@@ -306,6 +319,7 @@ class TurnRunner:
         self.locks = UserLocks()
         self.answers = AnswerCache()
         self.claims = KeyClaims(bus)
+        self.quotas = Quotas(bus, settings, clock)
         self.turns = bus.stream_publisher(wire.TURN_REQUESTED)
         self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
         self._waiting: dict[str, asyncio.Queue[TurnEvent]] = {}
@@ -325,9 +339,10 @@ class TurnRunner:
         key = (turn.principal.user_id, turn.client_message_id)
         # The claim is keyed by the turn id, which is derived from (user, key): subject-safe, and one
         # user's key never meets another's.
-        if not await self.claims.claim(
+        claimed = await self.claims.claim(
             turn.turn_id, request_fingerprint(turn.raw_text, turn.conversation_id)
-        ):
+        )
+        if claimed == "other":
             raise IdempotencyKeyReusedError(turn.client_message_id)
         first = self._inflight.get(key)
         if first is not None:
@@ -346,22 +361,27 @@ class TurnRunner:
         fut.add_done_callback(_retrieve)
         self._inflight[key] = fut
         try:
-            outcome = await self._keyed(turn, key, deadline, sink)
+            # A retry of a message already admitted is not counted against the user's rate again.
+            outcome = await self._keyed(turn, key, deadline, sink, admit=claimed == "new")
         except asyncio.CancelledError:
             fut.cancel()
             raise
         except BaseException as exc:
+            if isinstance(exc, QuotaExceededError) and claimed == "new":
+                await self.claims.release(turn.turn_id)
             fut.set_exception(exc)
             raise
         else:
-            self.answers.put(key, outcome.answer)
+            if outcome.answer.retry_after_s is None:
+                # A turn refused because the model is down is not the message's answer: a retry runs it.
+                self.answers.put(key, outcome.answer)
             fut.set_result(outcome)
             return outcome
         finally:
             self._inflight.pop(key, None)
 
     async def _keyed(
-        self, turn: ChatTurn, key: tuple[str, str], deadline: float, sink: EventSink | None
+        self, turn: ChatTurn, key: tuple[str, str], deadline: float, sink: EventSink | None, *, admit: bool
     ) -> TurnOutcome:
         found = await self._lookup(key, deadline)
         if found is not None and found.answer is not None:
@@ -371,7 +391,7 @@ class TurnRunner:
         # The agent answered and nobody runs this turn: a duplicate ack below then means only that
         # an earlier copy was given up on (an outage outlasted its retries) or is still queued.
         idle = found is not None and not found.pending
-        return await self._publish_and_wait(turn, deadline, sink, poll=pending, idle=idle)
+        return await self._publish_and_wait(turn, deadline, sink, poll=pending, idle=idle, admit=admit)
 
     async def _lookup(self, key: tuple[str, str], deadline: float) -> TurnLookupResult | None:
         timeout = min(LOOKUP_TIMEOUT_S, deadline - asyncio.get_running_loop().time())
@@ -389,16 +409,29 @@ class TurnRunner:
             return None
 
     async def _publish_and_wait(
-        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool, idle: bool = False
+        self,
+        turn: ChatTurn,
+        deadline: float,
+        sink: EventSink | None,
+        *,
+        poll: bool,
+        idle: bool = False,
+        admit: bool = True,
     ) -> TurnOutcome:
         loop = asyncio.get_running_loop()
         user_id = turn.principal.user_id
+        if admit:
+            # Budgets and rates before anything is published (contract §17): a refusal writes nothing.
+            await self.quotas.admit(user_id, turn.principal.tz)
         try:
             async with self.locks.hold(user_id, deadline - loop.time()):
-                return await self._locked_turn(turn, deadline, sink, poll=poll, idle=idle)
+                outcome = await self._locked_turn(turn, deadline, sink, poll=poll, idle=idle)
         except TimeoutError as exc:
             # Either waiting for the user's previous turn or for this one's answer ran out.
             raise TurnTimeoutError(turn.turn_id) from exc
+        if not outcome.replayed:
+            await self.quotas.charge(user_id, turn.principal.tz, outcome.tokens)
+        return outcome
 
     async def _locked_turn(
         self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, poll: bool, idle: bool
@@ -442,7 +475,12 @@ class TurnRunner:
                     if event.answer is None:
                         log.warning("turn.done without an answer for %s; still waiting", turn.turn_id)
                         continue
-                    return TurnOutcome(answer=event.answer, published_ms=published_ms, done_ms=epoch_ms())
+                    return TurnOutcome(
+                        answer=event.answer,
+                        published_ms=published_ms,
+                        done_ms=epoch_ms(),
+                        tokens=event.tokens,
+                    )
                 if sink is not None:
                     sink(event)
         finally:

@@ -17,9 +17,23 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from calagent.scriptedmodel import Response, Rule, Script
+from calagent.scriptedmodel import Quirks, Response, Rule, Script
 
 Mode = Literal["offline", "live"]
+
+# Provider styles a case can be spoken in by the scripted model (`styles:`): the habits of real
+# endpoints (contract §17). A case with styles runs once per style, under the same expectations,
+# so every style must reach the clean style's outcome.
+STYLES: dict[str, Quirks] = {
+    "clean": Quirks(),
+    "hermes_text": Quirks(tool_call_style="tool_call_tag"),
+    "fenced_json": Quirks(tool_call_style="fenced_json"),
+    "almost_json": Quirks(almost_json=True),
+    "no_call_ids": Quirks(omit_call_ids=True),
+    "natural_dates": Quirks(natural_dates=True),
+    "no_usage": Quirks(omit_usage=True),
+    "local_server": Quirks(tool_call_style="tool_call_tag", almost_json=True, omit_usage=True),
+}
 
 
 class _Strict(BaseModel):
@@ -140,6 +154,8 @@ class Turn(_Strict):
     model: list[Step] | None = None
     script: Script | None = None
     default_text: str = "好的。"
+    # The provider style the scripted model speaks in (set per expansion of a case's `styles`).
+    quirks: Quirks = Field(default_factory=Quirks)
     expect: Expect = Field(default_factory=Expect)
     offline_expect: Expect | None = None
     live_expect: Expect | None = None
@@ -149,7 +165,7 @@ class Turn(_Strict):
         rules: list[Rule] = list(self.script.rules) if self.script is not None else []
         rules += [step.rule() for step in self.model or []]
         default = self.script.default if self.script is not None else Response(text=self.default_text)
-        return Script(rules=rules, default=default)
+        return Script(rules=rules, default=default, quirks=self.quirks)
 
     def expectation(self, mode: Mode) -> Expect:
         return self.expect.merged(self.offline_expect if mode == "offline" else self.live_expect)
@@ -174,6 +190,30 @@ class Case(_Strict):
     # Left by `calagent report --cases` to trace a case back to the turn it came from.
     source_turn_id: str | None = None
     reasons: list[str] = Field(default_factory=list)
+    styles: list[str] = Field(default_factory=list)
+
+    @field_validator("styles")
+    @classmethod
+    def _known_styles(cls, value: list[str]) -> list[str]:
+        unknown = [s for s in value if s not in STYLES]
+        if unknown:
+            raise ValueError(f"unknown styles {unknown}; known: {sorted(STYLES)}")
+        return value
+
+    def in_styles(self) -> list[Case]:
+        """One case per provider style (`<id>@<style>`), or the case itself when it names none."""
+        if not self.styles:
+            return [self]
+        return [
+            self.model_copy(
+                update={
+                    "id": f"{self.id}@{style}",
+                    "styles": [],
+                    "turns": [t.model_copy(update={"quirks": STYLES[style]}) for t in self.turns],
+                }
+            )
+            for style in self.styles
+        ]
 
     @field_validator("now")
     @classmethod
@@ -229,7 +269,7 @@ def parse_cases(text: str, source: str, default_group: str) -> list[Case]:
         if item.get("now") in ("", None):
             item.pop("now", None)
         try:
-            cases.append(Case.model_validate(item))
+            cases += Case.model_validate(item).in_styles()
         except ValidationError as exc:
             raise CaseError(f"{where}: {exc}") from exc
     return cases

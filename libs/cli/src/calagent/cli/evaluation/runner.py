@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -45,6 +46,8 @@ class CaseResult:
     attempts: int = 1
     seconds: float = 0.0
     turns: list[dict[str, Any]] = field(default_factory=list)
+    # With `--trials K`: whether each of the K independent runs passed (no retries then).
+    trials: list[bool] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +58,7 @@ class CaseResult:
             "safety": self.safety,
             "known_issue": self.known_issue,
             "attempts": self.attempts,
+            **({"trials": self.trials} if self.trials else {}),
             "seconds": round(self.seconds, 3),
             "turns": self.turns,
         }
@@ -128,12 +132,14 @@ class Runner:
         control: ModelControl,
         mode: Mode,
         default_now: str,
+        trials: int = 1,
     ) -> None:
         self.stack = stack
         self.engine = engine
         self.control = control
         self.mode = mode
         self.default_now = datetime.fromisoformat(default_now)
+        self.trials = trials
 
     # ---- one case -----------------------------------------------------------------------------
 
@@ -273,6 +279,8 @@ class Runner:
             return CaseResult(
                 case.id, case.group, "skipped", f"not a {self.mode} case", case.safety, case.known_issue
             )
+        if self.trials > 1:
+            return await self._trials(case, started)
         first = await self.attempt(case)
         attempts, final = 1, first
         # Live only: a model is sampled, so a non-safety failure gets one more try. Safety cases
@@ -299,6 +307,35 @@ class Runner:
             attempts,
             time.perf_counter() - started,
             final.turns,
+        )
+
+    async def _trials(self, case: Case, started: float) -> CaseResult:
+        """K independent runs, each with a fresh user and no retry: what pass^k is measured on."""
+        runs = [await self.attempt(case) for _ in range(self.trials)]
+        passed = [run.ok for run in runs]
+        last_failure = next((run for run in reversed(runs) if not run.ok), runs[-1])
+        if all(passed):
+            status = "stale_known_issue" if case.known_issue is not None else "passed"
+            reason = f"known issue no longer reproduces: {case.known_issue}" if case.known_issue else ""
+        elif any(passed) and case.known_issue is None:
+            status, reason = (
+                "flaky",
+                f"passed {sum(passed)} of {len(passed)}; a failure: {last_failure.reason}",
+            )
+        else:
+            status = "known_issue" if case.known_issue is not None else "unclassified"
+            reason = last_failure.reason
+        return CaseResult(
+            case.id,
+            case.group,
+            status,
+            reason,
+            case.safety,
+            case.known_issue,
+            len(runs),
+            time.perf_counter() - started,
+            last_failure.turns,
+            passed,
         )
 
     async def run(
@@ -364,5 +401,27 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
         "unclassified": counts["unclassified"],
         "skipped": counts["skipped"],
         "by_group": dict(sorted(by_group.items())),
+        **({"pass_hat_k": pass_hat_k_by_group(results)} if any(r.trials for r in results) else {}),
         "results": [r.to_json() for r in results],
+    }
+
+
+def pass_hat_k(trials: Sequence[Sequence[bool]], k: int) -> float:
+    """τ-bench's pass^k: the chance that k runs drawn from a case's n all pass, C(c, k) / C(n, k)
+    with c passes, averaged over the cases."""
+    scores = [math.comb(sum(t), k) / math.comb(len(t), k) for t in trials if len(t) >= k]
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def pass_hat_k_by_group(results: Sequence[CaseResult]) -> dict[str, dict[str, float]]:
+    """pass^1 … pass^K per group (and `all`), over the cases that ran K trials."""
+    groups: dict[str, list[list[bool]]] = {}
+    for r in results:
+        if r.trials:
+            groups.setdefault(r.group, []).append(r.trials)
+            groups.setdefault("all", []).append(r.trials)
+    k_max = max((len(t) for ts in groups.values() for t in ts), default=0)
+    return {
+        group: {str(k): round(pass_hat_k(ts, k), 4) for k in range(1, k_max + 1)}
+        for group, ts in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))
     }

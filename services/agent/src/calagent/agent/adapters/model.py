@@ -1,9 +1,14 @@
-"""The model, spoken to through the openai SDK (any OpenAI-compatible endpoint)."""
+"""The model, spoken to through the openai SDK (any OpenAI-compatible endpoint).
+
+One call is one attempt: the SDK's own retries are off, because retrying belongs to
+`adapters.failover`, which knows the turn's deadline, the fallback endpoint and the circuit.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,7 +21,25 @@ log = logging.getLogger("calagent.agent.model")
 
 
 class ModelUnavailable(Exception):
-    """Timeout, connection refused, 5xx, rate limit: the model cannot answer this turn."""
+    """Timeout, connection refused, 5xx, rate limit: the model cannot answer this turn.
+
+    `retryable`: asking again may succeed (429, 5xx, a timeout, a dropped connection), unlike a
+    refused key or an unknown model. `retry_after_s`: what the endpoint asked us to wait. With
+    `circuit_open`, the endpoint was not called at all (see `domain.circuit`).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+        circuit_open: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        self.circuit_open = circuit_open
 
 
 @dataclass
@@ -35,7 +58,14 @@ class ModelResponse:
     end_ms: float
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    # Whether the endpoint reported usage at all (some local servers never do).
+    usage_reported: bool = False
     raw_finish_reason: str | None = None
+    # The model that answered (the fallback's name when the primary failed) and how many failed
+    # attempts came before this answer.
+    model: str = ""
+    failed_attempts: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -46,14 +76,51 @@ class ModelClient(Protocol):
     model: str
 
     async def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_delta: DeltaSink | None,
+        *,
+        budget_s: float | None = None,
     ) -> ModelResponse: ...
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """`retry-after-ms` (OpenAI) or `retry-after` in seconds; an HTTP date is not read (it would
+    need the wall clock), the caller's own backoff applies then."""
+    if not headers:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            value = float(raw) * scale
+        except ValueError:
+            continue
+        if value >= 0:
+            return value
+    return None
+
+
+def _usage_counts(usage: Any) -> tuple[int, int, int]:
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion = int(getattr(usage, "completion_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    if not cached:
+        # DeepSeek reports its context cache beside the standard fields.
+        extra = getattr(usage, "model_extra", None) or {}
+        cached = int(extra.get("prompt_cache_hit_tokens", 0) or 0)
+    return prompt, completion, cached
 
 
 class OpenAIModelClient:
     def __init__(self, base_url: str, api_key: str, model: str, timeout_s: float) -> None:
         self.model = model
-        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=1)
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
         # Some OpenAI-compatible servers reject `parallel_tool_calls`; after one refusal we stop
         # sending it and rely on the runtime's one-write-per-response rule alone.
         self.supports_parallel_flag = True
@@ -62,26 +129,36 @@ class OpenAIModelClient:
         await self.client.close()
 
     async def complete(
-        self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
+        self,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]],
+        on_delta: DeltaSink | None,
+        *,
+        budget_s: float | None = None,
     ) -> ModelResponse:
+        # A stream that stalls mid-answer is cut at the attempt's limit, like a connect timeout.
+        limit = self.timeout_s if budget_s is None else max(0.05, min(self.timeout_s, budget_s))
         try:
-            return await self._complete(messages, tools, on_delta)
-        except openai.BadRequestError as exc:
-            if self.supports_parallel_flag and "parallel_tool_calls" in str(exc):
-                self.supports_parallel_flag = False
-                return await self._complete(messages, tools, on_delta)
-            raise ModelUnavailable(f"the model endpoint refused the request: {exc}") from exc
-        except (
-            openai.APIConnectionError,
-            openai.APITimeoutError,
-            openai.InternalServerError,
-            openai.RateLimitError,
-            openai.AuthenticationError,
-            openai.PermissionDeniedError,
-            openai.NotFoundError,
-            openai.APIStatusError,
-        ) as exc:
-            raise ModelUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            async with asyncio.timeout(limit):
+                try:
+                    return await self._complete(messages, tools, on_delta)
+                except openai.BadRequestError as exc:
+                    if self.supports_parallel_flag and "parallel_tool_calls" in str(exc):
+                        self.supports_parallel_flag = False
+                        return await self._complete(messages, tools, on_delta)
+                    raise
+        except TimeoutError as exc:
+            raise ModelUnavailable(f"no answer within {limit:.1f}s", retryable=True) from exc
+        except openai.APIStatusError as exc:
+            retryable = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+            raise ModelUnavailable(
+                f"{type(exc).__name__} {exc.status_code}: {exc.message}",
+                retryable=retryable,
+                retry_after_s=retry_after_seconds(exc.response.headers),
+            ) from exc
+        # A connection cut mid-stream reaches us as APIConnectionError too (the SDK wraps httpx's).
+        except (openai.APIConnectionError, openai.APITimeoutError, openai.APIResponseValidationError) as exc:
+            raise ModelUnavailable(f"{type(exc).__name__}: {exc}", retryable=True) from exc
 
     async def _complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
@@ -133,17 +210,22 @@ class OpenAIModelClient:
                         if tc.function.arguments:
                             slot["arguments"] += tc.function.arguments
         end = epoch_ms()
+        # An empty id stays empty: the loop repairs it (and records that it did).
         tool_calls = [
-            ModelToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
-            for i, c in sorted(calls.items())
+            ModelToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+            for _, c in sorted(calls.items())
         ]
+        prompt, completion, cached = _usage_counts(usage)
         return ModelResponse(
             text="".join(text_parts),
             tool_calls=tool_calls,
             start_ms=start,
             first_token_ms=first or end,
             end_ms=end,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=cached,
+            usage_reported=usage is not None,
             raw_finish_reason=finish,
+            model=self.model,
         )

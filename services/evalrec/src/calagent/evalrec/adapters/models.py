@@ -7,6 +7,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Date,
     DateTime,
     Float,
     Index,
@@ -42,6 +43,7 @@ turns = Table(
     Column("replaced_reply", Text, nullable=True),
     Column("tool_calls", JSONB, nullable=False, server_default="[]"),
     Column("error", Text, nullable=True),
+    Column("repairs", ARRAY(Text), nullable=False, server_default="{}"),
     Column("occurred_at", DateTime(timezone=True), nullable=False),
     Column("recorded_at", DateTime(timezone=True), nullable=False),
     Index("ix_turns_occurred_at", "occurred_at"),
@@ -70,4 +72,21 @@ segments = Table(
     Column("ms", Float, nullable=False),
     CheckConstraint("source IN ('agent', 'gateway')", name="ck_segments_source"),
     UniqueConstraint("turn_id", "source", "name", "start_ms", name="uq_segments_turn_source_name_start"),
+)
+
+# One row per model call, with the tokens the endpoint reported; `day` is the turn's date in the
+# user's zone, so a user's "today" is theirs.
+model_usage = Table(
+    "model_usage",
+    metadata,
+    Column("turn_id", Text, primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("user_id", Text, nullable=False),
+    Column("day", Date, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("completion_tokens", Integer, nullable=False),
+    Column("cached_tokens", Integer, nullable=False),
+    Column("reported", Boolean, nullable=False),
+    Index("ix_model_usage_day_user", "day", "user_id"),
 )

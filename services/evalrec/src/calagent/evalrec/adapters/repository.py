@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.contracts.evalrec import Timeline
 from calagent.contracts.turns import Segment, TurnDelivered, TurnRecord
-from calagent.evalrec.adapters.models import deliveries, segments, turns
+from calagent.evalrec.adapters.models import deliveries, model_usage, segments, turns
 from calagent.evalrec.domain.report import SegmentFact, ToolCallFact, TurnFacts, effective_total
 from calagent.evalrec.domain.timeline import assemble_timeline
+from calagent.evalrec.domain.usage import UsageFact
 
 
 async def _insert_segments(
@@ -55,6 +57,7 @@ class SqlTurnRepository:
             "replaced_reply": record.replaced_reply,
             "tool_calls": [call.model_dump(mode="json") for call in record.tool_calls],
             "error": record.error,
+            "repairs": list(record.repairs),
             "occurred_at": env.occurred_at,
             "recorded_at": recorded_at,
         }
@@ -67,7 +70,62 @@ class SqlTurnRepository:
             # Segments go in even when the turn row already existed: a crash between the two inserts
             # is impossible inside one transaction, and the unique key makes the repeat a no-op.
             await _insert_segments(conn, env.turn_id, "agent", record.segments)
+            if record.model_usage:
+                day = env.occurred_at.astimezone(ZoneInfo(env.tz)).date()
+                await conn.execute(
+                    insert(model_usage).on_conflict_do_nothing(constraint="pk_model_usage"),
+                    [
+                        {
+                            "turn_id": env.turn_id,
+                            "seq": seq,
+                            "user_id": env.user_id,
+                            "day": day,
+                            "model": u.model,
+                            "prompt_tokens": u.prompt_tokens,
+                            "completion_tokens": u.completion_tokens,
+                            "cached_tokens": u.cached_tokens,
+                            "reported": u.reported,
+                        }
+                        for seq, u in enumerate(record.model_usage)
+                    ],
+                )
         return inserted
+
+    async def usage(self, since: date, user_id: str | None) -> list[UsageFact]:
+        """Model calls from `since` on, summed per (day, user, model)."""
+        query = (
+            select(
+                model_usage.c.day,
+                model_usage.c.user_id,
+                model_usage.c.model,
+                func.count(func.distinct(model_usage.c.turn_id)).label("turns"),
+                func.count().label("calls"),
+                func.sum(model_usage.c.prompt_tokens).label("prompt"),
+                func.sum(model_usage.c.completion_tokens).label("completion"),
+                func.sum(model_usage.c.cached_tokens).label("cached"),
+                func.count().filter(model_usage.c.reported.is_(False)).label("unreported"),
+            )
+            .where(model_usage.c.day >= since)
+            .group_by(model_usage.c.day, model_usage.c.user_id, model_usage.c.model)
+        )
+        if user_id is not None:
+            query = query.where(model_usage.c.user_id == user_id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            UsageFact(
+                day=r.day,
+                user_id=r.user_id,
+                model=r.model,
+                turns=int(r.turns),
+                model_calls=int(r.calls),
+                prompt_tokens=int(r.prompt or 0),
+                completion_tokens=int(r.completion or 0),
+                cached_tokens=int(r.cached or 0),
+                unreported_calls=int(r.unreported or 0),
+            )
+            for r in rows
+        ]
 
     async def save_delivery(self, delivered: TurnDelivered, recorded_at: datetime) -> bool:
         async with self.engine.begin() as conn:
@@ -159,6 +217,7 @@ class SqlTurnRepository:
                 segments=tuple(by_turn.get(r.turn_id, ())),
                 replaced_reply=r.replaced_reply,
                 error=r.error,
+                repairs=tuple(r.repairs),
             )
             for r in turn_rows
         ]

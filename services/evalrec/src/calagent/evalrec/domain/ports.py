@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
 from calagent.contracts.evalrec import Timeline
 from calagent.contracts.turns import TurnDelivered, TurnRecord
 from calagent.evalrec.domain.report import TurnFacts
+from calagent.evalrec.domain.usage import UsageFact
 
 
 class TurnRepository(Protocol):
@@ -18,3 +19,5 @@ class TurnRepository(Protocol):
     async def timeline(self, turn_id: str, user_id: str | None = None) -> Timeline | None: ...
 
     async def recent_turns(self, max_turns: int) -> list[TurnFacts]: ...
+
+    async def usage(self, since: date, user_id: str | None) -> list[UsageFact]: ...

@@ -63,6 +63,7 @@ class TurnFacts:
     segments: tuple[SegmentFact, ...] = field(default=())
     replaced_reply: str | None = None
     error: str | None = None
+    repairs: tuple[str, ...] = ()
 
 
 def effective_total(gateway_total_ms: float | None, agent_total_ms: float | None) -> float | None:
@@ -111,6 +112,7 @@ def candidate_entry(turn: TurnFacts, reasons: Sequence[str]) -> dict[str, Any]:
         "total_ms": turn.total_ms,
         "replaced_reply": turn.replaced_reply,
         "error": turn.error,
+        "repairs": list(turn.repairs),
     }
 
 
@@ -164,6 +166,8 @@ def build_report(turns: Sequence[TurnFacts], *, candidates: bool = False, limit:
         "outcomes": _counts(t.outcome for t in turns),
         "intents": _counts(t.intent for t in turns),
         "flags": _counts(flag for t in turns for flag in t.flags),
+        # What was repaired in the model's tool calls (contract §17), by kind.
+        "repairs": _counts(repair for t in turns for repair in t.repairs),
         "segments": segment_summaries(turns),
         "total_ms": {
             "all": summarize(totals_all),

@@ -1,0 +1,185 @@
+"""Per-user budgets and rates (contract §17), checked before a turn is published.
+
+Turns a minute (`CALAGENT_USER_TURNS_PER_MINUTE`) and model tokens a day
+(`CALAGENT_USER_DAILY_TOKENS`) are counters in a JetStream KV bucket, so every gateway replica
+sees the same numbers: a count moves only by compare-and-set on the entry's revision (`kv.create`
+for the first, `kv.update(last=revision)` after), so two replicas admitting the same user's turns
+at once cannot both take the last slot. Keys carry a digest of the user id (KV keys allow few
+characters) and the window they count.
+
+The minute window is wall time (operational, like latency stamps: a frozen business clock must not
+freeze the rate); the day is the user's calendar day by the injected clock. Tokens are charged when
+the turn's answer arrives, from what the agent measured, so a turn that starts under the budget may
+end a little over it; the next one is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from nats.js.api import StorageType
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+from calagent.contracts import subjects
+from calagent.runtime.bus import Bus, ensure_replicas
+from calagent.runtime.clock import Clock
+from calagent.runtime.settings import Settings
+
+log = logging.getLogger("calagent.gateway.quotas")
+
+BUCKET = subjects.GATEWAY_QUOTAS_BUCKET
+# Long enough for a day's token count in any zone; a minute's count expires with it.
+BUCKET_TTL_S = 2 * 24 * 3600.0
+CAS_ATTEMPTS = 20
+
+
+class QuotaExceededError(Exception):
+    def __init__(self, code: str, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retry_after_s = retry_after_s
+
+
+class QuotaUnavailableError(Exception):
+    """The shared counters cannot be read: the turn is not admitted unchecked."""
+
+
+def _digest(user_id: str) -> str:
+    return hashlib.sha256(user_id.encode()).hexdigest()[:32]
+
+
+class Quotas:
+    def __init__(
+        self, bus: Bus, settings: Settings, clock: Clock, wall: Callable[[], float] = time.time
+    ) -> None:
+        self._bus = bus
+        self.daily_tokens = settings.user_daily_tokens
+        self.turns_per_minute = settings.user_turns_per_minute
+        self._clock = clock
+        self._wall = wall
+        self._kv: KeyValue | None = None
+        self._opening = asyncio.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.daily_tokens is not None or self.turns_per_minute > 0
+
+    async def _bucket(self) -> KeyValue:
+        async with self._opening:
+            if self._kv is None:
+                replicas = await ensure_replicas(self._bus.js, f"KV_{BUCKET}", self._bus.replicas)
+                self._kv = await self._bus.broker.key_value(
+                    BUCKET,
+                    ttl=BUCKET_TTL_S,
+                    history=1,
+                    storage=StorageType.FILE,
+                    replicas=replicas,
+                    description="gateway: turns per user and minute, tokens per user and day",
+                )
+            return self._kv
+
+    def _day(self, tz: str) -> tuple[str, float]:
+        """The user's day by the clock, and the seconds until it ends."""
+        now = self._clock.now().astimezone(ZoneInfo(tz))
+        midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=now.tzinfo)
+        return now.date().strftime("%Y%m%d"), max((midnight - now).total_seconds(), 1.0)
+
+    async def admit(self, user_id: str, tz: str) -> None:
+        """Raise `QuotaExceededError` when the user is over the day's tokens or the minute's turns;
+        else count this turn."""
+        if not self.enabled:
+            return
+        try:
+            kv = await self._bucket()
+            digest = _digest(user_id)
+            if self.daily_tokens is not None:
+                day, until_midnight = self._day(tz)
+                used = await _read(kv, f"tokens.{digest}.{day}")
+                if used >= self.daily_tokens:
+                    raise QuotaExceededError(
+                        "budget_exceeded",
+                        "today's model budget for this account is used up; it renews at midnight "
+                        "(今天的模型额度已用完，零点后恢复)",
+                        until_midnight,
+                    )
+            if self.turns_per_minute > 0:
+                now = self._wall()
+                minute = int(now // 60)
+                if not await _increment_below(kv, f"turns.{digest}.{minute}", self.turns_per_minute):
+                    raise QuotaExceededError(
+                        "rate_limited",
+                        f"more than {self.turns_per_minute} messages a minute; wait a moment "
+                        "(消息太频繁，请稍候再发)",
+                        max(60.0 - now % 60, 1.0),
+                    )
+        except QuotaExceededError:
+            raise
+        except Exception as exc:
+            raise QuotaUnavailableError(f"could not check the user's quota: {exc!r}") from exc
+
+    async def charge(self, user_id: str, tz: str, tokens: int) -> None:
+        """Add a finished turn's tokens to the user's day (only when a daily budget is set)."""
+        if self.daily_tokens is None or tokens <= 0:
+            return
+        try:
+            kv = await self._bucket()
+            day, _ = self._day(tz)
+            await _add(kv, f"tokens.{_digest(user_id)}.{day}", tokens)
+        except Exception:
+            log.exception("could not charge %d tokens to a user's day", tokens)
+
+
+async def _read(kv: KeyValue, key: str) -> int:
+    try:
+        entry = await kv.get(key)
+    except KeyNotFoundError:
+        return 0
+    return int(entry.value or b"0")
+
+
+async def _increment_below(kv: KeyValue, key: str, limit: int) -> bool:
+    """Add one unless the count already reached `limit`; False (nothing added) when it had."""
+    for _ in range(CAS_ATTEMPTS):
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            try:
+                await kv.create(key, b"1")
+                return True
+            except KeyWrongLastSequenceError:
+                continue
+        count = int(entry.value or b"0")
+        if count >= limit:
+            return False
+        try:
+            await kv.update(key, str(count + 1).encode(), last=entry.revision)
+            return True
+        except KeyWrongLastSequenceError:
+            continue
+    raise QuotaUnavailableError(f"the count {key} kept changing")
+
+
+async def _add(kv: KeyValue, key: str, amount: int) -> None:
+    for _ in range(CAS_ATTEMPTS):
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            try:
+                await kv.create(key, str(amount).encode())
+                return
+            except KeyWrongLastSequenceError:
+                continue
+        try:
+            await kv.update(key, str(int(entry.value or b"0") + amount).encode(), last=entry.revision)
+            return
+        except KeyWrongLastSequenceError:
+            continue
+    raise QuotaUnavailableError(f"the count {key} kept changing")
