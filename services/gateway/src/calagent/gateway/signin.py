@@ -50,10 +50,10 @@ def signin_router() -> APIRouter:
             return _error(401, "unauthorized", str(exc))
         try:
             # A fresh value per redemption: only the first create of the link's key succeeds.
-            first = await gateway.runner.claims.claim(f"login.{grant.link_id}", uuid.uuid4().hex)
+            claimed = await gateway.runner.claims.claim(f"login.{grant.link_id}", uuid.uuid4().hex)
         except AgentUnreachableError:
             return _error(503, "service_unavailable", "sign-in is not available right now; try again")
-        if not first:
+        if claimed != "new":
             return _error(401, "unauthorized", "this sign-in link was already used; ask for a new one")
         token = issue_token(grant.user_id, secret, tz=grant.tz)
         return JSONResponse({"token": token}, headers={"Cache-Control": "no-store"})
