@@ -365,3 +365,17 @@ async def test_a_delete_counts_only_occurrences_that_really_go(
     done = await change(stack, scripted, user, "delete_schedule", event_id=found[0]["id"], scope="all")
     assert await events(stack, user) == []
     assert "共 1 次" in done["reply"], done["reply"]
+
+
+async def test_an_occurrence_moved_out_of_the_window_is_not_shown_at_its_old_slot(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    await tuesdays(stack, scripted, user)
+    [oct27] = on(await events(stack, user), "2026-10-27")
+    await change(
+        stack, scripted, user, "update_schedule", event_id=oct27["id"], date="2026-11-02", scope="this"
+    )
+    october = await read_events(stack, user, "2026-10-01T00:00:00+08:00", "2026-11-01T00:00:00+08:00")
+    assert local(october) == ["2026-10-06T09:00", "2026-10-13T09:00", "2026-10-20T09:00"]
+    november = await read_events(stack, user, "2026-11-01T00:00:00+08:00", "2026-11-08T00:00:00+08:00")
+    assert local(november) == ["2026-11-02T09:00", "2026-11-03T09:00"]
