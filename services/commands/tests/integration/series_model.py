@@ -26,8 +26,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import recurring_ical_events
-from icalendar import Calendar, Event
+import recurring_ical_events  # type: ignore[import-untyped]
+from icalendar import Calendar, Event, vRecur
 
 DAY_NAMES = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 FAR = datetime(2031, 1, 1, tzinfo=UTC)
@@ -77,7 +77,7 @@ class Model:
         return naive.replace(tzinfo=self.tz)
 
     def components(self, uid: str) -> list[Event]:
-        return [c for c in self.cal.walk("VEVENT") if str(c["UID"]) == uid]
+        return [c for c in self.cal.walk("VEVENT") if isinstance(c, Event) and str(c["UID"]) == uid]
 
     def master(self, uid: str) -> Event:
         [found] = [c for c in self.components(uid) if "RRULE" in c]
@@ -106,7 +106,9 @@ class Model:
 
     @staticmethod
     def rule_of(event: Event) -> dict[str, list[Any]]:
-        return {key: list(value) for key, value in event["RRULE"].items()}
+        recur = event["RRULE"]
+        assert isinstance(recur, vRecur)
+        return {key: list(value) for key, value in recur.items()}
 
     @staticmethod
     def exdates_of(event: Event) -> list[datetime]:
@@ -132,6 +134,7 @@ class Model:
     def slots(self, uid: str) -> list[datetime]:
         """Every start the master's rule gives, exclusions ignored (what COUNT counts)."""
         bare = Event.from_ical(self.master(uid).to_ical())
+        assert isinstance(bare, Event)
         bare.pop("EXDATE", None)
         alone = Calendar()
         alone.add_component(bare)

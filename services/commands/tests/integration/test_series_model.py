@@ -295,7 +295,7 @@ class SeriesEdits(RuleBasedStateMachine):
                 action="update",
                 event_id=event.id,
                 update=update,
-                scope=scope,  # type: ignore[arg-type]
+                scope=scope,
             )
         )
         if refused:
@@ -322,7 +322,7 @@ class SeriesEdits(RuleBasedStateMachine):
                 idempotency_key=self.driver.key(),
                 action="delete",
                 event_id=event.id,
-                scope=scope,  # type: ignore[arg-type]
+                scope=scope,
             )
         )
         assert prepared.stub is not None and prepared.stub.change is not None, prepared

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.series import (
@@ -24,6 +23,7 @@ from calagent.commands.domain.series import (
     split_occurrence_id,
     until_before,
     wall,
+    zone_of,
 )
 from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
 from calagent.commands.txn import Txn, error_result, new_id
@@ -338,7 +338,7 @@ class Changes:
         await uow.delete_events(txn.user_id, later)
         await uow.update_event(
             master.evolve(
-                rrule=until_before(master.rrule, slot, _zone(master)), exdates=_before(master.exdates, slot)
+                rrule=until_before(master.rrule, slot, zone_of(master)), exdates=_before(master.exdates, slot)
             )
         )
         return gone
@@ -446,11 +446,7 @@ def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, 
     return tuple(d for d in exdates if d < moment)
 
 
-def _zone(event: Event) -> ZoneInfo:
-    return ZoneInfo(event.tz or "UTC")
-
-
-# What an update may change, and the row fields each one covers.
+# Besides its start and length, what an occurrence may have of its own.
 OWN_FIELDS = ("title", "all_day", "calendar", "reminder_minutes")
 
 
@@ -469,6 +465,12 @@ def _asked(update: UpdateSchedule, current: Event) -> set[str]:
     return asked
 
 
+def _asked_of(after: dict[str, Any]) -> set[str]:
+    # A change held before `asked` was recorded applies everything it shows, as it did then.
+    asked = after.get("asked")
+    return set(asked) if asked is not None else {*OWN_FIELDS, "date", "time", "duration"}
+
+
 def _own_values(after: dict[str, Any]) -> dict[str, Any]:
     return {name: after[name] for name in OWN_FIELDS}
 
@@ -479,8 +481,8 @@ def _series_move(
     """The rule moved by what the user asked, measured from the occurrence's original slot (never
     from a time it was moved to before), and the first slot it applies from."""
     assert master.rrule is not None
-    tz = _zone(master)
-    asked = set(after.get("asked", ()))
+    tz = zone_of(master)
+    asked = _asked_of(after)
     first = master.start.astimezone(UTC)
     origin = first if scope == "all" or slot <= first else slot
     old = wall(slot, tz)
@@ -496,7 +498,7 @@ def _series_move(
 
 def _master_values(master: Event, after: dict[str, Any]) -> dict[str, Any]:
     """The master's fields after the change: only what was asked, and its length."""
-    asked = set(after.get("asked", ()))
+    asked = _asked_of(after)
     values: dict[str, Any] = {name: after[name] for name in OWN_FIELDS if name in asked}
     duration = master.end - master.start
     if "duration" in asked:

@@ -53,7 +53,8 @@ def split_occurrence_id(value: str) -> tuple[str, datetime] | None:
         return None
 
 
-def _zone(event: Event) -> ZoneInfo:
+def zone_of(event: Event) -> ZoneInfo:
+    """The zone whose wall clock the series' rule runs on."""
     return ZoneInfo(event.tz or "UTC")
 
 
@@ -100,7 +101,7 @@ def starts(
 ) -> list[datetime]:
     """Occurrence starts (aware, local) of a master whose occurrences may overlap the window."""
     assert master.rrule is not None
-    tz = _zone(master)
+    tz = zone_of(master)
     rule = rule_for(master.rrule, master.start, tz)
     lo = (window_start - inclusive_before).astimezone(tz).replace(tzinfo=None)
     hi = window_end.astimezone(tz).replace(tzinfo=None)
@@ -150,7 +151,7 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
                 out.append(event)
             continue
         duration = event.end - event.start
-        tz = _zone(event)
+        tz = zone_of(event)
         # An all-day series covers whole local days: its length is counted in days, not hours (a
         # first day of 23 or 25 hours must not shift the end of every later occurrence).
         days = local_days(event.start, event.end, tz)
@@ -202,7 +203,7 @@ def live_count(master: Event, from_start: datetime) -> int | None:
     """How many occurrences of a series are still on the calendar at or after `from_start`: the
     rule's starts minus its exclusions (an override is an occurrence too). None: no end."""
     assert master.rrule is not None
-    tz = _zone(master)
+    tz = zone_of(master)
     total = occurrence_count(master.rrule, master.start, tz, from_start)
     if total is None:
         return None
