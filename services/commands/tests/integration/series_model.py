@@ -14,7 +14,8 @@ series code: the model decides each edit from the RFC's terms and the contract's
 - A series change moves every slot by the same wall-clock amount (measured from the slot the user
   pointed at, not the time it had been moved to): DTSTART, EXDATEs, RECURRENCE-IDs and UNTIL move
   with it; BYDAY / BYMONTHDAY name the new day. A weekday move of a rule with several weekdays, or a
-  month-day move that leaves days 1–28, is refused and changes nothing.
+  month-day move to a day one of the series' months lacks (any day past the 28th for an endless
+  series), is refused and changes nothing.
 - An override keeps every value it has of its own (one that differs from what the master gave its
   slot) and follows the master on the others; the occurrence pointed at takes what was asked.
 """
@@ -280,7 +281,16 @@ class Model:
                 rule["BYDAY"] = [DAY_NAMES[(start + delta).weekday()]]
             if rule["FREQ"] == ["MONTHLY"]:
                 day = start.day + days
-                if not 1 <= day <= 28:
+                if self.finite(uid):
+                    # Every month the series still has must have the new day.
+                    expressible = all(
+                        (s.replace(tzinfo=None) + timedelta(days=days)).month == s.month
+                        for s in slots
+                        if s >= origin
+                    )
+                else:
+                    expressible = 1 <= day <= 28  # an endless series meets every month
+                if not expressible:
                     raise Refused("a month day some months lack")
                 if "BYMONTHDAY" in rule:
                     rule["BYMONTHDAY"] = [day]
