@@ -14,14 +14,15 @@ series code: the model decides each edit from the RFC's terms and the contract's
 - A series change moves every slot by the same wall-clock amount (measured from the slot the user
   pointed at, not the time it had been moved to): DTSTART, EXDATEs, RECURRENCE-IDs and UNTIL move
   with it; BYDAY / BYMONTHDAY name the new day. A weekday move of a rule with several weekdays, or a
-  month-day move to a day one of the series' months lacks (any day past the 28th for an endless
-  series), is refused and changes nothing.
+  month-day move whose starts are no longer one a month on one day (a day some of the series' months
+  lack, any day past the 28th for an endless series), is refused and changes nothing.
 - An override keeps every value it has of its own (one that differs from what the master gave its
   slot) and follows the master on the others; the occurrence pointed at takes what was asked.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -282,12 +283,14 @@ class Model:
             if rule["FREQ"] == ["MONTHLY"]:
                 day = start.day + days
                 if self.finite(uid):
-                    # Every month the series still has must have the new day.
-                    expressible = all(
-                        (s.replace(tzinfo=None) + timedelta(days=days)).month == s.month
-                        for s in slots
-                        if s >= origin
+                    # A monthly rule gives one start a month on one month day: the moved starts
+                    # must be that, in consecutive months.
+                    moved = [s.replace(tzinfo=None) + timedelta(days=days) for s in slots if s >= origin]
+                    months = [m.year * 12 + m.month for m in moved]
+                    expressible = len({m.day for m in moved}) == 1 and all(
+                        b - a == 1 for a, b in itertools.pairwise(months)
                     )
+                    day = moved[0].day
                 else:
                     expressible = 1 <= day <= 28  # an endless series meets every month
                 if not expressible:
