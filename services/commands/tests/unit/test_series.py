@@ -114,11 +114,16 @@ def test_next_starts_and_validation() -> None:
 def test_moving_a_rule_rewrites_its_day_and_moves_until_with_the_starts() -> None:
     first = datetime(2026, 10, 28, 14, 0, tzinfo=NY)  # a Wednesday
     moved = move_rule("FREQ=WEEKLY;BYDAY=WE;UNTIL=20261118", first, NY, timedelta(days=1, hours=-4))
-    assert moved.rule == "FREQ=WEEKLY;BYDAY=TH;UNTIL=20261119T195959"
+    assert moved.rule == "FREQ=WEEKLY;BYDAY=TH;UNTIL=20261119T100000"
     # Across the DST change the slot keeps its wall-clock time.
     assert moved.slot(datetime(2026, 11, 4, 14, 0, tzinfo=NY)) == datetime(2026, 11, 5, 10, 0, tzinfo=NY)
     monthly = move_rule("FREQ=MONTHLY;BYMONTHDAY=15;COUNT=6", first.replace(day=15), NY, timedelta(days=5))
     assert monthly.rule == "FREQ=MONTHLY;BYMONTHDAY=20;COUNT=6"
+    # UNTIL follows the last start, not its own value: 12/1 moved to 11/30 with an UNTIL of 12/31
+    # moved to 12/30 would add a start on 12/30.
+    last = datetime(2026, 12, 1, 17, 30, tzinfo=NY)
+    cut = move_rule("FREQ=MONTHLY;UNTIL=20261231T175959", last, NY, timedelta(days=-1))
+    assert cut.rule == "FREQ=MONTHLY;UNTIL=20261130T173000"
 
 
 @pytest.mark.parametrize(

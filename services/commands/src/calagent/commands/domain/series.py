@@ -253,8 +253,12 @@ def move_rule(rule_text: str, first_start: datetime, tz: ZoneInfo, delta: timede
                 )
             value = str(new_first.day)
         elif key == "UNTIL":
+            # The new UNTIL is the last start moved: UNTIL itself moved could take in one more
+            # start where months differ in length (the 1st moved to the 30th of a shorter month).
             until = datetime.strptime(_local_until(part).removeprefix("UNTIL="), "%Y%m%dT%H%M%S")
-            value = (until + delta).strftime("%Y%m%dT%H%M%S")
+            found = list(rule_for(rule_text, first_start, tz))
+            last = found[-1] if found else until
+            value = (last + delta).strftime("%Y%m%dT%H%M%S")
         parts.append(f"{key}={value}")
     moved = MovedRule(";".join(parts), delta, tz)
     old_starts = list(islice(rule_for(rule_text, first_start, tz), CHECKED_STARTS))
