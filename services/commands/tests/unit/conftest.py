@@ -81,8 +81,10 @@ class FakeUnitOfWork:
         return [
             e
             for e in self._user_events(user_id)
-            if e.start < end
-            and (e.end > start or e.rrule is not None)
+            if (
+                (e.start < end and (e.end > start or e.rrule is not None))
+                or (e.recurrence_id is not None and e.recurrence_id < end)
+            )
             and not (incomplete_only and e.completed)
         ]
 

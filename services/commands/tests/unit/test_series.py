@@ -10,8 +10,11 @@ import pytest
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import (
+    InexpressibleChangeError,
     InvalidRecurrenceError,
     expand,
+    live_count,
+    move_rule,
     next_starts,
     occurrence_count,
     occurrence_id,
@@ -106,3 +109,37 @@ def test_next_starts_and_validation() -> None:
         validate_rule("FREQ=WEEKLY;BYDAY=XX", first, NY)
     with pytest.raises(InvalidRecurrenceError):
         validate_rule("FREQ=DAILY;UNTIL=20200101", first, NY)
+
+
+def test_moving_a_rule_rewrites_its_day_and_moves_until_with_the_starts() -> None:
+    first = datetime(2026, 10, 28, 14, 0, tzinfo=NY)  # a Wednesday
+    moved = move_rule("FREQ=WEEKLY;BYDAY=WE;UNTIL=20261118", first, NY, timedelta(days=1, hours=-4))
+    assert moved.rule == "FREQ=WEEKLY;BYDAY=TH;UNTIL=20261119T100000"
+    # Across the DST change the slot keeps its wall-clock time.
+    assert moved.slot(datetime(2026, 11, 4, 14, 0, tzinfo=NY)) == datetime(2026, 11, 5, 10, 0, tzinfo=NY)
+    monthly = move_rule("FREQ=MONTHLY;BYMONTHDAY=15;COUNT=6", first.replace(day=15), NY, timedelta(days=5))
+    assert monthly.rule == "FREQ=MONTHLY;BYMONTHDAY=20;COUNT=6"
+    # UNTIL follows the last start, not its own value: 12/1 moved to 11/30 with an UNTIL of 12/31
+    # moved to 12/30 would add a start on 12/30.
+    last = datetime(2026, 12, 1, 17, 30, tzinfo=NY)
+    cut = move_rule("FREQ=MONTHLY;UNTIL=20261231T175959", last, NY, timedelta(days=-1))
+    assert cut.rule == "FREQ=MONTHLY;UNTIL=20261130T173000"
+
+
+@pytest.mark.parametrize(
+    ("rule", "day", "delta"),
+    [
+        ("FREQ=WEEKLY;BYDAY=MO,WE", 26, timedelta(days=1)),  # one weekday of several
+        ("FREQ=MONTHLY;BYMONTHDAY=28", 28, timedelta(days=3)),  # the 31st: most months lack it
+        ("FREQ=MONTHLY", 28, timedelta(days=5)),  # across a month end
+    ],
+)
+def test_a_move_the_rule_cannot_say_is_refused(rule: str, day: int, delta: timedelta) -> None:
+    with pytest.raises(InexpressibleChangeError):
+        move_rule(rule, datetime(2026, 10, day, 9, 0, tzinfo=NY), NY, delta)
+
+
+def test_the_live_count_leaves_out_what_is_excluded() -> None:
+    series = master("FREQ=WEEKLY;BYDAY=MO;COUNT=4", exdates=(datetime(2026, 11, 2, 14, 0, tzinfo=UTC),))
+    assert live_count(series, series.start) == 3
+    assert live_count(master(), series.start) is None

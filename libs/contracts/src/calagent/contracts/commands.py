@@ -167,6 +167,9 @@ class CommandError(WireModel):
         "invalid_arguments",
         "invalid_recurrence",
         "not_found",
+        # A series change its rule cannot say (one weekday of several, a month day some months
+        # lack): refused, nothing changed.
+        "inexpressible_change",
     ]
     message: str
 

@@ -14,14 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.series import (
-    exdates_after,
+    InexpressibleChangeError,
+    MovedRule,
     expand,
-    localise,
-    occurrence_count,
+    live_count,
+    move_rule,
     remaining_rule,
     split_occurrence_id,
-    starts,
     until_before,
+    wall,
+    zone_of,
 )
 from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
 from calagent.commands.txn import Txn, error_result, new_id
@@ -144,11 +146,17 @@ class Changes:
                 "url": after.url,
                 "attendees": [a.model_dump(mode="json") for a in after.attendees],
                 "organizer": after.organizer,
+                "asked": sorted(_asked(command.update, target.occurrence)),
             }
+            if target.master is not None and scope != "this" and target.occurrence_start is not None:
+                try:
+                    _series_move(target.master, target.occurrence_start, scope, after_values)
+                except InexpressibleChangeError as exc:
+                    return error_result("inexpressible_change", str(exc))
             proposed = (after.start, after.end)
             status = "conflict" if conflicts else "held"
         else:
-            removed, count = self._removed(target, scope, txn)
+            removed, count = await self._removed(txn, target, scope)
             view = ChangeOut(
                 action="delete", scope=scope, before=before, removed_starts=removed, removed_count=count
             ).model_dump(mode="json")
@@ -252,15 +260,20 @@ class Changes:
             notes=update.notes or current.notes,
         )
 
-    def _removed(self, target: Target, scope: Scope, txn: Txn) -> tuple[tuple[datetime, ...], int | None]:
-        master = target.master
-        if master is None or scope == "this" or master.rrule is None or target.occurrence_start is None:
+    async def _removed(
+        self, txn: Txn, target: Target, scope: Scope
+    ) -> tuple[tuple[datetime, ...], int | None]:
+        master, slot = target.master, target.occurrence_start
+        if master is None or scope == "this" or master.rrule is None or slot is None:
             return (target.occurrence.start,), 1
-        origin = master.start if scope == "all" else target.occurrence_start
-        # A preview, not the whole series: the first few starts that would go within ten years.
-        upcoming = starts(master, origin, origin + timedelta(days=3660), inclusive_before=timedelta(0))
-        count = occurrence_count(master.rrule, master.start, txn.tz, origin)
-        return tuple(upcoming[:REMOVED_PREVIEW]), count
+        origin = master.start.astimezone(UTC) if scope == "all" else slot
+        overrides = await txn.uow.series_overrides(txn.user_id, master.id)
+        going = [o for o in overrides if o.recurrence_id is not None and o.recurrence_id >= origin]
+        # A preview, not the whole series: the first few that would go within ten years, each at
+        # the time it really has (a moved occurrence at its own time, an excluded one not at all).
+        upcoming = expand([master, *going], origin, origin + timedelta(days=3660))
+        shown = [e.start for e in upcoming if e.series_id == master.id][:REMOVED_PREVIEW]
+        return tuple(shown), live_count(master, origin)
 
     # ---- confirm: run the change ------------------------------------------------------------
 
@@ -268,39 +281,48 @@ class Changes:
         if stub.kind == "plan":
             return await self._confirm_plan(txn, stub)
         change = stub.change or {}
-        view = ChangeOut.model_validate(change["view"])
         target = await self._stored_target(txn, change)
         if target is None:
             # The event went away meanwhile (removed elsewhere): nothing to change.
             await self.writes.transition(txn, stub, "cancelled")
             return error_result("not_found", NOT_FOUND)
         scope: Scope = change["scope"]
+        before = event_out(target.occurrence, txn.tz)
         if change["action"] == "delete":
-            # What the user was shown: a series' remaining occurrences (None: endless), else rows.
-            removed: int | None = (
-                view.removed_count if target.master is not None and scope != "this" else None
-            )
-            deleted_rows = await self._delete(txn, target, scope)
-            if target.master is None or scope == "this":
-                removed = deleted_rows
+            removed = await self._delete(txn, target, scope)
             done = await self.writes.transition(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",
                 persisted=True,
-                before=view.before,
+                before=before,
                 removed_count=removed,
                 stub=stub_out(done, (), txn.tz),
             )
-        after = change["after"]
-        new = await self._update(txn, target, scope, after)
+        try:
+            written = await self._update(txn, target, scope, change["after"])
+        except InexpressibleChangeError as exc:
+            return error_result("inexpressible_change", str(exc))
+        # The receipt is read back: the occurrence the user pointed at, as the rows now give it.
+        new = await self._read_back(txn, *written)
+        if new is None:
+            return error_result("not_found", NOT_FOUND)
         done = await self.writes.transition(txn, stub, "updated")
         return CommandResult(
             status="updated",
             persisted=True,
-            before=view.before,
+            before=before,
             event=event_out(new, txn.tz),
             stub=stub_out(done, (), txn.tz),
         )
+
+    async def _read_back(self, txn: Txn, row_id: str, slot: datetime | None) -> Event | None:
+        row = await txn.uow.get_event(txn.user_id, row_id)
+        if row is None:
+            return None
+        if slot is None or row.rrule is None:
+            return row
+        target = await self._occurrence(txn, row, slot)
+        return target.occurrence if target is not None else None
 
     async def _stored_target(self, txn: Txn, change: dict[str, Any]) -> Target | None:
         if change.get("master_id") and change.get("occurrence_start"):
@@ -311,99 +333,101 @@ class Changes:
         row = await txn.uow.get_event(txn.user_id, change["row_id"])
         return Target(row, None, row, None) if row is not None else None
 
-    async def _delete(self, txn: Txn, target: Target, scope: Scope) -> int:
+    async def _delete(self, txn: Txn, target: Target, scope: Scope) -> int | None:
+        """Remove what the scope names; the count is of occurrences that really go (an excluded
+        one is gone already), None for a series without an end."""
         uow = txn.uow
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
             return await uow.delete_events(txn.user_id, [target.row.id])
         overrides = await uow.series_overrides(txn.user_id, master.id)
-        if scope == "all" or (scope == "following" and slot <= master.start.astimezone(UTC)):
-            return await uow.delete_events(txn.user_id, [master.id, *(o.id for o in overrides)])
+        first = master.start.astimezone(UTC)
+        if scope == "all" or (scope == "following" and slot <= first):
+            gone = live_count(master, first)
+            await uow.delete_events(txn.user_id, [master.id, *(o.id for o in overrides)])
+            return gone
         if scope == "this":
             if target.row.id != master.id:
                 await uow.delete_events(txn.user_id, [target.row.id])
             await uow.update_event(master.evolve(exdates=(*master.exdates, slot)))
             return 1
         assert master.rrule is not None
+        gone = live_count(master, slot)
         later = [o.id for o in overrides if o.recurrence_id is not None and o.recurrence_id >= slot]
         await uow.delete_events(txn.user_id, later)
-        left = occurrence_count(master.rrule, master.start, txn.tz, slot)
         await uow.update_event(
             master.evolve(
-                rrule=until_before(master.rrule, slot, txn.tz), exdates=_before(master.exdates, slot)
+                rrule=until_before(master.rrule, slot, zone_of(master)), exdates=_before(master.exdates, slot)
             )
         )
-        return left if left is not None else 0
+        return gone
 
-    async def _update(self, txn: Txn, target: Target, scope: Scope, after: dict[str, Any]) -> Event:
+    async def _update(
+        self, txn: Txn, target: Target, scope: Scope, after: dict[str, Any]
+    ) -> tuple[str, datetime | None]:
+        """Write the change; returns where the occurrence the user pointed at now lives (its row,
+        and its slot when that row is a series)."""
         uow = txn.uow
         start = datetime.fromisoformat(after["start"])
         end = datetime.fromisoformat(after["end"])
-        values: dict[str, Any] = {
-            "title": after["title"],
-            "all_day": after["all_day"],
-            "calendar": after["calendar"],
-            "reminder_minutes": after["reminder_minutes"],
-            # A change held before place and notes were offered leaves them as they are.
-            **{k: after[k] for k in ("location", "notes", "url", "organizer") if k in after},
-        }
-        if "attendees" in after:
-            values["attendees"] = tuple(Attendee.model_validate(a) for a in after["attendees"])
+        values = _own_values(after)
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
-            updated = target.row.evolve(start=start, end=end, **values)
-            await uow.update_event(updated)
-            return updated
+            await uow.update_event(target.row.evolve(start=start, end=end, **values))
+            return target.row.id, None
         if scope == "this":
             if target.row.id != master.id:
-                updated = target.row.evolve(start=start, end=end, **values)
-                await uow.update_event(updated)
-                return updated
-            override = Event(
+                await uow.update_event(target.row.evolve(start=start, end=end, **values))
+                return target.row.id, None
+            override = master.evolve(
                 id=new_id(),
-                user_id=txn.user_id,
                 start=start,
                 end=end,
-                tz=master.tz,
+                rrule=None,
+                exdates=(),
                 series_id=master.id,
                 recurrence_id=slot,
+                sync_state=None,
                 **values,
             )
             await uow.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
-            return override
+            return override.id, None
         assert master.rrule is not None
-        # `all` and `following` move the rule's wall-clock time by what this occurrence moved.
-        shift = _wall(start, txn) - _wall(target.occurrence.start, txn)
-        duration = end - start
-        if scope == "all" or slot <= master.start.astimezone(UTC):
-            new_start = _from_wall(_wall(master.start, txn) + shift, txn)
-            updated = master.evolve(start=new_start, end=new_start + duration, **values)
-            await uow.update_event(updated)
-            return updated.evolve(start=start, end=end)
-        tail = Event(
-            id=new_id(),
-            user_id=txn.user_id,
-            start=start,
-            end=end,
-            tz=master.tz,
-            rrule=remaining_rule(master.rrule, master.start, txn.tz, slot),
-            exdates=tuple(
-                _from_wall(_wall(d, txn) + shift, txn) for d in exdates_after(master.exdates, slot)
-            ),
-            **values,
-        )
-        await uow.update_event(
-            master.evolve(
-                rrule=until_before(master.rrule, slot, txn.tz), exdates=_before(master.exdates, slot)
-            )
-        )
-        await uow.insert_event(tail, turn_id=txn.envelope.turn_id, key=None)
+        moved, origin = _series_move(master, slot, scope, after)
         overrides = await uow.series_overrides(txn.user_id, master.id)
+        changed = _master_values(master, after)
+        duration = changed.pop("duration")
+        assert isinstance(duration, timedelta)
+        new_start = moved.slot(origin)
+        series = master.evolve(start=new_start, end=new_start + duration, rrule=moved.rule, **changed)
+        if origin == master.start.astimezone(UTC):
+            series = series.evolve(exdates=tuple(moved.slot(d) for d in master.exdates))
+            await uow.update_event(series)
+        else:
+            # `following`: the series ends before this occurrence and a new one starts at it.
+            series = series.evolve(
+                id=new_id(),
+                sync_state=None,
+                exdates=tuple(moved.slot(d) for d in master.exdates if d >= origin),
+            )
+            await uow.update_event(
+                master.evolve(
+                    rrule=until_before(master.rrule, origin, moved.tz),
+                    exdates=_before(master.exdates, origin),
+                )
+            )
+            await uow.insert_event(series, turn_id=txn.envelope.turn_id, key=None)
         for override in overrides:
-            if override.recurrence_id is not None and override.recurrence_id >= slot:
-                moved = _from_wall(_wall(override.recurrence_id, txn) + shift, txn)
-                await uow.update_event(override.evolve(series_id=tail.id, recurrence_id=moved))
-        return tail
+            rid = override.recurrence_id
+            if rid is None or rid < origin:
+                continue
+            if override.id == target.row.id:
+                # The occurrence the user pointed at takes the change as they were shown it.
+                carried = override.evolve(start=start, end=end, **values)
+            else:
+                carried = _carry(override, master, series, moved)
+            await uow.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
+        return series.id, moved.slot(slot)
 
     # ---- plans -----------------------------------------------------------------------------------
 
@@ -441,9 +465,103 @@ def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, 
     return tuple(d for d in exdates if d < moment)
 
 
-def _wall(instant: datetime, txn: Txn) -> datetime:
-    return instant.astimezone(txn.tz).replace(tzinfo=None)
+# Besides its start and length, what an occurrence may have of its own.
+# The fields a change may set, each of which an occurrence may also have of its own. Place, notes,
+# address and people were added after the first changes were held: a stub without them leaves
+# them as they are.
+OWN_FIELDS = (
+    "title",
+    "all_day",
+    "calendar",
+    "reminder_minutes",
+    "location",
+    "notes",
+    "url",
+    "attendees",
+    "organizer",
+)
 
 
-def _from_wall(naive: datetime, txn: Txn) -> datetime:
-    return localise(naive, txn.tz).astimezone(UTC)
+def _asked(update: UpdateSchedule, current: Event) -> set[str]:
+    """What the user asked to change: only these reach a series' master and the occurrences that
+    inherit them; anything else an occurrence shows stays where it is."""
+    asked = {
+        name
+        for name in ("title", "calendar", "reminder_minutes", "location", "notes", "attendees")
+        if getattr(update, name) is not None
+    }
+    if "attendees" in asked:
+        asked.add("organizer")  # the organizer is set with the people it invites
+    if update.all_day is not None and update.all_day != current.all_day:
+        asked |= {"all_day", "date", "time", "duration"}
+    if update.date:
+        asked.add("date")
+    if update.time:
+        asked.add("time")
+    if update.end_time or update.duration_minutes or update.end_date:
+        asked.add("duration")
+    return asked
+
+
+def _asked_of(after: dict[str, Any]) -> set[str]:
+    # A change held before `asked` was recorded applies everything it shows, as it did then.
+    asked = after.get("asked")
+    return set(asked) if asked is not None else {*OWN_FIELDS, "date", "time", "duration"}
+
+
+def _value(after: dict[str, Any], name: str) -> Any:
+    if name == "attendees":
+        return tuple(Attendee.model_validate(a) for a in after[name])
+    return after[name]
+
+
+def _own_values(after: dict[str, Any]) -> dict[str, Any]:
+    return {name: _value(after, name) for name in OWN_FIELDS if name in after}
+
+
+def _series_move(
+    master: Event, slot: datetime, scope: Scope, after: dict[str, Any]
+) -> tuple[MovedRule, datetime]:
+    """The rule moved by what the user asked, measured from the occurrence's original slot (never
+    from a time it was moved to before), and the first slot it applies from."""
+    assert master.rrule is not None
+    tz = zone_of(master)
+    asked = _asked_of(after)
+    first = master.start.astimezone(UTC)
+    origin = first if scope == "all" or slot <= first else slot
+    old = wall(slot, tz)
+    new = wall(datetime.fromisoformat(after["start"]), tz)
+    moved_to = datetime.combine(
+        new.date() if "date" in asked else old.date(), new.time() if "time" in asked else old.time()
+    )
+    rule = master.rrule
+    if origin != first:
+        rule = remaining_rule(rule, master.start, tz, origin)
+    return move_rule(rule, origin, tz, moved_to - old), origin
+
+
+def _master_values(master: Event, after: dict[str, Any]) -> dict[str, Any]:
+    """The master's fields after the change: only what was asked, and its length."""
+    asked = _asked_of(after)
+    values: dict[str, Any] = {
+        name: _value(after, name) for name in OWN_FIELDS if name in asked and name in after
+    }
+    duration = master.end - master.start
+    if "duration" in asked:
+        duration = datetime.fromisoformat(after["end"]) - datetime.fromisoformat(after["start"])
+    values["duration"] = duration
+    return values
+
+
+def _carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
+    """An override after its series changed, field by field: a value equal to what the series gave
+    its slot before is inherited and follows the series; a value of its own stays."""
+    rid = override.recurrence_id
+    assert rid is not None
+    old_length, new_length = old.end - old.start, new.end - new.start
+    start = moved.slot(rid) if override.start == rid else override.start
+    length = new_length if override.end - override.start == old_length else override.end - override.start
+    inherited = {
+        name: getattr(new, name) for name in OWN_FIELDS if getattr(override, name) == getattr(old, name)
+    }
+    return override.evolve(start=start, end=start + length, **inherited)

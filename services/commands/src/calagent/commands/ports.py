@@ -62,7 +62,8 @@ class UnitOfWork(Protocol):
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
     ) -> list[Event]:
         """Rows with `start_at < end AND end_at > start`, plus series masters that start before
-        `end` (their occurrences are expanded by the caller), ordered by start."""
+        `end` (their occurrences are expanded by the caller) and overrides whose slot is before
+        `end`, wherever they were moved to; ordered by start."""
         ...
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]: ...

@@ -386,6 +386,9 @@ class Writes:
             organizer=await self.organizer(txn) if people else None,
         )
         await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
+        # The receipt is read back: what the row says once written, not what was asked for.
+        stored = await txn.uow.get_event(txn.user_id, event.id)
+        assert stored is not None
         out_stub: StubOut | None = None
         if stub is not None:
             done = await self.transition(
@@ -402,7 +405,7 @@ class Writes:
         return CommandResult(
             status="created",
             persisted=True,
-            event=event_out(event, txn.tz),
+            event=event_out(stored, txn.tz),
             stub=out_stub,
             calendar_fallback=fallback,
         )

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Result,
     Row,
     String,
+    and_,
     case,
     exists,
     func,
@@ -327,11 +328,18 @@ class SqlUnitOfWork:
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
     ) -> list[Event]:
         # Rows that overlap, plus every series master that began before the window ends: its
-        # later occurrences may fall inside; the caller expands them.
+        # later occurrences may fall inside; the caller expands them. An override whose slot comes
+        # before the window's end is returned wherever it was moved to: without it, a slot whose
+        # occurrence moved out of the window would show at its old time.
         query = select(events).where(
             events.c.user_id == user_id,
-            events.c.start_at < end,
-            or_(events.c.end_at > start, events.c.rrule.is_not(None)),
+            or_(
+                and_(
+                    events.c.start_at < end,
+                    or_(events.c.end_at > start, events.c.rrule.is_not(None)),
+                ),
+                and_(events.c.series_id.is_not(None), events.c.recurrence_id < end),
+            ),
         )
         if incomplete_only:
             query = query.where(events.c.completed.is_(False))

@@ -10,7 +10,9 @@ moved override still names the slot it replaced.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrule, rrulestr
@@ -23,6 +25,17 @@ STAMP = "%Y%m%dT%H%M%SZ"
 
 class InvalidRecurrenceError(ValueError):
     """The rule does not parse, or gives no occurrence at all."""
+
+
+class InexpressibleChangeError(ValueError):
+    """A change to a series that its rule cannot say: moving it would add, drop or misplace an
+    occurrence (one weekday of several, a month day some months lack)."""
+
+
+WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+# How many of a rule's starts are compared when a moved rule is checked against the moved starts:
+# past a few years of any rule in the contract's subset, every pattern has repeated.
+CHECKED_STARTS = 400
 
 
 def occurrence_id(master_id: str, start: datetime) -> str:
@@ -40,7 +53,8 @@ def split_occurrence_id(value: str) -> tuple[str, datetime] | None:
         return None
 
 
-def _zone(event: Event) -> ZoneInfo:
+def zone_of(event: Event) -> ZoneInfo:
+    """The zone whose wall clock the series' rule runs on."""
     return ZoneInfo(event.tz or "UTC")
 
 
@@ -87,7 +101,7 @@ def starts(
 ) -> list[datetime]:
     """Occurrence starts (aware, local) of a master whose occurrences may overlap the window."""
     assert master.rrule is not None
-    tz = _zone(master)
+    tz = zone_of(master)
     rule = rule_for(master.rrule, master.start, tz)
     lo = (window_start - inclusive_before).astimezone(tz).replace(tzinfo=None)
     hi = window_end.astimezone(tz).replace(tzinfo=None)
@@ -137,7 +151,7 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
                 out.append(event)
             continue
         duration = event.end - event.start
-        tz = _zone(event)
+        tz = zone_of(event)
         # An all-day series covers whole local days: its length is counted in days, not hours (a
         # first day of 23 or 25 hours must not shift the end of every later occurrence).
         days = local_days(event.start, event.end, tz)
@@ -183,3 +197,75 @@ def remaining_rule(rule_text: str, first_start: datetime, tz: ZoneInfo, from_sta
 
 def exdates_after(exdates: Sequence[datetime], moment: datetime) -> tuple[datetime, ...]:
     return tuple(d for d in exdates if d >= moment)
+
+
+def live_count(master: Event, from_start: datetime) -> int | None:
+    """How many occurrences of a series are still on the calendar at or after `from_start`: the
+    rule's starts minus its exclusions (an override is an occurrence too). None: no end."""
+    assert master.rrule is not None
+    tz = zone_of(master)
+    total = occurrence_count(master.rrule, master.start, tz, from_start)
+    if total is None:
+        return None
+    excluded = {d.astimezone(UTC) for d in master.exdates if d >= from_start}
+    return total - len(excluded)
+
+
+def wall(instant: datetime, tz: ZoneInfo) -> datetime:
+    return instant.astimezone(tz).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class MovedRule:
+    """A series moved on its wall clock by `delta`: the rule rewritten to give exactly the moved
+    starts, and the map from an old start (a RECURRENCE-ID, an EXDATE) to its new one."""
+
+    rule: str
+    delta: timedelta
+    tz: ZoneInfo
+
+    def slot(self, old: datetime) -> datetime:
+        return localise(wall(old, self.tz) + self.delta, self.tz).astimezone(UTC)
+
+
+def move_rule(rule_text: str, first_start: datetime, tz: ZoneInfo, delta: timedelta) -> MovedRule:
+    """Every start of the rule (anchored at `first_start`) moved by `delta` on the wall clock: the
+    weekday (BYDAY) or month day (BYMONTHDAY) rewritten to the new day, UNTIL moved with the starts,
+    COUNT kept. Raises InexpressibleChangeError when no rewritten rule gives the moved starts."""
+    first = wall(first_start, tz)
+    new_first = first + delta
+    days = (new_first.date() - first.date()).days
+    parts: list[str] = []
+    for part in rule_text.removeprefix("RRULE:").split(";"):
+        key, _, value = part.partition("=")
+        if key == "BYDAY" and days % 7:
+            if value not in WEEKDAYS:
+                raise InexpressibleChangeError(
+                    f"the series repeats on {value}; its rule cannot move one occurrence's weekday "
+                    "for the whole series (change this occurrence only, or make a new series)"
+                )
+            value = WEEKDAYS[new_first.weekday()]
+        elif key == "BYMONTHDAY" and days:
+            if not value.isdigit():
+                raise InexpressibleChangeError(
+                    f"the series repeats on month days {value}; its rule cannot move one of them "
+                    "(change this occurrence only, or make a new series)"
+                )
+            value = str(new_first.day)
+        elif key == "UNTIL":
+            # The new UNTIL is the last start moved: UNTIL itself moved could take in one more
+            # start where months differ in length (the 1st moved to the 30th of a shorter month).
+            until = datetime.strptime(_local_until(part).removeprefix("UNTIL="), "%Y%m%dT%H%M%S")
+            found = list(rule_for(rule_text, first_start, tz))
+            last = found[-1] if found else until
+            value = (last + delta).strftime("%Y%m%dT%H%M%S")
+        parts.append(f"{key}={value}")
+    moved = MovedRule(";".join(parts), delta, tz)
+    old_starts = list(islice(rule_for(rule_text, first_start, tz), CHECKED_STARTS))
+    new_starts = list(islice(rule_for(moved.rule, localise(new_first, tz), tz), CHECKED_STARTS))
+    if [s + delta for s in old_starts] != new_starts:
+        raise InexpressibleChangeError(
+            "the series' rule cannot say the new day for every occurrence (some months or weeks "
+            "do not have it); change this occurrence only, or make a new series"
+        )
+    return moved
