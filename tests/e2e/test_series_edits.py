@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -28,7 +29,10 @@ async def events(stack: Stack, user: str) -> list[dict[str, Any]]:
 def when(event: dict[str, Any]) -> str:
     """The span as a receipt shows it, from a row of `GET /v1/events`."""
     start, end = datetime.fromisoformat(event["start"]), datetime.fromisoformat(event["end"])
-    return format_span(start, end, TZ, "zh", event["all_day"], TODAY)
+    # Receipts show times in the reader's own zone and so name none (contract §18).
+    return format_span(
+        start.astimezone(ZoneInfo(TZ)), end.astimezone(ZoneInfo(TZ)), None, "zh", event["all_day"], TODAY
+    )
 
 
 def local(found: list[dict[str, Any]]) -> list[str]:

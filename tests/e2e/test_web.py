@@ -271,7 +271,9 @@ async def new_tab(
     locale: str = "zh-CN",
     viewport: dict[str, int] = DESKTOP,
 ) -> Tab:
-    context = await browser.new_context(locale=locale, viewport=viewport)  # type: ignore[arg-type]
+    # Reduced motion: axe measures contrast on the settled page, never half-way through a message's
+    # fade-in (where any text is "low contrast").
+    context = await browser.new_context(locale=locale, viewport=viewport, reduced_motion="reduce")  # type: ignore[arg-type]
     await context.add_init_script(REPORT_CSP)
     tab = Tab(await context.new_page(), base_url)
     opened.append(tab)

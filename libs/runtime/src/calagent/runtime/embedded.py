@@ -477,7 +477,13 @@ class EmbeddedPostgres:
         return f"postgresql+asyncpg://{self._address(PG_DATABASE)}"
 
     def _run(self, args: list[str], stdin: str | None = None) -> None:
-        subprocess.run(args, check=True, capture_output=True, user=self.user, input=stdin, text=True)
+        done = subprocess.run(args, capture_output=True, user=self.user, input=stdin, text=True)
+        if done.returncode != 0:
+            # The tool's own words say why (a full disk, a stale lock, shared memory); without them
+            # a failed start reads as a bare exit status.
+            raise RuntimeError(
+                f"{Path(args[0]).name} exited with {done.returncode}: {(done.stderr or done.stdout).strip()[-2000:]}"
+            )
 
     def _prepare(self) -> None:
         """Create or upgrade the data directory; runs before every start of the server."""
