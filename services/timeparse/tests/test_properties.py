@@ -331,3 +331,41 @@ def test_the_recurrence_marker_is_written_in_the_users_words_and_blocks_the_patc
         assert reply.recurrence_marker in strip_transport(text)
         assert reply.patch.is_empty()
         assert not reply.complete
+
+
+_ZONE_ORDERS = {"Europe/Berlin": "dmy", "Australia/Sydney": "dmy", "America/New_York": "mdy", "UTC": None}
+
+
+@PROFILE
+@given(
+    first=st.integers(1, 31),
+    second=st.integers(1, 31),
+    year=st.one_of(st.none(), st.integers(2000, 2099)),
+    dots=st.booleans(),
+    tz=st.sampled_from([*_ZONE_ORDERS, None]),
+)
+def test_a_numeric_date_is_read_in_the_zones_order_or_not_at_all(
+    first: int, second: int, year: int | None, dots: bool, tz: str | None
+) -> None:
+    """3/4 is 4 March in New York and 3 April in Berlin; where the zone does not say and the two
+    readings differ, nothing is read."""
+    sep = "." if dots and year is not None else "/"
+    text = f"{first}{sep}{second}" + (f"{sep}{year}" if year is not None else "")
+    got = parse_reply(text, datetime(2026, 9, 24, 10, tzinfo=UTC), tz).model_dump(exclude_none=True)
+
+    def real(month: int, day: int) -> str | None:
+        try:
+            date(year or 2000, month, day)
+        except ValueError:
+            return None
+        return f"{year:04d}-{month:02d}-{day:02d}" if year is not None else f"--{month:02d}-{day:02d}"
+
+    order = _ZONE_ORDERS.get(tz) if tz is not None else None
+    month_first, day_first = real(first, second), real(second, first)
+    if order == "dmy":
+        want = day_first
+    elif order == "mdy":
+        want = month_first
+    else:
+        want = month_first if month_first is not None and day_first in (None, month_first) else None
+    assert got == ({"date": want} if want is not None else {}), text

@@ -26,7 +26,9 @@ _EN_MONTH = (
 )
 
 
-_CN_YEAR = "[零〇一二三四五六七八九]{4}"
+# Digit by digit (二〇二六) or read out in thousands (两千零四, 二千零二十六, 两千); `lexicon.year_number`
+# refuses the read-out forms nobody writes (两千四, 两千二十六) instead of reading them as a shorter year.
+_CN_YEAR = "[零〇一二三四五六七八九]{4}|[一二两]千[零〇一二三四五六七八九十]{0,4}"
 _ORD = r"(?:st|nd|rd|th)\b"
 _ZH_MONTH_PREFIX = "下下个?|下个?|这个?|這個?|本|上上个?|上个?"
 _MONTH_END = "最后一天|最後一天|底|末"
@@ -66,6 +68,8 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ("enmidnight", r"\b(?:12\s*)?midnight\b"),
     # Parts of a month or of the day that are not one day or one time: the model asks.
     ("vague", _VAGUE),
+    # Mid-morning / mid-afternoon: a period for an hour beside them, no time on their own.
+    ("midper", r"\bmid[\s-]*(?P<mp>morning|afternoon)\b"),
     ("vagueper", r"\b(?:mid|late|early)[\s-]*(?:morning|afternoon|evening)\b"),
     # Dates -----------------------------------------------------------------------------------
     (
@@ -82,7 +86,13 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ("zhrmd", rf"(?P<rmp>{_ZH_MONTH_PREFIX})\s*月\s*的?\s*(?P<rmd>{NUM})\s*[号日號]"),
     ("isod", r"(?P<iy>[0-9]{4})[-/.](?P<im>[0-9]{1,2})[-/.](?P<id>[0-9]{1,2})(?![0-9])"),
     ("zhmd", rf"(?P<zm2>{NUM})\s*月\s*(?P<zd2>{NUM})\s*[日号號]?"),
-    ("slashd", r"(?<![0-9])(?P<sm>[0-9]{1,2})/(?P<sd>[0-9]{1,2})(?:/(?P<sy>[0-9]{4}))?(?![0-9/])"),
+    # 9/30, 25/9, 9/30/2026, 25.09.2026: which number is the month depends on who writes it (see
+    # `replies`). Dots only with a year: 10.30 is a time or a number as often as a date.
+    (
+        "slashd",
+        r"(?<![0-9.])(?P<sa>[0-9]{1,2})(?:/(?P<sb>[0-9]{1,2})(?:/(?P<sy>[0-9]{4}))?(?![0-9/])"
+        r"|\.(?P<sb2>[0-9]{1,2})\.(?P<sy2>[0-9]{4})(?![0-9.]))",
+    ),
     (
         "enmd",
         rf"\b(?P<em>{_EN_MONTH})\b\.?\s*(?:the\s+)?(?P<ed>[0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:\s*,?\s*(?P<ey>[0-9]{{4}})\b)?",
@@ -102,7 +112,7 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ("enhol", r"\bnew year'?s day\b"),
     # 大 only ever lengthens 后天/前天; before any other day word it is not a word we know (大明天).
     ("zhrel", r"(?P<rel>大*[后前]天|大*(?:[今明]天|[今明昨]日|[今明昨]儿个?|昨天))"),
-    ("zhdp", r"(?P<dpd>今|明|昨)(?P<dpp>晚|早)(?:上)?"),
+    ("zhdp", r"(?P<dpd>今|明|昨)(?P<dpp>晚|早|晨)(?:上)?"),
     ("zhndays", rf"(?P<nd>{NUM})\s*天\s*(?:以后|之后|后)"),
     (
         "zhweek",
@@ -170,7 +180,7 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
         r"\bat\s+(?P<ath>[0-9]{1,2}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)\b"
         rf"(?![:.][0-9])(?!\s*(?:{MER}|o'?clock\b))",
     ),
-    ("noon", r"\b(?:12\s*)?(?:noon|midday)\b|正午|中午12点整"),
+    ("noon", r"\b(?:12\s*)?(?:noon|mid-?day)\b|正午|中午12点整"),
     ("zhper", rf"(?P<zp>{ZH_PERIOD}|早上好)"),
     ("enper", r"\b(?:in\s+the\s+|at\s+)?(?P<ep>morning|afternoon|evening|night)\b"),
 )

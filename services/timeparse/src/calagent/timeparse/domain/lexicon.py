@@ -12,16 +12,19 @@ __all__ = [
     "EN_MONTHS",
     "EN_REL",
     "EN_WEEKDAY_PREFIX",
+    "MID_PERIODS",
     "PERIODS",
     "RECURRENCE_MARKERS",
     "REPLY_FILLERS",
     "REPLY_FILLER_RE",
     "WEEK_WORDS",
     "WORD_RE",
+    "ZH_DAYPART",
     "ZH_FILLER_RE",
     "ZH_HOLIDAYS",
     "ZH_REL",
     "ZH_WEEKDAY",
+    "date_order",
     "number",
     "year_number",
 ]
@@ -65,7 +68,21 @@ def number(text: str) -> int | None:
 
 
 def year_number(text: str) -> int | None:
-    """A four-digit year in Arabic or Chinese digits (2027, 二零二七, 二〇二七); None otherwise."""
+    """A year in Arabic or Chinese digits (2027, 二零二七, 二〇二七) or read out in thousands
+    (两千零四 2004, 二千零二十六 2026, 两千年 2000); None otherwise. Read-out years need 零 before a
+    tail under 100: 两千四 is 2400 in speech and 两千二十六 is no year anyone writes, so both are
+    refused rather than guessed."""
+    if "千" in text:
+        head, _, tail = text.partition("千")
+        thousands = {"一": 1, "二": 2, "两": 2}.get(head)
+        if thousands is None:
+            return None
+        if tail == "":
+            return thousands * 1000
+        rest = number(tail[1:]) if tail.startswith("零") and len(tail) > 1 else None
+        if rest is None or not 1 <= rest <= 99 or tail[1] in "零〇":
+            return None
+        return thousands * 1000 + rest
     if len(text) != 4:
         return None
     if text.isdigit():
@@ -100,6 +117,9 @@ ZH_REL = {
     "昨天": -1, "昨日": -1, "昨儿": -1,
     "前天": -2, "大前天": -3, "大大前天": -4,
 }  # fmt: skip
+# 今晨 / 明晨 / 昨晨 (formal "this / tomorrow's / yesterday's morning"), 今早, 今晚: the day word's
+# second character -> the period it sets for a bare clock time beside it.
+ZH_DAYPART = {"晚": "晚上", "早": "早上", "晨": "早上"}
 EN_REL = {
     "today": 0, "tonight": 0, "tomorrow": 1, "tmr": 1, "tmrw": 1, "yesterday": -1,
     "day after tomorrow": 2, "day before yesterday": -2,
@@ -138,9 +158,48 @@ PERIODS: dict[str, dict[int, int]] = {
     "夜里": {**{h: h + 12 for h in range(8, 12)}, **{h: h for h in range(20, 24)}},
     "深夜": {**{h: h + 12 for h in range(9, 12)}, **{h: h for h in (1, 2, 3, 4, 21, 22, 23)}},
     "半夜": {h: h for h in range(1, 5)},
+    # Mid-morning / mid-afternoon name no time on their own (the model asks), but beside an hour
+    # they say which half of the day it is in: "at 3 mid-afternoon" is 15:00, "mid-morning at 3"
+    # is refused. Mid-morning is 9..11, mid-afternoon 2..4 p.m.
+    "midmorning": {h: h for h in range(9, 12)},
+    "midafternoon": {**{h: h + 12 for h in range(2, 5)}, **{h: h for h in range(14, 17)}},
     "am": {**{h: h for h in range(1, 12)}, 12: 0},
     "pm": {**{h: h + 12 for h in range(1, 12)}, 12: 12},
 }  # fmt: skip
+
+# "mid-morning", "midmorning", "mid morning" -> the period key above.
+MID_PERIODS = {"morning": "midmorning", "afternoon": "midafternoon"}
+
+# --------------------------------------------------------------------------- numeric date order
+
+# Which of 3/4's readings the people of a zone write: month first ("mdy": the United States,
+# mainland China, Taiwan, Japan, Korea) or day first ("dmy": Europe, Australia, New Zealand, India,
+# most of Latin America). A zone not listed (UTC, Canada, Hong Kong, Singapore, ...) says nothing,
+# and a date whose two readings differ is then refused. Exact zones, then prefixes ending in "/".
+_MONTH_FIRST_ZONES = """
+America/New_York America/Chicago America/Denver America/Phoenix America/Los_Angeles America/Anchorage
+America/Adak America/Boise America/Detroit America/Juneau America/Sitka America/Nome America/Yakutat
+America/Metlakatla America/Menominee America/Indiana/ America/Kentucky/ America/North_Dakota/
+Pacific/Honolulu US/ Asia/Shanghai Asia/Chongqing Asia/Harbin Asia/Urumqi PRC Asia/Taipei
+Asia/Tokyo Japan Asia/Seoul ROK
+"""
+_DAY_FIRST_ZONES = """
+Europe/ Australia/ Pacific/Auckland NZ Asia/Kolkata Asia/Calcutta America/Sao_Paulo America/Argentina/
+America/Buenos_Aires America/Mexico_City America/Bogota America/Lima America/Santiago America/Caracas
+America/Montevideo Atlantic/Reykjavik Atlantic/Canary Atlantic/Madeira Atlantic/Azores GB Eire
+"""
+_DATE_ORDERS = (("mdy", _MONTH_FIRST_ZONES.split()), ("dmy", _DAY_FIRST_ZONES.split()))
+
+
+def date_order(tz: str | None) -> str | None:
+    """The order of numeric dates written in zone `tz`: "mdy", "dmy", or None (it does not say)."""
+    if not tz:
+        return None
+    for order, zones in _DATE_ORDERS:
+        if any(tz == zone or (zone.endswith("/") and tz.startswith(zone)) for zone in zones):
+            return order
+    return None
+
 
 # --------------------------------------------------------------------------- what a reply may hold
 

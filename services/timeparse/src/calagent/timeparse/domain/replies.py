@@ -98,14 +98,17 @@ from calagent.timeparse.domain.lexicon import (
     EN_MONTHS,
     EN_REL,
     EN_WEEKDAY_PREFIX,
+    MID_PERIODS,
     PERIODS,
     REPLY_FILLER_RE,
     WEEK_WORDS,
     WORD_RE,
+    ZH_DAYPART,
     ZH_FILLER_RE,
     ZH_HOLIDAYS,
     ZH_REL,
     ZH_WEEKDAY,
+    date_order,
     number,
     year_number,
 )
@@ -155,6 +158,9 @@ class ReplyParse:
     pending: list[_Clock] = field(default_factory=list)
     pending_ranges: list[tuple[_Clock, _Clock]] = field(default_factory=list)
     days: list[MonthDay] = field(default_factory=list)
+    # 3/4, 25.09.2026 as written (first, second, year): which is the month is decided once the
+    # whole message has been read (Chinese text writes the month first) and the zone is known.
+    numeric_dates: list[tuple[int, int, int | None]] = field(default_factory=list)
     # The English "midnight" (00:00): refused beside a date, where which day is meant is the question.
     midnight: bool = False
     recurrence_marker: str | None = None
@@ -324,13 +330,19 @@ def _scan(text: str, out: ReplyParse) -> None:
         g = m.group
         if kind in ("shift", "recur", "midnight", "vague"):
             out.refuse(kind)
+        elif kind == "midper":
+            out.periods.append(MID_PERIODS[g("mp")])  # no time of its own: only for an hour beside it
         elif kind == "vagueper":
             pass  # mid-morning, late afternoon: no time and no period to apply to one
         elif kind == "enmidnight":
             out.times.append(_Time(0, 0))
             out.midnight = True
         elif kind == "zhymd":
-            _add_date(out, number(g("zm")), number(g("zd")), year_number(g("zy")))
+            zh_year = year_number(g("zy"))
+            if zh_year is None:
+                out.refuse("bad year")  # 两千四年: never dropped to a date without its year
+            else:
+                _add_date(out, number(g("zm")), number(g("zd")), zh_year)
         elif kind == "zhmend":
             end_month = number(g("mem"))
             end_year = year_number(g("mey")) if g("mey") else None
@@ -353,7 +365,8 @@ def _scan(text: str, out: ReplyParse) -> None:
         elif kind == "zhmd":
             _add_date(out, number(g("zm2")), number(g("zd2")), None)
         elif kind == "slashd":
-            _add_date(out, int(g("sm")), int(g("sd")), int(g("sy")) if g("sy") else None)
+            second, year_text = g("sb") or g("sb2"), g("sy") or g("sy2")
+            out.numeric_dates.append((int(g("sa")), int(second), int(year_text) if year_text else None))
         elif kind in ("enmd", "endm"):
             suffix = "" if kind == "enmd" else "2"
             month, year = EN_MONTHS[g(f"em{suffix}")[:3]], g(f"ey{suffix}")
@@ -370,7 +383,7 @@ def _scan(text: str, out: ReplyParse) -> None:
                 out.dates.append(("date", _day_symbol(shift_days), None))
         elif kind == "zhdp":
             out.dates.append(("date", _day_symbol({"今": 0, "明": 1, "昨": -1}[g("dpd")]), None))
-            out.periods.append("晚上" if g("dpp") == "晚" else "早上")
+            out.periods.append(ZH_DAYPART[g("dpp")])
         elif kind == "zhndays":
             n = number(g("nd"))
             if n is None:
@@ -544,6 +557,32 @@ def _add_days(out: ReplyParse, today: date | None) -> None:
         out.dates.append(("date", day.isoformat(), None))
 
 
+def _add_numeric_dates(out: ReplyParse, order: str | None, chinese: bool) -> None:
+    """3/4 is 4 March to a New Yorker and 3 April to a Berliner: the reading comes from the zone's
+    order (`lexicon.date_order`) and from Chinese text, which writes the month first. When they
+    disagree both readings stay possible; a date whose possible readings differ, or that none of
+    them makes a real date, is refused. With neither, only the month-first reading is taken, and
+    only when the day-first one is no date at all or the same one (9/30, 3/3): 3/4 and 30/9 are
+    refused, never guessed."""
+    orders = {order} if order is not None else set()
+    if chinese:
+        orders.add("mdy")
+    for first, second, year in out.numeric_dates:
+        readings = {"mdy": (first, second), "dmy": (second, first)}
+        valid = {k: md for k, md in readings.items() if _valid_month_day(*md, year)}
+        if orders:
+            chosen = {valid[k] for k in orders if k in valid}
+        elif "mdy" in valid and valid.get("dmy", valid["mdy"]) == valid["mdy"]:
+            chosen = {valid["mdy"]}
+        else:
+            chosen = set()
+        if len(chosen) != 1:
+            out.refuse("numeric date: the zone and the text do not say which number is the month")
+            return
+        ((month, day),) = chosen
+        _add_date(out, month, day, year)
+
+
 def _check_weekday(out: ReplyParse) -> None:
     """A bare weekday beside a full date (12号周五, Friday the 12th) must be that date's weekday:
     it is then dropped, else the reply is refused."""
@@ -597,6 +636,7 @@ def analyse_reply(text: str, now: datetime | None = None, tz: str | None = None)
         out.refuse(reason)
     out.whole_message = _only_reply_fillers(out.leftover)
     _add_days(out, local_today_or_none(now, tz))
+    _add_numeric_dates(out, date_order(tz), HAN.search(body) is not None)
     _check_weekday(out)
     if out.midnight and out.dates:
         out.refuse("midnight beside a date: which day is meant is the question")
