@@ -55,6 +55,7 @@ DirectTool = Literal[
     "delete_schedule",
     "cancel_schedule_command",
     "confirm_command",
+    "undo_change",
 ]
 
 
