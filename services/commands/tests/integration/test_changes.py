@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from calagent.contracts.commands import (
+    ChangeAction,
     CommandResult,
     ListChanges,
     PrepareChange,
@@ -46,13 +47,18 @@ async def created(system: System, user: str, **args: Any) -> CommandResult:
 
 
 async def changed(
-    system: System, user: str, action: str, event_id: str, scope: Scope, update: UpdateSchedule | None
+    system: System,
+    user: str,
+    action: ChangeAction,
+    event_id: str,
+    scope: Scope,
+    update: UpdateSchedule | None,
 ) -> CommandResult:
     prepared = await system.execute(
         PrepareChange(
             envelope=envelope(user),
             idempotency_key=key(),
-            action=action,  # type: ignore[arg-type]
+            action=action,
             event_id=event_id,
             update=update,
             scope=scope,
