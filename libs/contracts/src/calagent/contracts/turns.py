@@ -246,6 +246,8 @@ class TurnAnswer(WireModel):
     command: StubView | None = None
     events: tuple[EventView, ...] = ()
     model_calls: int = 0
+    # The changes this turn committed, in order (contract §15): what an Undo on its receipt reverts.
+    change_ids: tuple[str, ...] = ()
 
 
 class TurnEvent(WireModel):

@@ -191,6 +191,7 @@ class TurnRunner:
             command=_active_stub_view(state.current_stub),
             events=tuple(state.events),
             model_calls=state.model_calls,
+            change_ids=tuple(state.change_ids),
         )
         with state.timeline.segment("reply.publish"):
             await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer))

@@ -43,6 +43,7 @@ class TurnState:
     read_ran: bool = False
     tool_errors: int = 0
     events: list[EventView] = field(default_factory=list)
+    change_ids: list[str] = field(default_factory=list)  # the changes the turn's writes committed
     # Every terminal result of the turn, in order: a turn may write once per model response, and
     # the reply lists every one of them.
     finished: list[Finished] = field(default_factory=list)

@@ -114,6 +114,8 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
         state.events.append(event_view(result.event))
     # The only source of "persisted": a commands reply sent after its commit.
     state.persisted = state.persisted or (result.status in WRITTEN and result.persisted)
+    if result.persisted and result.change_id is not None and result.change_id not in state.change_ids:
+        state.change_ids.append(result.change_id)
     if result.status == "held":
         state.flag("held")
     if result.superseded is not None:
