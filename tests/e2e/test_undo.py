@@ -310,3 +310,38 @@ async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
         "2026-09-25T17:00:00+08:00",
     )
     await unrelated_message_changes_nothing(stack, scripted, db, user)
+
+
+async def test_a_following_split_is_undone_as_a_whole(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    weekly = call(
+        "prepare_or_create_schedule",
+        title="周会",
+        date="2026-09-28",
+        time="10:00",
+        recurrence="FREQ=WEEKLY;BYDAY=MO;COUNT=4",
+    )
+    scripted.set_script(script(on_user("周会", tool_calls=[weekly])))
+    assert (await chat(stack, user, "每周一上午十点周会"))["outcome"] == "held"
+    assert (await chat(stack, user, "确认"))["outcome"] == "created"
+    found = await events(stack, user)
+    first = await table(db, user)
+    await confirmed(
+        stack, scripted, user, "update_schedule", event_id=found[2]["id"], time="15:00", scope="following"
+    )
+    split = (await changes(stack, user))[0]
+    assert (split["kind"], split["scope"], len(split["rows"])) == (
+        "updated",
+        "following",
+        2,
+    )  # master + new series
+    assert [s for _, s in spans(await events(stack, user))][2:] == [
+        "2026-10-12T15:00:00+08:00",
+        "2026-10-19T15:00:00+08:00",
+    ]
+    undone = await chat(stack, user, "undo")
+    assert (undone["outcome"], undone["model_calls"]) == ("updated", 0), undone
+    assert await table(db, user) == first
+    assert spans(await events(stack, user)) == spans(found)
+    await unrelated_message_changes_nothing(stack, scripted, db, user)
