@@ -128,6 +128,9 @@ class FakeUnitOfWork:
     async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
         return None
 
+    async def change_logged(self, change_id: str) -> bool:
+        return False
+
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
         return None
 

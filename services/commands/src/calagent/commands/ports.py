@@ -103,6 +103,10 @@ class UnitOfWork(Protocol):
         """The latest change by the assistant not undone yet (of that turn, when given)."""
         ...
 
+    async def change_logged(self, change_id: str) -> bool:
+        """Whether this transaction's change altered anything the log keeps."""
+        ...
+
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None: ...
 
     async def current_rows(

@@ -155,8 +155,10 @@ class Writes:
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
-        if result.persisted and result.change_id is None and txn.change is not None:
-            # The change the trigger logged these rows as: what an Undo on this receipt reverts.
+        # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
+        # when the write left every row as it was).
+        logged = result.persisted and result.change_id is None and txn.change is not None
+        if logged and txn.change is not None and await uow.change_logged(txn.change.id):
             result = result.model_copy(update={"change_id": txn.change.id})
         await uow.store_result(txn.user_id, txn.key, result)
         await uow.commit()

@@ -51,7 +51,14 @@ from calagent.commands.adapters.tables import (
     plans,
     stubs,
 )
-from calagent.commands.domain.changelog import ChangeContext, LoggedChange, RowChange, Snapshot, event_of
+from calagent.commands.domain.changelog import (
+    BOOKKEEPING,
+    ChangeContext,
+    LoggedChange,
+    RowChange,
+    Snapshot,
+    event_of,
+)
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.people import Contact
 from calagent.commands.ports import KeyInFlightError
@@ -561,6 +568,23 @@ class SqlUnitOfWork:
         found = (await self._run(query.order_by(changes.c.seq.desc()).limit(1).with_for_update())).all()
         logged = await self._logged(found)
         return logged[0] if logged else None
+
+    async def change_logged(self, change_id: str) -> bool:
+        """Whether this transaction's change altered anything a user can see (the commit prunes
+        rows that differ only in bookkeeping, and a change left without rows)."""
+        found = await self._run(
+            select(
+                exists().where(
+                    change_rows.c.change_id == change_id,
+                    change_rows.c.before.op("-")(
+                        literal(sorted(BOOKKEEPING), ARRAY(String()))
+                    ).is_distinct_from(
+                        change_rows.c.after.op("-")(literal(sorted(BOOKKEEPING), ARRAY(String())))
+                    ),
+                )
+            )
+        )
+        return bool(found.scalar())
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
         await self._run(
