@@ -725,3 +725,59 @@ async def test_disconnecting_erases_the_login_and_nothing_more_is_delivered(
     )
     await asyncio.sleep(0.5)  # a sweep or two
     assert remote.summaries() == ["健身"]
+
+
+# ---- the change log and undo (contract §15) -------------------------------------------------------
+
+APP_OBJECT = (
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//phone//app//EN\r\nBEGIN:VEVENT\r\n"
+    "UID:PHONE-UNDO-{tag}\r\nDTSTAMP:20260924T000000Z\r\nDTSTART:20260925T020000Z\r\n"
+    "DTEND:20260925T030000Z\r\nSUMMARY:家长会\r\nLOCATION:实验小学\r\nDESCRIPTION:带成绩单\r\n"
+    "CATEGORIES:家庭\r\nX-PHONE-COLOR:teal\r\nBEGIN:VALARM\r\nACTION:DISPLAY\r\nDESCRIPTION:家长会\r\n"
+    "TRIGGER:-PT30M\r\nEND:VALARM\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+)
+
+
+async def test_an_app_event_deleted_by_chat_and_undone_comes_back_to_the_server_whole(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    tag = uuid.uuid4().hex[:8]
+    remote.add_raw(APP_OBJECT.format(tag=tag))
+    [(_, original)] = remote.objects()
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+
+    async def visible() -> bool:
+        return len(await read_events(stack, user)) == 1
+
+    await eventually(visible, "the app's event in GET /v1/events")
+    [meeting] = await read_events(stack, user)
+    log = (await stack.client.get("/v1/changes", headers=stack.headers(user))).json()["changes"]
+    assert [(c["source"], c["kind"], c["uid"]) for c in log] == [("sync", "created", f"PHONE-UNDO-{tag}")]
+
+    scripted.set_script(script(on_user("删掉", tool_calls=[call("delete_schedule", event_id=meeting["id"])])))
+    assert (await stack.chat(user, "删掉家长会")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "deleted"
+    await outbox_drained(db, user)
+    assert remote.objects() == []
+
+    back = (await stack.chat(user, "撤销")).json()
+    assert (back["outcome"], back["model_calls"]) == ("created", 0), back
+    await outbox_drained(db, user)
+    [(_, restored)] = remote.objects()
+    [was] = original.walk("VEVENT")
+    [now] = restored.walk("VEVENT")
+    for name in ("UID", "SUMMARY", "LOCATION", "DESCRIPTION", "X-PHONE-COLOR"):
+        assert str(now[name]) == str(was[name]), name
+    assert now.decoded("DTSTART") == was.decoded("DTSTART")
+    assert now.get("CATEGORIES").to_ical() == was.get("CATEGORIES").to_ical()
+    assert [a.decoded("TRIGGER") for a in now.walk("VALARM")] == [timedelta(minutes=-30)]
+    [event] = await read_events(stack, user)
+    assert (event["id"], event["uid"]) == (meeting["id"], meeting["uid"])
+
+    # The next, unrelated message changes nothing, here or on the server.
+    scripted.set_script(script(on_user("谢谢", text="不客气。")))
+    await stack.chat(user, "谢谢")
+    await outbox_drained(db, user)
+    assert [str(v["UID"]) for _, c in remote.objects() for v in c.walk("VEVENT")] == [f"PHONE-UNDO-{tag}"]
+    assert len(await read_events(stack, user)) == 1

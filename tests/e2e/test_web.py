@@ -975,3 +975,41 @@ async def test_the_desktop_week_keeps_titles_whole(
     await expect(tab.page.locator("#week-days .event")).to_have_count(2)
     assert await tab.page.evaluate(SPLIT_WORDS) == []
     await tab.shot("week-desktop")
+
+
+# ---- the change log and undo (contract §15) -------------------------------------------------------
+
+
+async def test_a_receipt_has_an_undo_and_recent_changes_lists_every_change_with_its_own(
+    browser: Browser, base_url: str, stack: Stack, scripted: ScriptedModelServer, user: str, tabs: list[Tab]
+) -> None:
+    scripted.set_script(script(on_user("开会", tool_calls=[create("和张三开会", "D+1", "15:00")])))
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    assert (await tab.send("明天下午三点和张三开会"))["outcome"] == "created"
+    [made] = await week_events(stack, user)
+    await expect(page.locator("#changes-list .change")).to_have_count(1)
+    await tab.shot("changes-created")
+
+    # The receipt's Undo: no model call, the event gone, the list shows the undo and what it undid.
+    scripted.clear_requests()
+    before = await page.locator(".message.assistant").count()
+    await page.locator(".message.assistant button.undo").first.click()
+    undone = await tab.answer(before)
+    assert (undone["outcome"], undone["model_calls"]) == ("deleted", "0")
+    assert scripted.requests == []
+    assert await week_events(stack, user) == []
+    await expect(page.locator("#changes-list .change")).to_have_count(2)
+    await expect(page.locator("#changes-list .change[data-undone=true]")).to_have_count(1)
+    await tab.shot("changes-undone")
+
+    # The undo, undone from the list: the event is back, the same one.
+    before = await page.locator(".message.assistant").count()
+    await page.locator("#changes-list .change:not([data-undone]) button.undo").first.click()
+    again = await tab.answer(before)
+    assert again["outcome"] == "created"
+    [back] = await week_events(stack, user)
+    assert (back["id"], back["uid"], back["start"]) == (made["id"], made["uid"], made["start"])
+    await expect(page.locator("#changes-list .change")).to_have_count(3)
+    await tab.shot("changes-redone")

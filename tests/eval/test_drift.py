@@ -36,7 +36,7 @@ from calagent.scriptedmodel import Script, ScriptedModelServer
 
 pytestmark = pytest.mark.eval
 
-# Contract §5 and §9, written out: every tool's fixed name, kind and argument names.
+# Contract §5, §9 and §15, written out: every tool's fixed name, kind and argument names.
 CONTRACT_TOOLS: dict[str, tuple[str, set[str]]] = {
     "prepare_or_create_schedule": (
         "terminal",
@@ -58,6 +58,7 @@ CONTRACT_TOOLS: dict[str, tuple[str, set[str]]] = {
     "delete_schedule": ("terminal", {"event_id", "scope"}),
     "confirm_command": ("terminal", {"command_id"}),
     "propose_automation": ("terminal", {"trigger", "steps"}),
+    "undo_change": ("terminal", {"change_id"}),
 }
 # "No schema has a user id, e-mail or any identity field."
 IDENTITY_FIELDS = {"user_id", "user", "userid", "email", "e_mail", "owner", "owner_id", "account", "identity"}
@@ -73,6 +74,7 @@ SENDS = {
     "cancel_schedule_command": "CancelStub",
     "confirm_command": "MergeStub",
     "propose_automation": "ProposePlan",
+    "undo_change": "RevertChange",
     "save_memory": "save_memory",
     "search_memory": "search_memory",
     "search_chat_archive": "search_archive",

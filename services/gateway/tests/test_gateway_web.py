@@ -78,7 +78,16 @@ def test_every_string_exists_in_both_languages_with_the_same_placeholders() -> N
 
 
 # Keys the script builds from data: `card.status.<status>`, `card.field.<slot>`, `weekday.<n>`, …
-DYNAMIC_PREFIXES = ("card.status.", "card.field.", "card.why.", "weekday.", "reply.weekday.", "rule.")
+DYNAMIC_PREFIXES = (
+    "card.status.",
+    "card.field.",
+    "card.why.",
+    "weekday.",
+    "reply.weekday.",
+    "rule.",
+    "changes.kind.",
+    "changes.source.",
+)
 KEY_PREFIXES = (
     "app",
     "lang",
@@ -96,6 +105,7 @@ KEY_PREFIXES = (
     "event",
     "view",
     "month",
+    "changes",
 )
 
 

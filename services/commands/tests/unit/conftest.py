@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact
 from calagent.commands.service import CommandConfig, CommandService
@@ -37,6 +38,7 @@ class FakeUnitOfWork:
         self.store = store
         self.state = copy.deepcopy(store.state)
         self.committed = False
+        self.change: ChangeContext | None = None
 
     @property
     def db_ms(self) -> float:
@@ -112,6 +114,37 @@ class FakeUnitOfWork:
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
         return [e for e in self._user_events(user_id) if e.series_id == series_id]
+
+    # The change log is the database's own (a trigger on events): the integration tests prove it;
+    # here it is empty, and offers carry no version.
+
+    def log_changes_as(self, context: ChangeContext) -> None:
+        self.change = context
+
+    async def change_page(self, user_id: str, limit: int, before: str | None = None) -> list[LoggedChange]:
+        return []
+
+    async def get_change(self, user_id: str, change_id: str) -> LoggedChange | None:
+        return None
+
+    async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
+        return None
+
+    async def change_logged(self, change_id: str) -> bool:
+        return False
+
+    async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
+        return None
+
+    async def current_rows(
+        self, user_id: str, ids: Sequence[str], *, series: bool = False
+    ) -> dict[str, Snapshot]:
+        return {}
+
+    async def restore_rows(
+        self, user_id: str, plan: Sequence[tuple[str, Snapshot | None]], current: Mapping[str, Snapshot]
+    ) -> None:
+        return None
 
     async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None:
         self.state.plans[plan.id] = (user_id, plan)

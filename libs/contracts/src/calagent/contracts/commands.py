@@ -60,6 +60,12 @@ HoldReason = Literal[
 ]
 StubKind = Literal["create", "change", "plan"]
 ChangeAction = Literal["update", "delete"]
+# Who made a change (contract §15): a chat turn, a client's own call (the page, the API), or the
+# connected calendar.
+ChangeSource = Literal["chat", "api", "sync"]
+ChangeKind = Literal["created", "updated", "deleted"]
+# Where a write command came from: the model or the timed gate in a chat turn, or the client.
+WriteSource = Literal["chat", "api"]
 
 
 class EventOut(WireModel):
@@ -150,6 +156,35 @@ class StubOut(WireModel):
     recipients: tuple[Attendee, ...] = ()
 
 
+class ChangedRow(WireModel):
+    """One stored row a change touched: as it was and as it became (None: it did not exist)."""
+
+    event_id: str
+    before: EventOut | None = None
+    after: EventOut | None = None
+
+
+class LoggedChangeOut(WireModel):
+    """One committed change to the user's calendar (contract §15). `event_id`, `uid`, `before` and
+    `after` are the row that stands for it (the event, or the series' master); `rows` every row
+    it touched (a series edit: the master, overrides, a split's new series)."""
+
+    id: str
+    at: datetime
+    source: ChangeSource
+    kind: ChangeKind
+    event_id: str
+    uid: str | None = None
+    scope: Scope | None = None
+    before: EventOut | None = None
+    after: EventOut | None = None
+    turn_id: str | None = None
+    undone_by: str | None = None
+    # The change this one reverted, when it is an undo.
+    undoes: str | None = None
+    rows: tuple[ChangedRow, ...] = ()
+
+
 class CalendarFallback(WireModel):
     requested: str
     used: str
@@ -170,6 +205,10 @@ class CommandError(WireModel):
         # A series change its rule cannot say (one weekday of several, a month day some months
         # lack): refused, nothing changed.
         "inexpressible_change",
+        # An undo of a change whose rows were changed again since: nothing is written.
+        "changed_since",
+        "already_undone",
+        "nothing_to_undo",
     ]
     message: str
 
@@ -190,6 +229,7 @@ class PrepareOrCreate(WireModel):
     patch: SlotPatch | None = None
     # Set by the agent from envelope facts (forwarded/quoted content): the write is held, not run.
     hold: HoldReason | None = None
+    source: WriteSource = "chat"
 
 
 class MergeStub(WireModel):
@@ -203,6 +243,7 @@ class MergeStub(WireModel):
     # The user accepted the stub's offer: a `held` stub's hold is lifted, a `conflict` stub keeps its
     # proposed time. Set only by code (confirm_command, the timed gate), never from slot wording.
     confirm: bool = False
+    source: WriteSource = "chat"
 
 
 class CancelStub(WireModel):
@@ -237,7 +278,20 @@ class ProposePlan(WireModel):
     steps: tuple[str, ...] = Field(min_length=1, max_length=10)
 
 
-AnyCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
+class RevertChange(WireModel):
+    """Revert one committed change (contract §15): `change_id`, else the latest change `turn_id`
+    made (the receipt just shown), else the caller's latest change made by the assistant. An undo
+    is itself a change, and can be undone."""
+
+    kind: Literal["undo"] = "undo"
+    envelope: Envelope
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    change_id: str | None = Field(default=None, max_length=64)
+    turn_id: str | None = Field(default=None, max_length=64)
+    source: WriteSource = "chat"
+
+
+AnyCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan | RevertChange
 Command = Annotated[AnyCommand, Field(discriminator="kind")]
 
 
@@ -274,6 +328,13 @@ class CommandResult(WireModel):
     # A confirmed change: the event as it was, and as it is now (None after a delete).
     before: EventOut | None = None
     removed_count: int | None = None
+    # The change this write was logged as (contract §15), for an Undo button on its receipt.
+    change_id: str | None = None
+    # An undo: the change it reverted.
+    undid: LoggedChangeOut | None = None
+    # A confirmation of an offer whose event changed since: nothing was written, and `stub` is
+    # the offer made again with the event as it is now.
+    reoffered: bool = False
     replayed: bool = False  # the idempotency key was seen before: this is the first answer again
     db_ms: float = 0.0
 
@@ -358,8 +419,19 @@ class DeletePlan(WireModel):
     plan_id: str = Field(min_length=1, max_length=64)
 
 
+class ListChanges(WireModel):
+    """The caller's change log, newest first (`GET /v1/changes`); `before`: a change id, for the
+    page after it."""
+
+    kind: Literal["changes"] = "changes"
+    envelope: Envelope
+    limit: int = Field(default=50, ge=1, le=200)
+    before: str | None = Field(default=None, max_length=64)
+
+
 AnyQuery = (
-    TurnContext
+    ListChanges
+    | TurnContext
     | QueryRange
     | SuggestFree
     | GetActiveStub
@@ -405,5 +477,6 @@ class QueryResult(WireModel):
     deleted: bool = False
     # With the turn's context: CalDAV deliveries since the last turn that need saying.
     sync_notices: tuple[SyncNotice, ...] = ()
+    changes: tuple[LoggedChangeOut, ...] = ()
     error: CommandError | None = None
     db_ms: float = 0.0

@@ -195,6 +195,15 @@ class ConfirmCommand(ToolArgs):
     command_id: str | None = Field(default=None, max_length=64, description="default: the active stub")
 
 
+class UndoChange(ToolArgs):
+    """Take back a change already made to the calendar (a create, a move, a delete) when the user
+    asks to undo it. Code restores exactly what that change altered."""
+
+    change_id: str | None = Field(
+        default=None, max_length=64, description="default: the latest change the assistant made"
+    )
+
+
 class SaveMemory(ToolArgs):
     """Remember a fact or preference the user asked to be remembered."""
 
@@ -223,6 +232,7 @@ TOOL_MODELS: Final[dict[str, type[ToolArgs]]] = {
     "cancel_schedule_command": CancelScheduleCommand,
     "confirm_command": ConfirmCommand,
     "propose_automation": ProposeAutomation,
+    "undo_change": UndoChange,
     "save_memory": SaveMemory,
     "search_memory": SearchMemory,
     "search_chat_archive": SearchChatArchive,
@@ -238,6 +248,7 @@ TOOL_KINDS: Final[dict[str, ToolKind]] = {
     "cancel_schedule_command": "terminal",
     "confirm_command": "terminal",
     "propose_automation": "terminal",
+    "undo_change": "terminal",
     "save_memory": "terminal",
     "search_memory": "intermediate",
     "search_chat_archive": "intermediate",
@@ -251,6 +262,7 @@ WRITE_TOOLS: Final = frozenset(
         "cancel_schedule_command",
         "confirm_command",
         "propose_automation",
+        "undo_change",
         "save_memory",
     }
 )

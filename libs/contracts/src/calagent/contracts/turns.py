@@ -60,6 +60,7 @@ DirectTool = Literal[
     "delete_schedule",
     "cancel_schedule_command",
     "confirm_command",
+    "undo_change",
 ]
 
 
@@ -265,13 +266,15 @@ class TurnAnswer(WireModel):
     command: StubView | None = None
     events: tuple[EventView, ...] = ()
     model_calls: int = 0
+    # The changes this turn committed, in order (contract §15): what an Undo on its receipt reverts.
+    change_ids: tuple[str, ...] = ()
     # Set only when the turn was refused at once because the model endpoint is treated as down
     # (its circuit is open): the gateway answers 503 `model_unavailable` with this `Retry-After`.
     retry_after_s: float | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _drop_empty(handler(self), ("retry_after_s",))
+        return _drop_empty(handler(self), ("retry_after_s", "change_ids"))
 
 
 class TurnEvent(WireModel):

@@ -22,7 +22,13 @@ from calagent.agent.domain import receipts
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.pending import LastAssistant, fast_path_patch, speaks_for_user, timed_gate
+from calagent.agent.domain.pending import (
+    LastAssistant,
+    fast_path_patch,
+    speaks_for_user,
+    timed_gate,
+    undo_gate,
+)
 from calagent.agent.domain.repair import calls_in_text, loads_lenient
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
@@ -36,12 +42,14 @@ from calagent.agent.tools import (
     confirm_command,
     error_content,
     finished_content,
+    undo_command,
 )
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
     CancelStub,
     CommandResult,
     MergeStub,
+    RevertChange,
     StubOut,
     TurnContext,
 )
@@ -85,7 +93,7 @@ def _last_assistant(history: Sequence[ArchivedMessage]) -> LastAssistant | None:
     if not history or history[-1].role != "assistant":
         return None
     last = history[-1]
-    return LastAssistant(at=last.created_at, offer_command_id=last.offer_command_id)
+    return LastAssistant(at=last.created_at, offer_command_id=last.offer_command_id, turn_id=last.turn_id)
 
 
 def _loads(raw: str) -> dict[str, Any]:
@@ -202,6 +210,7 @@ class TurnRunner:
             events=tuple(state.events),
             model_calls=state.model_calls,
             retry_after_s=state.retry_after_s,
+            change_ids=tuple(state.change_ids),
         )
         tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):
@@ -258,6 +267,9 @@ class TurnRunner:
 
         if state.turn.direct is not None:
             return await self._run_direct(state, state.turn.direct, sink)
+        undone = await self._answer_undo(state, sink, now)
+        if undone is not None:
+            return undone
         pending = await self._answer_pending(state, sink, now)
         if pending is not None:
             return pending
@@ -289,6 +301,30 @@ class TurnRunner:
         if state.finished:
             return _combined(state.finished)
         return Finished("rejected", receipts.direct_call_refused(_error_message(messages), state.lang))
+
+    async def _answer_undo(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
+        """A bare "撤销" right after a receipt takes back that receipt's change with zero model
+        calls; when that turn changed nothing, the model reads the word like any other."""
+        turn_id = undo_gate(
+            state.turn.text,
+            last_assistant=state.last_assistant,
+            now=now,
+            window=self.offer_window,
+            own_words=speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded),
+        )
+        if turn_id is None:
+            return None
+        result = await self._execute(state, "undo_change", undo_command(state, turn_id=turn_id))
+        if result.error is not None and result.error.code == "nothing_to_undo":
+            return None
+        state.flag("timed_gate")
+        call = ToolCallOut(
+            name="undo_change",
+            arguments={"change_id": result.undid.id} if result.undid is not None else {},
+            result=result.status if result.error is None else f"error:{result.error.code}",
+        )
+        await self._record_call(state, sink, call)
+        return apply_command_result(state, result)
 
     async def _answer_pending(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
         """Zero-model answers to the active stub: the timed gate, then the short-reply fast path."""
@@ -348,7 +384,9 @@ class TurnRunner:
         await self._record_call(state, sink, call)
         return apply_command_result(state, result)
 
-    async def _execute(self, state: TurnState, name: str, command: MergeStub | CancelStub) -> CommandResult:
+    async def _execute(
+        self, state: TurnState, name: str, command: MergeStub | CancelStub | RevertChange
+    ) -> CommandResult:
         """A command code issues on its own (no model call), timed like a tool of that name."""
         with state.timeline.segment(f"tool.{name}"):
             result = await self.commands.execute(command)

@@ -20,6 +20,7 @@ from calagent.contracts.commands import (
     ProposePlan,
     QueryRange,
     QueryResult,
+    RevertChange,
     SuggestFree,
     TurnContext,
 )
@@ -27,7 +28,7 @@ from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import TurnEvent
 
 # What the agent sends the commands service: the writes and reads of a turn.
-AgentCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan
+AgentCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan | RevertChange
 AgentQuery = TurnContext | QueryRange | SuggestFree | GetActiveStub | ListCalendars | FindEventsQuery
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.receipts import View
-from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, SyncNotice
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, SyncNotice, WriteSource
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import EventView, Flag, ModelUsage, Outcome, ToolCallOut, TurnRequested
@@ -43,6 +43,7 @@ class TurnState:
     read_ran: bool = False
     tool_errors: int = 0
     events: list[EventView] = field(default_factory=list)
+    change_ids: list[str] = field(default_factory=list)  # the changes the turn's writes committed
     # Every terminal result of the turn, in order: a turn may write once per model response, and
     # the reply lists every one of them.
     finished: list[Finished] = field(default_factory=list)
@@ -60,6 +61,11 @@ class TurnState:
     @property
     def env(self) -> Envelope:
         return self.turn.envelope
+
+    @property
+    def source(self) -> WriteSource:
+        """Who asks for the turn's writes: a chat turn, or the client's own call (contract §15)."""
+        return "api" if self.turn.direct is not None else "chat"
 
     def next_key(self) -> str:
         # Deterministic per turn, so a redelivered turn re-run after a crash reuses the same keys

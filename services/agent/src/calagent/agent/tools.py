@@ -28,6 +28,7 @@ from calagent.contracts.commands import (
     ProposePlan,
     QueryRange,
     QueryResult,
+    RevertChange,
     SuggestFree,
 )
 from calagent.contracts.time import SlotPatch
@@ -45,6 +46,7 @@ from calagent.contracts.tools import (
     SearchMemory,
     SuggestFreeTime,
     ToolArgs,
+    UndoChange,
     UpdateSchedule,
 )
 from calagent.contracts.turns import Outcome, event_view
@@ -69,7 +71,9 @@ COMMAND_OUTCOMES: frozenset[str] = frozenset(
 )
 # Errors the user is told about by a receipt rather than sent back to the model to retry: there is
 # nothing a better argument would fix.
-TERMINAL_ERRORS: frozenset[str] = frozenset({"no_active_command"})
+TERMINAL_ERRORS: frozenset[str] = frozenset(
+    {"no_active_command", "changed_since", "already_undone", "nothing_to_undo"}
+)
 # A failed answer from commands that is transient (`is_transient`: it could not serve the request
 # this time) makes the turn worth redelivering. Any other (`internal`, `malformed`) fails again on
 # every retry, so it goes back to the model as a tool error and the turn ends with an answer, not
@@ -110,6 +114,8 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
         state.events.append(event_view(result.event))
     # The only source of "persisted": a commands reply sent after its commit.
     state.persisted = state.persisted or (result.status in WRITTEN and result.persisted)
+    if result.persisted and result.change_id is not None and result.change_id not in state.change_ids:
+        state.change_ids.append(result.change_id)
     if result.status == "held":
         state.flag("held")
     if result.superseded is not None:
@@ -140,6 +146,7 @@ class Tools:
             CancelScheduleCommand: self.cancel,
             ConfirmCommand: self.confirm,
             ProposeAutomation: self.propose_automation,
+            UndoChange: self.undo,
             SaveMemory: self.save_memory,
             SearchMemory: self.search_memory,
             SearchChatArchive: self.search_archive,
@@ -176,6 +183,7 @@ class Tools:
                 args=args,
                 active_command_id=state.stub.id if state.stub is not None else None,
                 hold=write_hold(state.turn.third_party) or self._recurrence_unclear(state, args),
+                source=state.source,
             ),
         )
 
@@ -238,6 +246,14 @@ class Tools:
         stub = state.current_stub
         command_id = args.command_id or (stub.id if stub is not None else "")
         return await self.execute(state, confirm_command(state, command_id))
+
+    async def undo(self, state: TurnState, args: UndoChange) -> ToolResult:
+        if state.turn.third_party:
+            # Taking a change back is a write: only the user's own words ask for it.
+            return ToolResult(
+                "refused:third_party", finished=Finished("answered", receipts.undo_not_own_words(state.lang))
+            )
+        return await self.execute(state, undo_command(state, change_id=args.change_id))
 
     async def cancel(self, state: TurnState, args: CancelScheduleCommand) -> ToolResult:
         if state.turn.third_party:
@@ -365,4 +381,19 @@ def confirm_command(state: TurnState, command_id: str) -> MergeStub:
         command_id=command_id,
         patch=SlotPatch(),
         confirm=True,
+        source=state.source,
+    )
+
+
+def undo_command(
+    state: TurnState, *, change_id: str | None = None, turn_id: str | None = None
+) -> RevertChange:
+    """The one way a change is taken back: the model's (or the client's) undo_change, or a bare
+    "撤销" right after the receipt of the turn that made it."""
+    return RevertChange(
+        envelope=state.env,
+        idempotency_key=state.next_key(),
+        change_id=change_id,
+        turn_id=turn_id,
+        source=state.source,
     )

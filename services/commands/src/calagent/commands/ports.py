@@ -6,11 +6,12 @@ implement them, and unit tests use hand-written in-memory fakes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol
 
+from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact
 from calagent.contracts.commands import CommandResult, PlanOut
@@ -84,6 +85,42 @@ class UnitOfWork(Protocol):
     async def delete_events(self, user_id: str, ids: Sequence[str]) -> int: ...
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]: ...
+
+    # ---- the change log (contract §15) ---------------------------------------------------------
+
+    def log_changes_as(self, context: ChangeContext) -> None:
+        """The change the event rows this transaction writes from now on belong to."""
+        ...
+
+    async def change_page(self, user_id: str, limit: int, before: str | None = None) -> list[LoggedChange]:
+        """The user's changes, newest first; `before`: only those older than that change."""
+        ...
+
+    async def get_change(self, user_id: str, change_id: str) -> LoggedChange | None:
+        """One of the user's changes (locked), or None: another user's is indistinguishable."""
+        ...
+
+    async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
+        """The latest change by the assistant not undone yet (of that turn, when given)."""
+        ...
+
+    async def change_logged(self, change_id: str) -> bool:
+        """Whether this transaction's change altered anything the log keeps."""
+        ...
+
+    async def mark_undone(self, user_id: str, change_id: str, by: str) -> None: ...
+
+    async def current_rows(
+        self, user_id: str, ids: Sequence[str], *, series: bool = False
+    ) -> dict[str, Snapshot]:
+        """The rows stored now as the log records them, by id (locked); `series`: with overrides."""
+        ...
+
+    async def restore_rows(
+        self, user_id: str, plan: Sequence[tuple[str, Snapshot | None]], current: Mapping[str, Snapshot]
+    ) -> None:
+        """Write rows back to the given snapshots (None: remove the row)."""
+        ...
 
     async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None: ...
 

@@ -15,7 +15,7 @@ from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import expand
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import Store, TimePort, UnitOfWork
-from calagent.commands.views import event_out, render_ics, stub_out
+from calagent.commands.views import change_out, event_out, render_ics, stub_out
 from calagent.contracts.commands import (
     AnyQuery,
     CommandError,
@@ -25,6 +25,7 @@ from calagent.contracts.commands import (
     FreeSlot,
     GetActiveStub,
     ListCalendars,
+    ListChanges,
     ListPlans,
     QueryRange,
     QueryResult,
@@ -136,6 +137,9 @@ class Queries:
                 names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
                 await uow.commit()
                 return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
+            if isinstance(query, ListChanges):
+                found = await uow.change_page(user_id, query.limit, query.before)
+                return QueryResult(changes=tuple(change_out(c, tz) for c in found), db_ms=uow.db_ms)
             if isinstance(query, ListPlans):
                 return QueryResult(plans=tuple(await uow.plans(user_id)), db_ms=uow.db_ms)
             if isinstance(query, DeletePlan):

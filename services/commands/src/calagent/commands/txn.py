@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.ports import UnitOfWork
 from calagent.contracts.commands import CommandError, CommandResult
 from calagent.contracts.envelope import Envelope
@@ -35,6 +36,17 @@ class Txn:
     now: datetime  # the service clock: stub expiry
     # Resolutions started before the transaction opened, by the request they answer.
     prefetched: dict[ResolveRequest, asyncio.Task[ResolveResult]] = field(default_factory=dict)
+    # The change this command's writes to events are logged as (contract §15).
+    change: ChangeContext | None = None
+
+    def log_as(self, context: ChangeContext | None = None, **details: str | None) -> ChangeContext:
+        """Name (or refine: its scope, the change it undoes) the change this command's writes
+        belong to, before they are written."""
+        base = context or self.change
+        assert base is not None
+        self.change = replace(base, **details)  # type: ignore[arg-type]
+        self.uow.log_changes_as(self.change)
+        return self.change
 
     @property
     def user_id(self) -> str:

@@ -17,9 +17,10 @@ from calagent.commands.caldav.objects import (
     organizer_property,
     patch_object,
 )
+from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
-from calagent.contracts.commands import ChangeOut, EventOut, PlanOut, StubOut
+from calagent.contracts.commands import ChangedRow, ChangeOut, EventOut, LoggedChangeOut, PlanOut, StubOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
@@ -47,6 +48,37 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         url=event.url,
         attendees=event.attendees,
         organizer=event.organizer,
+    )
+
+
+def _logged_event(snapshot: Snapshot | None, tz: ZoneInfo) -> EventOut | None:
+    return event_out(event_of(snapshot), tz) if snapshot is not None else None
+
+
+def change_out(change: LoggedChange, tz: ZoneInfo) -> LoggedChangeOut:
+    primary = change.primary
+    shown = primary.after or primary.before
+    return LoggedChangeOut.model_validate(
+        {
+            "id": change.id,
+            "at": change.at.astimezone(tz),
+            "source": change.source,
+            "kind": change.kind,
+            "event_id": primary.event_id,
+            "uid": event_of(shown).uid if shown is not None else None,
+            "scope": change.scope,
+            "before": _logged_event(primary.before, tz),
+            "after": _logged_event(primary.after, tz),
+            "turn_id": change.turn_id,
+            "undone_by": change.undone_by,
+            "undoes": change.undoes,
+            "rows": tuple(
+                ChangedRow(
+                    event_id=r.event_id, before=_logged_event(r.before, tz), after=_logged_event(r.after, tz)
+                )
+                for r in change.rows
+            ),
+        }
     )
 
 

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from calagent.commands.changes import Changes
 from calagent.commands.domain.calendars import pick_calendar
+from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import find_conflicts
 from calagent.commands.domain.people import Unresolved, resolve_attendees
@@ -34,11 +35,13 @@ from calagent.commands.domain.stubs import (
     plan,
 )
 from calagent.commands.domain.timeutil import local_days, whole_days
+from calagent.commands.offers import Offers
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
+from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
@@ -51,6 +54,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    RevertChange,
     StubKind,
     StubOut,
     StubSlots,
@@ -80,6 +84,8 @@ class Writes:
         self.config = config
         self.clock = clock
         self.changes = Changes(self)
+        self.offers = Offers(self)
+        self.undo = Undo(self)
         self.people = AttendeeRules(self)
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
@@ -94,6 +100,12 @@ class Writes:
                     return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
                 await uow.lock_user(envelope.user_id)
                 txn = Txn(uow, envelope, command.idempotency_key, tz, self.clock.now())
+                source = (
+                    command.source
+                    if isinstance(command, PrepareOrCreate | MergeStub | RevertChange)
+                    else "chat"
+                )
+                txn.log_as(ChangeContext(new_id(), source, envelope.turn_id, txn.now))
                 if early is not None:
                     txn.prefetched[early[0]] = early[1]
                 return await self._run(txn, command)
@@ -133,7 +145,9 @@ class Writes:
         elif isinstance(command, MergeStub):
             result = await self._merge(txn, command)
         elif isinstance(command, PrepareChange):
-            result = await self.changes.prepare(txn, command)
+            result = await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
+        elif isinstance(command, RevertChange):
+            result = await self.undo.revert(txn, command)
         elif isinstance(command, ProposePlan):
             result = await self.changes.propose_plan(txn, command)
         else:
@@ -141,6 +155,11 @@ class Writes:
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
+        # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
+        # when the write left every row as it was).
+        logged = result.persisted and result.change_id is None and txn.change is not None
+        if logged and txn.change is not None and await uow.change_logged(txn.change.id):
+            result = result.model_copy(update={"change_id": txn.change.id})
         await uow.store_result(txn.user_id, txn.key, result)
         await uow.commit()
         return result.model_copy(update={"db_ms": uow.db_ms})
@@ -204,6 +223,9 @@ class Writes:
             if not command.confirm:
                 # A change or a plan has no slots a short reply could fill: the model reads it.
                 return error_result("invalid_arguments", "this pending request takes only a confirmation")
+            stale = await self.offers.check(txn, stub)
+            if stale is not None:
+                return stale
             return await self.changes.confirm(txn, stub)
         try:
             slots = merge_slots(stub.slots, None, command.patch, stub.candidates)

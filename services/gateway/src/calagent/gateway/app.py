@@ -65,6 +65,7 @@ from calagent.contracts.turns import (
 )
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.auth import AuthError, Principal, principal_from_header
+from calagent.gateway.changes import changes_router
 from calagent.gateway.commands import commands_router
 from calagent.gateway.history import history_router
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
@@ -749,6 +750,7 @@ def create_app(
     app.include_router(accounts_router(authenticate))  # connected calendars (contract §12)
     app.include_router(history_router(authenticate))  # the conversation (contract §18)
     app.include_router(commands_router(authenticate))  # commands without the model (contract §18)
+    app.include_router(changes_router(authenticate))  # the change log and undo (contract §15)
     app.include_router(signin_router())  # one-time sign-in links (contract §18)
     app.include_router(people_router(authenticate))  # contacts and the mail address (contract §16)
 

@@ -48,6 +48,42 @@ def described(call: DirectCall) -> str:
     return text[:MAX_MESSAGE_CHARS]
 
 
+async def run_direct(
+    request: Request,
+    principal: Principal,
+    call: DirectCall,
+    *,
+    text: str,
+    conversation_id: str | None = None,
+    client_message_id: str | None = None,
+    received_ms: float | None = None,
+) -> TurnOutcome:
+    """A client's own tool call as a turn (the agent runs it without the model), answered whole."""
+    # The language the answer is written in: the page's (its Accept-Language or the switch's
+    # cookie); an API client that says nothing is answered in the deployment's default.
+    accept = request.headers.get("accept-language")
+    cookie = request.cookies.get(LANG_COOKIE)
+    lang = negotiate(accept, cookie) if accept or cookie else None
+    turn = ChatTurn(
+        principal=principal,
+        raw_text=text,
+        unwrapped=Unwrapped(text=text),
+        conversation_id=conversation_id or DEFAULT_CONVERSATION,
+        channel="web" if accept or cookie else "api",
+        client_message_id=client_message_id,
+        active_command_id=None,
+        received_ms=received_ms or epoch_ms(),
+        direct=call,
+        lang=lang,
+    )
+    gateway = request.app.state.gateway
+    task = gateway.spawn(gateway.runner.run(turn))
+    # Shielded like a chat turn: a client that hangs up does not cancel it.
+    outcome: TurnOutcome = await asyncio.shield(task)
+    gateway.spawn(gateway.deliver(turn, outcome, None))
+    return outcome
+
+
 def commands_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     router = APIRouter()
 
@@ -73,28 +109,15 @@ def commands_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             return _error(422, "invalid_request", str(exc))
         if len(text) >= MAX_MESSAGE_CHARS:
             return _error(422, "invalid_request", "the arguments are too long")
-        # The language the answer is written in: the page's (its Accept-Language or the switch's
-        # cookie); an API client that says nothing is answered in the deployment's default.
-        accept = request.headers.get("accept-language")
-        cookie = request.cookies.get(LANG_COOKIE)
-        lang = negotiate(accept, cookie) if accept or cookie else None
-        turn = ChatTurn(
-            principal=principal,
-            raw_text=text,
-            unwrapped=Unwrapped(text=text),
-            conversation_id=body.conversation_id or DEFAULT_CONVERSATION,
-            channel="web" if accept or cookie else "api",
+        outcome = await run_direct(
+            request,
+            principal,
+            DirectCall(tool=body.tool, arguments=body.arguments),
+            text=text,
+            conversation_id=body.conversation_id,
             client_message_id=body.client_message_id,
-            active_command_id=None,
             received_ms=received_ms,
-            direct=DirectCall(tool=body.tool, arguments=body.arguments),
-            lang=lang,
         )
-        gateway = request.app.state.gateway
-        task = gateway.spawn(gateway.runner.run(turn))
-        # Shielded like a chat turn: a client that hangs up does not cancel it.
-        outcome: TurnOutcome = await asyncio.shield(task)
-        gateway.spawn(gateway.deliver(turn, outcome, None))
         return JSONResponse(outcome.answer.model_dump(mode="json"))
 
     return router

@@ -229,6 +229,7 @@ class AgentStore:
                         messages.c.content,
                         messages.c.created_at,
                         messages.c.offer_command_id,
+                        messages.c.turn_id,
                     )
                     .where(
                         messages.c.user_id == user_id,
@@ -239,7 +240,10 @@ class AgentStore:
                     .limit(limit)
                 )
             ).all()
-        return [ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id) for r in reversed(rows)]
+        return [
+            ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
+            for r in reversed(rows)
+        ]
 
     async def archive(
         self,

@@ -48,12 +48,18 @@ REFUSE_WORDS = frozenset(
 )  # fmt: skip
 
 
+# A bare request to take back what the last receipt did (contract §15). Bounded like the answers
+# above: "撤销刚才那个会" names something and is the model's to read.
+UNDO_WORDS = frozenset({"撤销", "撤回", "撤销吧", "撤回吧", "undo", "undo it", "undo that"})
+
+
 @dataclass(frozen=True)
 class LastAssistant:
     """What the agent said last in this conversation, and which stub (if any) it offered."""
 
     at: datetime
     offer_command_id: str | None
+    turn_id: str | None = None
 
 
 def speaks_for_user(*, promoted: bool, forwarded: str | None) -> bool:
@@ -115,6 +121,22 @@ def timed_gate(
     if now - last_assistant.at > window:
         return None
     return bare_answer(text)
+
+
+def undo_gate(
+    text: str, *, last_assistant: LastAssistant | None, now: datetime, window: timedelta, own_words: bool
+) -> str | None:
+    """The turn whose change a bare "撤销" takes back, or None (the model decides): the user's own
+    words, nothing but one undo word, right after an assistant message younger than the window.
+    Whether that turn changed anything is the commands service's fact to check."""
+    if not own_words or last_assistant is None or last_assistant.turn_id is None:
+        return None
+    if now - last_assistant.at > window:
+        return None
+    chunks = _chunks(text)
+    if len(chunks) != 1 or chunks[0] not in UNDO_WORDS:
+        return None
+    return last_assistant.turn_id
 
 
 def known_period_is_pm(stub: StubOut) -> bool:

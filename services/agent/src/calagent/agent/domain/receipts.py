@@ -137,10 +137,60 @@ def sync_notice_lines(notices: Sequence[SyncNotice], view: View) -> str:
     return "\n".join(lines)
 
 
+def _undo_text(result: CommandResult, view: View) -> str:
+    """An undo, said from the rows as they are now: what came back, went, or was restored."""
+    zh = view.zh
+    if result.status == "created" and result.event is not None:
+        event = result.event
+        return (
+            f"已撤销：「{event.title}」恢复了（{_when(event, view)}，日历「{event.calendar}」）。"
+            if zh
+            else f'Undone: "{event.title}" is back ({_when(event, view)}, calendar "{event.calendar}").'
+        )
+    if result.status == "deleted" and result.before is not None:
+        return (
+            f"已撤销：「{result.before.title}」（{_when(result.before, view)}）已移除。"
+            if zh
+            else f'Undone: "{result.before.title}" ({_when(result.before, view)}) is removed.'
+        )
+    if result.event is not None and result.before is not None:
+        return (
+            f"已撤销：「{result.event.title}」{_when(result.before, view)} → {_when(result.event, view)}。"
+            if zh
+            else f'Undone: "{result.event.title}" {_when(result.before, view)} → {_when(result.event, view)}.'
+        )
+    return "已撤销。" if zh else "Undone."
+
+
+# Undo errors the user is told about in words (contract §15): nothing a better argument would fix.
+_UNDO_REFUSALS: dict[str, tuple[str, str]] = {
+    "changed_since": (
+        "这个日程在那次修改之后又被改过了，撤销会覆盖后来的修改，所以我没有撤销，日历没有变化。",
+        "That event was changed again after that change; undoing it would overwrite the later change, so nothing was undone.",
+    ),
+    "already_undone": (
+        "那次修改已经撤销过了，日历没有变化。",
+        "That change was already undone; nothing changed.",
+    ),
+    "nothing_to_undo": ("没有可以撤销的修改。", "There is no change to undo."),
+}
+
+
 def command_receipt(result: CommandResult, view: View) -> str:
     if result.kept is not None:
         return kept_receipt(result.kept, view)
+    if result.error is not None and result.error.code in _UNDO_REFUSALS:
+        zh_text, en_text = _UNDO_REFUSALS[result.error.code]
+        return zh_text if view.zh else en_text
+    if result.undid is not None:
+        return _undo_text(result, view)
     text = _command_text(result, view)
+    if result.reoffered:
+        text = (
+            "这个日程在我给出上面的确认之后又变了，所以我什么也没有改。按它现在的样子：" + text
+            if view.zh
+            else "That event changed after I offered this, so nothing was changed. As it is now: " + text
+        )
     if result.superseded is not None:
         text += superseded_clause(result.superseded, view)
     return text
@@ -443,6 +493,14 @@ def confirmation_not_own_words(lang: Lang) -> str:
         "确认需要你本人的话，转发或引用的内容不能确认待定的日程。请直接回复“确认”。"
         if lang == "zh"
         else 'A confirmation has to be your own words, not forwarded or quoted content. Reply "confirm" yourself.'
+    )
+
+
+def undo_not_own_words(lang: Lang) -> str:
+    return (
+        "撤销需要你本人的话，转发或引用的内容不能撤销日历上的修改。日历没有变化。"
+        if lang == "zh"
+        else "Taking a change back has to be your own words, not forwarded or quoted content. Nothing changed."
     )
 
 

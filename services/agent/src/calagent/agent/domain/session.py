@@ -14,6 +14,9 @@ class ArchivedMessage:
     created_at: datetime
     # The stub an assistant message offered for a bare "好"/"no" (the timed gate), if any.
     offer_command_id: str | None = None
+    # The turn that wrote the message: a bare "撤销" after an assistant's receipt undoes that
+    # turn's change (contract §15).
+    turn_id: str | None = None
 
 
 @dataclass(frozen=True)

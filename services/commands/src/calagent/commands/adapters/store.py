@@ -7,7 +7,7 @@ much of its time the database took.
 from __future__ import annotations
 
 import time as _time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from typing import Any
@@ -16,11 +16,13 @@ from opentelemetry import propagate
 from sqlalchemy import (
     ARRAY,
     ColumnElement,
+    DateTime,
     Executable,
     Result,
     Row,
     String,
     and_,
+    bindparam,
     case,
     exists,
     func,
@@ -39,6 +41,8 @@ from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_outbox,
     calendars,
+    change_rows,
+    changes,
     contacts,
     events,
     feeds,
@@ -47,6 +51,14 @@ from calagent.commands.adapters.tables import (
     mailboxes,
     plans,
     stubs,
+)
+from calagent.commands.domain.changelog import (
+    BOOKKEEPING,
+    ChangeContext,
+    LoggedChange,
+    RowChange,
+    Snapshot,
+    event_of,
 )
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.people import Contact
@@ -193,6 +205,34 @@ def _stub_values(stub: Stub) -> dict[str, object]:
     }
 
 
+# Kept as the row has them when an undo writes a row back: who it is, how it was made, and the
+# object the server holds (the outbox patches the restored values into it).
+_KEPT_ON_RESTORE = ("id", "user_id", "ical", "created_at", "created_by_turn", "created_by_key", "sync_state")
+
+
+_ROWS = (
+    "SELECT to_jsonb(e) AS row FROM commands.events e WHERE e.user_id = :user AND e.id = ANY(:ids) FOR UPDATE"
+)
+_ROWS_WITH_SERIES = (
+    "SELECT to_jsonb(e) AS row FROM commands.events e "
+    "WHERE e.user_id = :user AND (e.id = ANY(:ids) OR e.series_id = ANY(:ids)) FOR UPDATE"
+)
+
+
+def _snapshot_values(snapshot: Snapshot) -> dict[str, object]:
+    """A logged row (`to_jsonb`) as the values of an INSERT or UPDATE of `events`."""
+    values: dict[str, object] = {}
+    for column in events.c:
+        if column.name not in snapshot:
+            continue
+        value = snapshot[column.name]
+        if isinstance(column.type, DateTime) and value is not None:
+            value = datetime.fromisoformat(str(value))
+        values[column.name] = value
+    values["updated_at"] = func.now()
+    return values
+
+
 def resource_of(event: Event) -> str:
     """The id of the calendar object an event row belongs to: an override lives in its series'."""
     return event.series_id or event.id
@@ -214,6 +254,23 @@ class SqlUnitOfWork:
         self.deleted_objects: dict[str, tuple[str, str]] = {}
         self.mail_users: tuple[str, ...] = ()
         self.before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None
+        # What this transaction's writes to events are logged as (contract §15); None: a write
+        # that is not a command's (the sync), which the log's trigger records as `sync`.
+        self.change: ChangeContext | None = None
+        self._change_sent: str | None = None
+
+    def log_changes_as(self, context: ChangeContext) -> None:
+        self.change = context
+
+    async def _log(self) -> None:
+        """Tell the log's trigger, once per transaction (and again if it changed), which change
+        the next row writes belong to."""
+        if self.change is None:
+            return
+        payload = self.change.as_json()
+        if payload != self._change_sent:
+            await self._run(select(func.set_config("calagent.change", payload, True)))
+            self._change_sent = payload
 
     def touch(self, user_id: str, resource_id: str) -> None:
         self.touched.setdefault(user_id, set()).add(resource_id)
@@ -363,6 +420,7 @@ class SqlUnitOfWork:
         return [event_from_row(row) for row in rows]
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
+        await self._log()
         self.touch(event.user_id, resource_of(event))
         self._may_invite(event)
         values = event_insert_values(event, turn_id=turn_id, key=key)
@@ -380,6 +438,7 @@ class SqlUnitOfWork:
     async def update_event(self, event: Event) -> None:
         # The UID and the object are the sync's: a change never rewrites them, except that an
         # override moved to another series (a split) takes that series' UID.
+        await self._log()
         self.touch(event.user_id, resource_of(event))
         self._may_invite(event)
         values: dict[str, object] = {"updated_at": func.now(), **_event_values(event)}
@@ -392,6 +451,7 @@ class SqlUnitOfWork:
     async def delete_events(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
             return 0
+        await self._log()
         result = await self._run(
             events.delete()
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
@@ -456,6 +516,135 @@ class SqlUnitOfWork:
             .order_by(events.c.recurrence_id)
         )
         return [event_from_row(row) for row in rows]
+
+    # ---- the change log (contract §15) -----------------------------------------------------------
+
+    async def _logged(self, found: Sequence[Row[Any]]) -> list[LoggedChange]:
+        if not found:
+            return []
+        rows = await self._run(
+            select(change_rows)
+            .where(change_rows.c.change_id.in_([c.id for c in found]))
+            .order_by(change_rows.c.seq)
+        )
+        by_change: dict[str, list[RowChange]] = {}
+        for r in rows:
+            by_change.setdefault(r.change_id, []).append(RowChange(r.event_id, r.before, r.after))
+        return [
+            LoggedChange(
+                id=c.id,
+                at=c.at,
+                source=c.source,
+                turn_id=c.turn_id,
+                scope=c.scope,
+                undoes=c.undoes,
+                undone_by=c.undone_by,
+                rows=tuple(by_change[c.id]),
+            )
+            for c in found
+            if c.id in by_change
+        ]
+
+    async def change_page(self, user_id: str, limit: int, before: str | None = None) -> list[LoggedChange]:
+        """The user's changes, newest first; `before`: only those older than that change."""
+        query = select(changes).where(changes.c.user_id == user_id)
+        if before is not None:
+            older = select(changes.c.seq).where(changes.c.user_id == user_id, changes.c.id == before)
+            query = query.where(changes.c.seq < older.scalar_subquery())
+        found = (await self._run(query.order_by(changes.c.seq.desc()).limit(limit))).all()
+        return await self._logged(found)
+
+    async def get_change(self, user_id: str, change_id: str) -> LoggedChange | None:
+        """One of the user's changes, locked; another user's id is answered like an unknown one."""
+        found = (
+            await self._run(
+                select(changes)
+                .where(changes.c.user_id == user_id, changes.c.id == change_id)
+                .with_for_update()
+            )
+        ).all()
+        logged = await self._logged(found)
+        return logged[0] if logged else None
+
+    async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
+        """The user's latest change made by the assistant and not undone (of one turn, if given)."""
+        query = select(changes).where(
+            changes.c.user_id == user_id, changes.c.source != "sync", changes.c.undone_by.is_(None)
+        )
+        if turn_id is not None:
+            query = query.where(changes.c.turn_id == turn_id)
+        found = (await self._run(query.order_by(changes.c.seq.desc()).limit(1).with_for_update())).all()
+        logged = await self._logged(found)
+        return logged[0] if logged else None
+
+    async def change_logged(self, change_id: str) -> bool:
+        """Whether this transaction's change altered anything a user can see (the commit prunes
+        rows that differ only in bookkeeping, and a change left without rows)."""
+        found = await self._run(
+            select(
+                exists().where(
+                    change_rows.c.change_id == change_id,
+                    change_rows.c.before.op("-")(
+                        literal(sorted(BOOKKEEPING), ARRAY(String()))
+                    ).is_distinct_from(
+                        change_rows.c.after.op("-")(literal(sorted(BOOKKEEPING), ARRAY(String())))
+                    ),
+                )
+            )
+        )
+        return bool(found.scalar())
+
+    async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
+        await self._run(
+            update(changes)
+            .where(changes.c.user_id == user_id, changes.c.id == change_id)
+            .values(undone_by=by)
+        )
+
+    async def current_rows(
+        self, user_id: str, ids: Sequence[str], *, series: bool = False
+    ) -> dict[str, Snapshot]:
+        """The rows stored now, as the log records them (`to_jsonb`), locked; `series`: with the
+        overrides of any of them."""
+        if not ids:
+            return {}
+        statement = (
+            text(_ROWS_WITH_SERIES if series else _ROWS)
+            .bindparams(
+                bindparam("ids", value=list(ids), type_=ARRAY(String())),
+                bindparam("user", value=user_id, type_=String()),
+            )
+            .columns(row=JSONB)
+        )
+        found = await self._run(statement)
+        return {r.row["id"]: r.row for r in found}
+
+    async def restore_rows(
+        self, user_id: str, plan: Sequence[tuple[str, Snapshot | None]], current: Mapping[str, Snapshot]
+    ) -> None:
+        """Write every row of `plan` back to the snapshot given (None: remove it), keeping the
+        object each row has now (the outbox patches the restored values into it); a row that comes
+        back gets its object, UID and id as they were."""
+        await self._log()
+        gone = [event_id for event_id, snap in plan if snap is None and event_id in current]
+        await self.delete_events(user_id, gone)
+        for event_id, snap in plan:
+            if snap is None:
+                continue
+            event = event_of(snap)
+            self.touch(user_id, event.series_id or event.id)
+            self._may_invite(event)
+            values = _snapshot_values(snap)
+            if event_id in current:
+                for kept in _KEPT_ON_RESTORE:
+                    values.pop(kept, None)
+                await self._run(
+                    update(events)
+                    .where(events.c.user_id == user_id, events.c.id == event_id)
+                    .values(**values)
+                )
+            else:
+                await self._run(events.insert().values(**values))
 
     # ---- plans -----------------------------------------------------------------------------------
 

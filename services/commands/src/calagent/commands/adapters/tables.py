@@ -297,3 +297,37 @@ mail_outbox = Table(
     Index("ix_mail_outbox_due", "not_before", postgresql_where=text("sent_at IS NULL")),
     Index("ix_mail_outbox_user", "user_id", "id"),
 )
+
+# ---- the change log (contract §15) --------------------------------------------------------------
+# Written by the `events` trigger of migration 0007c in the transaction of each change; the store
+# only reads it, marks what an undo reverted, and names the change a command's writes belong to.
+
+changes = Table(
+    "changes",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
+    Column("user_id", String(128), nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("source", String(16), nullable=False),
+    Column("turn_id", String(64), nullable=True),
+    Column("scope", String(16), nullable=True),
+    # The change this one reverted (an undo), and the undo that reverted this one.
+    Column("undoes", String(32), nullable=True),
+    Column("undone_by", String(32), nullable=True),
+    CheckConstraint("source IN ('chat', 'api', 'sync')", name="ck_changes_source"),
+    Index("ix_changes_user_seq", "user_id", "seq"),
+    Index("ix_changes_user_turn", "user_id", "turn_id"),
+)
+
+change_rows = Table(
+    "change_rows",
+    metadata,
+    Column("seq", BigInteger, Identity(), primary_key=True),
+    Column("change_id", String(32), ForeignKey("changes.id", ondelete="CASCADE"), nullable=False),
+    Column("event_id", String(32), nullable=False),
+    # The whole stored row (`to_jsonb`) before and after; None: it did not exist.
+    Column("before", JSONB(none_as_null=True), nullable=True),
+    Column("after", JSONB(none_as_null=True), nullable=True),
+    UniqueConstraint("change_id", "event_id", name="uq_change_rows_event"),
+)

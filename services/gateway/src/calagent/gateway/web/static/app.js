@@ -225,7 +225,7 @@ async function startSession(token) {
   say($("who"), "user.signed_in_as", { user: state.session.user_id, tz: state.session.tz }).hidden = false;
   state.weekStart = mondayOf(todayYmd());
   $("composer-input").focus();
-  await Promise.all([loadHistory(), loadCommand(), loadWeek()]);
+  await Promise.all([loadHistory(), loadCommand(), loadWeek(), loadChanges()]);
 }
 
 function signOut(reasonKey) {
@@ -390,6 +390,59 @@ function markAnswer(bubble, answer) {
   }
   if (answer.turn_id) addTimelineToggle(techDetails(bubble), answer.turn_id);
   if (answer.command) state.receipts.set(answer.command.id, answer.reply);
+  addUndo(bubble, answer.change_ids ?? []);
+}
+
+// A receipt of a change can take it back: the same undo_change a "撤销" runs, without the model.
+function undoButton(changeId, labelKey) {
+  const button = say(el("button", { cls: "undo", attrs: { type: "button" } }), labelKey);
+  button.dataset.changeId = changeId;
+  button.dataset.command = "undo_change";
+  button.disabled = state.busy;
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    await runCommand("undo_change", { change_id: changeId }, t("chat.undo"));
+  });
+  return button;
+}
+
+function addUndo(bubble, changeIds) {
+  bubble.querySelector("button.undo")?.remove();
+  if (!changeIds.length) return;
+  const button = undoButton(changeIds[changeIds.length - 1], "chat.undo");
+  bubble.querySelector(".text").after(button);
+}
+
+// ---- recent changes (GET /v1/changes) ------------------------------------------------------------
+
+function changeItem(change) {
+  const item = el("li", { cls: "change" });
+  item.dataset.changeId = change.id;
+  item.dataset.kind = change.kind;
+  const shown = change.after ?? change.before;
+  const what = shown ? `${shown.title} · ${dayLabel(shown.start.slice(0, 10))} ${whenText(shown)}` : change.event_id;
+  item.append(el("span", { cls: "change-kind", text: `${t(`changes.kind.${change.kind}`)} (${t(`changes.source.${change.source}`)})` }));
+  item.append(el("span", { cls: "change-what", text: what }));
+  if (change.undone_by) {
+    item.dataset.undone = "true";
+    item.append(say(el("span", { cls: "change-undone" }), "changes.undone"));
+  } else {
+    item.append(undoButton(change.id, "changes.undo"));
+  }
+  return item;
+}
+
+async function loadChanges() {
+  if (!state.token) return;
+  try {
+    const response = await api("/v1/changes?limit=10");
+    const { changes } = await response.json();
+    $("changes-list").replaceChildren(...changes.map(changeItem));
+    $("changes-empty").hidden = changes.length > 0;
+    $("changes-status").textContent = "";
+  } catch (error) {
+    if (error.status !== 401) say($("changes-status"), "changes.error", { message: error.message });
+  }
 }
 
 function failBubble(bubble, message) {
@@ -404,6 +457,7 @@ function finishTurn(bubble, answer) {
   renderCard();
   // Refresh after every turn: a write may have happened (created, updated, deleted, confirmed).
   loadWeek();
+  loadChanges();
   if (state.monthLoaded || state.view === "month") loadMonth();
 }
 

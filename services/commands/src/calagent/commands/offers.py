@@ -1,0 +1,78 @@
+"""A held change is bound to the offer the user saw (contract §15).
+
+At prepare, the offer records the version of its target (a digest of the event's rows: the event,
+or the series' master and its overrides) and the request that made it. At confirmation the target
+is read again: if it changed since (a sync brought the user's own edit, another command moved it),
+nothing is written; the request is prepared again against the event as it is now, and that new
+before → after is the offer the user answers next. An offer is consumed only by the transaction
+that writes its change, so a write that fails leaves it held.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from calagent.commands.domain.changelog import version_of
+from calagent.commands.domain.model import Stub
+from calagent.commands.txn import Txn
+from calagent.contracts.commands import CommandResult, PrepareChange
+from calagent.contracts.tools import UpdateSchedule
+
+if TYPE_CHECKING:
+    from calagent.commands.writes import Writes
+
+
+def _target_ids(change: dict[str, Any]) -> list[str]:
+    return [i for i in (change.get("row_id"), change.get("master_id")) if i]
+
+
+class Offers:
+    def __init__(self, writes: Writes) -> None:
+        self.writes = writes
+
+    async def _version(self, txn: Txn, change: dict[str, Any]) -> str | None:
+        rows = await txn.uow.current_rows(txn.user_id, _target_ids(change), series=True)
+        return version_of(rows.values()) if rows else None
+
+    async def bind(self, txn: Txn, command: PrepareChange, result: CommandResult) -> CommandResult:
+        """Record on a prepared change the version of its target and the request that made it."""
+        if result.stub is None or result.stub.kind != "change":
+            return result
+        stub = await txn.uow.get_stub(txn.user_id, result.stub.id)
+        if stub is None or stub.change is None:
+            return result
+        change = dict(stub.change)
+        change["version"] = await self._version(txn, change)
+        change["request"] = command.model_dump(
+            mode="json", include={"action", "event_id", "update", "scope", "hold"}
+        )
+        await txn.uow.update_stub(stub.evolve(change=change))
+        return result
+
+    async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:
+        """None when the offer still says what confirming it does (the caller then runs it);
+        else the offer made again from the event as it is now, with nothing written."""
+        change = stub.change or {}
+        if stub.kind != "change" or "version" not in change:
+            return None
+        txn.log_as(scope=change.get("scope"))
+        now = await self._version(txn, change)
+        if now is None or now == change["version"]:
+            # Unchanged, or gone: confirming answers it as it always has (a gone event: not found).
+            return None
+        request = change.get("request") or {}
+        update = request.get("update")
+        again = PrepareChange(
+            envelope=txn.envelope,
+            idempotency_key=txn.key,
+            action=request.get("action", change["action"]),
+            event_id=request.get("event_id", change["row_id"]),
+            update=UpdateSchedule.model_validate(update) if update else None,
+            scope=request.get("scope", change["scope"]),
+            hold=request.get("hold"),
+        )
+        # The stale offer gives way to the fresh one (superseded by it, not told as a new request).
+        fresh = await self.bind(txn, again, await self.writes.changes.prepare(txn, again))
+        if fresh.status == "error":
+            return fresh
+        return fresh.model_copy(update={"superseded": None, "reoffered": True})

@@ -1,0 +1,63 @@
+"""The change log on the HTTP surface (contract §15): `GET /v1/changes`,
+`POST /v1/changes/{id}/undo`.
+
+The list is a read of the commands service (`ListChanges` on `calagent.command.query`, the
+caller's only). An undo is one more command: a turn carrying the client's own `undo_change` call,
+which the agent runs without the model like `POST /v1/commands`, answered with §4's JSON. An id
+that is not the caller's is answered 404, exactly like one that does not exist.
+"""
+
+# No `from __future__ import annotations`: FastAPI must see the dependency as an object.
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from calagent.contracts.commands import ListChanges
+from calagent.contracts.turns import DirectCall
+from calagent.gateway.auth import Principal
+from calagent.gateway.commands import described, run_direct
+from calagent.gateway.limits import plain_id
+from calagent.runtime.timeline import epoch_ms
+
+NOT_FOUND = {"error": {"code": "not_found", "message": "no change with that id"}}
+
+
+def changes_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/v1/changes")
+    async def changes(
+        request: Request,
+        principal: Annotated[Principal, Depends(authenticate)],
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        before: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    ) -> dict[str, list[dict[str, Any]]]:
+        gateway = request.app.state.gateway
+        result = await gateway.query(
+            principal, ListChanges(envelope=gateway.envelope(principal), limit=limit, before=before)
+        )
+        return {"changes": [c.model_dump(mode="json") for c in result.changes]}
+
+    @router.post("/v1/changes/{change_id}/undo", response_model=None)
+    async def undo(
+        request: Request, principal: Annotated[Principal, Depends(authenticate)], change_id: str
+    ) -> JSONResponse:
+        received_ms = epoch_ms()
+        if not plain_id(change_id):
+            return JSONResponse(NOT_FOUND, status_code=404)
+        call = DirectCall(tool="undo_change", arguments={"change_id": change_id})
+        outcome = await run_direct(
+            request,
+            principal,
+            call,
+            text=described(call),
+            received_ms=received_ms,
+        )
+        answer = outcome.answer
+        if any(c.name == "undo_change" and c.result == "error:not_found" for c in answer.tool_calls):
+            return JSONResponse(NOT_FOUND, status_code=404)
+        return JSONResponse(answer.model_dump(mode="json"))
+
+    return router
