@@ -9,23 +9,21 @@ was made" is a number read from the listener, not a message. Everything stays on
 from __future__ import annotations
 
 import socket
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.cli.stack import Stack, start_stack
+from calagent.cli.stack import Stack
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.listeners import Answer, Listener, Seen
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
+from .caldav_support import caldav_stack, radicale_server
 from .test_caldav import Remote, commands_app, create_by_chat, eventually, outbox_drained, scalar
 
 pytestmark = pytest.mark.e2e
@@ -37,30 +35,14 @@ SECRET = "SECRET-INTERNAL-BODY"
 
 @pytest.fixture(scope="module")
 def radicale() -> Iterator[EmbeddedRadicale]:
-    with tempfile.TemporaryDirectory(prefix="calagent-radicale-") as tmp:
-        server = EmbeddedRadicale(Path(tmp), {}, host=ALLOWED)
-        server.start()
+    with radicale_server(host=ALLOWED) as server:
         yield server
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
-    with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
-        system = await start_stack(
-            nats_url=servers.nats_url,
-            database_url=database_url,
-            model_base_url=scripted.base_url,
-            settings_overrides={
-                "CALAGENT_DATA_DIR": data_dir,
-                "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
-                "CALAGENT_CALDAV_SWEEP_S": 0.2,
-                "CALAGENT_CALDAV_SYNC_S": 3600,
-                "CALAGENT_CALDAV_ALLOW_NETWORKS": f"{ALLOWED}/32",
-            },
-        )
+    async with caldav_stack(servers, database_url, scripted, allow_networks=f"{ALLOWED}/32") as system:
         yield system
-        await system.stop()
 
 
 @pytest.fixture
