@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import caldav
 import pytest
-from cryptography.fernet import Fernet
 from icalendar import Calendar
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -29,7 +26,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.cli.stack import Stack, start_stack
+from calagent.cli.stack import Stack
 from calagent.commands.app import CommandsService
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
@@ -41,6 +38,7 @@ from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
+from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, on_user, read_events, script
 
 pytestmark = pytest.mark.e2e
@@ -74,35 +72,16 @@ permissions: RWrw
 
 @pytest.fixture(scope="module")
 def radicale() -> Iterator[EmbeddedRadicale]:
-    with tempfile.TemporaryDirectory(prefix="calagent-radicale-") as tmp:
-        server = EmbeddedRadicale(Path(tmp), {}, rights=RIGHTS)
-        server.start()
+    with radicale_server(rights=RIGHTS) as server:
         yield server
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 async def stack(
     servers: Servers, database_url: str, scripted: ScriptedModelServer, radicale: EmbeddedRadicale
 ) -> AsyncIterator[Stack]:
-    with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
-        system = await start_stack(
-            nats_url=servers.nats_url,
-            database_url=database_url,
-            model_base_url=scripted.base_url,
-            settings_overrides={
-                "CALAGENT_DATA_DIR": data_dir,
-                "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
-                # Deliveries are woken at commit; the sweep only retries. Inbound sync is asked
-                # for by the tests that need it, so a test decides when the server is read.
-                "CALAGENT_CALDAV_SWEEP_S": 0.2,
-                "CALAGENT_CALDAV_SYNC_S": 3600,
-                # The test server is on loopback, which the CalDAV guard refuses unless told.
-                "CALAGENT_CALDAV_ALLOW_NETWORKS": radicale.network,
-            },
-        )
+    async with caldav_stack(servers, database_url, scripted, allow_networks=radicale.network) as system:
         yield system
-        await system.stop()
 
 
 @dataclass

@@ -6,23 +6,21 @@ from; conflict checks see both. Facts are read from both servers and from `GET /
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.cli.stack import Stack, start_stack
+from calagent.cli.stack import Stack
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
+from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, on_user, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained
 
@@ -35,16 +33,10 @@ SECOND_HOST = "127.0.0.3"
 @pytest.fixture(scope="module")
 def servers_pair() -> Iterator[tuple[EmbeddedRadicale, EmbeddedRadicale]]:
     with (
-        tempfile.TemporaryDirectory(prefix="calagent-radicale-a-") as one,
-        tempfile.TemporaryDirectory(prefix="calagent-radicale-b-") as two,
+        radicale_server(host=FIRST_HOST, prefix="calagent-radicale-a-") as first,
+        radicale_server(host=SECOND_HOST, prefix="calagent-radicale-b-") as second,
     ):
-        first = EmbeddedRadicale(Path(one), {}, host=FIRST_HOST)
-        second = EmbeddedRadicale(Path(two), {}, host=SECOND_HOST)
-        first.start()
-        second.start()
         yield first, second
-        first.stop()
-        second.stop()
 
 
 @pytest.fixture(scope="module")
@@ -54,21 +46,9 @@ async def stack(
     scripted: ScriptedModelServer,
     servers_pair: tuple[EmbeddedRadicale, EmbeddedRadicale],
 ) -> AsyncIterator[Stack]:
-    with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
-        system = await start_stack(
-            nats_url=servers.nats_url,
-            database_url=database_url,
-            model_base_url=scripted.base_url,
-            settings_overrides={
-                "CALAGENT_DATA_DIR": data_dir,
-                "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
-                "CALAGENT_CALDAV_SWEEP_S": 0.2,
-                "CALAGENT_CALDAV_SYNC_S": 3600,
-                "CALAGENT_CALDAV_ALLOW_NETWORKS": ",".join(s.network for s in servers_pair),
-            },
-        )
+    networks = ",".join(s.network for s in servers_pair)
+    async with caldav_stack(servers, database_url, scripted, allow_networks=networks) as system:
         yield system
-        await system.stop()
 
 
 @dataclass

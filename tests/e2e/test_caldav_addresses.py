@@ -9,24 +9,22 @@ was made" is a number read from the listener, not a message. Everything stays on
 from __future__ import annotations
 
 import socket
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.fernet import Fernet
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.cli.stack import Stack, start_stack
+from calagent.cli.stack import Stack
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.listeners import Answer, Listener, Seen
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
-from .test_caldav import Remote, commands_app, create_by_chat, eventually, outbox_drained, scalar
+from .caldav_support import caldav_stack, radicale_server
+from .test_caldav import Remote, commands_app, connect, create_by_chat, eventually, outbox_drained, scalar
 
 pytestmark = pytest.mark.e2e
 
@@ -37,30 +35,14 @@ SECRET = "SECRET-INTERNAL-BODY"
 
 @pytest.fixture(scope="module")
 def radicale() -> Iterator[EmbeddedRadicale]:
-    with tempfile.TemporaryDirectory(prefix="calagent-radicale-") as tmp:
-        server = EmbeddedRadicale(Path(tmp), {}, host=ALLOWED)
-        server.start()
+    with radicale_server(host=ALLOWED) as server:
         yield server
-        server.stop()
 
 
 @pytest.fixture(scope="module")
 async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
-    with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
-        system = await start_stack(
-            nats_url=servers.nats_url,
-            database_url=database_url,
-            model_base_url=scripted.base_url,
-            settings_overrides={
-                "CALAGENT_DATA_DIR": data_dir,
-                "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
-                "CALAGENT_CALDAV_SWEEP_S": 0.2,
-                "CALAGENT_CALDAV_SYNC_S": 3600,
-                "CALAGENT_CALDAV_ALLOW_NETWORKS": f"{ALLOWED}/32",
-            },
-        )
+    async with caldav_stack(servers, database_url, scripted, allow_networks=f"{ALLOWED}/32") as system:
         yield system
-        await system.stop()
 
 
 @pytest.fixture
@@ -271,33 +253,6 @@ async def test_the_servers_answer_never_reaches_the_user(
 # ---- after the connection: the outbox and the inbound sync go through the same guard ---------------
 
 
-async def _connected(stack: Stack, user: str, remote: Remote) -> str:
-    response = await stack.client.post(
-        "/v1/accounts/caldav",
-        json={"url": remote.url, "username": remote.username, "password": remote.password},
-        headers=stack.headers(user),
-    )
-    assert response.status_code == 201, response.text
-    account_id: str = response.json()["id"]
-
-    async def first_sync_done() -> bool:
-        synced = await scalar(
-            stack_engine(stack),
-            "select last_synced_at from commands.caldav_accounts where id = :a",
-            a=account_id,
-        )
-        return synced is not None
-
-    await eventually(first_sync_done, "the first sync")
-    return account_id
-
-
-def stack_engine(stack: Stack) -> AsyncEngine:
-    engine = commands_app(stack).engine
-    assert engine is not None
-    return engine
-
-
 async def _move_account(db: AsyncEngine, account_id: str, server: Listener) -> None:
     """The stored account now leads elsewhere (as after a change of DNS, or of the allowed
     networks): the next request is checked like the first one was."""
@@ -315,7 +270,7 @@ async def _move_account(db: AsyncEngine, account_id: str, server: Listener) -> N
 async def test_a_delivery_to_a_refused_address_is_not_sent_and_its_error_is_ours(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, refused: Listener
 ) -> None:
-    account_id = await _connected(stack, user, remote)
+    account_id = (await connect(stack, user, remote))["id"]
     await _move_account(db, account_id, refused)
     await create_by_chat(stack, scripted, user, "不该送出去的会")
     await outbox_drained(db, user)
@@ -336,7 +291,7 @@ async def test_a_delivery_that_fails_stores_our_words_not_the_servers_body(
             return Answer(201)
         return Answer(500, {"X-Debug": SECRET}, f'{{"error": "{SECRET}"}}'.encode())
 
-    account_id = await _connected(stack, user, remote)
+    account_id = (await connect(stack, user, remote))["id"]
     with Listener(ALLOWED, respond) as server:
         await _move_account(db, account_id, server)
         await create_by_chat(stack, scripted, user, "出错的会")
@@ -362,7 +317,7 @@ async def test_a_delivery_that_fails_stores_our_words_not_the_servers_body(
 async def test_the_inbound_sync_of_a_refused_address_sends_nothing(
     stack: Stack, db: AsyncEngine, user: str, remote: Remote, refused: Listener
 ) -> None:
-    account_id = await _connected(stack, user, remote)
+    account_id = (await connect(stack, user, remote))["id"]
     await _move_account(db, account_id, refused)
     sync = commands_app(stack).sync
     assert sync is not None

@@ -22,13 +22,12 @@ from zoneinfo import ZoneInfo
 
 import caldav
 import pytest
-from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from icalendar import Calendar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.cli.stack import Stack, start_stack
+from calagent.cli.stack import Stack
 from calagent.commands.adapters.store import SqlUnitOfWork
 from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event, local_uid
@@ -50,13 +49,13 @@ from calagent.runtime.testing.servers import Servers
 from calagent.runtime.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
+from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, on_user, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained, stack_db
 
 pytestmark = pytest.mark.e2e
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
-ALLOW_LOOPBACK = {"CALAGENT_CALDAV_ALLOW_NETWORKS": "127.0.0.0/8"}
 
 REVIEW_LINES = [
     "DTSTAMP:20260901T080000Z",
@@ -152,11 +151,8 @@ def weekly_review(uid: str) -> str:
 
 @pytest.fixture(scope="module")
 def radicale() -> Iterator[EmbeddedRadicale]:
-    with tempfile.TemporaryDirectory(prefix="calagent-radicale-") as tmp:
-        server = EmbeddedRadicale(Path(tmp), {})
-        server.start()
+    with radicale_server() as server:
         yield server
-        server.stop()
 
 
 @pytest.fixture(params=["radicale", "xandikos"])
@@ -192,30 +188,11 @@ def radicale_remote(radicale: EmbeddedRadicale) -> Remote:
 
 @pytest.fixture(scope="module")
 async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
-    saved = {k: os.environ.get(k) for k in ALLOW_LOOPBACK}
-    os.environ.update(ALLOW_LOOPBACK)  # the servers here live on loopback, which is refused by default
-    try:
-        with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
-            system = await start_stack(
-                nats_url=servers.nats_url,
-                database_url=database_url,
-                model_base_url=scripted.base_url,
-                settings_overrides={
-                    "CALAGENT_DATA_DIR": data_dir,
-                    "CALAGENT_CREDENTIALS_KEY": Fernet.generate_key().decode(),
-                    "CALAGENT_CALDAV_SWEEP_S": 0.2,
-                    "CALAGENT_CALDAV_SYNC_S": 3600,
-                    **ALLOW_LOOPBACK,
-                },
-            )
-            yield system
-            await system.stop()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    # Two servers, and a Xandikos of its own per test: all of loopback is allowed.
+    async with caldav_stack(
+        servers, database_url, scripted, allow_networks="127.0.0.0/8", export_allow_networks=True
+    ) as system:
+        yield system
 
 
 # ---- helpers -------------------------------------------------------------------------------------

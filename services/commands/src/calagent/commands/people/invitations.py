@@ -78,39 +78,18 @@ class Invitations:
             text = bytes(obj.to_ical()).decode("utf-8")
         old_people = _people(before) if before is not None else ()
         await uow.keep_object(owner.user_id, owner.id, text)
-        domain = mailbox.rpartition("@")[2]
         sequence = imip.sequence_of(obj)
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
         now_people = {normal_address(a.email) for a in owner.attendees}
         for person in owner.attendees:
-            msg_id = imip.message_id(uid, sequence, "REQUEST", person.email, domain)
             body = imip.request_body(Calendar.from_ical(text))
-            message = imip.envelope(
-                body,
-                method="REQUEST",
-                sender=mailbox,
-                recipient=person,
-                msg_id=msg_id,
-                stamp=stamp,
-                summary=summary,
-            )
-            out.append((uid, imip.Mail("REQUEST", sequence, person.email, msg_id, message)))
+            out.append(_mail("REQUEST", body, person, uid, sequence, mailbox, stamp, summary))
         for person in old_people:
             if normal_address(person.email) in now_people:
                 continue
-            msg_id = imip.message_id(uid, sequence, "CANCEL", person.email, domain)
             body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=False)
-            message = imip.envelope(
-                body,
-                method="CANCEL",
-                sender=mailbox,
-                recipient=person,
-                msg_id=msg_id,
-                stamp=stamp,
-                summary=summary,
-            )
-            out.append((uid, imip.Mail("CANCEL", sequence, person.email, msg_id, message)))
+            out.append(_mail("CANCEL", body, person, uid, sequence, mailbox, stamp, summary))
         return out
 
     def _cancel_all(self, before: str, mailbox: str, stamp: datetime) -> list[tuple[str, imip.Mail]]:
@@ -122,22 +101,35 @@ class Invitations:
         uid = str(masters[0]["UID"])
         sequence = imip.sequence_of(obj) + 1
         summary = imip.summary_of(obj)
-        domain = mailbox.rpartition("@")[2]
         out: list[tuple[str, imip.Mail]] = []
         for person in people:
-            msg_id = imip.message_id(uid, sequence, "CANCEL", person.email, domain)
             body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=True)
-            message = imip.envelope(
-                body,
-                method="CANCEL",
-                sender=mailbox,
-                recipient=person,
-                msg_id=msg_id,
-                stamp=stamp,
-                summary=summary,
-            )
-            out.append((uid, imip.Mail("CANCEL", sequence, person.email, msg_id, message)))
+            out.append(_mail("CANCEL", body, person, uid, sequence, mailbox, stamp, summary))
         return out
+
+
+def _mail(
+    method: str,
+    body: Calendar,
+    person: Attendee,
+    uid: str,
+    sequence: int,
+    mailbox: str,
+    stamp: datetime,
+    summary: str,
+) -> tuple[str, imip.Mail]:
+    """One scheduling message to one person, from the organizer's mailbox, ready for the outbox."""
+    msg_id = imip.message_id(uid, sequence, method, person.email, mailbox.rpartition("@")[2])
+    message = imip.envelope(
+        body,
+        method=method,
+        sender=mailbox,
+        recipient=person,
+        msg_id=msg_id,
+        stamp=stamp,
+        summary=summary,
+    )
+    return uid, imip.Mail(method, sequence, person.email, msg_id, message)
 
 
 def _people(text: str) -> tuple[Attendee, ...]:
