@@ -31,11 +31,12 @@ from urllib.parse import urlsplit
 import httpx
 import jwt
 from authlib.integrations.httpx_client import AsyncOAuth2Client
-from authlib.jose import JsonWebKey, JsonWebToken
-from authlib.jose.errors import JoseError
-from authlib.oidc.core import CodeIDToken
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from joserfc import jwt as jose_jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
+from joserfc.jwt import JWTClaimsRegistry
 
 from calagent.gateway.auth import ALGORITHM, MAX_USER_ID_CHARS, AuthError, valid_zone
 from calagent.gateway.session import (
@@ -55,7 +56,18 @@ FLOW_PURPOSE = "oidc-flow"
 FLOW_TTL = timedelta(minutes=10)
 ISSUER_TIMEOUT_S = 10.0
 # Only public-key signatures: a symmetric algorithm would let a key from the JWKS act as a secret.
-ID_TOKEN_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+ID_TOKEN_ALGORITHMS = [
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+]
 # Clock difference tolerated between the issuer and this system, for `exp` and `iat`.
 LEEWAY_S = 60
 
@@ -169,26 +181,30 @@ class Issuer:
     async def verify_id_token(
         self, http: httpx.AsyncClient, meta: dict[str, Any], id_token: str, nonce: str, now: datetime
     ) -> dict[str, Any]:
-        keys = JsonWebKey.import_key_set(await self._get_json(http, meta["jwks_uri"]))
         try:
-            claims = JsonWebToken(ID_TOKEN_ALGORITHMS).decode(
-                id_token,
-                keys,
-                claims_cls=CodeIDToken,
-                claims_options={
-                    "iss": {"essential": True, "value": meta["issuer"]},
-                    "aud": {"essential": True, "value": self.client_id},
-                    "sub": {"essential": True},
-                    "exp": {"essential": True},
-                    "iat": {"essential": True},
-                    "nonce": {"essential": True, "value": nonce},
-                },
-                claims_params={"nonce": nonce, "client_id": self.client_id},
-            )
-            claims.validate(now=int(now.timestamp()), leeway=LEEWAY_S)
+            keys = KeySet.import_key_set(await self._get_json(http, meta["jwks_uri"]))  # type: ignore[arg-type]
+        except (JoseError, ValueError, TypeError, KeyError) as exc:
+            raise IssuerError(f"the issuer's keys are not usable: {exc}") from exc
+        try:
+            token = jose_jwt.decode(id_token, keys, algorithms=ID_TOKEN_ALGORITHMS)
+            claims = dict(token.claims)
+            JWTClaimsRegistry(
+                now=int(now.timestamp()),
+                leeway=LEEWAY_S,
+                iss={"essential": True, "value": meta["issuer"]},
+                aud={"essential": True, "value": self.client_id},
+                sub={"essential": True},
+                exp={"essential": True},
+                iat={"essential": True},
+                nonce={"essential": True, "value": nonce},
+            ).validate(claims)
         except (JoseError, ValueError) as exc:
             raise AuthError(f"the issuer's ID token is not valid: {exc}") from exc
-        return dict(claims)
+        # An ID token for several audiences names the one it was issued to (OpenID Connect §3.1.3.7).
+        audiences = claims.get("aud")
+        if isinstance(audiences, list) and len(audiences) > 1 and claims.get("azp") != self.client_id:
+            raise AuthError("the issuer's ID token was issued to another client (azp)")
+        return claims
 
 
 def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
@@ -205,7 +221,9 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             return _error(404, "not_found", "sign-in with OpenID Connect is not configured")
         secret = settings.require_auth_secret()
         flow = Flow(
-            state=secrets.token_urlsafe(24), nonce=secrets.token_urlsafe(24), verifier=secrets.token_urlsafe(48)
+            state=secrets.token_urlsafe(24),
+            nonce=secrets.token_urlsafe(24),
+            verifier=secrets.token_urlsafe(48),
         )
         try:
             async with http() as client:
@@ -214,7 +232,10 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             return _error(502, "bad_gateway", str(exc))
         async with issuer.client(str(request.url_for("oidc_callback"))) as oauth:
             url, _state = oauth.create_authorization_url(
-                meta["authorization_endpoint"], state=flow.state, nonce=flow.nonce, code_verifier=flow.verifier
+                meta["authorization_endpoint"],
+                state=flow.state,
+                nonce=flow.nonce,
+                code_verifier=flow.verifier,
             )
         response = RedirectResponse(url, status_code=302, headers={"Cache-Control": "no-store"})
         response.set_cookie(
@@ -266,11 +287,17 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             return _error(401, "unauthorized", str(exc))
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub.strip() or len(sub) > MAX_USER_ID_CHARS:
-            return _error(401, "unauthorized", f"the issuer's subject is not a user id of 1 to {MAX_USER_ID_CHARS} characters")
+            return _error(
+                401,
+                "unauthorized",
+                f"the issuer's subject is not a user id of 1 to {MAX_USER_ID_CHARS} characters",
+            )
         zone = claims.get("zoneinfo")
         tz = zone if isinstance(zone, str) and valid_zone(zone) else None
         response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
-        response.delete_cookie(FLOW_COOKIE, path=FLOW_PATH, httponly=True, samesite="lax", secure=_secure(request))
+        response.delete_cookie(
+            FLOW_COOKIE, path=FLOW_PATH, httponly=True, samesite="lax", secure=_secure(request)
+        )
         response.set_cookie(
             SESSION_COOKIE,
             issue_session(sub, tz, secret, clock.now()),
@@ -294,7 +321,9 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             except CsrfError as exc:
                 return _error(403, "csrf_failed", str(exc))
         response = Response(status_code=204, headers={"Cache-Control": "no-store"})
-        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request))
+        response.delete_cookie(
+            SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request)
+        )
         return response
 
     return router

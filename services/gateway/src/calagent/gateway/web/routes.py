@@ -129,7 +129,9 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
         try:
             principal = principal_from_request(request, settings, clock)
             # Signed in by the cookie (no bearer): the page learns the CSRF token it must send.
-            session = None if request.headers.get("authorization") else cookie_session(request, settings, clock)
+            session = (
+                None if request.headers.get("authorization") else cookie_session(request, settings, clock)
+            )
         except AuthError as exc:
             return _error(401, "unauthorized", str(exc))
         now = clock.now().astimezone(ZoneInfo(principal.tz))
