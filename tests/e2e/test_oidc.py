@@ -175,6 +175,15 @@ async def test_a_bearer_token_needs_no_csrf_and_wins_over_a_cookie(stack: Stack)
 
 
 async def test_a_wrong_state_a_wrong_nonce_or_no_flow_cookie_is_refused(stack: Stack) -> None:
+    # This browser's own flow, but a callback whose state was swapped on the way.
+    own = await send(stack, "GET", "/auth/oidc/start")
+    async with httpx.AsyncClient(timeout=10) as idp:
+        answered = await idp.post(own.headers["location"], data={"sub": "oidc-mallory"})
+    returned = urlsplit(answered.headers["location"])
+    forged = replace_param(f"{returned.path}?{returned.query}", "state", "forged-state")
+    swapped = await send(stack, "GET", forged, cookies={FLOW_COOKIE: own.cookies[FLOW_COOKIE]})
+    assert swapped.status_code == 401 and SESSION_COOKIE not in swapped.cookies
+
     # The state in the callback is not the one this browser started with.
     start = await send(stack, "GET", "/auth/oidc/start")
     other = await send(stack, "GET", "/auth/oidc/start")
