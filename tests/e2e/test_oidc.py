@@ -9,6 +9,8 @@ gateway answers and what the commands service stored.
 
 from __future__ import annotations
 
+import asyncio
+import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,13 +19,17 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx
 import oidc_provider_mock
 import pytest
+import uvicorn
 import werkzeug.serving
+from playwright.async_api import BrowserContext, Route, async_playwright, expect
 
 from calagent.cli.stack import Stack, start_stack
 from calagent.gateway.app import create_app as create_gateway
 from calagent.gateway.oidc import FLOW_COOKIE
 from calagent.gateway.session import SESSION_COOKIE
 from calagent.runtime.testing.servers import Servers
+
+from .test_web import CHROMIUM, CHROMIUM_ARGS, _listening_socket
 
 pytestmark = pytest.mark.e2e
 
@@ -242,3 +248,87 @@ async def test_the_page_offers_the_issuer_only_when_configured(stack: Stack) -> 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as client:
         assert 'href="/auth/oidc/start"' not in (await client.get("/")).text
         assert (await client.get("/auth/oidc/start")).status_code == 404
+
+
+# ---- in Chromium ---------------------------------------------------------------------------------
+
+# Nothing but loopback: the provider's form links a style sheet from a CDN, which is refused here,
+# and no name but 127.0.0.1 resolves.
+LOOPBACK_ONLY = re.compile(r"^(?!https?://127\.0\.0\.1[:/]).*")
+
+
+@pytest.fixture
+async def page_url(stack: Stack) -> AsyncIterator[str]:
+    """The production gateway app (its own bus, from its lifespan) under uvicorn on a free port."""
+    app = create_gateway(stack.settings, stack.clock)
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    sock = _listening_socket()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="oidc-gateway", daemon=True)
+    thread.start()
+    for _ in range(1000):
+        if server.started or not thread.is_alive():
+            break
+        await asyncio.sleep(0.01)
+    assert server.started, "the gateway did not start"
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    await asyncio.to_thread(thread.join, 15)
+    sock.close()
+
+
+async def test_in_chromium_sign_in_with_the_issuer_then_a_change_then_sign_out(
+    stack: Stack, page_url: str
+) -> None:
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[*CHROMIUM_ARGS, "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"],
+            headless=True,
+        )
+        try:
+            context = await browser.new_context()
+
+            async def refuse(route: Route) -> None:
+                await route.abort()
+
+            await context.route(LOOPBACK_ONLY, refuse)
+            page = await context.new_page()
+            await page.goto(page_url + "/")
+            await expect(page.locator("body[data-ready=true]")).to_have_count(1)
+            await page.click("#oidc-signin")
+            # The provider's own form: the subject typed is the `sub` of its ID token.
+            await page.fill('input[name="sub"]', "oidc-erin")
+            await page.press('input[name="sub"]', "Enter")
+            await expect(page.locator("#app")).to_be_visible()
+            cookies = {c["name"]: c for c in await context.cookies(page_url)}
+            session = cookies[SESSION_COOKIE]
+            assert session.get("httpOnly") is True and session.get("sameSite") == "Strict"
+            assert await page.evaluate("document.cookie") == ""  # the page's script cannot read it
+            who = await page.evaluate("fetch('/web/session').then((r) => r.json())")
+            assert who["user_id"] == "oidc-erin"
+
+            # A change from the page (a private feed address) carries the CSRF token and is accepted.
+            await page.click("#feed-create")
+            await expect(page.locator("#feed-url")).to_have_value(re.compile(r"/feeds/[A-Za-z0-9_-]+\.ics$"))
+            feed_url = await page.locator("#feed-url").input_value()
+            async with httpx.AsyncClient(timeout=10) as client:
+                assert (await client.get(feed_url)).status_code == 200
+
+            await page.click("#sign-out")
+            await expect(page.locator("#signin")).to_be_visible()
+            for _ in range(200):  # the sign-out request is sent as the page clears itself
+                if not await _has_session(context, page_url):
+                    break
+                await asyncio.sleep(0.05)
+            assert not await _has_session(context, page_url)
+            await page.reload()
+            await expect(page.locator("body[data-ready=true]")).to_have_count(1)
+            await expect(page.locator("#signin")).to_be_visible()
+            await expect(page.locator("#app")).to_be_hidden()
+        finally:
+            await browser.close()
+
+
+async def _has_session(context: BrowserContext, url: str) -> bool:
+    return any(c["name"] == SESSION_COOKIE for c in await context.cookies(url))
