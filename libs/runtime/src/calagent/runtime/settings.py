@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -153,6 +154,14 @@ class Settings(BaseSettings):
     def oidc_enabled(self) -> bool:
         """Sign-in with OpenID Connect is offered only when issuer, client id and secret are all set."""
         return bool(self.oidc_issuer and self.oidc_client_id and self.oidc_client_secret)
+
+    @property
+    def oidc_display_name(self) -> str:
+        """The issuer's name on "Sign in with …": CALAGENT_OIDC_NAME, else the issuer's host."""
+        if self.oidc_name:
+            return self.oidc_name
+        issuer = self.oidc_issuer or ""
+        return urlsplit(issuer).hostname or issuer
 
     @property
     def calendars(self) -> tuple[str, ...]:

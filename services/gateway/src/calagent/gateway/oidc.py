@@ -26,7 +26,6 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -81,12 +80,6 @@ class Flow:
     state: str
     nonce: str
     verifier: str
-
-
-def issuer_name(settings: Settings) -> str:
-    if settings.oidc_name:
-        return settings.oidc_name
-    return urlsplit(settings.oidc_issuer or "").hostname or (settings.oidc_issuer or "")
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:

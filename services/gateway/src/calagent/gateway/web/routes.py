@@ -26,7 +26,6 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token, valid_zone
-from calagent.gateway.oidc import issuer_name
 from calagent.gateway.session import cookie_session, csrf_token, principal_from_request
 from calagent.gateway.web.i18n import LANG_COOKIE, catalog, catalogs, negotiate
 from calagent.runtime.clock import Clock
@@ -106,7 +105,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
             lang=lang,
             t=strings.__getitem__,
             dev_mode=dev_mode(settings),
-            oidc_name=issuer_name(settings) if settings.oidc_enabled else None,
+            oidc_name=settings.oidc_display_name if settings.oidc_enabled else None,
             default_tz=settings.default_tz,
         )
         return HTMLResponse(
