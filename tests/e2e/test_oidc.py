@@ -10,6 +10,8 @@ gateway answers and what the commands service stored.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -17,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
+import jwt
 import oidc_provider_mock
 import pytest
 import uvicorn
@@ -29,7 +32,7 @@ from calagent.gateway.oidc import FLOW_COOKIE
 from calagent.gateway.session import SESSION_COOKIE
 from calagent.runtime.testing.servers import Servers
 
-from .test_web import CHROMIUM, CHROMIUM_ARGS, _listening_socket
+from .test_web import AXE, AXE_RUN, CHROMIUM, CHROMIUM_ARGS, _listening_socket
 
 pytestmark = pytest.mark.e2e
 
@@ -103,7 +106,11 @@ async def authorize(
     flow = start.cookies[FLOW_COOKIE]
     authorize_url = tamper(start.headers["location"])
     query = dict(parse_qsl(urlsplit(authorize_url).query))
-    assert query["code_challenge_method"] == "S256" and query["code_challenge"]
+    # PKCE S256: the challenge sent is the hash of the verifier the callback will present.
+    verifier = jwt.decode(flow, options={"verify_signature": False})["verifier"]
+    digest = hashlib.sha256(verifier.encode()).digest()
+    assert query["code_challenge_method"] == "S256"
+    assert query["code_challenge"] == base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
     assert query["nonce"] and query["state"] and query["client_id"] == CLIENT_ID
     async with httpx.AsyncClient(timeout=10) as idp:
         assert (await idp.get(authorize_url)).status_code == 200  # the provider's form
@@ -296,6 +303,8 @@ async def test_in_chromium_sign_in_with_the_issuer_then_a_change_then_sign_out(
             page = await context.new_page()
             await page.goto(page_url + "/")
             await expect(page.locator("body[data-ready=true]")).to_have_count(1)
+            await page.evaluate(AXE.read_text(encoding="utf-8") + "\n;undefined")
+            assert await page.evaluate(AXE_RUN) == []  # the sign-in with its issuer button
             await page.click("#oidc-signin")
             # The provider's own form: the subject typed is the `sub` of its ID token.
             await page.fill('input[name="sub"]', "oidc-erin")
