@@ -445,12 +445,16 @@ def run_up(
         url = supervisor.start()
         supervisor.wait_ready(url)
         print(f"calagent ready {url}", flush=True)
-        # How a person gets in: the page takes a one-time link (contract §18) or a pasted token.
-        print(
-            "sign in: run `calagent login-link USER` and open the link it prints "
-            "(one use, valid for 10 minutes); or paste the token `calagent token USER` prints",
-            flush=True,
-        )
+        # How a person gets in (contract §18): the issuer when OpenID Connect is configured, else a
+        # one-time link or a pasted token.
+        if settings.oidc_enabled:
+            print(f"sign in: open {url} and choose “Sign in with {settings.oidc_display_name}”", flush=True)
+        else:
+            print(
+                "sign in: run `calagent login-link USER` and open the link it prints "
+                "(one use, valid for 10 minutes); or paste the token `calagent token USER` prints",
+                flush=True,
+            )
         log.info("ready in %.2fs", time.monotonic() - started)
         while not supervisor.stopping:
             supervisor.reap()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -76,6 +77,12 @@ class Settings(BaseSettings):
     # The page offers a sign-in by typing any user name, which mints a token for whoever asks:
     # for a developer's own machine only, never on by default.
     web_dev_signin: bool = Field(default=False, alias="CALAGENT_WEB_DEV_SIGNIN")
+    # Sign-in with OpenID Connect (contract §18): offered when all three are set. The name on the
+    # page's button defaults to the issuer's host.
+    oidc_issuer: str | None = Field(default=None, alias="CALAGENT_OIDC_ISSUER")
+    oidc_client_id: str | None = Field(default=None, alias="CALAGENT_OIDC_CLIENT_ID")
+    oidc_client_secret: str | None = Field(default=None, alias="CALAGENT_OIDC_CLIENT_SECRET")
+    oidc_name: str | None = Field(default=None, alias="CALAGENT_OIDC_NAME")
     # Connected CalDAV accounts: the Fernet key their passwords are encrypted with (unset: a key
     # file in the data dir, made 0600 on first use), the outbox sweep and the inbound sync period.
     credentials_key: str | None = Field(default=None, alias="CALAGENT_CREDENTIALS_KEY", repr=False)
@@ -142,6 +149,19 @@ class Settings(BaseSettings):
                 "e.g. `openssl rand -hex 32`), or start the system with `calagent up`, which generates one."
             )
         return self.auth_secret
+
+    @property
+    def oidc_enabled(self) -> bool:
+        """Sign-in with OpenID Connect is offered only when issuer, client id and secret are all set."""
+        return bool(self.oidc_issuer and self.oidc_client_id and self.oidc_client_secret)
+
+    @property
+    def oidc_display_name(self) -> str:
+        """The issuer's name on "Sign in with …": CALAGENT_OIDC_NAME, else the issuer's host."""
+        if self.oidc_name:
+            return self.oidc_name
+        issuer = self.oidc_issuer or ""
+        return urlsplit(issuer).hostname or issuer
 
     @property
     def calendars(self) -> tuple[str, ...]:

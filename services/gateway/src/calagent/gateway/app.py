@@ -64,13 +64,15 @@ from calagent.contracts.turns import (
     stub_view,
 )
 from calagent.gateway.accounts import accounts_router
-from calagent.gateway.auth import AuthError, Principal, principal_from_header
+from calagent.gateway.auth import AuthError, Principal
 from calagent.gateway.changes import changes_router
 from calagent.gateway.commands import commands_router
 from calagent.gateway.history import history_router
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
+from calagent.gateway.oidc import oidc_router
 from calagent.gateway.people import people_router
 from calagent.gateway.quotas import QuotaExceededError, QuotaUnavailableError
+from calagent.gateway.session import CsrfError, principal_from_request
 from calagent.gateway.signin import signin_router
 from calagent.gateway.turns import (
     AgentUnreachableError,
@@ -363,10 +365,9 @@ def _gateway(request: Request) -> Gateway:
 
 
 def authenticate(request: Request) -> Principal:
+    """The bearer token's user, else the session cookie's (contract §18, `session.py`)."""
     gw = _gateway(request)
-    return principal_from_header(
-        request.headers.get("authorization"), gw.settings.require_auth_secret(), gw.settings.default_tz
-    )
+    return principal_from_request(request, gw.settings, gw.clock)
 
 
 AuthPrincipal = Annotated[Principal, Depends(authenticate)]
@@ -443,6 +444,10 @@ def create_app(
         response = _error_json(401, str(exc))
         response.headers["WWW-Authenticate"] = "Bearer"
         return response
+
+    @app.exception_handler(CsrfError)
+    async def on_csrf(_request: Request, exc: CsrfError) -> JSONResponse:
+        return _error_json(403, str(exc), "csrf_failed")
 
     @app.exception_handler(UnprocessableError)
     async def on_unprocessable(_request: Request, exc: UnprocessableError) -> JSONResponse:
@@ -752,6 +757,7 @@ def create_app(
     app.include_router(commands_router(authenticate))  # commands without the model (contract §18)
     app.include_router(changes_router(authenticate))  # the change log and undo (contract §15)
     app.include_router(signin_router())  # one-time sign-in links (contract §18)
+    app.include_router(oidc_router(settings, clock))  # sign-in with OpenID Connect (contract §18)
     app.include_router(people_router(authenticate))  # contacts and the mail address (contract §16)
 
     # Feed addresses are credentials: no span records them.

@@ -42,6 +42,7 @@ CATALOG: dict[str, tuple[str, str]] = {
         "This sign-in link is not valid, has expired or was already used; ask for a new one.",
     ),
     "signin.token_submit": ("登录", "Sign in"),
+    "signin.oidc": ("使用 {name} 登录", "Sign in with {name}"),
     "signin.dev_heading": ("开发模式", "Development mode"),
     "signin.dev_help": (
         "服务器开启了开发登录（CALAGENT_WEB_DEV_SIGNIN），可以直接为任意用户名签发令牌。生产环境切勿开启。",

@@ -8,8 +8,9 @@ page itself and what a browser tab needs besides the API:
   that allows nothing inline and nothing from elsewhere;
 - `GET /web/static/{name}` — the script, the style sheet and the icon (a fixed list, no directory);
 - `GET /web/i18n.json` — every string of the page in both languages;
-- `GET /web/session` (bearer) — who the token names, their zone and the system's "now" there, so
-  the page checks a pasted token and counts down and lays out the week in business time;
+- `GET /web/session` (bearer or session cookie) — who the token names, their zone and the system's
+  "now" there, so the page checks a pasted token and counts down and lays out the week in business
+  time; signed in by the cookie, also the CSRF token the page sends on every change;
 - `POST /web/dev-token` — only while tokens are signed with the public development secret: a
   token for a user name. The secret is public then, so this adds no power anyone lacks.
 """
@@ -24,7 +25,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token, principal_from_header, valid_zone
+from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token, valid_zone
+from calagent.gateway.session import cookie_session, csrf_token, principal_from_request
 from calagent.gateway.web.i18n import LANG_COOKIE, catalog, catalogs, negotiate
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -103,6 +105,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
             lang=lang,
             t=strings.__getitem__,
             dev_mode=dev_mode(settings),
+            oidc_name=settings.oidc_display_name if settings.oidc_enabled else None,
             default_tz=settings.default_tz,
         )
         return HTMLResponse(
@@ -123,16 +126,18 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
     @router.get("/web/session")
     async def session(request: Request) -> JSONResponse:
         try:
-            principal = principal_from_header(
-                request.headers.get("authorization"), settings.require_auth_secret(), settings.default_tz
+            principal = principal_from_request(request, settings, clock)
+            # Signed in by the cookie (no bearer): the page learns the CSRF token it must send.
+            session = (
+                None if request.headers.get("authorization") else cookie_session(request, settings, clock)
             )
         except AuthError as exc:
             return _error(401, "unauthorized", str(exc))
         now = clock.now().astimezone(ZoneInfo(principal.tz))
-        return JSONResponse(
-            {"user_id": principal.user_id, "tz": principal.tz, "now": now.isoformat()},
-            headers={"Cache-Control": "no-store"},
-        )
+        body: dict[str, str] = {"user_id": principal.user_id, "tz": principal.tz, "now": now.isoformat()}
+        if session is not None:
+            body["csrf_token"] = csrf_token(session, settings.require_auth_secret())
+        return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
     @router.post("/web/dev-token")
     async def dev_token(request: Request) -> JSONResponse:

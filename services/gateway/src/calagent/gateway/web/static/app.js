@@ -1,9 +1,11 @@
 // calagent's page: a client of the public HTTP API (contract §4, §10), nothing more.
 // No framework and no build step. Every string comes from /web/i18n.json (zh and en); the token
-// lives in this tab's sessionStorage; any 401 leads back to sign-in.
+// lives in this tab's sessionStorage, or, signed in with OpenID Connect, an HttpOnly cookie the page
+// never sees (then every change carries the session's CSRF token); any 401 leads back to sign-in.
 
 const TOKEN_KEY = "calagent.token";
 const LANG_COOKIE = "calagent_lang";
+const SAFE_METHODS = new Set(["GET", "HEAD"]);
 const OFFER_STATUSES = new Set(["held", "conflict"]);
 const HISTORY_PAGE = 50;
 const RRULE_DAYS = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"];
@@ -16,7 +18,8 @@ const state = {
   strings: { zh: {}, en: {} },
   devMode: document.body.dataset.devMode === "true",
   token: null,
-  session: null, // {user_id, tz, now}
+  csrf: null, // signed in by the session cookie: the token every change carries
+  session: null, // {user_id, tz, now, csrf_token?}
   skewMs: 0, // the system's "now" minus the browser's clock
   command: null, // the active stub, as /v1/commands/active and turn.done give it
   receipts: new Map(), // stub id -> the reply of the last turn that showed it
@@ -172,6 +175,7 @@ async function api(path, { method = "GET", body, accept = "application/json" } =
   // The language a command without words is answered in, and new calendars are named in.
   const headers = { Accept: accept, "Accept-Language": state.lang === "zh" ? "zh-CN" : "en" };
   if (state.token) headers.Authorization = `Bearer ${state.token}`;
+  else if (state.csrf && !SAFE_METHODS.has(method)) headers["X-CSRF-Token"] = state.csrf;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;
   try {
@@ -180,7 +184,8 @@ async function api(path, { method = "GET", body, accept = "application/json" } =
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
       cache: "no-store",
-      credentials: "omit",
+      // The session cookie, when there is one; a bearer token wins over it on the server.
+      credentials: "same-origin",
     });
   } catch {
     throw new ApiError(0, t("error.network"));
@@ -216,8 +221,9 @@ async function startSession(token) {
   state.token = token;
   const response = await api("/web/session");
   state.session = await response.json();
+  state.csrf = token ? null : (state.session.csrf_token ?? null);
   state.skewMs = Date.parse(state.session.now) - Date.now();
-  sessionStorage.setItem(TOKEN_KEY, token);
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
   showMessage(null);
   $("signin").hidden = true;
   $("app").hidden = false;
@@ -229,9 +235,19 @@ async function startSession(token) {
 }
 
 function signOut(reasonKey) {
-  const wasSignedIn = state.token !== null;
+  const wasSignedIn = state.session !== null;
+  if (state.csrf) {
+    // The cookie is HttpOnly: only the server can clear it.
+    fetch("/auth/logout", {
+      method: "POST",
+      headers: { "X-CSRF-Token": state.csrf },
+      cache: "no-store",
+      credentials: "same-origin",
+    }).catch(() => {});
+  }
   sessionStorage.removeItem(TOKEN_KEY);
   state.token = null;
+  state.csrf = null;
   state.session = null;
   state.command = null;
   state.receipts.clear();
@@ -271,6 +287,22 @@ async function signInWith(token) {
       showMessage("signin.error_network");
     }
   }
+}
+
+// Back from the issuer, or a reload: the session cookie, if the browser holds one, signs in.
+async function signInWithCookie() {
+  let response;
+  try {
+    response = await fetch("/web/session", { cache: "no-store", credentials: "same-origin" });
+  } catch {
+    showMessage("signin.error_network");
+    return;
+  }
+  if (!response.ok) {
+    $("oidc-signin").focus();
+    return;
+  }
+  await signInWith(null);
 }
 
 async function signInWithLink(link) {
@@ -515,7 +547,7 @@ function bindHistory() {
 
 // A button's action as a turn of the conversation: what was done, and the assistant's answer.
 async function runCommand(tool, args, label) {
-  if (state.busy || !state.token) return null;
+  if (state.busy || !state.session) return null;
   setBusy(true);
   const mine = addMessage("user");
   mine.classList.add("action");
@@ -604,7 +636,7 @@ async function readStream(response, bubble) {
 
 async function send(message) {
   const text = message.trim();
-  if (!text || state.busy || !state.token) return;
+  if (!text || state.busy || !state.session) return;
   setBusy(true);
   const mine = addMessage("user");
   mine.querySelector(".text").textContent = text;
@@ -627,7 +659,7 @@ async function send(message) {
   } finally {
     setBusy(false);
     bubble.scrollIntoView({ block: "nearest" });
-    if (state.token && (document.activeElement === document.body || !document.activeElement)) {
+    if (state.session && (document.activeElement === document.body || !document.activeElement)) {
       $("composer-input").focus();
     }
   }
@@ -1342,6 +1374,7 @@ async function main() {
   }
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) await signInWith(token);
+  else if (document.body.dataset.oidc === "true") await signInWithCookie();
   else ($("dev-user") ?? $("token-input")).focus();
 }
 
