@@ -33,7 +33,7 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, parse_resource
-from calagent.commands.domain.model import Event
+from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.txn import new_id
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -162,8 +162,11 @@ class InboundSync:
             await uow.lock_user(account.user_id)
             # One read of what is known, one write of what changed: a first sync of a full
             # calendar is a few statements, not a few per event.
-            known = {r.href: r for r in await rows.resources_of(conn, account.id)}
+            # What waits for the outbox is read before what is known: a delivery that commits in
+            # between is then seen as known, never as a stranger's object with our UID.
             waiting = await _waiting(conn, account.user_id)
+            waiting_uids = await _uids(conn, account.user_id, waiting)
+            known = {r.href: r for r in await rows.resources_of(conn, account.id)}
             replaced: list[str] = []
             fresh: list[Event] = []
             resources: list[dict[str, object]] = []
@@ -187,6 +190,11 @@ class InboundSync:
                     )
                 except (UnreadableObject, ValueError, KeyError) as exc:
                     log.info("skipping %s: %s", obj.href, exc)
+                    stats.skipped += 1
+                    continue
+                if resource is None and theirs[0].uid in waiting_uids:
+                    # Our own object, PUT by a delivery that has not committed its resource yet:
+                    # the outbox settles it; taking it in here would make the event twice.
                     stats.skipped += 1
                     continue
                 if resource is not None:
@@ -251,6 +259,16 @@ class InboundSync:
 
 def _newer(resource: rows.Resource, listed_at: datetime) -> bool:
     return resource.updated_at is not None and resource.updated_at > listed_at
+
+
+async def _uids(conn: AsyncConnection, user_id: str, event_ids: set[str]) -> set[str]:
+    """The UIDs the given events carry (`<id>@calagent` for a row stored before UIDs were)."""
+    if not event_ids:
+        return set()
+    found = await conn.execute(
+        select(events.c.id, events.c.uid).where(events.c.user_id == user_id, events.c.id.in_(event_ids))
+    )
+    return {r.uid or local_uid(r.id) for r in found}
 
 
 async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
