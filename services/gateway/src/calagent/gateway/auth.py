@@ -158,29 +158,49 @@ def issue_login_token(user_id: str, secret: str, now: datetime, tz: str | None =
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 
 
-def verify_login_token(token: str, secret: str, now: datetime) -> LoginGrant:
-    """A sign-in link's credential, checked against the system's clock; never a bearer token (a
-    bearer token carries no `purpose`, so one cannot be passed off as a link, nor a link as one:
-    `verify_token` refuses any token that has a purpose)."""
+def read_purpose_token(
+    token: str, secret: str, now: datetime, *, purpose: str, id_claim: str, invalid: str, expired: str
+) -> tuple[str, str, str | None]:
+    """`(user id, the token's own id, zone)` of a token minted for one `purpose` (a sign-in link,
+    a session), its life checked against the system's clock; `invalid` / `expired` are what the
+    user is told. A bearer token carries no purpose, so it never passes here, nor such a token as
+    a bearer (`verify_token` refuses any token that has a purpose)."""
     try:
         claims = jwt.decode(
             token,
             secret,
             algorithms=[ALGORITHM],
-            options={"require": ["sub", "jti", "exp", "purpose"], "verify_exp": False},
+            options={"require": ["sub", id_claim, "exp", "purpose"], "verify_exp": False},
         )
     except jwt.InvalidTokenError as exc:
-        raise AuthError("this sign-in link is not valid") from exc
-    if claims.get("purpose") != LOGIN_PURPOSE:
-        raise AuthError("this sign-in link is not valid")
+        raise AuthError(invalid) from exc
+    if claims.get("purpose") != purpose:
+        raise AuthError(invalid)
     exp = claims.get("exp")
     if not isinstance(exp, int) or now.timestamp() >= exp:
-        raise AuthError("this sign-in link has expired; ask for a new one")
-    user_id, link_id, tz = claims.get("sub"), claims.get("jti"), claims.get("tz")
+        raise AuthError(expired)
+    user_id, own_id, tz = claims.get("sub"), claims.get(id_claim), claims.get("tz")
     if not isinstance(user_id, str) or not user_id or len(user_id) > MAX_USER_ID_CHARS:
-        raise AuthError("this sign-in link is not valid")
-    if not isinstance(link_id, str) or not link_id.isalnum() or len(link_id) > 64:
-        raise AuthError("this sign-in link is not valid")
+        raise AuthError(invalid)
+    if not isinstance(own_id, str) or not own_id:
+        raise AuthError(invalid)
     if tz is not None and (not isinstance(tz, str) or not valid_zone(tz)):
-        raise AuthError("this sign-in link is not valid")
+        raise AuthError(invalid)
+    return user_id, own_id, tz
+
+
+def verify_login_token(token: str, secret: str, now: datetime) -> LoginGrant:
+    """A sign-in link's credential, checked against the system's clock; never a bearer token."""
+    invalid = "this sign-in link is not valid"
+    user_id, link_id, tz = read_purpose_token(
+        token,
+        secret,
+        now,
+        purpose=LOGIN_PURPOSE,
+        id_claim="jti",
+        invalid=invalid,
+        expired="this sign-in link has expired; ask for a new one",
+    )
+    if not link_id.isalnum() or len(link_id) > 64:
+        raise AuthError(invalid)
     return LoginGrant(user_id=user_id, tz=tz, link_id=link_id)

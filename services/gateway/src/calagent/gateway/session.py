@@ -28,9 +28,9 @@ from starlette.requests import Request
 from calagent.gateway.auth import (
     ALGORITHM,
     MAX_USER_ID_CHARS,
-    AuthError,
     Principal,
     principal_from_header,
+    read_purpose_token,
     valid_zone,
 )
 from calagent.runtime.clock import Clock
@@ -71,27 +71,15 @@ def issue_session(user_id: str, tz: str | None, secret: str, now: datetime) -> s
 
 def read_session(value: str, secret: str, now: datetime) -> Session:
     """The session a cookie holds, its life checked against the system's clock."""
-    try:
-        claims = jwt.decode(
-            value,
-            secret,
-            algorithms=[ALGORITHM],
-            options={"require": ["sub", "sid", "exp", "purpose"], "verify_exp": False},
-        )
-    except jwt.InvalidTokenError as exc:
-        raise AuthError("the session is not valid; sign in again") from exc
-    if claims.get("purpose") != SESSION_PURPOSE:
-        raise AuthError("the session is not valid; sign in again")
-    exp = claims.get("exp")
-    if not isinstance(exp, int) or now.timestamp() >= exp:
-        raise AuthError("the session has expired; sign in again")
-    user_id, sid, tz = claims.get("sub"), claims.get("sid"), claims.get("tz")
-    if not isinstance(user_id, str) or not user_id or len(user_id) > MAX_USER_ID_CHARS:
-        raise AuthError("the session is not valid; sign in again")
-    if not isinstance(sid, str) or not sid:
-        raise AuthError("the session is not valid; sign in again")
-    if tz is not None and (not isinstance(tz, str) or not valid_zone(tz)):
-        raise AuthError("the session is not valid; sign in again")
+    user_id, sid, tz = read_purpose_token(
+        value,
+        secret,
+        now,
+        purpose=SESSION_PURPOSE,
+        id_claim="sid",
+        invalid="the session is not valid; sign in again",
+        expired="the session has expired; sign in again",
+    )
     return Session(user_id=user_id, tz=tz, sid=sid)
 
 
