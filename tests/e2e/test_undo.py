@@ -312,6 +312,38 @@ async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
     await unrelated_message_changes_nothing(stack, scripted, db, user)
 
 
+async def test_a_confirmation_onto_an_event_added_since_writes_nothing_and_offers_the_conflict(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    meeting = await created_meeting(stack, scripted, user)
+    scripted.set_script(
+        script(
+            on_user("改到五点", tool_calls=[call("update_schedule", event_id=meeting["id"], time="17:00")])
+        )
+    )
+    held = await chat(stack, user, "改到五点")
+    assert held["outcome"] == "held", held
+    # Between the offer of a free 17:00 and the "确认", an event arrives there (a sync, say).
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "insert into commands.events (id, user_id, title, start_at, end_at, calendar) values "
+                "('dentist0000000000000000000000001', :u, '看牙医', "
+                "'2026-09-25T17:30:00+08:00', '2026-09-25T18:30:00+08:00', '工作')"
+            ),
+            {"u": user},
+        )
+    before = await table(db, user)
+    again = await chat(stack, user, "确认")
+    assert (again["outcome"], again["model_calls"]) == ("conflict", 0), again
+    assert await table(db, user) == before
+    done = await chat(stack, user, "确认")  # now the user has seen the double booking
+    assert done["outcome"] == "updated", done
+    moved = next(e for e in await events(stack, user) if e["id"] == meeting["id"])
+    assert moved["start"] == "2026-09-25T17:00:00+08:00"
+    await unrelated_message_changes_nothing(stack, scripted, db, user)
+
+
 async def test_a_following_split_is_undone_as_a_whole(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
 ) -> None:

@@ -10,6 +10,7 @@ that writes its change, so a write that fails leaves it held.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from calagent.commands.domain.changelog import version_of
@@ -51,14 +52,16 @@ class Offers:
 
     async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:
         """None when the offer still says what confirming it does (the caller then runs it);
-        else the offer made again from the event as it is now, with nothing written."""
+        else the offer made again from the calendar as it is now, with nothing written: the target
+        changed since, or a new event now stands where it would go."""
         change = stub.change or {}
         if stub.kind != "change" or "version" not in change:
             return None
         txn.log_as(scope=change.get("scope"))
         now = await self._version(txn, change)
-        if now is None or now == change["version"]:
-            # Unchanged, or gone: confirming answers it as it always has (a gone event: not found).
+        if now is None:
+            return None  # gone: confirming answers it as it always has (not found)
+        if now == change["version"] and not await self._new_conflicts(txn, stub, change):
             return None
         request = change.get("request") or {}
         update = request.get("update")
@@ -76,3 +79,21 @@ class Offers:
         if fresh.status == "error":
             return fresh
         return fresh.model_copy(update={"superseded": None, "reoffered": True})
+
+    async def _new_conflicts(self, txn: Txn, stub: Stub, change: dict[str, Any]) -> bool:
+        """Whether a move now lands on an event the offer did not show (one added since, by sync
+        or another command): the user said yes to a free slot, not to a double booking."""
+        after = change.get("after")
+        if change.get("action") != "update" or not after:
+            return False
+        targets = frozenset(_target_ids(change))
+        found = await self.writes.conflicts(
+            txn,
+            datetime.fromisoformat(after["start"]),
+            datetime.fromisoformat(after["end"]),
+            bool(after["all_day"]),
+            ignore_ids=targets,
+        )
+        shown = set(stub.conflict_event_ids)
+        # As at prepare, a series' own occurrences are not a conflict with it; singles are.
+        return any(c.series_id is None and c.id not in targets and c.id not in shown for c in found)
