@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
 from calagent.contracts.commands import (
     ChangeAction,
@@ -254,3 +255,49 @@ async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
     done = await system.execute(merge(user, again.stub.id, confirm=True))
     assert done.status == "updated" and done.event is not None
     assert done.event.title == "牙医（改）" and done.event.start.hour == 17
+
+
+async def test_a_confirmation_whose_write_fails_leaves_the_offer_held(system: System, user: str) -> None:
+    """The offer is consumed only by the transaction that writes its change: a write the database
+    refuses leaves the stub held, and the next "确认" runs it."""
+    result = await created(system, user, title="牙医", date="D+2", time="15:00")
+    assert result.event is not None
+    event_id = result.event.id
+    prepared = await system.execute(
+        PrepareChange(
+            envelope=envelope(user),
+            idempotency_key=key(),
+            action="update",
+            event_id=event_id,
+            update=UpdateSchedule(event_id=event_id, time="17:00"),
+        )
+    )
+    assert prepared.stub is not None and prepared.status == "held"
+    # The database refuses any write to this event (an input error: answered, not retried).
+    trigger = f"refuse_{uuid.uuid4().hex[:8]}"
+    async with system.db.begin() as conn:
+        await conn.execute(
+            text(
+                f"CREATE FUNCTION commands.{trigger}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "RAISE EXCEPTION 'refused' USING ERRCODE = '22023'; END $$"
+            )
+        )
+        await conn.execute(
+            text(
+                f"CREATE TRIGGER {trigger} BEFORE UPDATE ON commands.events FOR EACH ROW "
+                f"WHEN (OLD.id = '{event_id}') EXECUTE FUNCTION commands.{trigger}()"
+            )
+        )
+    state = await table_state(system, user)
+    try:
+        failed = await system.execute(merge(user, prepared.stub.id, confirm=True))
+        assert failed.status == "error"
+        assert await table_state(system, user) == state
+        status = await system.scalar("SELECT status FROM commands.stubs WHERE id = :i", i=prepared.stub.id)
+        assert status == "held"
+    finally:
+        async with system.db.begin() as conn:
+            await conn.execute(text(f"DROP TRIGGER {trigger} ON commands.events"))
+            await conn.execute(text(f"DROP FUNCTION commands.{trigger}()"))
+    done = await system.execute(merge(user, prepared.stub.id, confirm=True))
+    assert done.status == "updated" and done.event is not None and done.event.start.hour == 17
