@@ -22,7 +22,6 @@ import httpx
 import jwt
 import oidc_provider_mock
 import pytest
-import uvicorn
 import werkzeug.serving
 from playwright.async_api import BrowserContext, Route, async_playwright, expect
 
@@ -32,7 +31,7 @@ from calagent.gateway.oidc import FLOW_COOKIE
 from calagent.gateway.session import SESSION_COOKIE
 from calagent.runtime.testing.servers import Servers
 
-from .test_web import AXE, AXE_RUN, CHROMIUM, CHROMIUM_ARGS, _listening_socket
+from .test_web import AXE, AXE_RUN, CHROMIUM, CHROMIUM_ARGS, served_gateway
 
 pytestmark = pytest.mark.e2e
 
@@ -266,22 +265,8 @@ LOOPBACK_ONLY = re.compile(r"^(?!https?://127\.0\.0\.1[:/]).*")
 
 @pytest.fixture
 async def page_url(stack: Stack) -> AsyncIterator[str]:
-    """The production gateway app (its own bus, from its lifespan) under uvicorn on a free port."""
-    app = create_gateway(stack.settings, stack.clock)
-    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
-    sock = _listening_socket()
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="oidc-gateway", daemon=True)
-    thread.start()
-    for _ in range(1000):
-        if server.started or not thread.is_alive():
-            break
-        await asyncio.sleep(0.01)
-    assert server.started, "the gateway did not start"
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    await asyncio.to_thread(thread.join, 15)
-    sock.close()
+    async with served_gateway(stack, "oidc-gateway") as url:
+        yield url
 
 
 async def test_in_chromium_sign_in_with_the_issuer_then_a_change_then_sign_out(

@@ -11,6 +11,7 @@ back over HTTP; never wording. Each test leaves a screenshot in `.test-output/we
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -93,24 +94,32 @@ def _listening_socket() -> socket.socket:
     return sock
 
 
-@pytest.fixture(scope="module")
-async def base_url(stack: Stack) -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def served_gateway(stack: Stack, name: str) -> AsyncIterator[str]:
     """The production gateway app (its own bus, from its lifespan) under uvicorn on a free port."""
     app = create_gateway(stack.settings, stack.clock)
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
     sock = _listening_socket()
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="web-gateway", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
     thread.start()
     for _ in range(1000):
         if server.started or not thread.is_alive():
             break
         await asyncio.sleep(0.01)
     assert server.started, "the gateway did not start"
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    await asyncio.to_thread(thread.join, 15)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await asyncio.to_thread(thread.join, 15)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+async def base_url(stack: Stack) -> AsyncIterator[str]:
+    async with served_gateway(stack, "web-gateway") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
