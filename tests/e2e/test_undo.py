@@ -275,9 +275,10 @@ async def test_another_users_change_id_is_404_and_changes_nothing(
 # ---- a confirmation is bound to its offer ---------------------------------------------------------
 
 
-async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
-    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
-) -> None:
+async def meeting_held_to_move_to_five(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> dict[str, Any]:
+    """Tomorrow's 15:00 meeting, with its move to 17:00 (then free) held for the user's word."""
     meeting = await created_meeting(stack, scripted, user)
     scripted.set_script(
         script(
@@ -286,6 +287,13 @@ async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
     )
     held = await chat(stack, user, "改到五点")
     assert held["outcome"] == "held", held
+    return meeting
+
+
+async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    meeting = await meeting_held_to_move_to_five(stack, scripted, user)
     # Between the offer and the "确认", the event changes elsewhere (the user's calendar app).
     async with db.begin() as conn:
         await conn.execute(
@@ -315,14 +323,7 @@ async def test_a_stale_confirmation_writes_nothing_and_offers_the_change_again(
 async def test_a_confirmation_onto_an_event_added_since_writes_nothing_and_offers_the_conflict(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
 ) -> None:
-    meeting = await created_meeting(stack, scripted, user)
-    scripted.set_script(
-        script(
-            on_user("改到五点", tool_calls=[call("update_schedule", event_id=meeting["id"], time="17:00")])
-        )
-    )
-    held = await chat(stack, user, "改到五点")
-    assert held["outcome"] == "held", held
+    meeting = await meeting_held_to_move_to_five(stack, scripted, user)
     # Between the offer of a free 17:00 and the "确认", an event arrives there (a sync, say).
     async with db.begin() as conn:
         await conn.execute(
