@@ -33,6 +33,7 @@ import httpx
 import psutil
 
 from calagent.cli.system import System
+from calagent.cli.turnpath import PathCount, count_path, format_path
 
 CREATE = "明天下午三点开会"
 WEEKEND = "这个周末去修汽车轮毂"
@@ -188,8 +189,9 @@ async def floor_turns(system: System, n: int) -> tuple[list[float], float]:
     return times, cpu * 1000 / n
 
 
-async def pydantic_ai_turns(system: System, n: int) -> list[float] | None:
-    """pydantic-ai's default agent, in process, one tool writing the same row (two model calls)."""
+async def pydantic_ai_turns(system: System, n: int) -> tuple[list[float], float] | None:
+    """pydantic-ai's default agent, in process, one tool writing the same row (two model calls):
+    its times, and its CPU per turn (this process and its database backend)."""
     try:
         from pydantic_ai import Agent
         from pydantic_ai.models.openai import OpenAIChatModel
@@ -212,14 +214,22 @@ async def pydantic_ai_turns(system: System, n: int) -> list[float] | None:
         return "created"
 
     times = []
+    await agent.run(CREATE)  # warm: the first run builds the agent's schemas
+    process = psutil.Process()
+    pg = psutil.Process(await conn.fetchval("SELECT pg_backend_pid()"))
+    before, pg_before = process.cpu_times(), pg.cpu_times()
     for _ in range(n):
 
         async def once() -> None:
             await agent.run(CREATE)
 
         times.append(await timed(once()))
+    after, pg_after = process.cpu_times(), pg.cpu_times()
+    cpu = (after.user + after.system - before.user - before.system) + (
+        pg_after.user + pg_after.system - pg_before.user - pg_before.system
+    )
     await conn.close()
-    return times
+    return times, cpu * 1000 / n
 
 
 async def measure(system: System, args: Any) -> dict[str, Any]:
@@ -319,14 +329,49 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
         for i in range(args.compare_n):
             user = f"r-{i}-{uuid.uuid4().hex[:6]}"
             ours.append(await timed(chat(client, system, user, CREATE)))
-        theirs = await pydantic_ai_turns(system, args.compare_n)
+        compared = await pydantic_ai_turns(system, args.compare_n)
+        theirs, their_cpu = compared if compared else ([], None)
         results["versus_pydantic_ai"] = {
             "model_ms": args.compare_ms,
             "ours_p50": percentile(ours, 0.5),
             "pydantic_ai_p50": percentile(theirs, 0.5) if theirs else None,
             "ratio": percentile(ours, 0.5) / percentile(theirs, 0.5) if theirs else None,
+            "pydantic_ai_cpu_ms": their_cpu,
+            "cpu_ratio": results["cpu_ms_per_turn_total"] / their_cpu if their_cpu else None,
         }
+
+        if getattr(args, "path", True):
+            system.set_script(bench_script(0))
+            results["path"] = await measure_path(client, system, max(3, min(args.n, 20)))
     return results
+
+
+async def measure_path(client: httpx.AsyncClient, system: System, turns: int) -> dict[str, PathCount]:
+    """Messages, round trips and transactions of a create and of a merge, counted on the bus and
+    in PostgreSQL (`calagent.cli.turnpath`). A merge is counted as its pair (the weekend request
+    that leaves a stub, then the day) less the request alone."""
+
+    async def create(user: str) -> None:
+        await chat(client, system, user, CREATE)
+
+    async def stub(user: str) -> None:
+        await chat(client, system, user, WEEKEND)
+
+    async def stub_and_merge(user: str) -> None:
+        await chat(client, system, user, WEEKEND)
+        await chat(client, system, user, MERGE)
+
+    nats_url, dsn = system.nats_url, system.asyncpg_dsn
+    created = await count_path(nats_url, dsn, turns, create)
+    stubbed = await count_path(nats_url, dsn, turns, stub)
+    pair = await count_path(nats_url, dsn, turns, stub_and_merge)
+    merged = PathCount(
+        turns=turns,
+        messages=Counter({k: max(0, pair.messages[k] - stubbed.messages[k]) for k in pair.messages}),
+        requests=max(0, pair.requests - stubbed.requests),
+        transactions=max(0.0, pair.transactions - stubbed.transactions),
+    )
+    return {"create turn": created, "clarification merge": merged}
 
 
 def _rss_mib(proc: psutil.Process) -> float:
@@ -374,8 +419,13 @@ def format_results(r: dict[str, Any]) -> str:
     else:
         lines.append(
             f"versus pydantic-ai at a {v['model_ms']} ms model: ours p50 {v['ours_p50']:.0f}, "
-            f"pydantic-ai p50 {v['pydantic_ai_p50']:.0f}, ratio {v['ratio']:.2f}"
+            f"pydantic-ai p50 {v['pydantic_ai_p50']:.0f}, ratio {v['ratio']:.2f}; "
+            f"CPU per create: ours {r['cpu_ms_per_turn_total']:.1f}, pydantic-ai {v['pydantic_ai_cpu_ms']:.1f}, "
+            f"ratio {v['cpu_ratio']:.2f}"
         )
+    lines.append(f"merge p50 / create p50: {m['p50'] / c['p50']:.2f}")
+    for name, count in r.get("path", {}).items():
+        lines += format_path(name, count)
     return "\n".join(lines)
 
 
@@ -389,6 +439,15 @@ def run_turn_bench(args: Any) -> int:
         finally:
             system.stop()
     if getattr(args, "json", False):
+        results["path"] = {
+            name: {
+                "messages_per_turn": c.messages_per_turn,
+                "round_trips_per_turn": c.round_trips_per_turn,
+                "transactions_per_turn": c.transactions,
+                "messages_by_subject": c.by_class(),
+            }
+            for name, c in results.get("path", {}).items()
+        }
         print(json.dumps(results, indent=2))
     else:
         print(format_results(results))
