@@ -93,14 +93,6 @@ def test_an_own_contact_wins_over_a_card_of_its_address_and_the_cards_names_lead
     )
 
 
-def test_two_cards_of_one_address_are_one_candidate() -> None:
-    cards = [
-        Contact("c1", "Ann", "ann@example.com", source="carddav"),
-        Contact("c2", "Ann", "ann@example.com", source="carddav"),
-    ]
-    assert resolve_attendees(["Ann"], cards) == (Attendee(name="Ann", email="ann@example.com"),)
-
-
 # ---- discovery through the guard ----------------------------------------------------------------
 
 

@@ -95,7 +95,7 @@ class Answer:
     """One DAV:response of a multistatus: its href (absolute) and its found properties."""
 
     href: str
-    props: Any  # the DAV:prop elements of the 200 propstats, merged by the caller's XPath
+    props: list[Any]  # the DAV:prop elements of its 200 propstats
 
 
 class Client:
@@ -158,8 +158,8 @@ class Client:
         answers = self.request("PROPFIND", url, _propfind((namespace, name)), "0")
         for answer in answers or ():
             for prop in answer.props:
-                found = prop.findtext(f"{{{namespace}}}{name}/{{{DAV}}}href")
-                if found and found.strip():
+                found = str(prop.findtext(f"{{{namespace}}}{name}/{{{DAV}}}href") or "")
+                if found.strip():
                     return urljoin(answer.href, found.strip())
         return None
 
