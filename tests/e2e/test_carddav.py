@@ -11,7 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
+from xml.sax.saxutils import escape
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
+from calagent.runtime.testing.listeners import Answer, Listener, Seen
 from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
@@ -28,6 +30,9 @@ from .conftest import call, on_user, script
 from .test_caldav import Remote, commands_app, connect, scalar
 
 pytestmark = pytest.mark.e2e
+
+# Radicale's address is the one the stack allows; anything on this one is refused.
+REFUSED = "127.0.0.3"
 
 MKCOL_ADDRESSBOOK = (
     '<?xml version="1.0" encoding="utf-8"?>'
@@ -248,3 +253,118 @@ async def test_a_server_without_an_address_book_connects_with_no_cards_and_one_m
     book.put("later", "张无忌", "zhangwuji@example.com")
     await sync(stack, connected["id"])
     assert [(c["name"], c["source"]) for c in await contacts(stack, user)] == [("张无忌", "carddav")]
+
+
+# ---- the address guard: a book the server names elsewhere is never reached --------------------------
+
+
+def _multistatus(*responses: tuple[str, str], token: str | None = None) -> bytes:
+    body = "".join(
+        f"<d:response><d:href>{href}</d:href><d:propstat><d:prop>{props}</d:prop>"
+        "<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+        for href, props in responses
+    )
+    tail = f"<d:sync-token>{token}</d:sync-token>" if token else ""
+    return (
+        '<?xml version="1.0" encoding="utf-8"?><d:multistatus xmlns:d="DAV:" '
+        'xmlns:c="urn:ietf:params:xml:ns:caldav" xmlns:r="urn:ietf:params:xml:ns:carddav" '
+        f'xmlns:cs="http://calendarserver.org/ns/">{body}{tail}</d:multistatus>'
+    ).encode()
+
+
+class NamingServer:
+    """A CalDAV and CardDAV server (as far as discovery and reading go) with one calendar and one
+    address book of one card, whose address book home lists a second book on another address —
+    or whose address book home itself is there."""
+
+    XML: ClassVar[dict[str, str]] = {"Content-Type": "application/xml; charset=utf-8"}
+    BOOK = "<d:resourcetype><d:collection/><r:addressbook/></d:resourcetype><cs:getctag>1</cs:getctag>"
+
+    def __init__(self, elsewhere: str, what: str) -> None:
+        self.elsewhere = elsewhere
+        self.what = what
+        card = vobject.vCard()
+        card.add("fn").value = "杨过"
+        card.add("n").value = vobject.vcard.Name(family="杨过")
+        card.add("email").value = "yangguo@example.com"
+        self.card: str = card.serialize()
+
+    def __call__(self, seen: Seen) -> Answer:
+        if seen.path == "/home/":
+            calendar = "<d:resourcetype><d:collection/><c:calendar/></d:resourcetype><d:displayname>Cal</d:displayname>"
+            return Answer(
+                207,
+                self.XML,
+                _multistatus(
+                    ("/home/", "<d:resourcetype><d:collection/></d:resourcetype>"), ("/home/cal/", calendar)
+                ),
+            )
+        if seen.path == "/home/cal/":
+            return Answer(207, self.XML, _multistatus(token="t1"))
+        if seen.path == "/books/":
+            return Answer(
+                207, self.XML, _multistatus(("/books/mine/", self.BOOK), (self.elsewhere, self.BOOK))
+            )
+        if seen.path == "/books/mine/" and seen.method == "PROPFIND":
+            return Answer(207, self.XML, _multistatus(("/books/mine/a.vcf", '<d:getetag>"1"</d:getetag>')))
+        if seen.path == "/books/mine/" and seen.method == "REPORT":
+            props = f'<d:getetag>"1"</d:getetag><r:address-data>{escape(self.card)}</r:address-data>'
+            return Answer(207, self.XML, _multistatus(("/books/mine/a.vcf", props)))
+        books = self.elsewhere if self.what == "home" else "/books/"
+        return Answer(
+            207,
+            self.XML,
+            _multistatus(
+                (
+                    seen.path,
+                    "<d:current-user-principal><d:href>/principal/</d:href></d:current-user-principal>"
+                    "<c:calendar-home-set><d:href>/home/</d:href></c:calendar-home-set>"
+                    f"<r:addressbook-home-set><d:href>{books}</d:href></r:addressbook-home-set>"
+                    "<d:resourcetype><d:collection/><d:principal/></d:resourcetype>",
+                )
+            ),
+        )
+
+
+@pytest.fixture
+def refused() -> Iterator[Listener]:
+    with Listener(REFUSED, lambda _: Answer(207, {}, b"")) as listener:
+        yield listener
+
+
+async def connect_to(stack: Stack, user: str, server: Listener) -> str:
+    response = await stack.client.post(
+        "/v1/accounts/caldav",
+        json={"url": server.url("/principal/"), "username": "someone", "password": "pw"},
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    account_id: str = response.json()["id"]
+    return account_id
+
+
+async def test_an_address_book_the_server_lists_on_a_refused_address_is_never_reached(
+    stack: Stack, radicale: EmbeddedRadicale, user: str, refused: Listener
+) -> None:
+    with Listener(radicale.host, NamingServer(refused.url("/books/other/"), "book")) as server:
+        account_id = await connect_to(stack, user, server)
+        await sync(stack, account_id)
+        assert any(s.method == "REPORT" and s.path == "/books/mine/" for s in server.requests)
+    assert [(c["name"], c["email"]) for c in await contacts(stack, user)] == [("杨过", "yangguo@example.com")]
+    assert refused.connections == 0
+
+
+async def test_an_address_book_home_on_a_refused_address_is_not_read_at_all(
+    stack: Stack, db: AsyncEngine, radicale: EmbeddedRadicale, user: str, refused: Listener
+) -> None:
+    with Listener(radicale.host, NamingServer(refused.url("/books/"), "home")) as server:
+        account_id = await connect_to(stack, user, server)
+        await sync(stack, account_id)
+        # The address book home was asked for, and named the refused address.
+        assert any(b"addressbook-home-set" in s.body for s in server.requests)
+    assert await contacts(stack, user) == []
+    assert (
+        await scalar(db, "select count(*) from commands.caldav_books where account_id = :a", a=account_id)
+        == 0
+    )
+    assert refused.connections == 0
