@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 from xml.sax.saxutils import escape
 
@@ -23,6 +24,7 @@ from calagent.cli.stack import Stack
 from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
 from calagent.runtime.testing.listeners import Answer, Listener, Seen
 from calagent.runtime.testing.servers import Servers
+from calagent.runtime.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
@@ -368,3 +370,22 @@ async def test_an_address_book_home_on_a_refused_address_is_not_read_at_all(
         == 0
     )
     assert refused.connections == 0
+
+
+async def test_the_address_book_of_a_second_server_implementation_is_read_too(
+    stack: Stack, user: str, tmp_path: Path
+) -> None:
+    """Xandikos lays its address book out its own way (`--defaults`: /user/contacts/addressbook/);
+    discovery by the RFC finds it all the same."""
+    server = EmbeddedXandikos(tmp_path / "xandikos")
+    server.start()
+    try:
+        book = Book(Remote(server.url, "anyone", "any-password", server.calendar_url))
+        book.url = f"{server.url}contacts/addressbook/"
+        book.put("guo-jing", "郭靖", "guojing@example.com", nicknames=("靖哥哥",))
+        await connect(stack, user, book.remote)
+        assert [(c["name"], c["email"], c["aliases"], c["source"]) for c in await contacts(stack, user)] == [
+            ("郭靖", "guojing@example.com", ["靖哥哥"], "carddav")
+        ]
+    finally:
+        server.stop()
