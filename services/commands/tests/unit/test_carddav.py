@@ -192,3 +192,18 @@ def test_a_server_without_an_address_book_home_has_no_books() -> None:
         assert carddav.read(login(plain), {}) == []
         # The account URL, then the well-known entry point: nothing else is asked.
         assert [s.path for s in plain.requests] == ["/", "/.well-known/carddav"]
+
+
+def test_a_server_that_forbids_the_address_book_home_has_no_books() -> None:
+    def respond(seen: Seen) -> Answer:
+        if b"current-user-principal" in seen.body:
+            return multistatus(
+                response(
+                    seen.path, "<d:current-user-principal><d:href>/p/</d:href></d:current-user-principal>"
+                )
+            )
+        return Answer(403)
+
+    with Listener(ALLOWED, respond) as forbidding:
+        assert carddav.read(login(forbidding), {}) == []
+        assert [s.path for s in forbidding.requests] == ["/", "/p/"]

@@ -105,8 +105,8 @@ class Client:
         session.auth = (login.username, login.password)
 
     def request(self, method: str, url: str, body: bytes, depth: str) -> list[Answer] | None:
-        """The multistatus of one request; None when the server has no such thing here (a 4xx
-        other than an authentication refusal: not a CardDAV resource)."""
+        """The multistatus of one request; None when the server has no such thing here (any 4xx
+        but a refused login: no CardDAV here, or none this login may read — no address book)."""
         try:
             response = self.session.request(
                 method,
@@ -125,8 +125,8 @@ class Client:
                 raise NotAllowed() from exc
             raise Unavailable(f"the server could not be reached ({type(exc).__name__})") from exc
         status = int(response.status_code or 0)
-        if status in (401, 403):
-            raise Rejected(f"the server refused this login (HTTP {status})", status)
+        if status == 401:
+            raise Rejected("the server refused this login (HTTP 401)", status)
         if status >= 500 or status in (408, 429):
             raise Unavailable(f"the server answered HTTP {status}", status)
         if status != 207:
