@@ -35,6 +35,8 @@ class ContactOut(WireModel):
     email: str
     aliases: tuple[str, ...] = ()
     created_at: datetime
+    # "carddav": a card of a connected account's address book, read-only through this API.
+    source: Literal["own", "carddav"] = "own"
 
 
 class AddContact(WireModel):
@@ -74,7 +76,7 @@ class PeopleRequest(WireModel):
 
 
 class PeopleError(WireModel):
-    code: Literal["not_found", "invalid_email", "unavailable"]
+    code: Literal["not_found", "invalid_email", "unavailable", "read_only"]
     message: str
 
 

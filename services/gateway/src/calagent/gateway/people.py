@@ -2,7 +2,8 @@
 `POST /v1/mail-address`.
 
 The gateway checks the body's shape and asks commands over `calagent.people.manage`; commands owns
-the contacts and the addresses. Another user's contact id answers 404 like one that never existed.
+the contacts and the addresses. Another user's contact id answers 404 like one that never existed;
+a card of a connected address book (`"source": "carddav"`) is listed but not deleted here (409).
 """
 
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
@@ -58,6 +59,7 @@ def contact_view(contact: ContactOut) -> dict[str, Any]:
         "email": contact.email,
         "aliases": list(contact.aliases),
         "created_at": contact.created_at.isoformat(),
+        "source": contact.source,
     }
 
 
@@ -122,6 +124,8 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         )
         if isinstance(answer, JSONResponse):
             return answer
+        if answer.error is not None and answer.error.code == "read_only":
+            return _error(409, "read_only", answer.error.message)
         if not answer.deleted:
             return _error(404, "not_found", "no contact with this id")
         return Response(status_code=204)

@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from calagent.commands.adapters.tables import (
     ACTIVE_SQL,
     caldav_accounts,
+    caldav_cards,
     caldav_outbox,
     calendars,
     change_rows,
@@ -763,14 +764,30 @@ class SqlUnitOfWork:
     # ---- people ----------------------------------------------------------------------------------
 
     async def contacts(self, user_id: str) -> list[Contact]:
+        """The user's own contacts, then the cards of their connected address books."""
         rows = await self._run(
             select(contacts)
             .where(contacts.c.user_id == user_id)
             .order_by(contacts.c.created_at, contacts.c.id)
         )
+        cards = await self._run(
+            select(caldav_cards)
+            .where(caldav_cards.c.user_id == user_id)
+            .order_by(caldav_cards.c.name, caldav_cards.c.id)
+        )
         return [
             Contact(id=r.id, name=r.name, email=r.email, aliases=tuple(r.aliases), created_at=r.created_at)
             for r in rows
+        ] + [
+            Contact(
+                id=r.id,
+                name=r.name,
+                email=r.email,
+                aliases=tuple(r.aliases),
+                created_at=r.created_at,
+                source="carddav",
+            )
+            for r in cards
         ]
 
     async def add_contact(self, user_id: str, contact: Contact) -> None:

@@ -249,6 +249,37 @@ caldav_outbox = Table(
     Index("ix_caldav_outbox_user", "user_id", "id"),
 )
 
+# The address books of connected accounts (CardDAV) with the change token read last, and their
+# vCards as the user's read-only contacts (contract §16).
+caldav_books = Table(
+    "caldav_books",
+    metadata,
+    Column("account_id", String(32), ForeignKey("caldav_accounts.id", ondelete="CASCADE"), nullable=False),
+    Column("url", Text, nullable=False),
+    # DAV:sync-token, else CS:getctag: the same token again means the book did not change.
+    Column("token", Text, nullable=True),
+    PrimaryKeyConstraint("account_id", "url", name="pk_caldav_books"),
+)
+
+caldav_cards = Table(
+    "caldav_cards",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("account_id", String(32), ForeignKey("caldav_accounts.id", ondelete="CASCADE"), nullable=False),
+    Column("book_url", Text, nullable=False),
+    Column("href", Text, nullable=False),
+    Column("etag", Text, nullable=True),
+    Column("name", String(200), nullable=False),
+    # The address the card prefers (TYPE=pref, else its first); `emails` every address it has.
+    Column("email", String(254), nullable=False),
+    Column("emails", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("aliases", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("account_id", "href", name="uq_caldav_cards_href"),
+    Index("ix_caldav_cards_user", "user_id", "created_at"),
+)
+
 # ---- people (contract §16) ------------------------------------------------------------------------
 
 contacts = Table(

@@ -31,6 +31,7 @@ from calagent.commands.adapters.tables import (
 )
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
+from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, parse_resource
 from calagent.commands.domain.model import Event, local_uid
@@ -57,6 +58,7 @@ class InboundSync:
         self.guard = guard
         self.owner = owner
         self.fallback_tz = ZoneInfo(fallback_tz)
+        self.cards = CardSync(engine)
 
     async def sync_due(self, every: timedelta) -> SyncStats:
         """Sync every account not synced within `every` whose lease is free."""
@@ -136,6 +138,9 @@ class InboundSync:
                         remote.changes, account.login, calendar.url, calendar.sync_token
                     )
                     await self._apply(account, calendar.url, calendar.name, found, stats, listed_at)
+                # The address books after the calendars: a server that cannot serve them (or has
+                # none) leaves the calendars synced all the same.
+                await self.cards.sync(account)
                 synced = True
         except remote.RemoteError as exc:
             log.warning("inbound sync of account %s failed: %s", account_id, exc)

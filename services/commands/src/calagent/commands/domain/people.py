@@ -3,15 +3,18 @@
 The model names people the way the user did ("张三", "Bob", "bob@example.com"); code decides who
 that is. An address is taken as written. A name (or alias) matches when it is equal after case
 and whitespace are set aside; exactly one contact → that person, none or several → the request
-waits (`needs_attendee`) with the candidates. Pure: the contacts are passed in.
+waits (`needs_attendee`) with the candidates. The user's own contacts come before the cards of a
+connected address book: a card whose address an own contact has is that contact (its names lead to
+it too), so one person is never two candidates. Pure: the contacts are passed in.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Literal
 
 from calagent.contracts.people import Attendee
 
@@ -27,6 +30,8 @@ class Contact:
     email: str
     aliases: tuple[str, ...] = ()
     created_at: datetime | None = None
+    # "carddav": a card of a connected account's address book, read-only here.
+    source: Literal["own", "carddav"] = "own"
 
     def as_attendee(self) -> Attendee:
         return Attendee(name=self.name, email=self.email)
@@ -68,7 +73,23 @@ def _unique(people: Iterable[Attendee]) -> tuple[Attendee, ...]:
     return tuple(out)
 
 
+def directory(contacts: Sequence[Contact]) -> list[Contact]:
+    """One entry per address: own contacts first, in their order; a later contact (a card, or an
+    own contact again) with an address already there adds its names to that entry."""
+    by_address: dict[str, Contact] = {}
+    ordered = sorted(contacts, key=lambda c: c.source != "own")
+    for contact in ordered:
+        key = normal_address(contact.email)
+        first = by_address.get(key)
+        if first is None:
+            by_address[key] = contact
+        else:
+            by_address[key] = replace(first, aliases=(*first.aliases, contact.name, *contact.aliases))
+    return list(by_address.values())
+
+
 def resolve_one(requested: str, contacts: Sequence[Contact]) -> Attendee | Unresolved:
+    contacts = directory(contacts)
     text = requested.strip()
     if is_address(text):
         address = text.removeprefix("mailto:")

@@ -1,7 +1,8 @@
 """`calagent.people.manage`: the caller's contacts and private mail address.
 
 Everything is looked up by the envelope's user and the id together, so another user's contact id
-is answered exactly like one that does not exist.
+is answered exactly like one that does not exist. The cards of a connected address book are listed
+beside the user's own contacts and are read-only here: they change in the address book.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def _out(contact: Contact) -> ContactOut:
         email=contact.email,
         aliases=contact.aliases,
         created_at=contact.created_at,
+        source=contact.source,
     )
 
 
@@ -68,6 +70,18 @@ class People:
                 deleted = await uow.delete_contact(user_id, command.contact_id)
                 await uow.commit()
                 if not deleted:
+                    card = any(
+                        c.id == command.contact_id and c.source == "carddav"
+                        for c in await uow.contacts(user_id)
+                    )
+                    if card:
+                        return PeopleResult(
+                            error=PeopleError(
+                                code="read_only",
+                                message="this contact comes from a connected address book: "
+                                "change or remove it there",
+                            )
+                        )
                     return PeopleResult(
                         error=PeopleError(code="not_found", message="no contact with this id")
                     )
