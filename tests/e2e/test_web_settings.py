@@ -25,11 +25,11 @@ from calagent.scriptedmodel import ScriptedModelServer
 from .caldav_support import ALLOW_NETWORKS, radicale_server
 from .conftest import call, on_user, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually
-from .test_web import HEADER_ROWS, PHONE, Tab, browser, new_tab, served_gateway, tabs
+from .test_web import HEADER_ROWS, PHONE, Tab, browser, catalogs, new_tab, served_gateway, tabs
 
 pytestmark = pytest.mark.e2e
 
-__all__ = ["browser", "tabs"]  # fixtures shared with the page's other browser tests
+__all__ = ["browser", "catalogs", "tabs"]  # fixtures shared with the page's other browser tests
 
 MAIL_DOMAIN = "mail.test"
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -86,6 +86,14 @@ async def get_json(stack: Stack, user: str, path: str) -> Any:
     response = await stack.client.get(path, headers=stack.headers(user))
     assert response.status_code == 200, response.text
     return response.json()
+
+
+def shared_with(sharing: dict[str, Any]) -> list[str]:
+    return [share["user"] for share in sharing["shared_with"]]
+
+
+def shared_with_me(sharing: dict[str, Any]) -> list[str]:
+    return [share["user"] for share in sharing["shared_with_me"]]
 
 
 async def open_settings(page: Page) -> None:
@@ -286,7 +294,8 @@ def invitation(uid: str, people: dict[str, str]) -> str:
     calendar.add("prodid", "-//calagent tests//EN")
     calendar.add("version", "2.0")
     calendar.add_component(event)
-    return calendar.to_ical().decode()
+    body: bytes = calendar.to_ical()
+    return body.decode()
 
 
 async def test_an_events_details_show_its_organizer_and_each_attendees_answer(
@@ -326,3 +335,107 @@ async def test_an_events_details_show_its_organizer_and_each_attendees_answer(
         badge = details.locator(f'[data-fact="attendees"] li[data-email="{address}"] .badge')
         await expect(badge).to_have_attribute("data-i18n", f"people.status.{people[address].lower()}")
     await tab.shot("event-attendees")
+
+
+# ---- zone, language, working hours, address; sharing ---------------------------------------------------
+
+
+async def test_the_zone_language_hours_and_address_are_saved_read_back_and_change_the_page(
+    browser: Browser,
+    base_url: str,
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    tabs: list[Tab],
+    catalogs: dict[str, dict[str, str]],
+) -> None:
+    scripted.set_script(
+        script(
+            on_user(
+                "评审",
+                tool_calls=[call("prepare_or_create_schedule", title="评审", date="D+1", time="15:00")],
+            )
+        )
+    )
+    assert (await stack.chat(user, "明天下午三点评审")).json()["outcome"] == "created"
+    [event] = await read_events(stack, user)
+    tab = await new_tab(browser, base_url, tabs, locale="zh-CN")
+    await tab.sign_in(user)
+    page = tab.page
+    when = page.locator(f'#week-days .event[data-event-id="{event["id"]}"] .when')
+    await expect(when).to_have_text(re.compile(r"^15:00"))
+
+    await open_settings(page)
+    await expect(page.locator("#prefs-hours .hours-row")).to_have_count(7)
+    await page.fill("#prefs-tz", "Europe/Berlin")
+    await page.select_option("#prefs-lang", "en")
+    await page.fill("#prefs-email", f"{user}@example.com")
+    await page.fill("#hours-mon-from", "08:30")
+    await page.check("#hours-mon-on")
+    await page.uncheck("#hours-fri-on")
+    await page.check("#hours-sat-on")
+    await page.fill("#hours-sat-from", "10:00")
+    await page.fill("#hours-sat-until", "14:00")
+    await page.uncheck("#hours-sun-on")
+    await page.click("#prefs-form button[type=submit]")
+    await expect(page.locator("#prefs-status")).to_have_attribute("data-i18n", "settings.saved")
+
+    saved = await get_json(stack, user, "/v1/settings")
+    assert (saved["tz"], saved["language"], saved["email"]) == ("Europe/Berlin", "en", f"{user}@example.com")
+    hours = saved["work_hours"]
+    assert hours["mon"] == ["08:30", hours["mon"][1]]
+    assert hours["sat"] == ["10:00", "14:00"]
+    assert hours.get("fri") is None and hours.get("sun") is None
+    # The saved language is the page's at once, and the week is in the saved zone: 15:00 in
+    # Shanghai is 09:00 in Berlin (summer time).
+    assert await page.get_attribute("html", "lang") == "en"
+    await expect(page.locator("#settings-heading")).to_have_text(catalogs["en"]["settings.heading"])
+    await expect(page.locator("#chat-heading")).to_have_text(catalogs["en"]["chat.heading"])
+    await expect(when).to_have_text(re.compile(r"^09:00"))
+    await tab.shot("settings", "web-settings.png")
+
+    # A reload keeps both; the panel shows what is stored.
+    await page.keyboard.press("Escape")
+    await page.reload()
+    await expect(page.locator("#app")).to_be_visible()
+    assert await page.get_attribute("html", "lang") == "en"
+    await expect(when).to_have_text(re.compile(r"^09:00"))
+    await open_settings(page)
+    await expect(page.locator("#prefs-tz")).to_have_value("Europe/Berlin")
+    await expect(page.locator("#hours-sat-from")).to_have_value("10:00")
+    await expect(page.locator("#hours-fri-on")).not_to_be_checked()
+
+    # A zone that is none is refused, and nothing changes.
+    await page.fill("#prefs-tz", "Mars/Olympus_Mons")
+    await page.click("#prefs-form button[type=submit]")
+    await expect(page.locator("#prefs-status")).to_have_attribute("data-i18n", "settings.error")
+    assert (await get_json(stack, user, "/v1/settings"))["tz"] == "Europe/Berlin"
+    tab.allowed = ("status of 422",)
+
+
+async def test_free_busy_is_shared_with_a_user_seen_by_them_and_stopped(
+    browser: Browser, base_url: str, stack: Stack, user: str, tabs: list[Tab]
+) -> None:
+    friend = f"{user}-friend"
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    await open_settings(page)
+    await page.fill("#sharing-with", friend)
+    await page.press("#sharing-with", "Enter")
+    shared = page.locator(f'#sharing-list li[data-user="{friend}"]')
+    await expect(shared).to_have_count(1)
+    assert friend in shared_with(await get_json(stack, user, "/v1/sharing"))
+    assert user in shared_with_me(await get_json(stack, friend, "/v1/sharing"))
+
+    # The friend sees who shares with them.
+    other = await new_tab(browser, base_url, tabs)
+    await other.sign_in(friend)
+    await open_settings(other.page)
+    await expect(other.page.locator(f'#sharing-from li[data-user="{user}"]')).to_have_count(1)
+    await other.shot("settings-shared-with-me")
+
+    await shared.locator("button").click()
+    await expect(page.locator("#sharing-list li")).to_have_count(0)
+    assert shared_with(await get_json(stack, user, "/v1/sharing")) == []
+    assert shared_with_me(await get_json(stack, friend, "/v1/sharing")) == []

@@ -280,12 +280,6 @@ async function showMailAddress() {
 
 // ---- free/busy sharing (contract §16) -----------------------------------------------------------------
 
-// Who I share with, and who shares with me, as lists of `{user}`.
-function sharesOf(body, side) {
-  const list = side === "mine" ? body.shared_with ?? body.sharing ?? [] : body.shared_with_me ?? body.shared_by ?? [];
-  return list.map((share) => (typeof share === "string" ? { user: share } : { user: share.user ?? share.with ?? share.owner }));
-}
-
 function shareItem(share) {
   const item = el("li", { cls: "share" });
   item.dataset.user = share.user;
@@ -299,8 +293,9 @@ function shareItem(share) {
 async function loadSharing() {
   try {
     const body = await (await api("/v1/sharing")).json();
-    const mine = sharesOf(body, "mine");
-    const theirs = sharesOf(body, "theirs");
+    // Whom I share my free/busy with, and who shares theirs with me: `[{user, level, created_at}]`.
+    const mine = body.shared_with ?? [];
+    const theirs = body.shared_with_me ?? [];
     $("sharing-list").replaceChildren(...mine.map(shareItem));
     $("sharing-from").replaceChildren(
       ...theirs.map((share) => {
