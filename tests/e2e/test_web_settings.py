@@ -392,6 +392,7 @@ async def test_the_zone_language_hours_and_address_are_saved_read_back_and_chang
     await expect(page.locator("#settings-heading")).to_have_text(catalogs["en"]["settings.heading"])
     await expect(page.locator("#chat-heading")).to_have_text(catalogs["en"]["chat.heading"])
     await expect(when).to_have_text(re.compile(r"^09:00"))
+    await page.evaluate("document.getElementById('settings').scrollTop = 0")
     await tab.shot("settings", "web-settings.png")
 
     # A reload keeps both; the panel shows what is stored.

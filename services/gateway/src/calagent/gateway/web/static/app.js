@@ -7,9 +7,8 @@
 import { bindViews, bindWeek } from "./calendar.js";
 import { bindComposer, bindHistory } from "./chat.js";
 import { bindDetails } from "./details.js";
-import { setLang } from "./i18n.js";
 import { bindSignIn, signInWith, signInWithCookie, signInWithLink } from "./session.js";
-import { bindSettings } from "./settings.js";
+import { bindSettings, switchLanguage } from "./settings.js";
 import { $, TOKEN_KEY, state } from "./state.js";
 
 // ---- start -------------------------------------------------------------------------------------
@@ -28,7 +27,7 @@ async function main() {
   bindDetails();
   bindHistory();
   bindSettings();
-  $("lang-switch").addEventListener("click", () => setLang(state.lang === "zh" ? "en" : "zh"));
+  $("lang-switch").addEventListener("click", switchLanguage);
   document.body.dataset.ready = "true";
   // A one-time sign-in link (`calagent login-link USER`): its credential rides in the fragment,
   // which no request carries; it is taken out of the address at once.

@@ -145,6 +145,18 @@ export async function loadSavedSettings() {
   }
 }
 
+// The header's switch: the page's language now, and the user's saved one from now on.
+export async function switchLanguage() {
+  const lang = state.lang === "zh" ? "en" : "zh";
+  setLang(lang);
+  if (!state.session) return;
+  try {
+    await api("/v1/settings", { method: "PUT", body: { language: lang } });
+  } catch {
+    // The page is switched either way; the next sign-in follows the browser or the saved choice.
+  }
+}
+
 async function savePrefs(submitted) {
   submitted.preventDefault();
   const status = $("prefs-status");
