@@ -100,7 +100,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0007c"
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0008s"
 
 
 # ---- create and every stub status ------------------------------------------------------------------
