@@ -406,6 +406,14 @@ async def test_the_zone_language_hours_and_address_are_saved_read_back_and_chang
     await expect(page.locator("#hours-sat-from")).to_have_value("10:00")
     await expect(page.locator("#hours-fri-on")).not_to_be_checked()
 
+    # Another browser, in Chinese, with none of this tab's cookies: the saved choices follow the user.
+    elsewhere = await new_tab(browser, base_url, tabs, locale="zh-CN")
+    await elsewhere.sign_in(user)
+    await expect(elsewhere.page.locator("html")).to_have_attribute("lang", "en")
+    await expect(
+        elsewhere.page.locator(f'#week-days .event[data-event-id="{event["id"]}"] .when')
+    ).to_have_text(re.compile(r"^09:00"))
+
     # A zone that is none is refused, and nothing changes.
     await page.fill("#prefs-tz", "Mars/Olympus_Mons")
     await page.click("#prefs-form button[type=submit]")

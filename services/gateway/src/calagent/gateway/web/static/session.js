@@ -39,8 +39,8 @@ async function startSession(token) {
   say($("who"), "user.signed_in_as", { user: state.session.user_id, tz: state.session.tz }).hidden = false;
   state.weekStart = mondayOf(todayYmd());
   $("composer-input").focus();
-  await loadSavedSettings();
-  await Promise.all([loadHistory(), loadCommand(), loadWeek(), loadChanges()]);
+  // The saved language and zone are applied as they arrive, alongside the rest.
+  await Promise.all([loadSavedSettings(), loadHistory(), loadCommand(), loadWeek(), loadChanges()]);
 }
 
 export function signOut(reasonKey) {
