@@ -302,12 +302,15 @@ async def test_in_chromium_sign_in_with_the_issuer_then_a_change_then_sign_out(
             who = await page.evaluate("fetch('/web/session').then((r) => r.json())")
             assert who["user_id"] == "oidc-erin"
 
-            # A change from the page (a private feed address) carries the CSRF token and is accepted.
+            # A change from the page (a private feed address, in the settings panel) carries the CSRF
+            # token and is accepted.
+            await page.click("#settings-open")
             await page.click("#feed-create")
             await expect(page.locator("#feed-url")).to_have_value(re.compile(r"/feeds/[A-Za-z0-9_-]+\.ics$"))
             feed_url = await page.locator("#feed-url").input_value()
             async with httpx.AsyncClient(timeout=10) as client:
                 assert (await client.get(feed_url)).status_code == 200
+            await page.keyboard.press("Escape")
 
             await page.click("#sign-out")
             await expect(page.locator("#signin")).to_be_visible()

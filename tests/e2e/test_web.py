@@ -690,6 +690,9 @@ async def test_the_private_feed_address_is_created_shown_and_copied(
     await tab.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
     await tab.sign_in(user)
     page = tab.page
+    # The feed lives in the settings panel, opened from the header.
+    await page.click("#settings-open")
+    await expect(page.locator("#settings")).to_be_visible()
     await page.click("#feed-create")
     url_field = page.locator("#feed-url")
     await expect(url_field).to_have_value(re.compile(r"/feeds/[A-Za-z0-9_-]{16,128}\.ics$"))

@@ -36,7 +36,7 @@ from calagent.scriptedmodel import Script, ScriptedModelServer
 
 pytestmark = pytest.mark.eval
 
-# Contract §5, §9 and §15, written out: every tool's fixed name, kind and argument names.
+# Contract §5, §9, §15 and §16, written out: every tool's fixed name, kind and argument names.
 CONTRACT_TOOLS: dict[str, tuple[str, set[str]]] = {
     "prepare_or_create_schedule": (
         "terminal",
@@ -44,7 +44,7 @@ CONTRACT_TOOLS: dict[str, tuple[str, set[str]]] = {
         | {"recurrence", "end_date", "reminder_minutes"},
     ),
     "query_schedule_range": ("terminal", {"start", "end", "incomplete_only"}),
-    "suggest_free_time": ("terminal", {"start", "end", "duration_minutes"}),
+    "suggest_free_time": ("terminal", {"start", "end", "duration_minutes", "attendees"}),
     "cancel_schedule_command": ("terminal", {"command_id"}),
     "save_memory": ("terminal", {"content"}),
     "search_memory": ("intermediate", {"query"}),

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from calagent.gateway.auth import issue_token, verify_token
 from calagent.gateway.web import page_router
 from calagent.gateway.web.i18n import CATALOG, LANGS, PLACEHOLDER, negotiate
-from calagent.gateway.web.routes import STATIC, STATIC_FILES, TEMPLATES
+from calagent.gateway.web.routes import SCRIPT_MODULES, STATIC, STATIC_FILES, TEMPLATES
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import Settings
 
@@ -23,6 +23,11 @@ pytestmark = pytest.mark.unit
 
 SECRET = "unit-test-secret-that-is-long-enough-for-hs256"
 NOW = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+
+
+def page_script() -> str:
+    """Every module of the page's script, as one text."""
+    return "\n".join((STATIC / name).read_text() for name in SCRIPT_MODULES)
 
 
 def client(secret: str = SECRET, *, dev_signin: bool = False) -> TestClient:
@@ -87,6 +92,7 @@ DYNAMIC_PREFIXES = (
     "rule.",
     "changes.kind.",
     "changes.source.",
+    "people.status.",
 )
 KEY_PREFIXES = (
     "app",
@@ -106,11 +112,16 @@ KEY_PREFIXES = (
     "view",
     "month",
     "changes",
+    "settings",
+    "accounts",
+    "mail",
+    "sharing",
+    "people",
 )
 
 
 def test_every_key_the_page_uses_is_in_the_catalog_and_every_key_is_used() -> None:
-    script = (STATIC / "app.js").read_text()
+    script = page_script()
     template = (TEMPLATES / "index.html").read_text()
     prefixes = "|".join(KEY_PREFIXES)
     literal = re.compile(rf"""["']((?:{prefixes})(?:\.[a-z0-9_]+)+)["']""")
@@ -170,16 +181,30 @@ def test_the_page_has_a_policy_that_allows_nothing_inline_and_needs_nothing_inli
 
 
 def test_the_script_builds_the_page_without_html_strings_or_eval() -> None:
-    script = (STATIC / "app.js").read_text()
+    script = page_script()
     for risky in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert risky not in script, risky
     # Styles change through the CSSOM only, which the policy allows; never a style attribute.
     assert 'setAttribute("style"' not in script and "cssText" not in script
 
 
+def test_the_script_is_modules_of_this_origin_that_import_only_each_other() -> None:
+    html = client().get("/").text
+    assert re.findall(r"<script\b[^>]*>", html) == ['<script type="module" src="/web/static/app.js">']
+    imported: set[str] = {"app.js"}
+    for name in SCRIPT_MODULES:
+        sources = re.findall(r"""\bfrom\s+["']([^"']+)["']|\bimport\s*\(""", (STATIC / name).read_text())
+        assert all(re.fullmatch(r"\./[a-z0-9]+\.js", s) for s in sources), (name, sources)
+        imported |= {s.removeprefix("./") for s in sources}
+    # Every module is reached from app.js and served; none is left over.
+    assert imported == set(SCRIPT_MODULES)
+    for name in SCRIPT_MODULES:
+        assert len((STATIC / name).read_text().splitlines()) <= 500, name
+
+
 def test_every_field_of_the_page_has_a_label() -> None:
     html = client().get("/").text
-    fields = re.findall(r"<(?:input|textarea)\b[^>]*\bid=\"([^\"]+)\"", html)
+    fields = re.findall(r"<(?:input|textarea|select)\b[^>]*\bid=\"([^\"]+)\"", html)
     assert fields
     for field in fields:
         assert f'for="{field}"' in html, field

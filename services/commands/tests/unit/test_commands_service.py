@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import (
     CancelStub,
     ExportIcs,
@@ -275,10 +276,23 @@ async def test_suggest_free(harness: Any) -> None:
     result = await harness.service.query(
         SuggestFree(envelope=env(), start_symbol="D", end_symbol="D+3", duration_minutes=60)
     )
+    # The 25th is busy beyond 17:30; the 26th is a Saturday, outside the default working week.
+    assert [s.start.isoformat() for s in result.free_slots] == ["2026-09-24T10:00:00+08:00"]
+    assert result.no_slot_reason is None
+
+
+async def test_suggest_free_follows_the_working_week_the_user_saved(harness: Any) -> None:
+    await harness.service.execute(create(title="A", date="D+1", time="09:00", end_time="17:30"))
+    harness.state.settings["alice"] = StoredSettings(
+        work_hours={"thu": ("14:00", "16:00"), "sat": ("10:00", "12:00")}
+    )
+    result = await harness.service.query(
+        SuggestFree(envelope=env(), start_symbol="D", end_symbol="D+3", duration_minutes=60)
+    )
     assert [s.start.isoformat() for s in result.free_slots] == [
-        "2026-09-24T10:00:00+08:00",
-        "2026-09-26T09:00:00+08:00",
-    ]  # the 25th is busy beyond 17:30 and D+3 is exclusive
+        "2026-09-24T14:00:00+08:00",
+        "2026-09-26T10:00:00+08:00",
+    ]
 
 
 async def test_invalid_zone_is_an_error(harness: Any) -> None:

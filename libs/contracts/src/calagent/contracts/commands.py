@@ -359,6 +359,10 @@ class SuggestFree(WireModel):
     end_symbol: str
     duration_minutes: int = Field(ge=5, le=24 * 60)
     max_suggestions: int = Field(default=3, ge=1, le=10)
+    # The people the time must suit, as the model named them (contract §16).
+    attendees: tuple[Annotated[str, Field(min_length=1, max_length=254)], ...] = Field(
+        default=(), max_length=20
+    )
 
 
 class GetActiveStub(WireModel):
@@ -456,6 +460,19 @@ class FreeSlot(WireModel):
     weekday: int
 
 
+# Why a suggestion found no slot: nothing of the range is ahead; the working hours of the people
+# counted do not meet in it; they meet, but busy time (or the length asked for) leaves no slot.
+NoSlotReason = Literal["past", "no_common_hours", "busy"]
+
+
+class SuggestionPeople(WireModel):
+    """Whose time a suggestion counted besides the caller's, and whose it could not (they share no
+    free/busy with the caller, or are not users here): by the names the model gave, nothing more."""
+
+    counted: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+
+
 class SyncNotice(WireModel):
     """A delivery to the connected calendar that did not go through as written, told once in the
     next receipt: refused by the server, or kept in the server's version (both sides changed it)."""
@@ -478,5 +495,8 @@ class QueryResult(WireModel):
     # With the turn's context: CalDAV deliveries since the last turn that need saying.
     sync_notices: tuple[SyncNotice, ...] = ()
     changes: tuple[LoggedChangeOut, ...] = ()
+    # A suggestion: with attendees, who counted; with no slot, why.
+    people: SuggestionPeople | None = None
+    no_slot_reason: NoSlotReason | None = None
     error: CommandError | None = None
     db_ms: float = 0.0

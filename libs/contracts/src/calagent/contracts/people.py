@@ -13,11 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from calagent.contracts.address import EMAIL_MAX as EMAIL_MAX
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.settings import AnySettingsCommand, SettingsOut, SharingOut
 
 NAME_MAX = 200
-EMAIL_MAX = 254
 ALIASES_MAX = 20
 # RFC 5545 PARTSTAT values of a VEVENT attendee.
 PartStat = Literal["NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"]
@@ -68,7 +69,9 @@ class GetMailAddress(WireModel):
     envelope: Envelope
 
 
-AnyPeopleCommand = AddContact | ListContacts | DeleteContact | GetMailAddress
+AnyContactCommand = AddContact | ListContacts | DeleteContact | GetMailAddress
+# Settings and sharing (`contracts.settings`) travel on the same subject: the same two sides.
+AnyPeopleCommand = AnyContactCommand | AnySettingsCommand
 
 
 class PeopleRequest(WireModel):
@@ -76,7 +79,7 @@ class PeopleRequest(WireModel):
 
 
 class PeopleError(WireModel):
-    code: Literal["not_found", "invalid_email", "unavailable", "read_only"]
+    code: Literal["not_found", "invalid_email", "invalid_settings", "unavailable", "read_only"]
     message: str
 
 
@@ -85,4 +88,6 @@ class PeopleResult(WireModel):
     contacts: tuple[ContactOut, ...] = ()
     deleted: bool = False
     address: str | None = None
+    settings: SettingsOut | None = None
+    sharing: SharingOut | None = None
     error: PeopleError | None = None

@@ -175,11 +175,21 @@ class QueryScheduleRange(ToolArgs):
 
 
 class SuggestFreeTime(ToolArgs):
-    """Suggest free slots of the given length inside a range, within working hours."""
+    """Suggest free slots of the given length inside a range, within working hours; with
+    attendees, times that suit them too."""
 
     start: str = Field(pattern=RANGE_SYMBOL_PATTERN)
     end: str = Field(pattern=RANGE_SYMBOL_PATTERN)
     duration_minutes: int = Field(ge=5, le=24 * 60)
+    attendees: list[Person] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=ATTENDEES_MAX,
+        description=(
+            "the other people the time must suit, each a name as the user said it or an e-mail "
+            "address; code counts only those who share their free/busy with the user"
+        ),
+    )
 
 
 class CancelScheduleCommand(ToolArgs):

@@ -254,6 +254,13 @@ class ModelUsage(WireModel):
         return self.prompt_tokens + self.completion_tokens
 
 
+class SlotView(WireModel):
+    """One time a suggestion offers (contract §16), in the user's zone."""
+
+    start: datetime
+    end: datetime
+
+
 class TurnAnswer(WireModel):
     """The body of `POST /v1/chat` (contract §4)."""
 
@@ -271,10 +278,15 @@ class TurnAnswer(WireModel):
     # Set only when the turn was refused at once because the model endpoint is treated as down
     # (its circuit is open): the gateway answers 503 `model_unavailable` with this `Retry-After`.
     retry_after_s: float | None = None
+    # A suggestion's slots (contract §16): present, possibly empty, on a turn that suggested times.
+    slots: tuple[SlotView, ...] | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _drop_empty(handler(self), ("retry_after_s", "change_ids"))
+        data = _drop_empty(handler(self), ("retry_after_s", "change_ids"))
+        if data.get("slots") is None:
+            data.pop("slots", None)
+        return data
 
 
 class TurnEvent(WireModel):

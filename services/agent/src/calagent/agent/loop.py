@@ -211,6 +211,7 @@ class TurnRunner:
             model_calls=state.model_calls,
             retry_after_s=state.retry_after_s,
             change_ids=tuple(state.change_ids),
+            slots=None if state.slots is None else tuple(state.slots),
         )
         tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):

@@ -10,7 +10,15 @@ from calagent.agent.domain.receipts import View
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, SyncNotice, WriteSource
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply
-from calagent.contracts.turns import EventView, Flag, ModelUsage, Outcome, ToolCallOut, TurnRequested
+from calagent.contracts.turns import (
+    EventView,
+    Flag,
+    ModelUsage,
+    Outcome,
+    SlotView,
+    ToolCallOut,
+    TurnRequested,
+)
 from calagent.runtime.timeline import Timeline
 
 
@@ -44,6 +52,7 @@ class TurnState:
     tool_errors: int = 0
     events: list[EventView] = field(default_factory=list)
     change_ids: list[str] = field(default_factory=list)  # the changes the turn's writes committed
+    slots: list[SlotView] | None = None  # the times a suggestion offered
     # Every terminal result of the turn, in order: a turn may write once per model response, and
     # the reply lists every one of them.
     finished: list[Finished] = field(default_factory=list)

@@ -49,7 +49,7 @@ from calagent.contracts.tools import (
     UndoChange,
     UpdateSchedule,
 )
-from calagent.contracts.turns import Outcome, event_view
+from calagent.contracts.turns import Outcome, SlotView, event_view
 from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settle import is_transient
@@ -329,12 +329,20 @@ class Tools:
                 start_symbol=args.start,
                 end_symbol=args.end,
                 duration_minutes=args.duration_minutes,
+                attendees=tuple(args.attendees or ()),
             ),
         )
         if isinstance(result, ToolResult):
             return result
+        state.slots = [SlotView(start=s.start, end=s.end) for s in result.free_slots]
         with state.timeline.segment("receipt"):
-            reply = receipts.free_time_receipt(result.free_slots, args.duration_minutes, state.view)
+            reply = receipts.free_time_receipt(
+                result.free_slots,
+                args.duration_minutes,
+                state.view,
+                people=result.people,
+                no_slot_reason=result.no_slot_reason,
+            )
         return ToolResult("suggested", finished=Finished("suggested", reply))
 
     async def find_events(self, state: TurnState, args: FindEvents) -> ToolResult:

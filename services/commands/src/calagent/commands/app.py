@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
+from calagent.commands.adapters.zones import KvZones
 from calagent.commands.caldav.accounts import Accounts
 from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
@@ -21,6 +22,7 @@ from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.people.contacts import People
 from calagent.commands.people.invitations import Invitations
 from calagent.commands.people.mailer import MailOutbox, SmtpTarget
+from calagent.commands.people.settings import SETTINGS_COMMANDS, SettingsDesk
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts import wire
 from calagent.contracts.caldav import (
@@ -54,6 +56,7 @@ class CommandsService:
         self.handlers: Handlers | None = None
         self.accounts: Accounts | None = None
         self.people: People | None = None
+        self.settings_desk: SettingsDesk | None = None
         self.sync: SyncWorker | None = None
         self._wakes: TopicPublisher[OutboxWake] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -76,6 +79,7 @@ class CommandsService:
         self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
         self.people = People(store, self.clock, self.settings.mail_domain)
+        self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
@@ -140,11 +144,13 @@ class CommandsService:
             return await accounts.listing(command)
 
     async def on_people(self, request: PeopleRequest) -> PeopleResult:
-        people = self.people
-        if people is None:
+        people, desk = self.people, self.settings_desk
+        if people is None or desk is None:
             raise RuntimeError("commands is not started")
         command = request.command
         with transient_failures(f"people.{command.kind}"):
+            if isinstance(command, SETTINGS_COMMANDS):
+                return await desk.run(command)
             return await people.run(command)
 
     async def stop(self) -> None:

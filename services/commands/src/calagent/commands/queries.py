@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.freetime import free_slots
-from calagent.commands.domain.model import Event
-from calagent.commands.domain.series import expand
+from calagent.commands.domain.freetime import common_slots, why_none
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import Store, TimePort, UnitOfWork
+from calagent.commands.reads import events_in as events_in
+from calagent.commands.suggestions import suggestion_people
 from calagent.commands.views import change_out, event_out, render_ics, stub_out
 from calagent.contracts.commands import (
     AnyQuery,
@@ -54,14 +54,6 @@ FEED_NOT_FOUND = "no feed at this address"
 Query = AnyQuery
 
 
-async def events_in(
-    uow: UnitOfWork, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
-) -> list[Event]:
-    """Every event and series occurrence overlapping [start, end): the one way reads see series."""
-    rows = await uow.events_overlapping(user_id, start, end, incomplete_only=incomplete_only)
-    return expand(rows, start, end)
-
-
 def title_matches(title: str, text: str | None) -> bool:
     """Any of the words (or the whole text, for scripts without spaces) appears in the title."""
     if not text or not text.strip():
@@ -77,6 +69,7 @@ class QueryConfig:
     working_hours: tuple[time, time]
     holiday_country: str
     calendars_by_lang: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    default_tz: str = "Asia/Shanghai"
 
     def new_calendars(self, lang: str | None) -> tuple[str, ...]:
         """A new user's calendars, named in the language of the request that makes them."""
@@ -207,16 +200,21 @@ class Queries:
             return bounds
         start, end = bounds
         async with self.store.unit_of_work() as uow:
-            events = await events_in(
-                uow, query.envelope.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
+            found = await suggestion_people(
+                uow,
+                query,
+                (start - ALL_DAY_SLACK, end + ALL_DAY_SLACK),
+                tz,
+                self.config.working_hours,
+                self.config.default_tz,
             )
-        slots = free_slots(
+        now = query.envelope.occurred_at
+        slots = common_slots(
+            found.people,
             start,
             end,
-            events,
             duration=timedelta(minutes=query.duration_minutes),
-            working_hours=self.config.working_hours,
-            now=query.envelope.occurred_at,
+            now=now,
             tz=tz,
             limit=query.max_suggestions,
         )
@@ -227,6 +225,8 @@ class Queries:
                 FreeSlot(start=s.astimezone(tz), end=e.astimezone(tz), weekday=s.astimezone(tz).isoweekday())
                 for s, e in slots
             ),
+            people=found.named if query.attendees else None,
+            no_slot_reason=None if slots else why_none(found.people, start, end, now),
             db_ms=uow.db_ms,
         )
 

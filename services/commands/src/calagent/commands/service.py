@@ -26,6 +26,8 @@ class CommandConfig:
     # A new user's calendars by the language of the request that makes them.
     calendars_by_lang: dict[str, tuple[str, ...]] = field(default_factory=dict)
     mail_domain: str = "calagent.localhost"
+    # The zone of a user who saved none, when their token's is not at hand (another person's).
+    default_tz: str = "Asia/Shanghai"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CommandConfig:
@@ -36,6 +38,7 @@ class CommandConfig:
             working_hours=parse_working_hours(settings.working_hours),
             holiday_country=settings.holiday_country,
             mail_domain=settings.mail_domain,
+            default_tz=settings.default_tz,
         )
 
 
@@ -51,7 +54,11 @@ class CommandService:
             store,
             time_port,
             QueryConfig(
-                config.calendars, config.working_hours, config.holiday_country, config.calendars_by_lang
+                config.calendars,
+                config.working_hours,
+                config.holiday_country,
+                config.calendars_by_lang,
+                default_tz=config.default_tz,
             ),
             clock,
         )

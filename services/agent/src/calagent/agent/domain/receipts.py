@@ -18,8 +18,10 @@ from calagent.contracts.commands import (
     CommandResult,
     EventOut,
     FreeSlot,
+    NoSlotReason,
     QueryResult,
     StubOut,
+    SuggestionPeople,
     SyncNotice,
 )
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
@@ -472,16 +474,51 @@ def query_receipt(result: QueryResult, view: View) -> str:
     return f"{head}\n{lines}"
 
 
-def free_time_receipt(slots: Sequence[FreeSlot], duration: int, view: View) -> str:
+def free_time_receipt(
+    slots: Sequence[FreeSlot],
+    duration: int,
+    view: View,
+    *,
+    people: SuggestionPeople | None = None,
+    no_slot_reason: NoSlotReason | None = None,
+) -> str:
     zh = view.zh
-    if not slots:
-        return (
-            f"这段时间里没有连续 {duration} 分钟的空闲（工作时间内）。"
+    lines: list[str] = []
+    if people is not None and people.counted:
+        names = "、".join(people.counted) if zh else ", ".join(people.counted)
+        lines.append(
+            f"已按 {names} 的忙闲和工作时间安排。"
             if zh
-            else f"No free {duration}-minute slot in that range (within working hours)."
+            else f"Counting the free/busy and working hours of {names}."
         )
-    lines = "\n".join(f"- {view.span(s.start, s.end)}" for s in slots)
-    return f"可以考虑这些空闲时间：\n{lines}" if zh else f"Free slots you could use:\n{lines}"
+    if people is not None and people.unknown:
+        names = "、".join(people.unknown) if zh else ", ".join(people.unknown)
+        lines.append(
+            f"{names} 的忙闲未知（没有与你共享），按空闲计算。"
+            if zh
+            else f"Unknown free/busy for {names} (not shared with you): counted as free."
+        )
+    if not slots:
+        if no_slot_reason == "no_common_hours":
+            lines.append(
+                "这段时间里大家的工作时间没有重叠。"
+                if zh
+                else "Your working hours do not overlap in that range."
+            )
+        elif no_slot_reason == "past":
+            lines.append("这段时间已经过去了。" if zh else "That range is already over.")
+        else:
+            lines.append(
+                f"这段时间里没有连续 {duration} 分钟的共同空闲（工作时间内）。"
+                if zh and people is not None and people.counted
+                else f"这段时间里没有连续 {duration} 分钟的空闲（工作时间内）。"
+                if zh
+                else f"No free {duration}-minute slot in that range (within working hours)."
+            )
+        return "\n".join(lines)
+    listed = "\n".join(f"- {view.span(s.start, s.end)}" for s in slots)
+    lines.append(f"可以考虑这些空闲时间：\n{listed}" if zh else f"Free slots you could use:\n{listed}")
+    return "\n".join(lines)
 
 
 def memory_saved_receipt(content: str, lang: Lang) -> str:

@@ -14,7 +14,7 @@ from calagent.commands.ports import Store
 from calagent.commands.txn import new_id
 from calagent.contracts.people import (
     AddContact,
-    AnyPeopleCommand,
+    AnyContactCommand,
     ContactOut,
     DeleteContact,
     GetMailAddress,
@@ -47,7 +47,7 @@ class People:
         self.clock = clock
         self.mail_domain = mail_domain
 
-    async def run(self, command: AnyPeopleCommand) -> PeopleResult:
+    async def run(self, command: AnyContactCommand) -> PeopleResult:
         user_id = command.envelope.user_id
         async with self.store.unit_of_work() as uow:
             if isinstance(command, AddContact):

@@ -98,6 +98,7 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.status.needs_time": ("需要一个时间", "Needs a time"),
     "card.status.conflict": ("与已有日程冲突", "Conflicts with your calendar"),
     "card.status.held": ("等你确认", "Waiting for your confirmation"),
+    "card.status.needs_attendee": ("需要确认是谁", "Needs a person"),
     "card.known": ("已知信息", "What is known"),
     "card.field.title": ("标题", "Title"),
     "card.field.date": ("日期", "Date"),
@@ -134,6 +135,10 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.why.change_confirmation": (
         "改动和删除都要你确认后才生效。",
         "Changes and removals take effect only once you confirm.",
+    ),
+    "card.why.sends_invitations": (
+        "确认后才会给参与者发邀请邮件。",
+        "The invitations are e-mailed to the attendees only once you confirm.",
     ),
     "card.why.automation_plan": (
         "自动化只保存为方案，不会自己运行。",
@@ -245,6 +250,88 @@ CATALOG: dict[str, tuple[str, str]] = {
         "Could not copy; select the address and copy it.",
     ),
     "feed.error": ("没有创建成功：{message}", "Could not create it: {message}"),
+    # ---- settings
+    "settings.open": ("设置", "Settings"),
+    "settings.heading": ("设置", "Settings"),
+    "settings.close": ("关闭", "Close"),
+    "settings.prefs": ("时区、语言和工作时间", "Zone, language and working hours"),
+    "settings.tz": ("时区", "Time zone"),
+    "settings.tz_help": (
+        "IANA 时区名，例如 Asia/Shanghai。“明天”“下午三点”都按这个时区理解，日程也按它显示。",
+        "An IANA zone name such as Europe/Berlin. “Tomorrow” and “3pm” are read in it, and the "
+        "calendar is shown in it.",
+    ),
+    "settings.language": ("语言", "Language"),
+    "settings.language_auto": ("跟随浏览器", "As the browser says"),
+    "settings.email": ("我的电子邮件地址", "My e-mail address"),
+    "settings.email_help": (
+        "别人的联系人里写着这个地址时，指的就是你（用于找大家都有空的时间）。",
+        "A contact with this address is you (used to find a time that suits several people).",
+    ),
+    "settings.hours": ("工作时间", "Working hours"),
+    "settings.works": ("上班", "Working"),
+    "settings.from": ("开始", "From"),
+    "settings.until": ("结束", "Until"),
+    "settings.save": ("保存", "Save"),
+    "settings.saved": ("已保存。", "Saved."),
+    "settings.error": ("没有保存：{message}", "Not saved: {message}"),
+    "settings.load_error": ("读取设置失败：{message}", "Could not load the settings: {message}"),
+    # ---- connected calendars
+    "accounts.heading": ("已连接的日历", "Connected calendars"),
+    "accounts.empty": ("还没有连接其他日历。", "No calendar account is connected yet."),
+    "accounts.account": ("{user} · {host}", "{user} · {host}"),
+    "accounts.default": ("新日程写入", "New events go to"),
+    "accounts.disconnect": ("断开 {host}", "Disconnect {host}"),
+    "accounts.connect_heading": ("连接 CalDAV 日历", "Connect a CalDAV calendar"),
+    "accounts.url": ("服务器地址", "Server address"),
+    "accounts.user": ("用户名", "User name"),
+    "accounts.password": ("应用专用密码", "App password"),
+    "accounts.password_help": (
+        "密码加密保存，只用来同步日历，任何回答里都不会出现。",
+        "The password is stored encrypted, used only to sync, and never shown again.",
+    ),
+    "accounts.connect": ("连接", "Connect"),
+    "accounts.connecting": ("正在连接…", "Connecting…"),
+    "accounts.connected": ("已连接。", "Connected."),
+    "accounts.default_set": ("默认日历已更改。", "The default calendar is changed."),
+    "accounts.disconnected": ("已断开。", "Disconnected."),
+    "accounts.error": ("没有完成：{message}", "Not done: {message}"),
+    # ---- the private mail address
+    "mail.heading": ("私密邮件地址", "Private mail address"),
+    "mail.help": (
+        "把邀请或邮件转发到这个地址，助手会读到它；别人回复你的邀请也会寄到这里。不要公开它。",
+        "Forward invitations or mail to this address and the assistant reads them; replies to your "
+        "invitations come back here. Keep it to yourself.",
+    ),
+    "mail.show": ("显示我的私密邮件地址", "Show my private mail address"),
+    "mail.label": ("私密邮件地址", "Private mail address"),
+    "mail.error": ("没有拿到地址：{message}", "Could not get the address: {message}"),
+    # ---- free/busy sharing
+    "sharing.heading": ("共享忙闲", "Free/busy sharing"),
+    "sharing.help": (
+        "让这里的其他用户在找共同空闲时间时看到你什么时候忙；他们只看到忙闲，看不到标题、地点或备注。",
+        "Let another user here see when you are busy when they look for a time that suits you both; "
+        "they see busy times only, never titles, places or notes.",
+    ),
+    "sharing.with": ("对方的用户名", "Their user name"),
+    "sharing.add": ("共享", "Share"),
+    "sharing.stop": ("停止与 {user} 共享", "Stop sharing with {user}"),
+    "sharing.from": ("与我共享忙闲的人", "Sharing their free/busy with me"),
+    "sharing.error": ("没有完成：{message}", "Not done: {message}"),
+    # ---- people on an event
+    "people.organizer": ("组织者", "Organizer"),
+    "people.attendees": ("参与者", "Attendees"),
+    "people.status.accepted": ("已接受", "accepted"),
+    "people.status.declined": ("已拒绝", "declined"),
+    "people.status.tentative": ("暂定", "tentative"),
+    "people.status.needs-action": ("未回复", "no answer yet"),
+    "people.status.delegated": ("已委托", "delegated"),
+    "people.recipients": ("邀请将发给", "Invitations go to"),
+    "people.which": ("“{query}”是哪一位？", "Which “{query}”?"),
+    "people.nobody": (
+        "联系人里没有“{query}”。直接回复对方的邮件地址，或者取消。",
+        "No contact is called “{query}”. Reply with their e-mail address, or cancel.",
+    ),
     # ---- where the time went
     "timeline.show": ("耗时明细", "Where the time went"),
     "timeline.hide": ("收起耗时明细", "Hide where the time went"),

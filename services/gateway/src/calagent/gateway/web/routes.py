@@ -6,7 +6,8 @@ page itself and what a browser tab needs besides the API:
 
 - `GET /` — the page, rendered by Jinja2 in the negotiated language, with a Content-Security-Policy
   that allows nothing inline and nothing from elsewhere;
-- `GET /web/static/{name}` — the script, the style sheet and the icon (a fixed list, no directory);
+- `GET /web/static/{name}` — the script's modules, the style sheet and the icon (a fixed list, no
+  directory);
 - `GET /web/i18n.json` — every string of the page in both languages;
 - `GET /web/session` (bearer or session cookie) — who the token names, their zone and the system's
   "now" there, so the page checks a pasted token and counts down and lays out the week in business
@@ -36,8 +37,24 @@ TEMPLATES = HERE / "templates"
 STATIC = HERE / "static"
 
 # The only files `/web/static/` serves, with their media types.
+# The script is ES modules, one per concern (`app.js` imports the rest).
+SCRIPT_MODULES = (
+    "app.js",
+    "api.js",
+    "calendar.js",
+    "cards.js",
+    "changes.js",
+    "chat.js",
+    "dates.js",
+    "details.js",
+    "i18n.js",
+    "session.js",
+    "settings.js",
+    "state.js",
+    "timeline.js",
+)
 STATIC_FILES: dict[str, str] = {
-    "app.js": "text/javascript; charset=utf-8",
+    **dict.fromkeys(SCRIPT_MODULES, "text/javascript; charset=utf-8"),
     "app.css": "text/css; charset=utf-8",
     "icon.svg": "image/svg+xml",
 }

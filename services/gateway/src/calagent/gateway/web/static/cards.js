@@ -1,0 +1,262 @@
+// The pending command's card: what is known, the choices, why it waits, Confirm and Cancel.
+
+import { api } from "./api.js";
+import { runCommand, send } from "./chat.js";
+import {
+  businessNow,
+  dayLabel,
+  eventSummary,
+  isoWeekday,
+  personText,
+  ruleText,
+  wallDate,
+  wallTime,
+} from "./dates.js";
+import { el, say, t } from "./i18n.js";
+import { $, OFFER_STATUSES, state } from "./state.js";
+
+// ---- the pending command -----------------------------------------------------------------------
+
+export async function loadCommand() {
+  try {
+    const response = await api("/v1/commands/active");
+    state.command = await response.json();
+  } catch {
+    state.command = null;
+  }
+  renderCard();
+}
+
+// What a person would type to pick this day: the weekday when it names one candidate, else the date.
+function candidateReply(candidate, candidates) {
+  const weekday = isoWeekday(candidate);
+  const same = candidates.filter((c) => isoWeekday(c) === weekday).length;
+  return same === 1 ? t(`reply.weekday.${weekday}`) : dayLabel(candidate);
+}
+
+function actionButton(labelKey, words, cls) {
+  const button = say(el("button", { cls, attrs: { type: "button" } }), labelKey);
+  button.dataset.sends = words;
+  button.disabled = state.busy;
+  button.addEventListener("click", () => send(button.dataset.sends));
+  return button;
+}
+
+function knownFields(command) {
+  const list = el("dl", { cls: "known" });
+  const add = (key, value) => {
+    list.append(say(el("dt"), key), el("dd", { text: value }));
+  };
+  add("card.field.title", command.title);
+  // Shown when the stub view carries them (the contract's view today has title and candidates).
+  for (const [name, value] of Object.entries(command.slots ?? {})) {
+    if (value === null || value === undefined || value === false) continue;
+    add(`card.field.${name}`, value === true ? "✓" : String(value));
+  }
+  if (command.proposed_start) {
+    const start = command.proposed_start;
+    const end = command.proposed_end ?? start;
+    // A series' proposed time is its first occurrence, not a one-off date.
+    add(
+      command.recurrence ? "card.field.first" : "card.field.date",
+      `${dayLabel(wallDate(start))} ${wallTime(start)}–${wallTime(end)}`,
+    );
+  }
+  if (command.recurrence) add("card.field.rule", ruleText(command.recurrence));
+  // A held invitation names every recipient before anything is sent.
+  const recipients = command.recipients ?? [];
+  if (recipients.length) {
+    const people = el("ul", { cls: "people" });
+    for (const person of recipients) {
+      const item = el("li", { text: personText(person) });
+      item.dataset.email = person.email;
+      people.append(item);
+    }
+    const dd = el("dd", {}, [people]);
+    dd.dataset.fact = "recipients";
+    list.append(say(el("dt"), "people.recipients"), dd);
+  }
+  return list;
+}
+
+// Names compare as the server compares them: case and whitespace set aside.
+const normalName = (name) => name.toLowerCase().replace(/\s+/g, "");
+
+// The call that stopped at the name, again, with the chosen address in the name's place; a create
+// carries the stub's id so it continues the stub instead of starting another.
+function attendeeCall(command, person) {
+  const waiting = state.attendeeCalls.get(command.id);
+  if (!waiting) {
+    if (!command.proposed_start) return null;
+    const args = { title: command.title, date: wallDate(command.proposed_start), attendees: [person.email] };
+    return { tool: "prepare_or_create_schedule", args: { ...args, command_id: command.id } };
+  }
+  const wanted = normalName(command.attendee_query ?? "");
+  const named = waiting.arguments.attendees ?? [];
+  const at = named.findIndex((name) => normalName(name) === wanted);
+  const attendees = at >= 0 ? named.with(at, person.email) : [...named, person.email];
+  const args = { ...waiting.arguments, attendees };
+  if (waiting.name === "prepare_or_create_schedule") args.command_id = command.id;
+  return { tool: waiting.name, args };
+}
+
+function attendeeChoices(command) {
+  const people = command.attendee_candidates ?? [];
+  const query = command.attendee_query ?? "";
+  const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": "attendees-label" } });
+  group.append(
+    say(el("p", { cls: "group-label", attrs: { id: "attendees-label" } }), people.length ? "people.which" : "people.nobody", {
+      query,
+    }),
+  );
+  if (!people.length) return group;
+  const list = el("ul", { cls: "choice-list" });
+  for (const person of people) {
+    const button = el("button", { cls: "choice", text: personText(person), attrs: { type: "button" } });
+    button.dataset.attendee = person.email;
+    const call = attendeeCall(command, person);
+    // Without the call to re-issue, the address goes as the user's reply.
+    if (call) button.dataset.command = call.tool;
+    else button.dataset.sends = person.email;
+    button.disabled = state.busy;
+    button.addEventListener("click", () =>
+      call ? runCommand(call.tool, call.args, personText(person)) : send(person.email),
+    );
+    list.append(el("li", {}, [button]));
+  }
+  group.append(list);
+  return group;
+}
+
+
+function changeView(change) {
+  const box = el("div", { cls: "change" });
+  box.append(say(el("h3"), "card.change"));
+  const row = el("div", { cls: "change-row" });
+  const side = (key, text, cls) =>
+    el("div", { cls: `change-side ${cls}` }, [say(el("p", { cls: "change-label" }), key), el("p", { text })]);
+  row.append(side("card.before", eventSummary(change.before), "before"));
+  row.append(el("span", { cls: "arrow", text: "→", attrs: { "aria-hidden": "true" } }));
+  if (change.after) row.append(side("card.after", eventSummary(change.after), "after"));
+  else {
+    const starts = (change.removed_starts ?? []).map((s) => `${dayLabel(wallDate(s))} ${wallTime(s)}`).join(", ");
+    row.append(side("card.removed", starts || eventSummary(change.before), "after"));
+  }
+  box.append(row);
+  return box;
+}
+
+function countdownText(command) {
+  const left = Date.parse(command.expires_at) - businessNow().getTime();
+  if (left <= 0) return null;
+  const total = Math.ceil(left / 1000);
+  const hours = Math.floor(total / 3600);
+  const minutes = Math.floor((total % 3600) / 60);
+  const seconds = total % 60;
+  const mmss = `${String(minutes).padStart(2, "0")}:${String(seconds).padStart(2, "0")}`;
+  return hours ? `${hours}:${mmss}` : mmss;
+}
+
+function tickCountdown(timer, command) {
+  const left = countdownText(command);
+  if (left === null) {
+    say(timer, "card.expired");
+    timer.classList.add("expired");
+    clearInterval(state.countdown);
+    for (const button of document.querySelectorAll("#card [data-sends], #card [data-command]")) {
+      button.disabled = true;
+    }
+    return;
+  }
+  say(timer, "card.expires_in", { time: left });
+}
+
+export function renderCard() {
+  const card = $("card");
+  clearInterval(state.countdown);
+  card.replaceChildren();
+  const command = state.command;
+  if (!command) {
+    card.hidden = true;
+    delete card.dataset.status;
+    delete card.dataset.commandId;
+    return;
+  }
+  card.hidden = false;
+  card.dataset.status = command.status;
+  card.dataset.commandId = command.id;
+
+  const head = el("div", { cls: "card-head" });
+  head.append(say(el("h2", { attrs: { id: "card-heading" } }), "card.heading"));
+  head.append(say(el("span", { cls: `badge status-${command.status}` }), `card.status.${command.status}`));
+  card.append(head);
+
+  card.append(say(el("h3", { cls: "sr-label" }), "card.known"));
+  card.append(knownFields(command));
+
+  if (command.change) card.append(changeView(command.change));
+
+  const candidates = command.candidates ?? [];
+  if (candidates.length) {
+    const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": "candidates-label" } });
+    group.append(say(el("p", { cls: "group-label", attrs: { id: "candidates-label" } }), "card.candidates"));
+    const list = el("ul", { cls: "choice-list" });
+    for (const candidate of candidates) {
+      const button = el("button", {
+        cls: "choice",
+        text: `${t(`weekday.${isoWeekday(candidate)}`)} ${dayLabel(candidate)}`,
+        attrs: { type: "button" },
+      });
+      button.dataset.candidate = candidate;
+      button.dataset.sends = candidateReply(candidate, candidates);
+      button.disabled = state.busy;
+      button.addEventListener("click", () => send(button.dataset.sends));
+      list.append(el("li", {}, [button]));
+    }
+    group.append(list);
+    card.append(group);
+  } else if (command.status === "needs_attendee") {
+    card.append(attendeeChoices(command));
+  } else if (command.status === "needs_time") {
+    card.append(say(el("p", { cls: "help" }), "card.ask_time"));
+  }
+
+  const occurrences = command.next_occurrences ?? [];
+  if (occurrences.length) {
+    const next = el("div", { cls: "next" });
+    next.append(say(el("p", { cls: "group-label" }), "card.next"));
+    const list = el("ul", { cls: "next-list" });
+    for (const start of occurrences) {
+      list.append(el("li", { text: `${t(`weekday.${isoWeekday(wallDate(start))}`)} ${dayLabel(wallDate(start))} ${wallTime(start)}` }));
+    }
+    next.append(list);
+    card.append(next);
+  }
+
+  // Why it waits, in one sentence; what the assistant said stays in the conversation, once.
+  const why = command.hold_reason ? `card.why.${command.hold_reason}` : command.status === "conflict" ? "card.why.conflict" : null;
+  if (why) card.append(say(el("p", { cls: "why" }), why));
+
+  const actions = el("div", { cls: "actions" });
+  if (OFFER_STATUSES.has(command.status)) {
+    actions.append(actionButton("card.confirm", t("reply.confirm"), "primary confirm"));
+  }
+  // Every card can be dropped, without the model: the same cancel a "算了" runs.
+  const cancel = say(el("button", { cls: "cancel", attrs: { type: "button" } }), "card.cancel");
+  cancel.dataset.command = "cancel_schedule_command";
+  cancel.disabled = state.busy;
+  cancel.addEventListener("click", () =>
+    runCommand("cancel_schedule_command", { command_id: command.id }, t("card.cancel")),
+  );
+  actions.append(cancel);
+  card.append(actions);
+
+  const timer = el("p", {
+    cls: "countdown",
+    attrs: { role: "timer", "aria-live": "off", "aria-label": t("card.countdown_label") },
+  });
+  timer.dataset.i18nAriaLabel = "card.countdown_label";
+  card.append(timer);
+  tickCountdown(timer, command);
+  state.countdown = setInterval(() => tickCountdown(timer, command), 1000);
+}
