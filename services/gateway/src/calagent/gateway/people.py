@@ -130,7 +130,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if isinstance(answer, JSONResponse):
             return answer
         if answer.error is not None and answer.error.code == "read_only":
-            return _error(409, "read_only", answer.error.message)
+            return error_response(409, "read_only", answer.error.message)
         if not answer.deleted:
             return error_response(404, "not_found", "no contact with this id")
         return Response(status_code=204)
