@@ -19,6 +19,7 @@ from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.people.contacts import People
+from calagent.commands.people.inbox import Inbox, NoDirectory
 from calagent.commands.people.invitations import Invitations
 from calagent.commands.people.mailer import MailOutbox, SmtpTarget
 from calagent.commands.service import CommandConfig, CommandService
@@ -75,7 +76,8 @@ class CommandsService:
         )
         self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
-        self.people = People(store, self.clock, self.settings.mail_domain)
+        inbox = Inbox(self.service.writes, self.clock, NoDirectory(), self.settings.default_tz)
+        self.people = People(store, self.clock, self.settings.mail_domain, inbox)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None

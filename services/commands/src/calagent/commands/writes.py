@@ -38,6 +38,7 @@ from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.contacts import new_mail_address
+from calagent.commands.people.inbox import InvitationAnswers
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
@@ -87,6 +88,7 @@ class Writes:
         self.offers = Offers(self)
         self.undo = Undo(self)
         self.people = AttendeeRules(self)
+        self.answers = InvitationAnswers(self)
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
@@ -216,6 +218,10 @@ class Writes:
             return error_result("no_active_command", "no active schedule command with that id")
         if stub.expired_at(txn.now):
             return await self._expire(txn, stub)
+        if stub.kind == "invitation":
+            if not command.confirm and command.partstat is None:
+                return error_result("invalid_arguments", "this invitation takes an answer")
+            return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
         if stub.status == "needs_attendee" and stub.kind != "create":
             # A change waiting for a person is answered by a new update naming them.
             return error_result("invalid_arguments", "this pending request waits for an attendee")
@@ -255,6 +261,9 @@ class Writes:
             return error_result("no_active_command", "there is no active schedule command to cancel")
         if stub.expired_at(txn.now):
             return await self._expire(txn, stub)
+        if stub.kind == "invitation":
+            # Turning an invitation down is declining it: the organizer is told.
+            return await self.answers.answer(txn, stub, "DECLINED")
         cancelled = await self.transition(txn, stub, "cancelled")
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
