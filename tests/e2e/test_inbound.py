@@ -443,3 +443,49 @@ async def test_spoofed_unknown_and_repeated_mail_is_dropped_with_a_record_and_ne
     assert [r["verdict"] for r in await inbound_rows(db, user)][2:] == ["offered"]
     assert (await active_stub(stack, user) or {}).get("id") == first["id"]
     assert await read_events(stack, user) == []
+
+
+async def test_a_later_version_updates_the_accepted_event_and_a_cancel_removes_it_each_when_answered(
+    stack: Stack, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
+) -> None:
+    address, organizer, uid = await invited_by_mail(stack, db, receiver_port, user)
+    assert (await stack.chat(user, "accept")).json()["outcome"] == "created"
+    await eventually(lambda: len(sink.to(organizer)) == 1, "the first REPLY")
+    people = [(address, "NEEDS-ACTION"), (f"peer-{user}@example.com", "NEEDS-ACTION")]
+
+    moved = calendar_of(
+        "REQUEST",
+        uid=uid,
+        organizer=organizer,
+        attendees=people,
+        sequence=3,
+        start=datetime(2026, 9, 28, 16, 0, tzinfo=SHANGHAI),
+    )
+    await send(receiver_port, message(organizer, address, cal=moved), mail_from=organizer, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 2), "the new version on record")
+    offer = await active_stub(stack, user)
+    assert offer is not None and offer["invitation"]["sequence"] == 3
+    [before] = await read_events(stack, user)
+    assert before["start"] == "2026-09-28T14:00:00+08:00", "held: nothing changes before the answer"
+
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "updated"
+    [after] = await read_events(stack, user)
+    assert (after["uid"], after["start"]) == (uid, "2026-09-28T16:00:00+08:00")
+    await eventually(lambda: len(sink.to(organizer)) == 2, "the REPLY to the new version")
+    check_reply(
+        sink.to(organizer)[1], uid=uid, organizer=organizer, attendee=address, partstat="ACCEPTED", sequence=3
+    )
+
+    cancel = calendar_of("CANCEL", uid=uid, organizer=organizer, attendees=people, sequence=4)
+    await send(receiver_port, message(organizer, address, cal=cancel), mail_from=organizer, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 3), "the cancellation on record")
+    offer = await active_stub(stack, user)
+    assert offer is not None and offer["invitation"]["method"] == "CANCEL"
+    assert len(await read_events(stack, user)) == 1, "held like any third-party change"
+    done = await stack.client.post(
+        "/v1/commands", json={"tool": "confirm_command", "arguments": {}}, headers=stack.headers(user)
+    )
+    assert done.json()["outcome"] == "deleted", done.text
+    assert await read_events(stack, user) == []
+    await asyncio.sleep(1.0)
+    assert len(sink.to(organizer)) == 2, "a cancellation is not answered"

@@ -213,6 +213,8 @@ class MailReceiver:
             lambda: SMTP(handler, data_size_limit=self.max_bytes, hostname=self.host, ident="calagent"),
             host=self.host,
             port=self.port,
+            # Gateway replicas on one host share the port; the kernel spreads the connections.
+            reuse_port=True,
         )
         log.info("mail receiver listening on %s:%d", self.host, self.port)
 
