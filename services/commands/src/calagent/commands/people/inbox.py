@@ -216,6 +216,8 @@ class Inbox:
                 "hold_reason": "invitation_received",
                 "requested_hold": "invitation_received",
                 "expires_at": txn.now + INVITATION_TTL,
+                "proposed_start": parsed.start,
+                "proposed_end": parsed.end,
                 "change": {
                     "invitation": offer.model_dump(mode="json"),
                     "ical": mail_text(cal),
