@@ -489,3 +489,21 @@ async def test_a_later_version_updates_the_accepted_event_and_a_cancel_removes_i
     assert await read_events(stack, user) == []
     await asyncio.sleep(1.0)
     assert len(sink.to(organizer)) == 2, "a cancellation is not answered"
+
+
+async def test_the_production_gateway_starts_and_stops_the_receiver_with_its_lifespan(
+    stack: Stack, user: str
+) -> None:
+    from calagent.gateway.app import create_app as create_gateway
+
+    port = free_port()
+    settings = stack.settings.model_copy(update={"smtp_listen": f"127.0.0.1:{port}"})
+    app = create_gateway(settings, stack.clock)
+    address = await mail_address(stack, user)
+    probe = message(f"boss-{user}@example.com", address, body="hello")
+    async with app.router.lifespan_context(app):
+        with pytest.raises(aiosmtplib.SMTPRecipientsRefused) as refused:
+            await send(port, probe, mail_from=f"boss-{user}@example.com", rcpt=f"nobody@{MAIL_DOMAIN}")
+        assert refused.value.recipients[0].code == 550
+    with pytest.raises(aiosmtplib.SMTPConnectError):
+        await send(port, probe, mail_from=f"boss-{user}@example.com", rcpt=address)
