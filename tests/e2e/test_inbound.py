@@ -507,3 +507,20 @@ async def test_the_production_gateway_starts_and_stops_the_receiver_with_its_lif
         assert refused.value.recipients[0].code == 550
     with pytest.raises(aiosmtplib.SMTPConnectError):
         await send(port, probe, mail_from=f"boss-{user}@example.com", rcpt=address)
+
+
+async def test_an_invitation_that_is_no_event_is_dropped_with_a_record_not_retried(
+    stack: Stack, db: AsyncEngine, receiver_port: int, user: str
+) -> None:
+    address = await mail_address(stack, user)
+    boss = f"boss-{user}@example.com"
+    await add_contact(stack, user, "老板", boss)
+    broken = calendar_of(
+        "REQUEST", uid=f"{uuid.uuid4()}@example.com", organizer=boss, attendees=[(address, "NEEDS-ACTION")]
+    )
+    [vevent] = broken.walk("VEVENT")
+    del vevent["DTSTART"]
+    await send(receiver_port, message(boss, address, cal=broken), mail_from=boss, rcpt=address)
+    [row] = await inbound_rows(db, user)
+    assert row["verdict"] == "dropped" and row["reason"].startswith("unreadable_event")
+    assert await active_stub(stack, user) is None

@@ -19,6 +19,7 @@ from calagent.contracts.envelope import Envelope
 NAME_MAX = 200
 EMAIL_MAX = 254
 ALIASES_MAX = 20
+CALENDAR_MAX_CHARS = 1_000_000  # the text/calendar part of a received message
 # RFC 5545 PARTSTAT values of a VEVENT attendee.
 PartStat = Literal["NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"]
 # What the user may answer an invitation received by mail (the REPLY's PARTSTAT).
@@ -85,7 +86,7 @@ class ReceiveMail(WireModel):
     mail_from: str = Field(max_length=EMAIL_MAX)
     from_address: str | None = Field(default=None, max_length=EMAIL_MAX)
     message_id: str = Field(min_length=1, max_length=300)
-    calendar: str | None = Field(default=None, max_length=1_000_000)
+    calendar: str | None = Field(default=None, max_length=CALENDAR_MAX_CHARS)
     defect: str | None = Field(default=None, max_length=200)
     received_at: datetime
 

@@ -32,7 +32,14 @@ from aiosmtpd.smtp import Envelope as SmtpEnvelope
 from icalendar import Calendar
 
 from calagent.contracts import wire
-from calagent.contracts.people import FindMailbox, PeopleRequest, PeopleResult, ReceiveMail
+from calagent.contracts.people import (
+    CALENDAR_MAX_CHARS,
+    EMAIL_MAX,
+    FindMailbox,
+    PeopleRequest,
+    PeopleResult,
+    ReceiveMail,
+)
 from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
 from calagent.gateway.auth import Principal
@@ -108,6 +115,8 @@ def read_mail(raw: bytes, mail_from: str | None) -> MailFacts:
             Calendar.from_ical(calendar)
         except (ValueError, UnicodeDecodeError, LookupError):
             calendar, defect = None, "unparseable_calendar"
+        if calendar is not None and len(calendar) > CALENDAR_MAX_CHARS:
+            calendar, defect = None, "calendar_too_large"
     if from_address is None:
         defect = "no_single_from"
     elif _normal(from_address) != _normal(mail_from):
@@ -139,7 +148,9 @@ class MailHandler:
         if envelope.rcpt_tos:
             # One private address per message: each recipient is its own user and its own record.
             return "452 4.5.3 one recipient per message"
-        answer = await self._ask(FindMailbox(address=address[:254] or "x@x"))
+        if not 3 <= len(address) <= EMAIL_MAX:
+            return "550 5.1.1 no such mailbox"
+        answer = await self._ask(FindMailbox(address=address))
         if answer is None:
             return "451 4.3.0 try again later"
         if answer.user_id is None:
@@ -151,19 +162,23 @@ class MailHandler:
         self, server: SMTP, session: Any, envelope: SmtpEnvelope
     ) -> str:
         raw = envelope.original_content or b""
-        facts = read_mail(raw, envelope.mail_from)
         gw = self.gateway
-        answer = await self._ask(
-            ReceiveMail(
+        try:
+            facts = read_mail(raw, envelope.mail_from)
+            mail = ReceiveMail(
                 recipient=envelope.rcpt_tos[0],
-                mail_from=(envelope.mail_from or "")[:254],
-                from_address=facts.from_address[:254] if facts.from_address else None,
+                mail_from=(envelope.mail_from or "")[:EMAIL_MAX],
+                from_address=facts.from_address[:EMAIL_MAX] if facts.from_address else None,
                 message_id=facts.message_id,
                 calendar=facts.calendar,
                 defect=facts.defect,
                 received_at=gw.clock.now(),
             )
-        )
+        except (ValueError, LookupError, TypeError) as exc:
+            # A message the parser cannot take apart is refused for good: a retry would fail alike.
+            log.info("a received message could not be read: %r", exc)
+            return "554 5.6.0 message not readable"
+        answer = await self._ask(mail)
         if answer is None or answer.inbound is None:
             return "451 4.3.0 try again later"
         verdict = answer.inbound

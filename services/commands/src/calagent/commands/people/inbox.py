@@ -104,7 +104,12 @@ class Inbox:
                 channel="email",
             )
             txn = Txn(uow, envelope, f"mail-{record}", zone(tz), now)
-            method, verdict = await self._judge(txn, mail)
+            try:
+                method, verdict = await self._judge(txn, mail)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                # An object icalendar reads but that is no event we can take (no DTSTART, …): on
+                # record, not retried (the sender's retry would fail the same way).
+                method, verdict = None, _dropped(f"unreadable_event: {type(exc).__name__}")
             await uow.settle_inbound(record, verdict.verdict, verdict.reason, method)
             await uow.commit()
             return verdict.model_copy(update={"user_id": user_id, "tz": tz})
@@ -175,6 +180,10 @@ class Inbox:
         self, txn: Txn, cal: Calendar, master: Component, method: str, organizer: str, me: Attendee
     ) -> InboundVerdict:
         uid = str(master["UID"])
+        # Read before anything is written: an object that is no event we can take fails here.
+        parsed = parse_resource(
+            mail_text(cal), master_id=new_id(), user_id=txn.user_id, calendar="", fallback_tz=txn.tz
+        )[0]
         rows = await txn.uow.events_by_uid(txn.user_id, uid)
         current = rows[0] if rows else None
         sequence = _sequence(master)
@@ -191,9 +200,6 @@ class Inbox:
             return _dropped("another_request_pending")
         if active is not None:
             await self.writes.supersede(txn, active)
-        parsed = parse_resource(
-            mail_text(cal), master_id=new_id(), user_id=txn.user_id, calendar="", fallback_tz=txn.tz
-        )[0]
         offer = InvitationOut(
             method="CANCEL" if method == "CANCEL" else "REQUEST",
             uid=uid,
