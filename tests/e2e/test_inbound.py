@@ -32,6 +32,7 @@ from .test_people import Received, Sink, add_contact, eventually, mail_address, 
 pytestmark = pytest.mark.e2e
 
 MAIL_DOMAIN = "mail.test"
+MAX_BYTES = 20_000
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # RFC 5546 §3.2.3: what a REPLY's VEVENT must carry (SEQUENCE too when it is not 0).
 REPLY_REQUIRED = ("ORGANIZER", "ATTENDEE", "UID", "DTSTAMP")
@@ -62,6 +63,7 @@ async def stack(
             "CALAGENT_SMTP_URL": f"smtp://127.0.0.1:{sink.port}",
             "CALAGENT_SMTP_LISTEN": f"127.0.0.1:{receiver_port}",
             "CALAGENT_MAIL_DOMAIN": MAIL_DOMAIN,
+            "CALAGENT_MAIL_MAX_BYTES": MAX_BYTES,
             "CALAGENT_CALDAV_SWEEP_S": 0.2,
             "CALAGENT_CALDAV_SYNC_S": 3600,
         },
@@ -523,4 +525,19 @@ async def test_an_invitation_that_is_no_event_is_dropped_with_a_record_not_retri
     await send(receiver_port, message(boss, address, cal=broken), mail_from=boss, rcpt=address)
     [row] = await inbound_rows(db, user)
     assert row["verdict"] == "dropped" and row["reason"].startswith("unreadable_event")
+    assert await active_stub(stack, user) is None
+
+
+async def test_a_message_over_the_size_limit_is_refused_and_never_read(
+    stack: Stack, db: AsyncEngine, receiver_port: int, user: str
+) -> None:
+    address = await mail_address(stack, user)
+    friend = f"friend-{user}@example.com"
+    await add_contact(stack, user, "朋友", friend)
+    big = message(friend, address, body="周五下午三点开会。" * (MAX_BYTES // 9))
+    with pytest.raises(aiosmtplib.SMTPResponseException) as refused:
+        await send(receiver_port, big, mail_from=friend, rcpt=address)
+    assert refused.value.code == 552
+    await asyncio.sleep(0.5)
+    assert await inbound_rows(db, user) == []
     assert await active_stub(stack, user) is None
