@@ -541,3 +541,32 @@ async def test_a_message_over_the_size_limit_is_refused_and_never_read(
     await asyncio.sleep(0.5)
     assert await inbound_rows(db, user) == []
     assert await active_stub(stack, user) is None
+
+
+async def test_an_invitation_naming_the_uid_of_someone_elses_event_is_dropped(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, receiver_port: int, user: str
+) -> None:
+    scripted.set_script(
+        script(
+            on_user(
+                "体检",
+                tool_calls=[call("prepare_or_create_schedule", title="体检", date="D+2", time="08:00")],
+            )
+        )
+    )
+    assert (await stack.chat(user, "后天早上八点体检")).json()["outcome"] == "created"
+    [mine] = await read_events(stack, user)
+    address = await mail_address(stack, user)
+    boss = f"boss-{user}@example.com"
+    await add_contact(stack, user, "老板", boss)
+    for method in ("REQUEST", "CANCEL"):
+        hijack = calendar_of(
+            method, uid=mine["uid"], organizer=boss, attendees=[(address, "NEEDS-ACTION")], sequence=5
+        )
+        await send(receiver_port, message(boss, address, cal=hijack), mail_from=boss, rcpt=address)
+    assert [(r["verdict"], r["reason"]) for r in await inbound_rows(db, user)] == [
+        ("dropped", "not_the_organizer"),
+        ("dropped", "not_the_organizer"),
+    ]
+    assert await active_stub(stack, user) is None
+    assert await read_events(stack, user) == [mine]

@@ -189,6 +189,9 @@ class Inbox:
         sequence = _sequence(master)
         if method == "CANCEL" and current is None:
             return _dropped("unknown_event")
+        if current is not None and normal_address(current.organizer or "") != organizer:
+            # The UID names an event someone else organizes (or the user's own): not theirs to change.
+            return _dropped("not_the_organizer")
         if current is not None and current.ical is not None:
             known = _master(Calendar.from_ical(current.ical))
             stale = known is not None and _sequence(known) >= sequence
