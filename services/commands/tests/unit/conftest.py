@@ -15,8 +15,10 @@ import pytest
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact
+from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
+from calagent.contracts.settings import ShareEntry
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SymbolError
 from calagent.runtime.clock import FrozenClock
 
@@ -31,6 +33,8 @@ class State:
     feeds: dict[str, tuple[str, str]] = field(default_factory=dict)  # user -> (secret hash, zone)
     contacts: dict[str, list[Contact]] = field(default_factory=dict)  # user -> contacts
     mailboxes: dict[str, str] = field(default_factory=dict)  # user -> address
+    settings: dict[str, StoredSettings] = field(default_factory=dict)
+    sharing: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (owner, with) -> since
 
 
 class FakeUnitOfWork:
@@ -222,6 +226,35 @@ class FakeUnitOfWork:
 
     def quiet_people(self) -> None:
         return None
+
+    async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
+        return {u: self.state.settings[u] for u in user_ids if u in self.state.settings}
+
+    async def save_settings(self, user_id: str, saved: StoredSettings, at: datetime) -> None:
+        self.state.settings[user_id] = saved
+
+    async def users_with_email(self, addresses: Sequence[str]) -> dict[str, list[str]]:
+        wanted = {a.casefold() for a in addresses}
+        found: dict[str, list[str]] = {}
+        for user_id, saved in self.state.settings.items():
+            if saved.email is not None and saved.email.casefold() in wanted:
+                found.setdefault(saved.email.casefold(), []).append(user_id)
+        return found
+
+    async def share(self, owner_id: str, with_user_id: str, level: str, at: datetime) -> None:
+        self.state.sharing.setdefault((owner_id, with_user_id), at)
+
+    async def unshare(self, owner_id: str, with_user_id: str) -> bool:
+        return self.state.sharing.pop((owner_id, with_user_id), None) is not None
+
+    async def sharing_of(self, user_id: str) -> tuple[list[ShareEntry], list[ShareEntry]]:
+        mine = [
+            ShareEntry(user=w, created_at=at) for (o, w), at in self.state.sharing.items() if o == user_id
+        ]
+        theirs = [
+            ShareEntry(user=o, created_at=at) for (o, w), at in self.state.sharing.items() if w == user_id
+        ]
+        return mine, theirs
 
 
 class FakeStore:

@@ -13,11 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from calagent.contracts.address import EMAIL_MAX as EMAIL_MAX
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.settings import AnySettingsCommand, SettingsOut, SharingOut
 
 NAME_MAX = 200
-EMAIL_MAX = 254
 ALIASES_MAX = 20
 CALENDAR_MAX_CHARS = 1_000_000  # the text/calendar part of a received message
 # RFC 5545 PARTSTAT values of a VEVENT attendee.
@@ -91,7 +92,10 @@ class ReceiveMail(WireModel):
     received_at: datetime
 
 
-AnyPeopleCommand = AddContact | ListContacts | DeleteContact | GetMailAddress | FindMailbox | ReceiveMail
+AnyContactCommand = AddContact | ListContacts | DeleteContact | GetMailAddress
+AnyMailCommand = FindMailbox | ReceiveMail
+# Settings and sharing (`contracts.settings`) travel on the same subject: the same two sides.
+AnyPeopleCommand = AnyContactCommand | AnyMailCommand | AnySettingsCommand
 
 
 class PeopleRequest(WireModel):
@@ -99,7 +103,7 @@ class PeopleRequest(WireModel):
 
 
 class PeopleError(WireModel):
-    code: Literal["not_found", "invalid_email", "unavailable"]
+    code: Literal["not_found", "invalid_email", "invalid_settings", "unavailable"]
     message: str
 
 
@@ -140,4 +144,6 @@ class PeopleResult(WireModel):
     address: str | None = None
     user_id: str | None = None
     inbound: InboundVerdict | None = None
+    settings: SettingsOut | None = None
+    sharing: SharingOut | None = None
     error: PeopleError | None = None

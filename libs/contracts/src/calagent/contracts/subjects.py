@@ -52,6 +52,10 @@ GATEWAY_KEYS_BUCKET: Final = "calagent_gateway_message_keys"
 # Per-user turn counts per minute and tokens per day, shared by gateway replicas (contract §17).
 GATEWAY_QUOTAS_BUCKET: Final = "calagent_gateway_quotas"
 
+# JetStream key-value: each user's saved time zone, written by commands after the settings commit,
+# watched by every gateway replica, which stamps it on the user's turns and reads (contract §16).
+USER_ZONES_BUCKET: Final = "calagent_user_zones"
+
 SERVICES: Final = ("gateway", "agent", "commands", "timeparse", "evalrec")
 
 

@@ -84,8 +84,13 @@ TOPIC_SIDES: Mapping[str, TopicSides] = {
 HEALTH_CALLERS = ("gateway",)
 # JetStream key-value buckets, by owner.
 KV_BUCKETS: Mapping[str, tuple[str, ...]] = {
-    "gateway": (subjects.GATEWAY_KEYS_BUCKET, subjects.GATEWAY_QUOTAS_BUCKET)
+    "gateway": (subjects.GATEWAY_KEYS_BUCKET, subjects.GATEWAY_QUOTAS_BUCKET),
+    # Each user's saved zone, written after the settings commit.
+    "commands": (subjects.USER_ZONES_BUCKET,),
 }
+# Buckets a service may open and watch (an ordered push consumer into its own inbox), never write:
+# every gateway replica keeps the users' saved zones in memory.
+KV_WATCHERS: Mapping[str, tuple[str, ...]] = {"gateway": (subjects.USER_ZONES_BUCKET,)}
 STREAM_NAMES = (subjects.TURNS_STREAM, subjects.RECORDS_STREAM, subjects.DEADLETTER_STREAM)
 
 
@@ -138,6 +143,20 @@ def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
                     f"$JS.API.DIRECT.GET.{stream}",
                     f"$JS.API.DIRECT.GET.{stream}.>",
                     f"$KV.{bucket}.>",
+                ]
+            )
+        for bucket in KV_WATCHERS.get(service, ()):
+            stream = f"KV_{bucket}"
+            grant.add(
+                publish=[
+                    # Opened (made, when its owner has not started yet) with the owner's configuration.
+                    *(f"$JS.API.STREAM.{verb}.{stream}" for verb in ("INFO", "CREATE", "UPDATE")),
+                    f"$JS.API.CONSUMER.CREATE.{stream}",
+                    f"$JS.API.CONSUMER.CREATE.{stream}.>",
+                    f"$JS.API.CONSUMER.INFO.{stream}.>",
+                    f"$JS.API.CONSUMER.DELETE.{stream}.>",
+                    # The ordered consumer's flow-control answers.
+                    f"$JS.FC.{stream}.>",
                 ]
             )
     for caller in HEALTH_CALLERS:

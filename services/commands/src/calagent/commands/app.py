@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
+from calagent.commands.adapters.zones import KvZones
 from calagent.commands.caldav.accounts import Accounts
 from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
@@ -19,9 +20,10 @@ from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.people.contacts import People
-from calagent.commands.people.inbox import Inbox, NoDirectory
+from calagent.commands.people.inbox import Inbox, SettingsDirectory
 from calagent.commands.people.invitations import Invitations
 from calagent.commands.people.mailer import MailOutbox, SmtpTarget
+from calagent.commands.people.settings import SETTINGS_COMMANDS, SettingsDesk
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts import wire
 from calagent.contracts.caldav import (
@@ -33,7 +35,7 @@ from calagent.contracts.caldav import (
     SetDefaultCalendar,
 )
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
-from calagent.contracts.people import PeopleRequest, PeopleResult
+from calagent.contracts.people import FindMailbox, PeopleRequest, PeopleResult, ReceiveMail
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
@@ -55,6 +57,8 @@ class CommandsService:
         self.handlers: Handlers | None = None
         self.accounts: Accounts | None = None
         self.people: People | None = None
+        self.settings_desk: SettingsDesk | None = None
+        self.inbox: Inbox | None = None
         self.sync: SyncWorker | None = None
         self._wakes: TopicPublisher[OutboxWake] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -76,8 +80,9 @@ class CommandsService:
         )
         self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
         self.handlers = Handlers(self.service)
-        inbox = Inbox(self.service.writes, self.clock, NoDirectory(), self.settings.default_tz)
-        self.people = People(store, self.clock, self.settings.mail_domain, inbox)
+        self.people = People(store, self.clock, self.settings.mail_domain)
+        self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
+        self.inbox = Inbox(self.service.writes, self.clock, SettingsDirectory(), self.settings.default_tz)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
@@ -90,6 +95,11 @@ class CommandsService:
             others=(MailOutbox(self.engine, smtp),),
         )
         self.sync.start()
+
+    def _inbox(self) -> Inbox:
+        if self.inbox is None:
+            raise RuntimeError("commands is not started")
+        return self.inbox
 
     def _handlers(self) -> Handlers:
         if self.handlers is None:
@@ -142,11 +152,17 @@ class CommandsService:
             return await accounts.listing(command)
 
     async def on_people(self, request: PeopleRequest) -> PeopleResult:
-        people = self.people
-        if people is None:
+        people, desk = self.people, self.settings_desk
+        if people is None or desk is None:
             raise RuntimeError("commands is not started")
         command = request.command
         with transient_failures(f"people.{command.kind}"):
+            if isinstance(command, SETTINGS_COMMANDS):
+                return await desk.run(command)
+            if isinstance(command, FindMailbox):
+                return PeopleResult(user_id=await self._inbox().owner(command.address))
+            if isinstance(command, ReceiveMail):
+                return PeopleResult(inbound=await self._inbox().receive(command))
             return await people.run(command)
 
     async def stop(self) -> None:

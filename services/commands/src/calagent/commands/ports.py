@@ -14,7 +14,9 @@ from typing import Any, Protocol
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact
+from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
+from calagent.contracts.settings import ShareEntry
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
 
 
@@ -172,6 +174,23 @@ class UnitOfWork(Protocol):
 
     def quiet_people(self) -> None:
         """This transaction's changes mail no attendee (an attendee's own answer is recorded)."""
+
+    async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
+        """The saved settings of those of `user_ids` who saved any."""
+        ...
+
+    async def save_settings(self, user_id: str, saved: StoredSettings, at: datetime) -> None: ...
+
+    async def users_with_email(self, addresses: Sequence[str]) -> dict[str, list[str]]:
+        """Casefolded address → the users whose settings name it."""
+        ...
+
+    async def share(self, owner_id: str, with_user_id: str, level: str, at: datetime) -> None: ...
+
+    async def unshare(self, owner_id: str, with_user_id: str) -> bool: ...
+
+    async def sharing_of(self, user_id: str) -> tuple[list[ShareEntry], list[ShareEntry]]:
+        """Whom `user_id` shares free/busy with, and who shares theirs with `user_id`."""
         ...
 
     async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
@@ -200,3 +219,10 @@ class UserDirectory(Protocol):
 
 class Store(Protocol):
     def unit_of_work(self) -> AbstractAsyncContextManager[UnitOfWork]: ...
+
+
+class ZonePublisher(Protocol):
+    """Where a user's saved zone is published after its commit, for the gateway to read before
+    each turn without asking commands (None: the user saved none)."""
+
+    async def publish_zone(self, user_id: str, tz: str | None) -> None: ...

@@ -29,6 +29,7 @@ from opentelemetry.trace import Span
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.bus import HealthCheck
@@ -74,6 +75,7 @@ from calagent.gateway.oidc import oidc_router
 from calagent.gateway.people import people_router
 from calagent.gateway.quotas import QuotaExceededError, QuotaUnavailableError
 from calagent.gateway.session import CsrfError, principal_from_request
+from calagent.gateway.settings import settings_router
 from calagent.gateway.signin import signin_router
 from calagent.gateway.turns import (
     AgentUnreachableError,
@@ -84,6 +86,7 @@ from calagent.gateway.turns import (
     TurnTimeoutError,
 )
 from calagent.gateway.web import page_router
+from calagent.gateway.zones import UserZones
 from calagent.runtime.bus import Bus, BusRequestError, StreamPublisher
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
@@ -245,6 +248,8 @@ class Gateway:
         self._delivered: StreamPublisher[TurnDelivered] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._mail: MailReceiver | None = None
+        # Users' saved zones, which win over their tokens' (contract §16).
+        self.zones = UserZones()
         if bus is not None:
             self.attach(bus)
 
@@ -286,6 +291,12 @@ class Gateway:
         self._bus = bus
         self._runner = TurnRunner(bus, self.settings, self.clock)
         self._delivered = bus.stream_publisher(wire.TURN_DELIVERED)
+
+    def follow_zones(self) -> None:
+        """Watch the users' saved zones from the first request on (whoever started the bus: the
+        lifespan, or the owner of a bus given to `create_app`)."""
+        if self._bus is not None:
+            self.zones.start(self._bus)
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         # Kept referenced so a detached task (a turn whose client went away) is not collected.
@@ -373,15 +384,30 @@ class RedactFeedSecrets(logging.Filter):
         return True
 
 
+class FollowZones:
+    """Starts the watch of the users' saved zones at the first request, in the event loop (the
+    routes' `authenticate` runs in a worker thread), whoever started the bus."""
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            self.gateway.follow_zones()
+        await self.app(scope, receive, send)
+
+
 def _gateway(request: Request) -> Gateway:
     gw: Gateway = request.app.state.gateway
     return gw
 
 
 def authenticate(request: Request) -> Principal:
-    """The bearer token's user, else the session cookie's (contract §18, `session.py`)."""
+    """The bearer token's user, else the session cookie's (contract §18, `session.py`), in the zone
+    the user saved, if any (contract §16)."""
     gw = _gateway(request)
-    return principal_from_request(request, gw.settings, gw.clock)
+    return gw.zones.apply_to(principal_from_request(request, gw.settings, gw.clock))
 
 
 AuthPrincipal = Annotated[Principal, Depends(authenticate)]
@@ -430,10 +456,12 @@ def create_app(
             active = bus
         try:
             await active.start()
+            gw.follow_zones()
             await gw.start_listeners()
             yield
         finally:
             await gw.stop_listeners()
+            await gw.zones.stop()
             # Turns still waiting have lost their clients by now (uvicorn closed them first).
             await gw.drain(grace_s=SHUTDOWN_GRACE_S)
             if own:
@@ -451,6 +479,7 @@ def create_app(
     )
     app.state.gateway = gw
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(FollowZones, gateway=gw)
     app.include_router(page_router(settings, clock))  # the page at `/` (services/gateway/web)
 
     # ---- error mapping ---------------------------------------------------------------------------
@@ -775,6 +804,7 @@ def create_app(
     app.include_router(signin_router())  # one-time sign-in links (contract §18)
     app.include_router(oidc_router(settings, clock))  # sign-in with OpenID Connect (contract §18)
     app.include_router(people_router(authenticate))  # contacts and the mail address (contract §16)
+    app.include_router(settings_router(authenticate))  # settings and free/busy sharing (contract §16)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

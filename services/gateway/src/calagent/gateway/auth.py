@@ -29,8 +29,15 @@ class AuthError(Exception):
 @dataclass(frozen=True)
 class Principal:
     user_id: str
+    # The zone of the user's turns and reads: the one saved in their settings, else the token's.
     tz: str
     aliases: tuple[str, ...] = ()
+    # The token's own zone (or the default) when a saved zone replaced it in `tz`.
+    token_tz: str | None = None
+
+    @property
+    def credential_tz(self) -> str:
+        return self.token_tz or self.tz
 
 
 def valid_zone(name: str) -> bool:

@@ -47,7 +47,7 @@ class ContactBody(BaseModel):
     )
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
+def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
@@ -61,19 +61,22 @@ def contact_view(contact: ContactOut) -> dict[str, Any]:
     }
 
 
+async def ask_people(request: Request, command: AnyPeopleCommand) -> PeopleResult | JSONResponse:
+    """Ask commands over `calagent.people.manage`; its failure is the HTTP answer to give."""
+    try:
+        result: PeopleResult = await request.app.state.gateway.bus.request(
+            wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
+        )
+    except BusRequestError as exc:
+        status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
+        code = "service_unavailable" if status == 503 else "bad_gateway"
+        return error_response(status, code, f"the commands service could not answer ({exc.code})")
+    return result
+
+
 def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     router = APIRouter()
-
-    async def ask(request: Request, command: AnyPeopleCommand) -> PeopleResult | JSONResponse:
-        try:
-            result: PeopleResult = await request.app.state.gateway.bus.request(
-                wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
-            )
-        except BusRequestError as exc:
-            status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
-            code = "service_unavailable" if status == 503 else "bad_gateway"
-            return _error(status, code, f"the commands service could not answer ({exc.code})")
-        return result
+    ask = ask_people
 
     @router.get("/v1/contacts", response_model=None)
     async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
@@ -88,12 +91,14 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             raw = json.loads(await request.body())
             body = ContactBody.model_validate(raw)
         except (UnicodeDecodeError, json.JSONDecodeError):
-            return _error(422, "invalid_request", "the body is not valid JSON")
+            return error_response(422, "invalid_request", "the body is not valid JSON")
         except ValidationError:
-            return _error(422, "invalid_request", 'the body is {"name": "…", "email": "…", "aliases": ["…"]}')
+            return error_response(
+                422, "invalid_request", 'the body is {"name": "…", "email": "…", "aliases": ["…"]}'
+            )
         reason = unstorable_in(raw)
         if reason:
-            return _error(422, "invalid_request", reason)
+            return error_response(422, "invalid_request", reason)
         answer = await ask(
             request,
             AddContact(
@@ -107,7 +112,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             return answer
         if answer.error is not None or answer.contact is None:
             message = answer.error.message if answer.error else "refused"
-            return _error(422, answer.error.code if answer.error else "invalid_request", message)
+            return error_response(422, answer.error.code if answer.error else "invalid_request", message)
         return JSONResponse(contact_view(answer.contact), status_code=201)
 
     @router.delete("/v1/contacts/{contact_id}", response_model=None)
@@ -115,7 +120,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)], contact_id: str
     ) -> Response:
         if not plain_id(contact_id):
-            return _error(404, "not_found", "no contact with this id")
+            return error_response(404, "not_found", "no contact with this id")
         answer = await ask(
             request,
             DeleteContact(envelope=request.app.state.gateway.envelope(principal), contact_id=contact_id),
@@ -123,7 +128,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if isinstance(answer, JSONResponse):
             return answer
         if not answer.deleted:
-            return _error(404, "not_found", "no contact with this id")
+            return error_response(404, "not_found", "no contact with this id")
         return Response(status_code=204)
 
     @router.post("/v1/mail-address", response_model=None)

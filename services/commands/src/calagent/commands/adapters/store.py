@@ -51,7 +51,9 @@ from calagent.commands.adapters.tables import (
     mail_outbox,
     mailboxes,
     plans,
+    sharing,
     stubs,
+    user_settings,
 )
 from calagent.commands.domain.changelog import (
     BOOKKEEPING,
@@ -63,9 +65,11 @@ from calagent.commands.domain.changelog import (
 )
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.people import Contact
+from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult, PlanOut, StubSlots
 from calagent.contracts.people import Attendee
+from calagent.contracts.settings import ShareEntry
 
 
 def event_from_row(row: Row[Any]) -> Event:
@@ -847,6 +851,71 @@ class SqlUnitOfWork:
 
     def quiet_people(self) -> None:
         self.mail_people = False
+
+    # ---- settings and sharing ----------------------------------------------------------------------
+
+    async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
+        rows = await self._run(select(user_settings).where(user_settings.c.user_id.in_(list(user_ids))))
+        return {
+            r.user_id: StoredSettings(tz=r.tz, email=r.email, language=r.language, work_hours=r.work_hours)
+            for r in rows
+        }
+
+    async def save_settings(self, user_id: str, saved: StoredSettings, at: datetime) -> None:
+        values = {
+            "tz": saved.tz,
+            "email": saved.email,
+            "language": saved.language,
+            "work_hours": saved.work_hours,
+            "updated_at": at,
+        }
+        statement = pg_insert(user_settings).values(user_id=user_id, **values)
+        await self._run(
+            statement.on_conflict_do_update(index_elements=[user_settings.c.user_id], set_=values)
+        )
+
+    async def users_with_email(self, addresses: Sequence[str]) -> dict[str, list[str]]:
+        wanted = [a.casefold() for a in addresses]
+        rows = await self._run(
+            select(user_settings.c.user_id, func.lower(user_settings.c.email).label("email")).where(
+                func.lower(user_settings.c.email).in_(wanted)
+            )
+        )
+        found: dict[str, list[str]] = {}
+        for r in rows:
+            found.setdefault(r.email, []).append(r.user_id)
+        return found
+
+    async def share(self, owner_id: str, with_user_id: str, level: str, at: datetime) -> None:
+        statement = pg_insert(sharing).values(
+            owner_id=owner_id, with_user_id=with_user_id, level=level, created_at=at
+        )
+        await self._run(
+            statement.on_conflict_do_update(
+                index_elements=[sharing.c.owner_id, sharing.c.with_user_id], set_={"level": level}
+            )
+        )
+
+    async def unshare(self, owner_id: str, with_user_id: str) -> bool:
+        result = await self._run(
+            sharing.delete().where(sharing.c.owner_id == owner_id, sharing.c.with_user_id == with_user_id)
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+    async def sharing_of(self, user_id: str) -> tuple[list[ShareEntry], list[ShareEntry]]:
+        rows = await self._run(
+            select(sharing)
+            .where(or_(sharing.c.owner_id == user_id, sharing.c.with_user_id == user_id))
+            .order_by(sharing.c.created_at, sharing.c.owner_id, sharing.c.with_user_id)
+        )
+        mine: list[ShareEntry] = []
+        theirs: list[ShareEntry] = []
+        for r in rows:
+            if r.owner_id == user_id:
+                mine.append(ShareEntry(user=r.with_user_id, level=r.level, created_at=r.created_at))
+            else:
+                theirs.append(ShareEntry(user=r.owner_id, level=r.level, created_at=r.created_at))
+        return mine, theirs
 
     # ---- feeds -----------------------------------------------------------------------------------
 

@@ -348,3 +348,30 @@ change_rows = Table(
     Column("after", JSONB(none_as_null=True), nullable=True),
     UniqueConstraint("change_id", "event_id", name="uq_change_rows_event"),
 )
+
+# ---- settings and sharing (contract §16) ----------------------------------------------------------
+# A null column is the default: the token's zone, the deployment's working hours.
+
+user_settings = Table(
+    "user_settings",
+    metadata,
+    Column("user_id", String(128), primary_key=True),
+    Column("tz", String(64), nullable=True),
+    Column("email", String(254), nullable=True),
+    Column("language", String(8), nullable=True),
+    Column("work_hours", JSONB(none_as_null=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# The owner lets `with_user_id` see when the owner is busy, and nothing more.
+sharing = Table(
+    "sharing",
+    metadata,
+    Column("owner_id", String(128), primary_key=True),
+    Column("with_user_id", String(128), primary_key=True),
+    Column("level", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("level IN ('freebusy')", name="ck_sharing_level"),
+    CheckConstraint("owner_id <> with_user_id", name="ck_sharing_other"),
+    Index("ix_sharing_with", "with_user_id"),
+)

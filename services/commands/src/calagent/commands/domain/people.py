@@ -8,15 +8,13 @@ waits (`needs_attendee`) with the candidates. Pure: the contacts are passed in.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from calagent.contracts.address import is_address as is_address
 from calagent.contracts.people import Attendee
 
-# An address as written by a person: one @, no spaces, a dot in the domain. Anything else is a name.
-_ADDRESS = re.compile(r"^[^@\s<>()\[\],;:\"]+@[^@\s<>()\[\],;:\"]+\.[^@\s<>()\[\],;:\".]+$")
 SUGGESTIONS_MAX = 5
 
 
@@ -38,10 +36,6 @@ class Unresolved:
 
     query: str
     candidates: tuple[Attendee, ...]
-
-
-def is_address(value: str) -> bool:
-    return _ADDRESS.match(value.strip().removeprefix("mailto:")) is not None
 
 
 def normal_name(value: str) -> str:

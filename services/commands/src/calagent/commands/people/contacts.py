@@ -9,19 +9,16 @@ from __future__ import annotations
 import secrets
 
 from calagent.commands.domain.people import Contact, is_address
-from calagent.commands.people.inbox import Inbox
 from calagent.commands.ports import Store
 from calagent.commands.txn import new_id
 from calagent.contracts.people import (
     AddContact,
-    AnyPeopleCommand,
+    AnyContactCommand,
     ContactOut,
     DeleteContact,
-    FindMailbox,
     GetMailAddress,
     PeopleError,
     PeopleResult,
-    ReceiveMail,
 )
 from calagent.runtime.clock import Clock
 
@@ -43,17 +40,12 @@ def _out(contact: Contact) -> ContactOut:
 
 
 class People:
-    def __init__(self, store: Store, clock: Clock, mail_domain: str, inbox: Inbox) -> None:
+    def __init__(self, store: Store, clock: Clock, mail_domain: str) -> None:
         self.store = store
-        self.inbox = inbox
         self.clock = clock
         self.mail_domain = mail_domain
 
-    async def run(self, command: AnyPeopleCommand) -> PeopleResult:
-        if isinstance(command, FindMailbox):
-            return PeopleResult(user_id=await self.inbox.owner(command.address))
-        if isinstance(command, ReceiveMail):
-            return PeopleResult(inbound=await self.inbox.receive(command))
+    async def run(self, command: AnyContactCommand) -> PeopleResult:
         user_id = command.envelope.user_id
         async with self.store.unit_of_work() as uow:
             if isinstance(command, AddContact):

@@ -46,14 +46,16 @@ if TYPE_CHECKING:
 INVITATION_TTL = timedelta(days=7)
 
 
-class NoDirectory:
-    """No settings yet: no user has an own address or a zone of their own on record."""
+class SettingsDirectory:
+    """The user's settings (`PUT /v1/settings`): their own address and zone, when saved."""
 
     async def own_address(self, uow: UnitOfWork, user_id: str) -> str | None:
-        return None
+        saved = (await uow.settings_of([user_id])).get(user_id)
+        return saved.email if saved is not None else None
 
     async def zone(self, uow: UnitOfWork, user_id: str) -> str | None:
-        return None
+        saved = (await uow.settings_of([user_id])).get(user_id)
+        return saved.tz if saved is not None else None
 
 
 def _master(cal: Calendar) -> Component | None:

@@ -7,7 +7,7 @@ acted on is still on record. A stub may now be an `invitation`: a REQUEST or CAN
 else, held until the user answers it.
 
 Revision ID: 0009m
-Revises: 0007c
+Revises: 0008s
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009m"
-down_revision: str | None = "0007c"
+down_revision: str | None = "0008s"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

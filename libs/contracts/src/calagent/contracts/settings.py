@@ -1,0 +1,182 @@
+"""A user's settings and free/busy sharing (contract §16, §18).
+
+Settings: the user's time zone (the zone of their turns, winning over the token's claim), their
+address (a contact with it is this user), the language they read, and their working hours per
+weekday. Sharing: an owner lets another user of this deployment see when they are busy — busy
+spans only, never what fills them.
+
+The gateway's `/v1/settings` and `/v1/sharing` routes validate with the models below and ask
+commands over `calagent.people.manage`; commands owns the tables. Validation lives here, once:
+the HTTP body and the bus message are the same model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, time
+from typing import Annotated, Any, Final, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field, StrictStr, field_validator
+
+from calagent.contracts.address import EMAIL_MAX, is_address
+from calagent.contracts.base import WireModel
+from calagent.contracts.envelope import Envelope
+
+# Monday first, as ISO weekdays are numbered (mon = 1 … sun = 7).
+WEEKDAY_KEYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+WeekdayKey = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+# The languages the page is written in.
+LANGUAGES: Final = ("zh", "en")
+Language = Literal["zh", "en"]
+SharingLevel = Literal["freebusy"]
+USER_ID_MAX = 128
+ZONE_MAX = 64
+# The key of a user's zone in the `USER_ZONES_BUCKET` key-value bucket: a user id may hold
+# characters a key may not.
+ZONE_KEY_CHARS = 32
+
+# (start, end) as "HH:MM"; a day that is absent or null is a day off.
+WorkHours = dict[WeekdayKey, tuple[str, str]]
+
+
+def parse_clock(value: str) -> time:
+    """`HH:MM`, 24-hour, two digits each ("24:00" is not a time of day)."""
+    if len(value) != 5 or value[2] != ":" or not (value[:2].isdigit() and value[3:].isdigit()):
+        raise ValueError(f"{value!r} is not a HH:MM time")
+    hours, minutes = int(value[:2]), int(value[3:])
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"{value!r} is not a time of day")
+    return time(hours, minutes)
+
+
+def valid_zone_name(name: str) -> bool:
+    if not name or len(name) > ZONE_MAX or name != name.strip():
+        return False
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def check_work_hours(value: Any) -> WorkHours:
+    """`{"mon": ["09:00", "18:00"], …}`: keys mon..sun, each [start, end] with end after start, or
+    null for a day off. Anything else is refused with the reason."""
+    if not isinstance(value, dict):
+        raise ValueError('work_hours is an object like {"mon": ["09:00", "18:00"]}')
+    hours: WorkHours = {}
+    for key, span in value.items():
+        if key not in WEEKDAY_KEYS:
+            raise ValueError(f"work_hours: {key!r} is not one of {', '.join(WEEKDAY_KEYS)}")
+        if span is None:
+            continue
+        if not (isinstance(span, list | tuple) and len(span) == 2 and all(isinstance(s, str) for s in span)):
+            raise ValueError(f'work_hours.{key} is ["HH:MM", "HH:MM"] or null for a day off')
+        start, end = parse_clock(span[0]), parse_clock(span[1])
+        if end <= start:
+            raise ValueError(f"work_hours.{key}: the end must be after the start")
+        hours[key] = (span[0], span[1])
+    return {k: hours[k] for k in WEEKDAY_KEYS if k in hours}
+
+
+def default_work_hours(span: tuple[time, time]) -> WorkHours:
+    """Monday to Friday in `span` (the deployment's CALAGENT_WORKING_HOURS); weekends off."""
+    clock = (span[0].strftime("%H:%M"), span[1].strftime("%H:%M"))
+    return dict.fromkeys(WEEKDAY_KEYS[:5], clock)
+
+
+def zone_key(user_id: str) -> str:
+    return hashlib.sha256(user_id.encode()).hexdigest()[:ZONE_KEY_CHARS]
+
+
+class SettingsPatch(WireModel):
+    """`PUT /v1/settings`: only the fields present change; null clears one (tz: back to the
+    token's zone; email and language: none; work_hours: back to the deployment's)."""
+
+    tz: StrictStr | None = None
+    email: StrictStr | None = Field(default=None, max_length=EMAIL_MAX)
+    language: Language | None = None
+    work_hours: WorkHours | None = None
+
+    @field_validator("tz")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is not None and not valid_zone_name(value):
+            raise ValueError(f"{value!r} is not an IANA time zone (e.g. Asia/Shanghai)")
+        return value
+
+    @field_validator("email")
+    @classmethod
+    def _address(cls, value: str | None) -> str | None:
+        if value is not None and not is_address(value):
+            raise ValueError(f"{value!r} is not an e-mail address")
+        return None if value is None else value.strip().removeprefix("mailto:")
+
+    @field_validator("work_hours", mode="before")
+    @classmethod
+    def _hours(cls, value: Any) -> Any:
+        return None if value is None else check_work_hours(value)
+
+
+class SettingsOut(WireModel):
+    tz: str
+    email: str | None = None
+    language: Language | None = None
+    work_hours: WorkHours
+    # Whether the zone is the user's own choice (else the token's, or the deployment's default).
+    tz_saved: bool = False
+
+
+class ShareEntry(WireModel):
+    user: str
+    level: SharingLevel = "freebusy"
+    created_at: datetime
+
+
+class SharingOut(WireModel):
+    # Whom the caller shares their free/busy with, and who shares theirs with the caller.
+    shared_with: tuple[ShareEntry, ...] = ()
+    shared_with_me: tuple[ShareEntry, ...] = ()
+
+
+class GetSettings(WireModel):
+    kind: Literal["get_settings"] = "get_settings"
+    envelope: Envelope
+
+
+class PutSettings(WireModel):
+    kind: Literal["put_settings"] = "put_settings"
+    envelope: Envelope
+    patch: SettingsPatch
+    # The names of the fields the client sent (a field sent as null clears it; one not sent stays).
+    fields: tuple[Literal["tz", "email", "language", "work_hours"], ...]
+
+
+class Share(WireModel):
+    """The caller shares their free/busy with `with_user`."""
+
+    kind: Literal["share"] = "share"
+    envelope: Envelope
+    with_user: Annotated[str, Field(min_length=1, max_length=USER_ID_MAX)]
+    level: SharingLevel = "freebusy"
+
+
+class Unshare(WireModel):
+    kind: Literal["unshare"] = "unshare"
+    envelope: Envelope
+    with_user: Annotated[str, Field(min_length=1, max_length=USER_ID_MAX)]
+
+
+class ListSharing(WireModel):
+    kind: Literal["list_sharing"] = "list_sharing"
+    envelope: Envelope
+
+
+AnySettingsCommand = GetSettings | PutSettings | Share | Unshare | ListSharing
+
+
+class ZoneEntry(WireModel):
+    """The value of a user's key in the zones bucket: what the gateway needs before a turn."""
+
+    tz: str

@@ -1,0 +1,58 @@
+"""A user's settings as stored, and what they mean where a default applies. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import time
+
+from calagent.contracts.settings import (
+    WEEKDAY_KEYS,
+    Language,
+    SettingsOut,
+    SettingsPatch,
+    WorkHours,
+    default_work_hours,
+    parse_clock,
+)
+
+# ISO weekday (1 = Monday … 7 = Sunday) → the working span of that day; a day not in it is off.
+Week = dict[int, tuple[time, time]]
+
+
+@dataclass(frozen=True)
+class StoredSettings:
+    """What the user chose; None: the default (the token's zone, the deployment's hours)."""
+
+    tz: str | None = None
+    email: str | None = None
+    language: Language | None = None
+    work_hours: WorkHours | None = None
+
+    def patched(self, patch: SettingsPatch, fields: Sequence[str]) -> StoredSettings:
+        return replace(self, **{name: getattr(patch, name) for name in fields})
+
+    def zone(self, fallback: str) -> str:
+        return self.tz or fallback
+
+    def hours(self, deployment: tuple[time, time]) -> WorkHours:
+        return self.work_hours if self.work_hours is not None else default_work_hours(deployment)
+
+    def week(self, deployment: tuple[time, time]) -> Week:
+        return week_of(self.hours(deployment))
+
+    def view(self, fallback_tz: str, deployment: tuple[time, time]) -> SettingsOut:
+        return SettingsOut(
+            tz=self.zone(fallback_tz),
+            email=self.email,
+            language=self.language,
+            work_hours=self.hours(deployment),
+            tz_saved=self.tz is not None,
+        )
+
+
+def week_of(hours: WorkHours) -> Week:
+    return {
+        WEEKDAY_KEYS.index(day) + 1: (parse_clock(span[0]), parse_clock(span[1]))
+        for day, span in hours.items()
+    }

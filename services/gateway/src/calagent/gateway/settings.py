@@ -1,0 +1,184 @@
+"""Settings and free/busy sharing on the HTTP surface (contract §16, §18): `GET/PUT /v1/settings`,
+`GET/POST /v1/sharing`, `DELETE /v1/sharing/{user id}`.
+
+The body is validated here with the contract's own model (`contracts.settings.SettingsPatch`), so a
+bad value is a 422 naming the field and nothing is sent on; commands owns the tables. A saved
+zone is remembered by this replica at once (`UserZones.remember`): the caller's next turn is in it.
+"""
+
+# No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
+# a local name that FastAPI must see as an object, not as a string to resolve in module globals.
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, cast
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.people import PeopleResult
+from calagent.contracts.settings import (
+    USER_ID_MAX,
+    AnySettingsCommand,
+    GetSettings,
+    ListSharing,
+    PutSettings,
+    SettingsOut,
+    SettingsPatch,
+    Share,
+    SharingLevel,
+    SharingOut,
+    Unshare,
+)
+from calagent.contracts.text import unstorable_in
+from calagent.gateway.auth import Principal
+from calagent.gateway.people import ask_people, error_response
+
+SettingsField = Literal["tz", "email", "language", "work_hours"]
+FIELDS: tuple[SettingsField, ...] = ("tz", "email", "language", "work_hours")
+
+
+class ShareBody(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
+
+    with_user: StrictStr = Field(alias="with", min_length=1, max_length=USER_ID_MAX)
+    level: SharingLevel = "freebusy"
+
+
+def settings_view(settings: SettingsOut) -> dict[str, Any]:
+    return {
+        "tz": settings.tz,
+        "email": settings.email,
+        "language": settings.language,
+        "work_hours": {day: list(span) for day, span in settings.work_hours.items()},
+    }
+
+
+def sharing_view(sharing: SharingOut) -> dict[str, Any]:
+    def entries(items: Any) -> list[dict[str, Any]]:
+        return [{"user": e.user, "level": e.level, "created_at": e.created_at.isoformat()} for e in items]
+
+    return {"shared_with": entries(sharing.shared_with), "shared_with_me": entries(sharing.shared_with_me)}
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"] if p != "__root__")
+        message = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return error_response(422, "invalid_request", "the body is not valid JSON")
+    if not isinstance(data, dict):
+        return error_response(422, "invalid_request", "the body must be a JSON object")
+    reason = unstorable_in(data)
+    if reason:
+        return error_response(422, "invalid_request", reason)
+    return cast(dict[str, Any], data)
+
+
+def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+    router = APIRouter()
+
+    def envelope(request: Request, principal: Principal) -> Envelope:
+        # The default zone shown is the token's (a saved one is read from the table).
+        env: Envelope = request.app.state.gateway.envelope(principal)
+        return env.model_copy(update={"tz": principal.credential_tz})
+
+    async def ask(request: Request, command: AnySettingsCommand) -> PeopleResult | JSONResponse:
+        answer = await ask_people(request, command)
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.error is not None:
+            status = 404 if answer.error.code == "not_found" else 422
+            return error_response(status, answer.error.code, answer.error.message)
+        return answer
+
+    @router.get("/v1/settings", response_model=None)
+    async def read(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        answer = await ask(request, GetSettings(envelope=envelope(request, principal)))
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.settings is None:
+            return error_response(502, "bad_gateway", "the commands service returned no settings")
+        return JSONResponse(settings_view(answer.settings))
+
+    @router.put("/v1/settings", response_model=None)
+    async def write(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        data = _json_object(await request.body())
+        if isinstance(data, JSONResponse):
+            return data
+        unknown = sorted(set(data) - set(FIELDS))
+        if unknown:
+            return error_response(
+                422,
+                "invalid_request",
+                f"unknown setting {', '.join(unknown)}; settings are {', '.join(FIELDS)}",
+            )
+        if not data:
+            return error_response(422, "invalid_request", f"name at least one of {', '.join(FIELDS)}")
+        try:
+            patch = SettingsPatch.model_validate(data)
+        except ValidationError as exc:
+            return error_response(422, "invalid_request", _validation_message(exc))
+        fields = tuple(f for f in FIELDS if f in data)
+        answer = await ask(
+            request, PutSettings(envelope=envelope(request, principal), patch=patch, fields=fields)
+        )
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.settings is None:
+            return error_response(502, "bad_gateway", "the commands service returned no settings")
+        if "tz" in fields:
+            request.app.state.gateway.zones.remember(
+                principal.user_id, answer.settings.tz if answer.settings.tz_saved else None
+            )
+        return JSONResponse(settings_view(answer.settings))
+
+    async def sharing_answer(request: Request, command: AnySettingsCommand, status: int = 200) -> Response:
+        answer = await ask(request, command)
+        if isinstance(answer, JSONResponse):
+            return answer
+        if answer.sharing is None:
+            return error_response(502, "bad_gateway", "the commands service returned no sharing")
+        return JSONResponse(sharing_view(answer.sharing), status_code=status)
+
+    @router.get("/v1/sharing", response_model=None)
+    async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        return await sharing_answer(request, ListSharing(envelope=envelope(request, principal)))
+
+    @router.post("/v1/sharing", response_model=None)
+    async def share(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+        data = _json_object(await request.body())
+        if isinstance(data, JSONResponse):
+            return data
+        try:
+            body = ShareBody.model_validate(data)
+        except ValidationError:
+            return error_response(
+                422, "invalid_request", 'the body is {"with": "<user id>", "level": "freebusy"}'
+            )
+        if body.with_user == principal.user_id:
+            return error_response(422, "invalid_request", "free/busy is shared with another user")
+        command = Share(envelope=envelope(request, principal), with_user=body.with_user, level=body.level)
+        return await sharing_answer(request, command, status=201)
+
+    @router.delete("/v1/sharing/{with_user:path}", response_model=None)
+    async def unshare(
+        request: Request, principal: Annotated[Principal, Depends(authenticate)], with_user: str
+    ) -> Response:
+        if not 1 <= len(with_user) <= USER_ID_MAX or unstorable_in(with_user):
+            return error_response(404, "not_found", "you do not share with this user")
+        answer = await ask(request, Unshare(envelope=envelope(request, principal), with_user=with_user))
+        if isinstance(answer, JSONResponse):
+            return answer
+        return Response(status_code=204)
+
+    return router
