@@ -570,3 +570,35 @@ async def test_an_invitation_naming_the_uid_of_someone_elses_event_is_dropped(
     ]
     assert await active_stub(stack, user) is None
     assert await read_events(stack, user) == [mine]
+
+
+async def test_the_users_own_address_from_settings_is_a_known_sender_and_answers_as_that_attendee(
+    stack: Stack, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
+) -> None:
+    address = await mail_address(stack, user)
+    own = f"me-{user}@example.com"
+    saved = await stack.client.put("/v1/settings", json={"email": own}, headers=stack.headers(user))
+    assert saved.status_code == 200, saved.text
+    # The user passes on an invitation they received at their own address from someone not
+    # in their contacts: the user vouches for it, and answers as the attendee they are in it.
+    colleague = f"colleague-{user}@example.com"
+    uid = f"{uuid.uuid4()}@example.com"
+    invite = calendar_of("REQUEST", uid=uid, organizer=colleague, attendees=[(own, "NEEDS-ACTION")])
+    await send(receiver_port, message(own, address, cal=invite), mail_from=own, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 1), "the invitation on record")
+    assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered"]
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    await eventually(lambda: len(sink.to(colleague)) == 1, "the REPLY")
+    check_reply(
+        sink.to(colleague)[0], uid=uid, organizer=colleague, attendee=own, partstat="ACCEPTED", sequence=0
+    )
+    # The same invitation straight from that stranger is not acted on.
+    again = calendar_of(
+        "REQUEST",
+        uid=f"{uuid.uuid4()}@example.com",
+        organizer=colleague,
+        attendees=[(address, "NEEDS-ACTION")],
+    )
+    await send(receiver_port, message(colleague, address, cal=again), mail_from=colleague, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 2), "the stranger's invitation on record")
+    assert (await inbound_rows(db, user))[1]["reason"] == "unknown_sender"
