@@ -602,3 +602,39 @@ async def test_the_users_own_address_from_settings_is_a_known_sender_and_answers
     await send(receiver_port, message(colleague, address, cal=again), mail_from=colleague, rcpt=address)
     await eventually(lambda: _verdicts(db, user, 2), "the stranger's invitation on record")
     assert (await inbound_rows(db, user))[1]["reason"] == "unknown_sender"
+
+
+async def test_invitations_wait_behind_the_users_open_request_and_each_other_and_none_is_lost(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
+) -> None:
+    scripted.set_script(
+        script(on_user("理发", tool_calls=[call("prepare_or_create_schedule", title="理发", date="D+1")]))
+    )
+    own = (await stack.chat(user, "明天去理发")).json()
+    assert own["outcome"] == "needs_time", own
+    address = await mail_address(stack, user)
+    boss = f"boss-{user}@example.com"
+    await add_contact(stack, user, "老板", boss)
+    uids = [f"{uuid.uuid4()}@example.com" for _ in range(2)]
+    for uid in uids:
+        invite = calendar_of("REQUEST", uid=uid, organizer=boss, attendees=[(address, "NEEDS-ACTION")])
+        await send(receiver_port, message(boss, address, cal=invite), mail_from=boss, rcpt=address)
+    assert [r["verdict"] for r in await inbound_rows(db, user)] == ["waiting", "waiting"]
+    assert (await active_stub(stack, user) or {}).get("id") == own["command"]["id"], "the user's own stays"
+
+    cancelled = await stack.client.post(
+        "/v1/commands", json={"tool": "cancel_schedule_command", "arguments": {}}, headers=stack.headers(user)
+    )
+    assert cancelled.json()["outcome"] == "cancelled", cancelled.text
+    first = await active_stub(stack, user)
+    assert first is not None and first["invitation"]["uid"] == uids[0]
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    second = await active_stub(stack, user)
+    assert second is not None and second["invitation"]["uid"] == uids[1]
+    assert (await stack.chat(user, "拒绝")).json()["outcome"] == "cancelled"
+    assert await active_stub(stack, user) is None
+    assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered", "offered"]
+    await eventually(lambda: len(sink.to(boss)) == 2, "both answers")
+    answers = {str(m.event()["UID"]): str(m.event()["ATTENDEE"].params["PARTSTAT"]) for m in sink.to(boss)}
+    assert answers == {uids[0]: "ACCEPTED", uids[1]: "DECLINED"}
+    assert [e["uid"] for e in await read_events(stack, user)] == [uids[0]]

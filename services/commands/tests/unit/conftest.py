@@ -207,9 +207,17 @@ class FakeUnitOfWork:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
 
     async def settle_inbound(
-        self, record_id: int, verdict: str, reason: str | None, method: str | None
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
     ) -> None:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        return None  # no mail reaches the fake
 
     async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
         return [e for e, _ in self.state.events.values() if e.user_id == user_id and e.uid == uid]

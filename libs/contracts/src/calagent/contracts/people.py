@@ -107,11 +107,12 @@ class PeopleError(WireModel):
     message: str
 
 
-InboundVerdictName = Literal["offered", "replied", "turn", "dropped", "duplicate"]
+InboundVerdictName = Literal["offered", "waiting", "replied", "turn", "dropped", "duplicate"]
 
 
 class InboundVerdict(WireModel):
     """What became of a received message: `offered` (a held invitation stub, `command_id`),
+    `waiting` (an invitation kept until the request the user has open is settled),
     `replied` (an attendee's answer recorded), `turn` (forwarded mail: the gateway runs it as a
     turn on channel `email` for `user_id`), `dropped` (with `reason`), `duplicate` (seen before)."""
 

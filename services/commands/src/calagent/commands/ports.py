@@ -159,8 +159,17 @@ class UnitOfWork(Protocol):
         ...
 
     async def settle_inbound(
-        self, record_id: int, verdict: str, reason: str | None, method: str | None
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
     ) -> None: ...
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        """The oldest invitation of the user still waiting to be offered: (record id, offer)."""
+        ...
 
     async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
         """The user's rows of the object with this UID (master first)."""

@@ -157,6 +157,8 @@ class Writes:
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
+        if txn.ended_stub:
+            await self.answers.offer_waiting(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
         logged = result.persisted and result.change_id is None and txn.change is not None
@@ -553,6 +555,8 @@ class Writes:
             changes["expires_at"] = txn.now + self.config.stub_ttl
         updated = stub.evolve(**changes)
         await txn.uow.update_stub(updated)
+        if status not in ACTIVE_STUB_STATUSES:
+            txn.ended_stub = True
         return updated
 
     async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:

@@ -831,13 +831,30 @@ class SqlUnitOfWork:
         return claimed
 
     async def settle_inbound(
-        self, record_id: int, verdict: str, reason: str | None, method: str | None
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
     ) -> None:
         await self._run(
             update(inbound_mail)
             .where(inbound_mail.c.id == record_id)
-            .values(verdict=verdict, reason=reason, method=method)
+            .values(verdict=verdict, reason=reason, method=method, offer=offer)
         )
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        row = (
+            await self._run(
+                select(inbound_mail.c.id, inbound_mail.c.offer)
+                .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
+                .order_by(inbound_mail.c.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+        ).first()
+        return (int(row.id), dict(row.offer)) if row is not None else None
 
     async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
         """The user's object with this UID: its master (or single event) first, then overrides."""

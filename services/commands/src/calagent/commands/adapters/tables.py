@@ -312,7 +312,10 @@ inbound_mail = Table(
     Column("method", String(16), nullable=True),
     Column("verdict", String(16), nullable=False),
     Column("reason", Text, nullable=True),
+    # A `waiting` invitation: what its offer will hold once the user's open request is settled.
+    Column("offer", JSONB, nullable=True),
     UniqueConstraint("user_id", "message_id", name="uq_inbound_mail_message"),
+    Index("ix_inbound_mail_waiting", "user_id", "id", postgresql_where=text("verdict = 'waiting'")),
 )
 
 # ---- the change log (contract §15) --------------------------------------------------------------

@@ -13,6 +13,7 @@ with its reason on record (`inbound_mail`) and never becomes a write.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -106,17 +107,20 @@ class Inbox:
                 channel="email",
             )
             txn = Txn(uow, envelope, f"mail-{record}", zone(tz), now)
+            waiting: dict[str, Any] | None = None
             try:
                 method, verdict = await self._judge(txn, mail)
+                if isinstance(verdict, Offer):
+                    verdict, waiting = await self.writes.answers.place(txn, verdict)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 # An object icalendar reads but that is no event we can take (no DTSTART, …): on
                 # record, not retried (the sender's retry would fail the same way).
                 method, verdict = None, _dropped(f"unreadable_event: {type(exc).__name__}")
-            await uow.settle_inbound(record, verdict.verdict, verdict.reason, method)
+            await uow.settle_inbound(record, verdict.verdict, verdict.reason, method, waiting)
             await uow.commit()
             return verdict.model_copy(update={"user_id": user_id, "tz": tz})
 
-    async def _judge(self, txn: Txn, mail: ReceiveMail) -> tuple[str | None, InboundVerdict]:
+    async def _judge(self, txn: Txn, mail: ReceiveMail) -> tuple[str | None, InboundVerdict | Offer]:
         if mail.defect is not None:
             return None, _dropped(mail.defect)
         sender = normal_address(mail.from_address or "")
@@ -180,63 +184,56 @@ class Inbox:
 
     async def _offer(
         self, txn: Txn, cal: Calendar, master: Component, method: str, organizer: str, me: Attendee
-    ) -> InboundVerdict:
+    ) -> InboundVerdict | Offer:
         uid = str(master["UID"])
         # Read before anything is written: an object that is no event we can take fails here.
         parsed = parse_resource(
             mail_text(cal), master_id=new_id(), user_id=txn.user_id, calendar="", fallback_tz=txn.tz
         )[0]
-        rows = await txn.uow.events_by_uid(txn.user_id, uid)
-        current = rows[0] if rows else None
-        sequence = _sequence(master)
-        if method == "CANCEL" and current is None:
-            return _dropped("unknown_event")
-        if current is not None and normal_address(current.organizer or "") != organizer:
-            # The UID names an event someone else organizes (or the user's own): not theirs to change.
-            return _dropped("not_the_organizer")
-        if current is not None and current.ical is not None:
-            known = _master(Calendar.from_ical(current.ical))
-            stale = known is not None and _sequence(known) >= sequence
-            if stale and method == "REQUEST":
-                return _dropped("stale_sequence")
-        active = await txn.uow.active_stub(txn.user_id)
-        if active is not None and not active.expired_at(txn.now) and active.kind != "invitation":
-            # Someone else's mail never ends the user's own pending request (contract §8).
-            return _dropped("another_request_pending")
-        if active is not None:
-            await self.writes.supersede(txn, active)
         offer = InvitationOut(
             method="CANCEL" if method == "CANCEL" else "REQUEST",
             uid=uid,
-            sequence=sequence,
+            sequence=_sequence(master),
             organizer=organizer,
             title=parsed.title,
-            start=parsed.start.astimezone(txn.tz),
-            end=parsed.end.astimezone(txn.tz),
+            start=parsed.start,
+            end=parsed.end,
             attendees=parsed.attendees,
-            event_id=current.id if current is not None else None,
         )
-        stub = await self.writes.save_stub(
-            txn,
-            None,
-            title=parsed.title,
-            slots=StubSlots(),
-            status="held",
-            kind="invitation",
-            fields={
-                "hold_reason": "invitation_received",
-                "requested_hold": "invitation_received",
-                "expires_at": txn.now + INVITATION_TTL,
-                "proposed_start": parsed.start,
-                "proposed_end": parsed.end,
-                "change": {
-                    "invitation": offer.model_dump(mode="json"),
-                    "ical": mail_text(cal),
-                    "attendee": me.email,
-                },
-            },
+        refused = await still_refused(txn, offer)
+        if refused is not None:
+            return _dropped(refused)
+        return Offer(
+            {"invitation": offer.model_dump(mode="json"), "ical": mail_text(cal), "attendee": me.email}
         )
-        return InboundVerdict(verdict="offered", command_id=stub.id)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An invitation that passed every check, as its stub keeps it (`Stub.change`)."""
+
+    payload: dict[str, Any]
+
+    @property
+    def invitation(self) -> InvitationOut:
+        return InvitationOut.model_validate(self.payload["invitation"])
+
+
+async def still_refused(txn: Txn, offer: InvitationOut) -> str | None:
+    """Why an invitation cannot be offered against the user's calendar as it is now (None: it
+    can): asked when it arrives and again when a waiting one comes up."""
+    rows = await txn.uow.events_by_uid(txn.user_id, offer.uid)
+    current = rows[0] if rows else None
+    if offer.method == "CANCEL" and current is None:
+        return "unknown_event"
+    if current is not None and normal_address(current.organizer or "") != offer.organizer:
+        # The UID names an event someone else organizes (or the user's own): not theirs to change.
+        return "not_the_organizer"
+    if current is not None and current.ical is not None and offer.method == "REQUEST":
+        known = _master(Calendar.from_ical(current.ical))
+        if known is not None and _sequence(known) >= offer.sequence:
+            return "stale_sequence"
+    return None
 
 
 def mail_text(cal: Calendar) -> str:
@@ -251,12 +248,69 @@ def invitation_of(stub: Stub) -> InvitationOut | None:
 
 
 class InvitationAnswers:
-    """The user's answer to an invitation offer: the event added (accepted, tentative), left out
-    or taken away (declined, a confirmed CANCEL), and for a REQUEST the REPLY to the organizer,
-    queued in the same transaction through the mail outbox."""
+    """Invitation offers: placed as the user's held stub (or waiting their turn), and the user's
+    answer: the event added (accepted, tentative), left out or taken away (declined, a confirmed
+    CANCEL), and for a REQUEST the REPLY to the organizer, queued in the same transaction through
+    the mail outbox."""
 
     def __init__(self, writes: Writes) -> None:
         self.writes = writes
+
+    async def place(self, txn: Txn, offer: Offer) -> tuple[InboundVerdict, dict[str, Any] | None]:
+        """The offer as the user's held stub, or, while another request waits for the user (their
+        own, or an earlier invitation), kept waiting on its record (the payload returned): mail
+        never ends a request the user has not answered, and is never lost behind one."""
+        active = await txn.uow.active_stub(txn.user_id)
+        if active is not None and active.expired_at(txn.now):
+            await self.writes.transition(txn, active, "expired")
+            active = None
+        if active is not None:
+            return InboundVerdict(verdict="waiting"), offer.payload
+        stub = await self._stub(txn, offer)
+        return InboundVerdict(verdict="offered", command_id=stub.id), None
+
+    async def offer_waiting(self, txn: Txn) -> None:
+        """After a write that ended a stub: the oldest invitation still waiting becomes the offer,
+        checked again against the calendar as it now is."""
+        if await txn.uow.active_stub(txn.user_id) is not None:
+            return
+        while (found := await txn.uow.next_waiting(txn.user_id)) is not None:
+            record_id, payload = found
+            offer = Offer(payload)
+            refused = await still_refused(txn, offer.invitation)
+            if refused is not None:
+                await txn.uow.settle_inbound(record_id, "dropped", refused, offer.invitation.method, None)
+                continue
+            await self._stub(txn, offer)
+            await txn.uow.settle_inbound(record_id, "offered", None, offer.invitation.method, None)
+            return
+
+    async def _stub(self, txn: Txn, offer: Offer) -> Stub:
+        invitation = offer.invitation
+        rows = await txn.uow.events_by_uid(txn.user_id, invitation.uid)
+        shown = invitation.model_copy(
+            update={
+                "start": invitation.start.astimezone(txn.tz),
+                "end": invitation.end.astimezone(txn.tz),
+                "event_id": rows[0].id if rows else None,
+            }
+        )
+        return await self.writes.save_stub(
+            txn,
+            None,
+            title=invitation.title,
+            slots=StubSlots(),
+            status="held",
+            kind="invitation",
+            fields={
+                "hold_reason": "invitation_received",
+                "requested_hold": "invitation_received",
+                "expires_at": txn.now + INVITATION_TTL,
+                "proposed_start": invitation.start,
+                "proposed_end": invitation.end,
+                "change": {**offer.payload, "invitation": shown.model_dump(mode="json")},
+            },
+        )
 
     async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
         offer = invitation_of(stub)
