@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 from email.utils import make_msgid
 from typing import Any
@@ -638,3 +638,31 @@ async def test_invitations_wait_behind_the_users_open_request_and_each_other_and
     answers = {str(m.event()["UID"]): str(m.event()["ATTENDEE"].params["PARTSTAT"]) for m in sink.to(boss)}
     assert answers == {uids[0]: "ACCEPTED", uids[1]: "DECLINED"}
     assert [e["uid"] for e in await read_events(stack, user)] == [uids[0]]
+
+
+async def test_a_waiting_invitation_comes_first_once_the_request_it_waited_behind_has_lapsed(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, receiver_port: int, user: str
+) -> None:
+    scripted.set_script(
+        script(on_user("理发", tool_calls=[call("prepare_or_create_schedule", title="理发", date="D+1")]))
+    )
+    assert (await stack.chat(user, "明天去理发")).json()["outcome"] == "needs_time"
+    address = await mail_address(stack, user)
+    boss = f"boss-{user}@example.com"
+    await add_contact(stack, user, "老板", boss)
+    uids = [f"{uuid.uuid4()}@example.com" for _ in range(2)]
+
+    async def invite(uid: str) -> None:
+        cal = calendar_of("REQUEST", uid=uid, organizer=boss, attendees=[(address, "NEEDS-ACTION")])
+        await send(receiver_port, message(boss, address, cal=cal), mail_from=boss, rcpt=address)
+
+    await invite(uids[0])
+    start = stack.clock.now()
+    stack.clock.advance(timedelta(hours=2))  # the user's request lapses unanswered
+    try:
+        await invite(uids[1])
+        offered = await active_stub(stack, user)
+        assert offered is not None and offered["invitation"]["uid"] == uids[0], "the older one first"
+        assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered", "waiting"]
+    finally:
+        stack.clock.set(start)

@@ -264,6 +264,10 @@ class InvitationAnswers:
         if active is not None and active.expired_at(txn.now):
             await self.writes.transition(txn, active, "expired")
             active = None
+        if active is None:
+            # One that waited behind a request which lapsed since comes first.
+            await self.offer_waiting(txn)
+            active = await txn.uow.active_stub(txn.user_id)
         if active is not None:
             return InboundVerdict(verdict="waiting"), offer.payload
         stub = await self._stub(txn, offer)
