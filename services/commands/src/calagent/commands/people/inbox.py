@@ -6,7 +6,8 @@ REPLY only the attendee it speaks for, on an event the user organizes. Everythin
 with its reason on record (`inbound_mail`) and never becomes a write.
 
 - REQUEST / CANCEL from the organizer → a held offer (a stub of kind `invitation`): nothing is
-  added, removed or answered until the user says so (`answer`).
+  added, removed or answered until the user says so (`InvitationAnswers.answer`). While another
+  request waits for the user, the offer waits on its record and comes up when that one ends.
 - REPLY → that attendee's PARTSTAT on the event; it mails nobody.
 - anything else → a turn on channel `email` (the gateway runs it; its content is third-party).
 """
