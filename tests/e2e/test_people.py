@@ -493,3 +493,74 @@ async def test_an_alias_names_one_contact_and_an_unknown_name_has_no_candidates(
     assert unknown["command"]["attendee_query"] == "赵六"
     assert unknown["command"].get("attendee_candidates", []) == []
     assert await read_events(stack, user) == []
+
+
+# ---- what a change sends: one occurrence, or nothing for the user's own alarm --------------------
+
+
+async def test_deleting_one_occurrence_sends_cancel_for_that_occurrence_only(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, user: str
+) -> None:
+    a = f"a-{user}@example.com"
+    scripted.set_script(
+        script(
+            on_user(
+                "每周",
+                tool_calls=[
+                    call(
+                        "prepare_or_create_schedule",
+                        title="例会",
+                        date="D+1",
+                        time="09:00",
+                        recurrence="FREQ=WEEKLY;COUNT=4",
+                        attendees=[a],
+                    )
+                ],
+            )
+        )
+    )
+    assert (await stack.chat(user, "每周五九点例会")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "created"
+    await eventually(lambda: len(sink.to(a)) == 1, "the invitation to the series")
+    occurrences = await read_events(stack, user)
+    assert len(occurrences) == 4
+    organizer = await mail_address(stack, user)
+    gone = occurrences[1]
+    scripted.set_script(
+        script(on_user("这一次", tool_calls=[call("delete_schedule", event_id=gone["id"], scope="this")]))
+    )
+    assert (await stack.chat(user, "这一次不开了")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "deleted"
+    await eventually(lambda: all_sent(db, user), "the cancellation to be sent")
+    await eventually(lambda: len(sink.to(a)) == 2, "the cancellation")
+    cancel = sink.to(a)[1]
+    assert cancel.method == "CANCEL" and str(cancel.calendar["METHOD"]) == "CANCEL"
+    [vevent] = cancel.calendar.walk("VEVENT")
+    for name in REQUIRED["CANCEL"]:
+        assert name in vevent, f"CANCEL without {name}"
+    assert str(vevent["UID"]) == occurrences[0]["uid"]
+    assert int(str(vevent["SEQUENCE"])) == 1
+    assert str(vevent["ORGANIZER"]).lower() == f"mailto:{organizer}"
+    assert vevent.decoded("RECURRENCE-ID").isoformat() == gone["start"]
+    assert str(vevent["STATUS"]) == "CANCELLED"
+    assert [r["method"] for r in await mail_rows(db, user)] == ["REQUEST", "CANCEL"]
+    assert len(await read_events(stack, user)) == 3
+
+
+async def test_a_change_of_the_reminder_alone_sends_nothing_to_the_attendees(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, user: str
+) -> None:
+    a = f"a-{user}@example.com"
+    event = await invited(stack, scripted, db, user, a)
+    scripted.set_script(
+        script(
+            on_user("提醒", tool_calls=[call("update_schedule", event_id=event["id"], reminder_minutes=30)])
+        )
+    )
+    assert (await stack.chat(user, "提前半小时提醒我")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
+    [after] = await read_events(stack, user)
+    assert after["reminder_minutes"] == 30
+    await asyncio.sleep(1.0)  # sweeps: a message would have left by now
+    assert len(sink.to(a)) == 1
+    assert [r["method"] for r in await mail_rows(db, user)] == ["REQUEST"]

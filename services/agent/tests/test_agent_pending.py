@@ -11,6 +11,7 @@ from calagent.agent.domain.pending import (
     LastAssistant,
     bare_answer,
     fast_path_patch,
+    invitation_answer,
     next_weekday_symbol,
     speaks_for_user,
     timed_gate,
@@ -243,3 +244,32 @@ def test_a_superseded_stub_is_named_in_one_clause() -> None:
     )
     text = command_receipt(result, View("Asia/Shanghai", "zh", date(2026, 9, 24)))
     assert "修汽车轮毂" in text and "已创建「会」" in text
+
+
+# ---- an invitation received by mail is answered by its own words ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("接受", "ACCEPTED"),
+        ("Accept!", "ACCEPTED"),
+        ("拒绝。", "DECLINED"),
+        ("暂定", "TENTATIVE"),
+        ("maybe", "TENTATIVE"),
+    ],
+)
+def test_an_invitation_offer_takes_a_bare_answer(text: str, answer: str) -> None:
+    assert invitation_answer(text, stub=stub(kind="invitation"), own_words=True) == answer
+
+
+@pytest.mark.parametrize("text", ["接受，但我会晚到", "接受 拒绝", "好", "accept the meeting on friday"])
+def test_anything_more_than_a_bare_answer_is_for_the_model(text: str) -> None:
+    assert invitation_answer(text, stub=stub(kind="invitation"), own_words=True) is None
+
+
+def test_the_answer_words_mean_nothing_without_an_invitation_or_in_someone_elses_words() -> None:
+    assert invitation_answer("接受", stub=stub(), own_words=True) is None
+    assert invitation_answer("接受", stub=None, own_words=True) is None
+    assert invitation_answer("接受", stub=stub(kind="invitation"), own_words=False) is None
+    assert invitation_answer("接受", stub=stub("cancelled", kind="invitation"), own_words=True) is None

@@ -99,7 +99,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'commands'"
         )
     }
-    assert {"alembic_version", "calendars", "events", "stubs", "idempotency"} <= tables
+    assert {"alembic_version", "calendars", "events", "stubs", "idempotency", "inbound_mail"} <= tables
     assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0010v"
 
 

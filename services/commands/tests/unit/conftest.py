@@ -200,6 +200,41 @@ class FakeUnitOfWork:
             self.state.mailboxes.setdefault(user_id, make)
         return self.state.mailboxes.get(user_id)
 
+    async def mailbox_owner(self, address: str) -> str | None:
+        return next((u for u, a in self.state.mailboxes.items() if a.lower() == address.lower()), None)
+
+    async def claim_inbound(self, user_id: str, message_id: str, sender: str, at: datetime) -> int | None:
+        raise NotImplementedError("inbound mail is tested against PostgreSQL")
+
+    async def settle_inbound(
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
+    ) -> None:
+        raise NotImplementedError("inbound mail is tested against PostgreSQL")
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        return None  # no mail reaches the fake
+
+    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
+        return [e for e, _ in self.state.events.values() if e.user_id == user_id and e.uid == uid]
+
+    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None:
+        found = self.state.events.get(event_id)
+        if found is not None and found[0].user_id == user_id:
+            self.state.events[event_id] = (found[0].evolve(ical=ical), found[1])
+
+    async def queue_mail(
+        self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
+    ) -> None:
+        raise NotImplementedError("mail is tested against PostgreSQL")
+
+    def quiet_people(self) -> None:
+        return None
+
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         return {u: self.state.settings[u] for u in user_ids if u in self.state.settings}
 

@@ -9,6 +9,7 @@ reached over HTTP by the same routes a client uses.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -48,6 +49,8 @@ class Stack:
     buses: list[Bus] = field(default_factory=list)
     apps: list[ServiceApp] = field(default_factory=list)
     probe: Bus | None = None
+    # Stopped first: the gateway's listeners besides HTTP (the SMTP receiver).
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     def token(self, user_id: str, tz: str | None = None) -> str:
         from calagent.gateway.auth import issue_token
@@ -65,6 +68,8 @@ class Stack:
         return await self.client.post("/v1/chat", json=body, headers=self.headers(user_id, tz))
 
     async def stop(self) -> None:
+        for close in self.closers:
+            await close()
         await self.client.aclose()
         for bus in reversed(self.buses):
             await bus.close()
@@ -127,7 +132,16 @@ async def start_stack(
     gateway_bus.serve_health()
     await gateway_bus.start()
     buses.append(gateway_bus)
+    await gateway.state.gateway.start_listeners()
     transport = gateway_transport or httpx.ASGITransport(app=gateway)
     client = httpx.AsyncClient(transport=transport, base_url="http://gateway", timeout=60.0)
     probe = await Bus.connect(nats_url, "probe", clock)
-    return Stack(settings=settings, clock=clock, client=client, buses=buses, apps=apps, probe=probe)
+    return Stack(
+        settings=settings,
+        clock=clock,
+        client=client,
+        buses=buses,
+        apps=apps,
+        probe=probe,
+        closers=[gateway.state.gateway.stop_listeners],
+    )

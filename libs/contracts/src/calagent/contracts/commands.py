@@ -13,7 +13,7 @@ from pydantic import Field
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import Attendee
+from calagent.contracts.people import Attendee, InvitationAnswer, InvitationOut
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
@@ -57,8 +57,11 @@ HoldReason = Literal[
     # The write sends mail to other people (invitations, updates, cancellations): a message that
     # has left cannot be taken back.
     "sends_invitations",
+    # An invitation (or its cancellation) mailed to the user's private address by someone else:
+    # nothing is added, removed or answered until the user says so.
+    "invitation_received",
 ]
-StubKind = Literal["create", "change", "plan"]
+StubKind = Literal["create", "change", "plan", "invitation"]
 ChangeAction = Literal["update", "delete"]
 # Who made a change (contract §15): a chat turn, a client's own call (the page, the API), or the
 # connected calendar.
@@ -154,6 +157,8 @@ class StubOut(WireModel):
     attendee_candidates: tuple[Attendee, ...] = ()
     # Whom confirming this stub sends mail to (hold_reason `sends_invitations`).
     recipients: tuple[Attendee, ...] = ()
+    # An invitation received by mail (kind `invitation`): what it asks, and from whom.
+    invitation: InvitationOut | None = None
 
 
 class ChangedRow(WireModel):
@@ -243,6 +248,8 @@ class MergeStub(WireModel):
     # The user accepted the stub's offer: a `held` stub's hold is lifted, a `conflict` stub keeps its
     # proposed time. Set only by code (confirm_command, the timed gate), never from slot wording.
     confirm: bool = False
+    # The answer to an invitation offer (kind `invitation`): a confirmation alone accepts.
+    partstat: InvitationAnswer | None = None
     source: WriteSource = "chat"
 
 

@@ -20,8 +20,11 @@ from calagent.contracts.settings import AnySettingsCommand, SettingsOut, Sharing
 
 NAME_MAX = 200
 ALIASES_MAX = 20
+CALENDAR_MAX_CHARS = 1_000_000  # the text/calendar part of a received message
 # RFC 5545 PARTSTAT values of a VEVENT attendee.
 PartStat = Literal["NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"]
+# What the user may answer an invitation received by mail (the REPLY's PARTSTAT).
+InvitationAnswer = Literal["ACCEPTED", "DECLINED", "TENTATIVE"]
 
 
 class Attendee(WireModel):
@@ -69,9 +72,32 @@ class GetMailAddress(WireModel):
     envelope: Envelope
 
 
+class FindMailbox(WireModel):
+    """Whose private address this is (the receiver's RCPT check): `PeopleResult.user_id`."""
+
+    kind: Literal["find_mailbox"] = "find_mailbox"
+    address: str = Field(min_length=3, max_length=EMAIL_MAX)
+
+
+class ReceiveMail(WireModel):
+    """A message the receiver accepted for a private address, with the facts it read from it.
+    Commands decides whether it is acted on (known sender, not seen before) and records it either
+    way; `defect` names a basic check the message failed at the edge (it is only recorded)."""
+
+    kind: Literal["receive_mail"] = "receive_mail"
+    recipient: str = Field(min_length=3, max_length=EMAIL_MAX)
+    mail_from: str = Field(max_length=EMAIL_MAX)
+    from_address: str | None = Field(default=None, max_length=EMAIL_MAX)
+    message_id: str = Field(min_length=1, max_length=300)
+    calendar: str | None = Field(default=None, max_length=CALENDAR_MAX_CHARS)
+    defect: str | None = Field(default=None, max_length=200)
+    received_at: datetime
+
+
 AnyContactCommand = AddContact | ListContacts | DeleteContact | GetMailAddress
+AnyMailCommand = FindMailbox | ReceiveMail
 # Settings and sharing (`contracts.settings`) travel on the same subject: the same two sides.
-AnyPeopleCommand = AnyContactCommand | AnySettingsCommand
+AnyPeopleCommand = AnyContactCommand | AnyMailCommand | AnySettingsCommand
 
 
 class PeopleRequest(WireModel):
@@ -83,11 +109,44 @@ class PeopleError(WireModel):
     message: str
 
 
+InboundVerdictName = Literal["offered", "waiting", "replied", "turn", "dropped", "duplicate"]
+
+
+class InboundVerdict(WireModel):
+    """What became of a received message: `offered` (a held invitation stub, `command_id`),
+    `waiting` (an invitation kept until the request the user has open is settled),
+    `replied` (an attendee's answer recorded), `turn` (forwarded mail: the gateway runs it as a
+    turn on channel `email` for `user_id`), `dropped` (with `reason`), `duplicate` (seen before)."""
+
+    verdict: InboundVerdictName
+    reason: str | None = None
+    user_id: str | None = None
+    tz: str | None = None  # the user's zone, for a turn
+    command_id: str | None = None
+
+
+class InvitationOut(WireModel):
+    """An invitation received by mail, as its offer shows it."""
+
+    method: Literal["REQUEST", "CANCEL"]
+    uid: str
+    sequence: int = 0
+    organizer: str
+    title: str
+    start: datetime
+    end: datetime
+    attendees: tuple[Attendee, ...] = ()
+    # The event this invitation updates or cancels (one accepted before), if any.
+    event_id: str | None = None
+
+
 class PeopleResult(WireModel):
     contact: ContactOut | None = None
     contacts: tuple[ContactOut, ...] = ()
     deleted: bool = False
     address: str | None = None
+    user_id: str | None = None
+    inbound: InboundVerdict | None = None
     settings: SettingsOut | None = None
     sharing: SharingOut | None = None
     error: PeopleError | None = None

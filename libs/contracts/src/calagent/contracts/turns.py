@@ -11,7 +11,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from calagent.contracts.base import WireModel
 from calagent.contracts.commands import ChangeOut, EventOut, StubOut
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import Attendee
+from calagent.contracts.people import Attendee, InvitationOut
 
 MAX_MESSAGE_CHARS = 4000
 
@@ -112,6 +112,7 @@ _STUB_EXTRAS = (
     "attendee_query",
     "attendee_candidates",
     "recipients",
+    "invitation",
 )
 _EVENT_EXTRAS = (
     "series_id",
@@ -162,6 +163,8 @@ class StubView(WireModel):
     attendee_query: str | None = None
     attendee_candidates: tuple[Attendee, ...] = ()
     recipients: tuple[Attendee, ...] = ()
+    # An invitation received by mail: what it asks (organizer, times, people), to answer it.
+    invitation: InvitationOut | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -236,6 +239,7 @@ def stub_view(stub: StubOut) -> StubView:
         attendee_query=stub.attendee_query,
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
+        invitation=stub.invitation,
     )
 
 

@@ -96,6 +96,10 @@ class Settings(BaseSettings):
     # addresses (the ORGANIZER of what is sent, so replies come back).
     smtp_url: str | None = Field(default=None, alias="CALAGENT_SMTP_URL", repr=False)
     mail_domain: str = Field(default="calagent.localhost", min_length=1, alias="CALAGENT_MAIL_DOMAIN")
+    # The assistant's own SMTP receiver (`host:port`; unset: none), run by the gateway, and the
+    # largest message it takes.
+    smtp_listen: str | None = Field(default=None, alias="CALAGENT_SMTP_LISTEN")
+    mail_max_bytes: int = Field(default=1_000_000, ge=10_000, alias="CALAGENT_MAIL_MAX_BYTES")
 
     @field_validator(
         "nats_url",
@@ -106,6 +110,7 @@ class Settings(BaseSettings):
         "otlp_endpoint",
         "credentials_key",
         "smtp_url",
+        "smtp_listen",
         "fallback_model",
         "fallback_base_url",
         "fallback_api_key",

@@ -25,6 +25,7 @@ from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import (
     LastAssistant,
     fast_path_patch,
+    invitation_answer,
     speaks_for_user,
     timed_gate,
     undo_gate,
@@ -333,6 +334,17 @@ class TurnRunner:
         if stub is None:
             return None
         own_words = speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded)
+        answer = invitation_answer(state.turn.text, stub=stub, own_words=own_words)
+        if answer is not None:
+            state.flag("timed_gate")
+            reply = confirm_command(state, stub.id).model_copy(update={"partstat": answer})
+            result = await self._execute(state, "confirm_command", reply)
+            await self._record_call(
+                state,
+                sink,
+                ToolCallOut(name="confirm_command", arguments={"command_id": stub.id}, result=result.status),
+            )
+            return apply_command_result(state, result)
         gate = timed_gate(
             state.turn.text,
             stub=stub,

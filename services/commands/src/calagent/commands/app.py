@@ -20,6 +20,7 @@ from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.people.contacts import People
+from calagent.commands.people.inbox import Inbox, SettingsDirectory
 from calagent.commands.people.invitations import Invitations
 from calagent.commands.people.mailer import MailOutbox, SmtpTarget
 from calagent.commands.people.settings import SETTINGS_COMMANDS, SettingsDesk
@@ -34,7 +35,7 @@ from calagent.contracts.caldav import (
     SetDefaultCalendar,
 )
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
-from calagent.contracts.people import PeopleRequest, PeopleResult
+from calagent.contracts.people import FindMailbox, PeopleRequest, PeopleResult, ReceiveMail
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
@@ -57,6 +58,7 @@ class CommandsService:
         self.accounts: Accounts | None = None
         self.people: People | None = None
         self.settings_desk: SettingsDesk | None = None
+        self.inbox: Inbox | None = None
         self.sync: SyncWorker | None = None
         self._wakes: TopicPublisher[OutboxWake] | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -80,6 +82,7 @@ class CommandsService:
         self.handlers = Handlers(self.service)
         self.people = People(store, self.clock, self.settings.mail_domain)
         self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
+        self.inbox = Inbox(self.service.writes, self.clock, SettingsDirectory(), self.settings.default_tz)
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
@@ -92,6 +95,11 @@ class CommandsService:
             others=(MailOutbox(self.engine, smtp),),
         )
         self.sync.start()
+
+    def _inbox(self) -> Inbox:
+        if self.inbox is None:
+            raise RuntimeError("commands is not started")
+        return self.inbox
 
     def _handlers(self) -> Handlers:
         if self.handlers is None:
@@ -151,6 +159,10 @@ class CommandsService:
         with transient_failures(f"people.{command.kind}"):
             if isinstance(command, SETTINGS_COMMANDS):
                 return await desk.run(command)
+            if isinstance(command, FindMailbox):
+                return PeopleResult(user_id=await self._inbox().owner(command.address))
+            if isinstance(command, ReceiveMail):
+                return PeopleResult(inbound=await self._inbox().receive(command))
             return await people.run(command)
 
     async def stop(self) -> None:

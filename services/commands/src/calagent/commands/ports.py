@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
@@ -150,6 +150,40 @@ class UnitOfWork(Protocol):
         """The user's private address; when there is none and `make` is given, `make` becomes it."""
         ...
 
+    async def mailbox_owner(self, address: str) -> str | None:
+        """Whose private address this is."""
+        ...
+
+    async def claim_inbound(self, user_id: str, message_id: str, sender: str, at: datetime) -> int | None:
+        """Record a received message; None when its Message-ID was received before."""
+        ...
+
+    async def settle_inbound(
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
+    ) -> None: ...
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        """The oldest invitation of the user still waiting to be offered: (record id, offer)."""
+        ...
+
+    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
+        """The user's rows of the object with this UID (master first)."""
+        ...
+
+    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None: ...
+
+    async def queue_mail(
+        self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
+    ) -> None: ...
+
+    def quiet_people(self) -> None:
+        """This transaction's changes mail no attendee (an attendee's own answer is recorded)."""
+
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         """The saved settings of those of `user_ids` who saved any."""
         ...
@@ -181,6 +215,15 @@ class UnitOfWork(Protocol):
     async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
         """(user id, zone) of the feed with this secret hash, or None."""
         ...
+
+
+class UserDirectory(Protocol):
+    """What the user's settings say about them, read inside a unit of work: their own address
+    (mail from it is the user's) and their zone."""
+
+    async def own_address(self, uow: UnitOfWork, user_id: str) -> str | None: ...
+
+    async def zone(self, uow: UnitOfWork, user_id: str) -> str | None: ...
 
 
 class Store(Protocol):

@@ -38,6 +38,8 @@ class Txn:
     prefetched: dict[ResolveRequest, asyncio.Task[ResolveResult]] = field(default_factory=dict)
     # The change this command's writes to events are logged as (contract §15).
     change: ChangeContext | None = None
+    # A stub ended in this transaction: an invitation waiting its turn may be offered now.
+    ended_stub: bool = False
 
     def log_as(self, context: ChangeContext | None = None, **details: str | None) -> ChangeContext:
         """Name (or refine: its scope, the change it undoes) the change this command's writes

@@ -21,6 +21,7 @@ from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
 from calagent.contracts.commands import ChangedRow, ChangeOut, EventOut, LoggedChangeOut, PlanOut, StubOut
+from calagent.contracts.people import InvitationOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
@@ -117,6 +118,11 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         attendee_query=stub.attendee_query,
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
+        invitation=(
+            InvitationOut.model_validate(payload["invitation"])
+            if stub.kind == "invitation" and "invitation" in payload
+            else None
+        ),
     )
 
 

@@ -38,6 +38,7 @@ from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.contacts import new_mail_address
+from calagent.commands.people.inbox import InvitationAnswers
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
@@ -87,6 +88,7 @@ class Writes:
         self.offers = Offers(self)
         self.undo = Undo(self)
         self.people = AttendeeRules(self)
+        self.answers = InvitationAnswers(self)
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
@@ -155,6 +157,8 @@ class Writes:
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
+        if txn.ended_stub:
+            await self.answers.offer_waiting(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
         logged = result.persisted and result.change_id is None and txn.change is not None
@@ -216,6 +220,10 @@ class Writes:
             return error_result("no_active_command", "no active schedule command with that id")
         if stub.expired_at(txn.now):
             return await self._expire(txn, stub)
+        if stub.kind == "invitation":
+            if not command.confirm and command.partstat is None:
+                return error_result("invalid_arguments", "this invitation takes an answer")
+            return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
         if stub.status == "needs_attendee" and stub.kind != "create":
             # A change waiting for a person is answered by a new update naming them.
             return error_result("invalid_arguments", "this pending request waits for an attendee")
@@ -255,6 +263,9 @@ class Writes:
             return error_result("no_active_command", "there is no active schedule command to cancel")
         if stub.expired_at(txn.now):
             return await self._expire(txn, stub)
+        if stub.kind == "invitation":
+            # Turning an invitation down is declining it: the organizer is told.
+            return await self.answers.answer(txn, stub, "DECLINED")
         cancelled = await self.transition(txn, stub, "cancelled")
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
@@ -544,6 +555,8 @@ class Writes:
             changes["expires_at"] = txn.now + self.config.stub_ttl
         updated = stub.evolve(**changes)
         await txn.uow.update_stub(updated)
+        if status not in ACTIVE_STUB_STATUSES:
+            txn.ended_stub = True
         return updated
 
     async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:

@@ -70,6 +70,7 @@ from calagent.gateway.changes import changes_router
 from calagent.gateway.commands import commands_router
 from calagent.gateway.history import history_router
 from calagent.gateway.limits import MAX_BODY_BYTES, PAYLOAD_TOO_LARGE, BodySizeLimit, plain_id
+from calagent.gateway.mailbox import MailReceiver
 from calagent.gateway.oidc import oidc_router
 from calagent.gateway.people import people_router
 from calagent.gateway.quotas import QuotaExceededError, QuotaUnavailableError
@@ -246,10 +247,23 @@ class Gateway:
         self._runner: TurnRunner | None = None
         self._delivered: StreamPublisher[TurnDelivered] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._mail: MailReceiver | None = None
         # Users' saved zones, which win over their tokens' (contract §16).
         self.zones = UserZones()
         if bus is not None:
             self.attach(bus)
+
+    async def start_listeners(self) -> None:
+        """The listeners besides HTTP, once the bus is up: the SMTP receiver when configured."""
+        if self.settings.smtp_listen and self._mail is None:
+            receiver = MailReceiver(self, self.settings.smtp_listen, self.settings.mail_max_bytes)
+            await receiver.start()
+            self._mail = receiver
+
+    async def stop_listeners(self) -> None:
+        receiver, self._mail = self._mail, None
+        if receiver is not None:
+            await receiver.stop()
 
     @property
     def bus(self) -> Bus:
@@ -443,8 +457,10 @@ def create_app(
         try:
             await active.start()
             gw.follow_zones()
+            await gw.start_listeners()
             yield
         finally:
+            await gw.stop_listeners()
             await gw.zones.stop()
             # Turns still waiting have lost their clients by now (uvicorn closed them first).
             await gw.drain(grace_s=SHUTDOWN_GRACE_S)

@@ -26,6 +26,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
+from calagent.contracts.people import InvitationAnswer
 from calagent.contracts.time import ParsedReply, SlotPatch
 
 Route = Literal["fast_path", "model"]
@@ -51,6 +52,27 @@ REFUSE_WORDS = frozenset(
 # A bare request to take back what the last receipt did (contract §15). Bounded like the answers
 # above: "撤销刚才那个会" names something and is the model's to read.
 UNDO_WORDS = frozenset({"撤销", "撤回", "撤销吧", "撤回吧", "undo", "undo it", "undo that"})
+
+
+# The answers to an invitation received by mail (contract §16), each the whole message: code
+# sends the REPLY they name, so a word that needs reading ("我看看") is the model's.
+INVITATION_WORDS: dict[str, InvitationAnswer] = {
+    "接受": "ACCEPTED", "接受邀请": "ACCEPTED", "accept": "ACCEPTED", "accepted": "ACCEPTED",
+    "拒绝": "DECLINED", "拒绝邀请": "DECLINED", "decline": "DECLINED", "declined": "DECLINED",
+    "暂定": "TENTATIVE", "待定": "TENTATIVE", "tentative": "TENTATIVE", "maybe": "TENTATIVE",
+}  # fmt: skip
+
+
+def invitation_answer(text: str, *, stub: StubOut | None, own_words: bool) -> InvitationAnswer | None:
+    """ "接受" → ACCEPTED to the invitation offer waiting for the user; None for anything else,
+    or when no invitation is waiting, or when the words are not the user's own."""
+    if stub is None or stub.kind != "invitation" or stub.status != "held" or not own_words:
+        return None
+    chunks = _chunks(text)
+    answers = {INVITATION_WORDS.get(chunk) for chunk in chunks}
+    if len(answers) != 1:
+        return None
+    return answers.pop()
 
 
 @dataclass(frozen=True)

@@ -439,6 +439,20 @@ def _command_text(result: CommandResult, view: View) -> str:
                 else f'"{title}" {when}: once you confirm, I will add it and send invitations to {who}. '
                 'Nothing is written or sent yet; reply "confirm".'
             )
+        if stub.hold_reason == "invitation_received" and stub.invitation is not None:
+            who = stub.invitation.organizer
+            if stub.invitation.method == "CANCEL":
+                return (
+                    f"{who} 取消了「{title}」{when}。要从日历中删除吗？回复“确认”即可。"
+                    if zh
+                    else f'{who} cancelled "{title}" {when}. Remove it from your calendar? Reply "confirm".'
+                )
+            return (
+                f"{who} 邀请你参加「{title}」{when}。回复“接受”“拒绝”或“暂定”，我再回复对方；现在什么都没有写入或发出。"
+                if zh
+                else f'{who} invites you to "{title}" {when}. Reply "accept", "decline" or "tentative" and I will '
+                "answer them; nothing is written or sent yet."
+            )
         if stub.hold_reason == "third_party_content":
             return (
                 f"这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。"
@@ -451,6 +465,9 @@ def _command_text(result: CommandResult, view: View) -> str:
             if zh
             else f'"{title}" {when} is in the past, so I have not added it. Reply "confirm" if you want it recorded.'
         )
+    if result.status == "cancelled" and stub.invitation is not None and stub.invitation.method == "REQUEST":
+        who = stub.invitation.organizer
+        return f"已拒绝「{title}」，并告知了 {who}。" if zh else f'Declined "{title}"; {who} has been told.'
     if result.status == "cancelled":
         return f"好的，已取消「{title}」。" if zh else f'OK, cancelled "{title}".'
     if result.status == "expired":

@@ -48,6 +48,7 @@ from calagent.commands.adapters.tables import (
     events,
     feeds,
     idempotency,
+    inbound_mail,
     mail_outbox,
     mailboxes,
     plans,
@@ -258,6 +259,8 @@ class SqlUnitOfWork:
         self.invited: dict[str, set[str]] = {}
         self.deleted_objects: dict[str, tuple[str, str]] = {}
         self.mail_users: tuple[str, ...] = ()
+        # Off for a change that is itself someone's answer (an attendee's REPLY): it mails nobody.
+        self.mail_people = True
         self.before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None
         # What this transaction's writes to events are logged as (contract §15); None: a write
         # that is not a command's (the sync), which the log's trigger records as `sync`.
@@ -513,6 +516,8 @@ class SqlUnitOfWork:
             )
             .on_conflict_do_nothing(index_elements=[mail_outbox.c.message_id])
         )
+        if mails and user_id not in self.mail_users:
+            self.mail_users = (*self.mail_users, user_id)  # the outbox is woken after commit
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
         rows = await self._run(
@@ -822,6 +827,64 @@ class SqlUnitOfWork:
         address = await self._run(select(mailboxes.c.address).where(mailboxes.c.user_id == user_id))
         found: str | None = address.scalar_one_or_none()
         return found
+
+    async def mailbox_owner(self, address: str) -> str | None:
+        found = await self._run(
+            select(mailboxes.c.user_id).where(func.lower(mailboxes.c.address) == address.strip().lower())
+        )
+        owner: str | None = found.scalar_one_or_none()
+        return owner
+
+    async def claim_inbound(self, user_id: str, message_id: str, sender: str, at: datetime) -> int | None:
+        """The record of one received message, or None when this Message-ID was received before
+        (a concurrent delivery of the same message waits here for the first to commit)."""
+        result = await self._run(
+            pg_insert(inbound_mail)
+            .values(user_id=user_id, message_id=message_id, sender=sender, received_at=at, verdict="received")
+            .on_conflict_do_nothing(constraint="uq_inbound_mail_message")
+            .returning(inbound_mail.c.id)
+        )
+        claimed: int | None = result.scalar_one_or_none()
+        return claimed
+
+    async def settle_inbound(
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
+    ) -> None:
+        await self._run(
+            update(inbound_mail)
+            .where(inbound_mail.c.id == record_id)
+            .values(verdict=verdict, reason=reason, method=method, offer=offer)
+        )
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        row = (
+            await self._run(
+                select(inbound_mail.c.id, inbound_mail.c.offer)
+                .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
+                .order_by(inbound_mail.c.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+        ).first()
+        return (int(row.id), dict(row.offer)) if row is not None else None
+
+    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
+        """The user's object with this UID: its master (or single event) first, then overrides."""
+        rows = await self._run(
+            select(events)
+            .where(events.c.user_id == user_id, events.c.uid == uid)
+            .order_by(events.c.series_id.is_not(None), events.c.start_at, events.c.id)
+            .with_for_update()
+        )
+        return [event_from_row(row) for row in rows]
+
+    def quiet_people(self) -> None:
+        self.mail_people = False
 
     # ---- settings and sharing ----------------------------------------------------------------------
 

@@ -118,7 +118,7 @@ stubs = Table(
         "'cancelled', 'expired', 'superseded', 'updated', 'deleted', 'planned')",
         name="ck_stubs_status",
     ),
-    CheckConstraint("kind IN ('create', 'change', 'plan')", name="ck_stubs_kind"),
+    CheckConstraint("kind IN ('create', 'change', 'plan', 'invitation')", name="ck_stubs_kind"),
     # At most one active stub per user, enforced by the database as well as by the code.
     Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(ACTIVE_SQL)),
 )
@@ -327,6 +327,26 @@ mail_outbox = Table(
     CheckConstraint("method IN ('REQUEST', 'CANCEL', 'REPLY')", name="ck_mail_outbox_method"),
     Index("ix_mail_outbox_due", "not_before", postgresql_where=text("sent_at IS NULL")),
     Index("ix_mail_outbox_user", "user_id", "id"),
+)
+
+# What the user's private address received (contract §16), acted on or not: a message is acted on
+# once per Message-ID, and one dropped (an unknown sender, a spoofed From, a REPLY from someone not
+# invited) is still on record with its reason.
+inbound_mail = Table(
+    "inbound_mail",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("received_at", DateTime(timezone=True), nullable=False),
+    Column("sender", String(254), nullable=False),
+    Column("message_id", String(300), nullable=False),
+    Column("method", String(16), nullable=True),
+    Column("verdict", String(16), nullable=False),
+    Column("reason", Text, nullable=True),
+    # A `waiting` invitation: what its offer will hold once the user's open request is settled.
+    Column("offer", JSONB, nullable=True),
+    UniqueConstraint("user_id", "message_id", name="uq_inbound_mail_message"),
+    Index("ix_inbound_mail_waiting", "user_id", "id", postgresql_where=text("verdict = 'waiting'")),
 )
 
 # ---- the change log (contract §15) --------------------------------------------------------------

@@ -188,6 +188,11 @@ def _address(value: object) -> str | None:
     return text if 3 <= len(text) <= EMAIL_MAX and "@" in text else None
 
 
+def address_of(value: object) -> str | None:
+    """The address an ORGANIZER or ATTENDEE property names, `mailto:` stripped."""
+    return _address(value)
+
+
 def _properties(component: Component, name: str) -> list[object]:
     raw = component.get(name)
     if raw is None:

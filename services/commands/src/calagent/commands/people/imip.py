@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, formataddr
 
-from icalendar import Calendar, Component
+from icalendar import Calendar, Component, vCalAddress
 from icalendar import Event as IcsEvent
 
 from calagent.commands.caldav.objects import attendee_property, organizer_property
@@ -74,26 +74,62 @@ def request_body(obj: Calendar) -> Calendar:
 
 
 def cancel_body(
-    obj: Calendar, sequence: int, organizer: str, people: Sequence[Attendee], stamp: datetime, whole: bool
+    obj: Calendar,
+    sequence: int,
+    organizer: str,
+    people: Sequence[Attendee],
+    stamp: datetime,
+    whole: bool,
+    occurrences: Sequence[date | datetime] = (),
 ) -> Calendar:
+    """CANCEL of the whole event (`whole`: STATUS:CANCELLED), of some attendees, or of the
+    `occurrences` of a series named by their RECURRENCE-ID (RFC 5546 §3.2.5: one VEVENT each)."""
     master = next((c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c), None)
     if master is None:
         raise ValueError("no event to cancel")
     cal = _scheduling("CANCEL")
     for zone in obj.walk("VTIMEZONE"):
         cal.add_component(zone)
+    for slot in occurrences or (None,):
+        event: Component = IcsEvent()
+        event["UID"] = master["UID"]
+        event.add("dtstamp", stamp.astimezone(UTC))
+        event.add("sequence", sequence)
+        if slot is None:
+            event["DTSTART"] = master["DTSTART"]
+        else:
+            event.add("dtstart", slot)
+            event.add("recurrence-id", slot)
+        if "SUMMARY" in master:
+            event["SUMMARY"] = master["SUMMARY"]
+        event["ORGANIZER"] = organizer_property(organizer, master.get("ORGANIZER"))
+        props = [attendee_property(p) for p in people]
+        event["ATTENDEE"] = props if len(props) > 1 else props[0]
+        if whole or slot is not None:
+            event.add("status", "CANCELLED")
+        cal.add_component(event)
+    return cal
+
+
+def reply_body(obj: Calendar, attendee: str, partstat: str, stamp: datetime) -> Calendar:
+    """RFC 5546 §3.2.3: the invitation's UID, SEQUENCE, ORGANIZER and times as received, and the
+    one attendee who answers, with the answer as PARTSTAT."""
+    master = next((c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c), None)
+    if master is None:
+        raise ValueError("no event to answer")
+    cal = _scheduling("REPLY")
+    for zone in obj.walk("VTIMEZONE"):
+        cal.add_component(zone)
     event: Component = IcsEvent()
     event["UID"] = master["UID"]
     event.add("dtstamp", stamp.astimezone(UTC))
-    event.add("sequence", sequence)
-    event["DTSTART"] = master["DTSTART"]
-    if "SUMMARY" in master:
-        event["SUMMARY"] = master["SUMMARY"]
-    event["ORGANIZER"] = organizer_property(organizer, master.get("ORGANIZER"))
-    props = [attendee_property(p) for p in people]
-    event["ATTENDEE"] = props if len(props) > 1 else props[0]
-    if whole:
-        event.add("status", "CANCELLED")
+    event.add("sequence", int(master.get("SEQUENCE", 0)))
+    for name in ("DTSTART", "DTEND", "DURATION", "SUMMARY", "ORGANIZER"):
+        if name in master:
+            event[name] = master[name]
+    answer = vCalAddress(f"mailto:{attendee}")
+    answer.params["PARTSTAT"] = partstat
+    event["ATTENDEE"] = answer
     cal.add_component(event)
     return cal
 

@@ -12,7 +12,7 @@ commit. Writes that came from the connected calendar (`outbound` off) send nothi
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 
 from icalendar import Calendar
 from opentelemetry import propagate
@@ -32,12 +32,11 @@ class Invitations:
         self.clock = clock
 
     async def queue(self, uow: SqlUnitOfWork) -> None:
-        if not uow.outbound or not uow.invited:
+        if not uow.outbound or not uow.mail_people or not uow.invited:
             return
         stamp = self.clock.now()
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
-        users: list[str] = []
         for user_id, resources in uow.invited.items():
             mailbox = await uow.mailbox(user_id)
             if mailbox is None:
@@ -56,8 +55,6 @@ class Invitations:
                 mails += await self._changed(uow, owner, rows, mailbox, stamp)
             if mails:
                 await uow.queue_mail(user_id, mailbox, mails, carrier)
-                users.append(user_id)
-        uow.mail_users = tuple(users)
 
     async def _changed(
         self, uow: SqlUnitOfWork, owner: Event, rows: list[Event], mailbox: str, stamp: datetime
@@ -70,6 +67,14 @@ class Invitations:
         if text is None or text == before:
             return []
         obj = Calendar.from_ical(text)
+        if before is not None:
+            told = Calendar.from_ical(before)
+            if _for_people(told) == _for_people(obj):
+                # Only the user's own alarm (or bookkeeping) changed: nothing for the people.
+                return []
+            gone = _removed_occurrences(told, obj)
+            if gone:
+                return await self._cancel_occurrences(uow, owner, obj, text, gone, mailbox, stamp)
         if before is None:
             # The first version people get: SEQUENCE 0, said out loud (RFC 5546 wants it on REQUEST).
             for component in obj.walk("VEVENT"):
@@ -89,6 +94,28 @@ class Invitations:
             if normal_address(person.email) in now_people:
                 continue
             body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=False)
+            out.append(_mail("CANCEL", body, person, uid, sequence, mailbox, stamp, summary))
+        return out
+
+    async def _cancel_occurrences(
+        self,
+        uow: SqlUnitOfWork,
+        owner: Event,
+        obj: Calendar,
+        text: str,
+        gone: list[date | datetime],
+        mailbox: str,
+        stamp: datetime,
+    ) -> list[tuple[str, imip.Mail]]:
+        """Occurrences of a series taken away and nothing else changed: a CANCEL naming each by
+        its RECURRENCE-ID (RFC 5546 §3.2.5), not the whole series sent again."""
+        await uow.keep_object(owner.user_id, owner.id, text)
+        uid = owner.uid or f"{owner.id}@calagent"
+        sequence = imip.sequence_of(obj)
+        summary = imip.summary_of(obj)
+        out: list[tuple[str, imip.Mail]] = []
+        for person in owner.attendees:
+            body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=False, occurrences=gone)
             out.append(_mail("CANCEL", body, person, uid, sequence, mailbox, stamp, summary))
         return out
 
@@ -143,3 +170,47 @@ def _people(text: str) -> tuple[Attendee, ...]:
                 seen.add(key)
                 out.append(person)
     return tuple(out)
+
+
+# What people are sent of an object does not include the bookkeeping of a version (DTSTAMP,
+# LAST-MODIFIED, SEQUENCE) nor the user's own alarms, which a REQUEST leaves out.
+_BOOKKEEPING = ("DTSTAMP", "LAST-MODIFIED", "SEQUENCE")
+
+
+def _for_people(
+    obj: Calendar, *, without_exdates: bool = False, skip: frozenset[object] = frozenset()
+) -> list[bytes]:
+    out: list[bytes] = []
+    for component in obj.walk("VEVENT"):
+        if "RECURRENCE-ID" in component and component.decoded("RECURRENCE-ID") in skip:
+            continue
+        copy = Calendar.from_ical(component.to_ical())
+        for name in _BOOKKEEPING + (("EXDATE",) if without_exdates else ()):
+            copy.pop(name, None)
+        copy.subcomponents = [c for c in copy.subcomponents if c.name != "VALARM"]
+        out.append(bytes(copy.to_ical()))
+    return sorted(out)
+
+
+def _exdates(obj: Calendar) -> list[date | datetime]:
+    masters = [c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c and "RRULE" in c]
+    if not masters:
+        return []
+    raw = masters[0].get("EXDATE")
+    lists = raw if isinstance(raw, list) else [raw] if raw is not None else []
+    return [d.dt for item in lists for d in item.dts]
+
+
+def _removed_occurrences(told: Calendar, now: Calendar) -> list[date | datetime]:
+    """The slots `now` excludes that `told` did not, when that is all that changed (an override
+    of a removed slot goes with it); empty otherwise."""
+    before = set(_exdates(told))
+    gone = [slot for slot in _exdates(now) if slot not in before]
+    if not gone:
+        return []
+    skip = frozenset(gone)
+    if _for_people(told, without_exdates=True, skip=skip) != _for_people(
+        now, without_exdates=True, skip=skip
+    ):
+        return []
+    return gone

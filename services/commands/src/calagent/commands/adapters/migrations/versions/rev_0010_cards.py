@@ -6,7 +6,7 @@ one row per vCard: its name, addresses and nicknames as read, the ETag it had. B
 account (ON DELETE CASCADE).
 
 Revision ID: 0010v
-Revises: 0008s
+Revises: 0009m
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0010v"
-down_revision: str | None = "0008s"
+down_revision: str | None = "0009m"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,419 @@
+"""The assistant's own mailbox (contract §16): what a message to a private address becomes.
+
+A message is acted on once (its Message-ID is recorded per user before anything else) and only
+when it comes from someone the user knows: the user's own address or a contact, and for an iMIP
+REPLY only the attendee it speaks for, on an event the user organizes. Everything else is dropped
+with its reason on record (`inbound_mail`) and never becomes a write.
+
+- REQUEST / CANCEL from the organizer → a held offer (a stub of kind `invitation`): nothing is
+  added, removed or answered until the user says so (`InvitationAnswers.answer`). While another
+  request waits for the user, the offer waits on its record and comes up when that one ends.
+- REPLY → that attendee's PARTSTAT on the event; it mails nobody.
+- anything else → a turn on channel `email` (the gateway runs it; its content is third-party).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from icalendar import Calendar, Component
+from opentelemetry import propagate
+
+from calagent.commands.caldav.objects import address_of, attendees_of, parse_resource
+from calagent.commands.domain.calendars import pick_calendar
+from calagent.commands.domain.model import Stub
+from calagent.commands.domain.people import normal_address
+from calagent.commands.domain.timeutil import zone
+from calagent.commands.people import imip
+from calagent.commands.ports import UnitOfWork, UserDirectory
+from calagent.commands.txn import Txn, new_id
+from calagent.commands.views import event_out, stub_out
+from calagent.contracts.commands import CommandResult, StubSlots
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.people import (
+    Attendee,
+    InboundVerdict,
+    InvitationAnswer,
+    InvitationOut,
+    ReceiveMail,
+)
+from calagent.runtime.clock import Clock
+
+if TYPE_CHECKING:
+    from calagent.commands.writes import Writes
+
+# An invitation waits for the user's answer longer than a chat request: mail is read later.
+INVITATION_TTL = timedelta(days=7)
+
+
+class SettingsDirectory:
+    """The user's settings (`PUT /v1/settings`): their own address and zone, when saved."""
+
+    async def own_address(self, uow: UnitOfWork, user_id: str) -> str | None:
+        saved = (await uow.settings_of([user_id])).get(user_id)
+        return saved.email if saved is not None else None
+
+    async def zone(self, uow: UnitOfWork, user_id: str) -> str | None:
+        saved = (await uow.settings_of([user_id])).get(user_id)
+        return saved.tz if saved is not None else None
+
+
+def _master(cal: Calendar) -> Component | None:
+    events = list(cal.walk("VEVENT"))
+    return next((c for c in events if "RECURRENCE-ID" not in c), events[0] if events else None)
+
+
+def _sequence(component: Component) -> int:
+    try:
+        return int(component.get("SEQUENCE", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
+    return InboundVerdict(verdict="dropped", reason=reason, user_id=user_id)
+
+
+class Inbox:
+    def __init__(self, writes: Writes, clock: Clock, directory: UserDirectory, default_tz: str) -> None:
+        self.writes = writes
+        self.clock = clock
+        self.directory = directory
+        self.default_tz = default_tz
+
+    async def owner(self, address: str) -> str | None:
+        async with self.writes.store.unit_of_work() as uow:
+            return await uow.mailbox_owner(address)
+
+    async def receive(self, mail: ReceiveMail) -> InboundVerdict:
+        async with self.writes.store.unit_of_work() as uow:
+            user_id = await uow.mailbox_owner(mail.recipient)
+            if user_id is None:
+                return _dropped("unknown_recipient")
+            record = await uow.claim_inbound(user_id, mail.message_id, mail.mail_from[:254], mail.received_at)
+            if record is None:
+                await uow.commit()
+                return InboundVerdict(verdict="duplicate", user_id=user_id)
+            await uow.lock_user(user_id)
+            tz = await self.directory.zone(uow, user_id) or self.default_tz
+            now = self.clock.now()
+            envelope = Envelope(
+                turn_id=f"mail-{record}",
+                user_id=user_id,
+                conversation_id="default",
+                occurred_at=now,
+                tz=tz,
+                channel="email",
+            )
+            txn = Txn(uow, envelope, f"mail-{record}", zone(tz), now)
+            waiting: dict[str, Any] | None = None
+            try:
+                method, verdict = await self._judge(txn, mail)
+                if isinstance(verdict, Offer):
+                    verdict, waiting = await self.writes.answers.place(txn, verdict)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                # An object icalendar reads but that is no event we can take (no DTSTART, …): on
+                # record, not retried (the sender's retry would fail the same way).
+                method, verdict = None, _dropped(f"unreadable_event: {type(exc).__name__}")
+            await uow.settle_inbound(record, verdict.verdict, verdict.reason, method, waiting)
+            await uow.commit()
+            return verdict.model_copy(update={"user_id": user_id, "tz": tz})
+
+    async def _judge(self, txn: Txn, mail: ReceiveMail) -> tuple[str | None, InboundVerdict | Offer]:
+        if mail.defect is not None:
+            return None, _dropped(mail.defect)
+        sender = normal_address(mail.from_address or "")
+        cal: Calendar | None = None
+        if mail.calendar is not None:
+            try:
+                cal = Calendar.from_ical(mail.calendar)
+            except ValueError:
+                return None, _dropped("unparseable_calendar")
+        method = str(cal.get("METHOD", "")).upper() if cal is not None else None
+        master = _master(cal) if cal is not None else None
+        if cal is not None and (master is None or "UID" not in master):
+            return method, _dropped("no_event")
+        if method == "REPLY" and master is not None:
+            return method, await self._reply(txn, sender, master)
+        own = await self.directory.own_address(txn.uow, txn.user_id)
+        known = {normal_address(c.email) for c in await txn.uow.contacts(txn.user_id)}
+        is_user = own is not None and sender == normal_address(own)
+        if not is_user and sender not in known:
+            return method, _dropped("unknown_sender")
+        if cal is None or master is None:
+            return None, InboundVerdict(verdict="turn")
+        if method not in ("REQUEST", "CANCEL"):
+            return method, _dropped("unsupported_method")
+        organizer = normal_address(address_of(master.get("ORGANIZER")) or "")
+        # The organizer speaks for the meeting; the user may pass on an invitation they received.
+        if organizer != sender and not is_user:
+            return method, _dropped("not_the_organizer")
+        mailbox = await txn.uow.mailbox(txn.user_id) or ""
+        mine = {normal_address(mailbox), normal_address(own or mailbox)}
+        me = next((a for a in attendees_of(master) if normal_address(a.email) in mine), None)
+        if me is None:
+            return method, _dropped("not_invited")
+        return method, await self._offer(txn, cal, master, method, organizer, me)
+
+    async def _reply(self, txn: Txn, sender: str, master: Component) -> InboundVerdict:
+        """An attendee's answer to an event the user organizes: their PARTSTAT, mailing nobody."""
+        rows = await txn.uow.events_by_uid(txn.user_id, str(master["UID"]))
+        mailbox = await txn.uow.mailbox(txn.user_id)
+        owner = rows[0] if rows else None
+        if (
+            owner is None
+            or mailbox is None
+            or normal_address(owner.organizer or "") != normal_address(mailbox)
+        ):
+            return _dropped("unknown_event")
+        answers = [a for a in attendees_of(master) if normal_address(a.email) == sender]
+        if not answers or sender not in {normal_address(a.email) for a in owner.attendees}:
+            return _dropped("not_an_attendee")
+        status = answers[0].status
+        txn.uow.quiet_people()
+        for row in rows:
+            if not any(normal_address(a.email) == sender for a in row.attendees):
+                continue
+            people = tuple(
+                a.model_copy(update={"status": status}) if normal_address(a.email) == sender else a
+                for a in row.attendees
+            )
+            await txn.uow.update_event(row.evolve(attendees=people))
+        return InboundVerdict(verdict="replied")
+
+    async def _offer(
+        self, txn: Txn, cal: Calendar, master: Component, method: str, organizer: str, me: Attendee
+    ) -> InboundVerdict | Offer:
+        uid = str(master["UID"])
+        # Read before anything is written: an object that is no event we can take fails here.
+        parsed = parse_resource(
+            mail_text(cal), master_id=new_id(), user_id=txn.user_id, calendar="", fallback_tz=txn.tz
+        )[0]
+        offer = InvitationOut(
+            method="CANCEL" if method == "CANCEL" else "REQUEST",
+            uid=uid,
+            sequence=_sequence(master),
+            organizer=organizer,
+            title=parsed.title,
+            start=parsed.start,
+            end=parsed.end,
+            attendees=parsed.attendees,
+        )
+        refused = await still_refused(txn, offer)
+        if refused is not None:
+            return _dropped(refused)
+        return Offer(
+            {"invitation": offer.model_dump(mode="json"), "ical": mail_text(cal), "attendee": me.email}
+        )
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An invitation that passed every check, as its stub keeps it (`Stub.change`)."""
+
+    payload: dict[str, Any]
+
+    @property
+    def invitation(self) -> InvitationOut:
+        return InvitationOut.model_validate(self.payload["invitation"])
+
+
+async def still_refused(txn: Txn, offer: InvitationOut) -> str | None:
+    """Why an invitation cannot be offered against the user's calendar as it is now (None: it
+    can): asked when it arrives and again when a waiting one comes up."""
+    rows = await txn.uow.events_by_uid(txn.user_id, offer.uid)
+    current = rows[0] if rows else None
+    if offer.method == "CANCEL" and current is None:
+        return "unknown_event"
+    if current is not None and normal_address(current.organizer or "") != offer.organizer:
+        # The UID names an event someone else organizes (or the user's own): not theirs to change.
+        return "not_the_organizer"
+    if current is not None and current.ical is not None and offer.method == "REQUEST":
+        known = _master(Calendar.from_ical(current.ical))
+        if known is not None and _sequence(known) >= offer.sequence:
+            return "stale_sequence"
+    return None
+
+
+def mail_text(cal: Calendar) -> str:
+    return bytes(cal.to_ical()).decode("utf-8")
+
+
+def invitation_of(stub: Stub) -> InvitationOut | None:
+    payload = stub.change or {}
+    if stub.kind != "invitation" or "invitation" not in payload:
+        return None
+    return InvitationOut.model_validate(payload["invitation"])
+
+
+class InvitationAnswers:
+    """Invitation offers: placed as the user's held stub (or waiting their turn), and the user's
+    answer: the event added (accepted, tentative), left out or taken away (declined, a confirmed
+    CANCEL), and for a REQUEST the REPLY to the organizer, queued in the same transaction through
+    the mail outbox."""
+
+    def __init__(self, writes: Writes) -> None:
+        self.writes = writes
+
+    async def place(self, txn: Txn, offer: Offer) -> tuple[InboundVerdict, dict[str, Any] | None]:
+        """The offer as the user's held stub, or, while another request waits for the user (their
+        own, or an earlier invitation), kept waiting on its record (the payload returned): mail
+        never ends a request the user has not answered, and is never lost behind one."""
+        active = await txn.uow.active_stub(txn.user_id)
+        if active is not None and active.expired_at(txn.now):
+            await self.writes.transition(txn, active, "expired")
+            active = None
+        if active is None:
+            # One that waited behind a request which lapsed since comes first.
+            await self.offer_waiting(txn)
+            active = await txn.uow.active_stub(txn.user_id)
+        if active is not None:
+            return InboundVerdict(verdict="waiting"), offer.payload
+        stub = await self._stub(txn, offer)
+        return InboundVerdict(verdict="offered", command_id=stub.id), None
+
+    async def offer_waiting(self, txn: Txn) -> None:
+        """After a write that ended a stub: the oldest invitation still waiting becomes the offer,
+        checked again against the calendar as it now is."""
+        if await txn.uow.active_stub(txn.user_id) is not None:
+            return
+        while (found := await txn.uow.next_waiting(txn.user_id)) is not None:
+            record_id, payload = found
+            offer = Offer(payload)
+            refused = await still_refused(txn, offer.invitation)
+            if refused is not None:
+                await txn.uow.settle_inbound(record_id, "dropped", refused, offer.invitation.method, None)
+                continue
+            await self._stub(txn, offer)
+            await txn.uow.settle_inbound(record_id, "offered", None, offer.invitation.method, None)
+            return
+
+    async def _stub(self, txn: Txn, offer: Offer) -> Stub:
+        invitation = offer.invitation
+        rows = await txn.uow.events_by_uid(txn.user_id, invitation.uid)
+        shown = invitation.model_copy(
+            update={
+                "start": invitation.start.astimezone(txn.tz),
+                "end": invitation.end.astimezone(txn.tz),
+                "event_id": rows[0].id if rows else None,
+            }
+        )
+        return await self.writes.save_stub(
+            txn,
+            None,
+            title=invitation.title,
+            slots=StubSlots(),
+            status="held",
+            kind="invitation",
+            fields={
+                "hold_reason": "invitation_received",
+                "requested_hold": "invitation_received",
+                "expires_at": txn.now + INVITATION_TTL,
+                "proposed_start": invitation.start,
+                "proposed_end": invitation.end,
+                "change": {**offer.payload, "invitation": shown.model_dump(mode="json")},
+            },
+        )
+
+    async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
+        offer = invitation_of(stub)
+        payload: dict[str, Any] = stub.change or {}
+        if offer is None:
+            return CommandResult(status="error")
+        rows = await txn.uow.events_by_uid(txn.user_id, offer.uid)
+        current = rows[0] if rows else None
+        if offer.method == "CANCEL":
+            if partstat == "DECLINED" or current is None:
+                done = await self.writes.transition(txn, stub, "cancelled")
+                return CommandResult(status="cancelled", stub=stub_out(done, (), txn.tz))
+            await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
+            done = await self.writes.transition(txn, stub, "deleted")
+            return CommandResult(
+                status="deleted",
+                persisted=True,
+                before=event_out(current, txn.tz),
+                stub=stub_out(done, (), txn.tz),
+            )
+        received = Calendar.from_ical(payload["ical"])
+        attendee: str = payload["attendee"]
+        await self._reply(txn, received, attendee, offer.organizer, partstat)
+        if partstat == "DECLINED":
+            if current is not None:
+                await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
+            done = await self.writes.transition(txn, stub, "cancelled")
+            return CommandResult(
+                status="cancelled", persisted=current is not None, stub=stub_out(done, (), txn.tz)
+            )
+        kept = _answered(received, attendee, partstat)
+        calendars = await txn.uow.calendars(txn.user_id, self.writes.config.calendars)
+        calendar = current.calendar if current is not None else pick_calendar(None, calendars)[0]
+        master_id = current.id if current is not None else new_id()
+        new_rows = parse_resource(
+            kept, master_id=master_id, user_id=txn.user_id, calendar=calendar, fallback_tz=txn.tz
+        )
+        before = event_out(current, txn.tz) if current is not None else None
+        if rows:
+            await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
+        for row in new_rows:
+            await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=txn.key)
+        status: Literal["created", "updated"] = "updated" if current is not None else "created"
+        done = await self.writes.transition(txn, stub, status)
+        return CommandResult(
+            status=status,
+            persisted=True,
+            before=before,
+            event=event_out(new_rows[0], txn.tz),
+            stub=stub_out(done, (), txn.tz),
+        )
+
+    async def _reply(
+        self, txn: Txn, received: Calendar, attendee: str, organizer: str, partstat: InvitationAnswer
+    ) -> None:
+        mailbox = await txn.uow.mailbox(txn.user_id)
+        if mailbox is None:
+            return
+        stamp = txn.now
+        body = imip.reply_body(received, attendee, partstat, stamp)
+        master = _master(received)
+        assert master is not None
+        uid = str(master["UID"])
+        sequence = _sequence(master)
+        domain = mailbox.rpartition("@")[2]
+        # The answer is part of the id: a changed answer to the same version is another message.
+        msg_id = imip.message_id(uid, sequence, f"REPLY {partstat}", organizer, domain)
+        text = imip.envelope(
+            body,
+            method="REPLY",
+            sender=mailbox,
+            recipient=Attendee(email=organizer),
+            msg_id=msg_id,
+            stamp=stamp,
+            summary=imip.summary_of(received),
+        )
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        await txn.uow.queue_mail(
+            txn.user_id, mailbox, [(uid, imip.Mail("REPLY", sequence, organizer, msg_id, text))], carrier
+        )
+
+
+def _answered(received: Calendar, attendee: str, partstat: str) -> str:
+    """The invitation as the user's calendar keeps it: no METHOD (a stored object is not a
+    message), the organizer's UID, ORGANIZER and ATTENDEEs as sent, the user's own answer set."""
+    kept = Calendar.from_ical(mail_text(received))
+    kept.pop("METHOD", None)
+    for component in kept.walk("VEVENT"):
+        for prop in _attendee_props(component):
+            if normal_address(address_of(prop) or "") == normal_address(attendee):
+                prop.params["PARTSTAT"] = partstat
+                prop.params.pop("RSVP", None)
+    return mail_text(kept)
+
+
+def _attendee_props(component: Component) -> list[Any]:
+    raw = component.get("ATTENDEE")
+    if raw is None:
+        return []
+    return list(raw) if isinstance(raw, list) else [raw]
