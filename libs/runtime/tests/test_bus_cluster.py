@@ -17,8 +17,8 @@ from nats.js.errors import NoStreamResponseError
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.turns import TurnRequested
+from calagent.devtools.embedded import EmbeddedNatsCluster
 from calagent.runtime.bus import STREAM_CONFIGS, Bus, RetryPolicy, ensure_replicas, ensure_streams
-from calagent.runtime.embedded import EmbeddedNatsCluster
 
 pytestmark = pytest.mark.integration
 
