@@ -126,3 +126,72 @@ def test_the_dev_tools_import_no_service_and_not_the_cli() -> None:
         str(e) for e in EDGES if e.module.owner == "devtools" and (e.target in SERVICES or e.target == "cli")
     ]
     assert found == []
+
+
+# ---- the bus's insides -------------------------------------------------------------------------
+
+# The nats-py connection, its JetStream context and the FastStream broker a `Bus` wraps, under
+# either spelling: what anyone outside `calagent.runtime` needs of them is a method of `Bus`.
+BUS_INSIDES = frozenset({"nc", "js", "broker", "_nc", "_js", "_broker"})
+
+
+def _python_files_outside_the_runtime() -> list[Path]:
+    """Every source and test module but the runtime's own (its tests may look inside)."""
+    found = []
+    for top in ("libs", "services", "apps", "tests"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if path.is_relative_to(ROOT / "libs" / "runtime"):
+                continue
+            found.append(path)
+    return found
+
+
+def _annotation_names_bus(annotation: ast.expr | None) -> bool:
+    return annotation is not None and any(
+        isinstance(node, ast.Name) and node.id == "Bus" for node in ast.walk(annotation)
+    )
+
+
+def _bus_names(trees: list[ast.Module]) -> frozenset[str]:
+    """Names that hold a `Bus` somewhere: annotated `Bus` (variables, fields, parameters) or bound
+    to `Bus(...)` / `Bus.connect(...)`; and any name that says so (`bus`, `gateway_bus`, `_bus`)."""
+    names: set[str] = set()
+
+    def name_of(target: ast.expr) -> str:
+        return target.attr if isinstance(target, ast.Attribute) else ast.unparse(target)
+
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.AnnAssign) and _annotation_names_bus(node.annotation):
+                names.add(name_of(node.target))
+            elif isinstance(node, ast.arg) and _annotation_names_bus(node.annotation):
+                names.add(node.arg)
+            elif isinstance(node, ast.Assign):
+                call = node.value.value if isinstance(node.value, ast.Await) else node.value
+                if isinstance(call, ast.Call) and ast.unparse(call.func) in ("Bus", "Bus.connect"):
+                    names.update(name_of(target) for target in node.targets)
+    return frozenset(names)
+
+
+def _holder(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def test_only_the_runtime_looks_inside_a_bus() -> None:
+    paths = _python_files_outside_the_runtime()
+    trees = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for path in paths]
+    holders = _bus_names(trees)
+    assert {"bus", "client"} <= holders  # the fixtures' buses are seen for what they are
+    found = []
+    for path, tree in zip(paths, trees, strict=True):
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or node.attr not in BUS_INSIDES:
+                continue
+            holder = _holder(node.value)
+            if holder is not None and (holder in holders or "bus" in holder.lower()):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
+    assert found == []

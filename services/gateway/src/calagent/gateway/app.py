@@ -260,12 +260,7 @@ class Gateway:
 
     @property
     def bus_connected(self) -> bool:
-        if self._bus is None:
-            return False
-        try:
-            return bool(self._bus.nc.is_connected)
-        except RuntimeError:
-            return False
+        return self._bus is not None and self._bus.connected
 
     def attach(self, bus: Bus) -> None:
         """Wire the gateway's subscriptions and publishers on `bus`, before it starts."""

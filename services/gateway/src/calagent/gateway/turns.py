@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nats.errors import NoRespondersError
-from nats.js.api import StorageType
 from nats.js.errors import (
     KeyNotFoundError,
     KeyWrongLastSequenceError,
@@ -73,7 +72,7 @@ from calagent.contracts.turns import (
 )
 from calagent.gateway.auth import Principal
 from calagent.gateway.quotas import QuotaExceededError, Quotas
-from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
+from calagent.runtime.bus import Bus, BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 from calagent.runtime.timeline import epoch_ms
@@ -260,15 +259,10 @@ class KeyClaims:
         # racing here send the same bucket config, which JetStream accepts.
         async with self._opening:
             if self._kv is None:
-                # Replicated like the streams: a claim must outlive the node that stored it. A
-                # bucket made with fewer copies is raised first (a bucket's config must match).
-                replicas = await ensure_replicas(self._bus.js, f"KV_{KEY_CLAIMS_BUCKET}", self._bus.replicas)
-                self._kv = await self._bus.broker.key_value(
+                # Replicated like the streams: a claim must outlive the node that stored it.
+                self._kv = await self._bus.key_value(
                     KEY_CLAIMS_BUCKET,
                     ttl=KEY_CLAIM_TTL_S,
-                    history=1,
-                    storage=StorageType.FILE,
-                    replicas=replicas,
                     description="gateway: the message each client_message_id was first used for",
                 )
             return self._kv
