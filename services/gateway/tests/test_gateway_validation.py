@@ -7,8 +7,11 @@ import pytest
 from fastapi import FastAPI
 
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
-from calagent.gateway.app import ChatRequest, UnprocessableError, create_app, parse_chat_body, parse_instant
+from calagent.gateway.app import create_app
 from calagent.gateway.auth import issue_token
+from calagent.gateway.calendar import parse_instant
+from calagent.gateway.chat import ChatRequest, parse_chat_body
+from calagent.gateway.errors import UnprocessableError
 from calagent.runtime.settings import Settings
 
 pytestmark = pytest.mark.unit

@@ -32,7 +32,6 @@ from calagent.contracts.people import (
 from calagent.contracts.text import unstorable_in
 from calagent.gateway.auth import Principal
 from calagent.gateway.limits import plain_id
-from calagent.runtime.bus import BusRequestError
 
 PEOPLE_TIMEOUT_S = 10.0
 
@@ -64,22 +63,15 @@ def contact_view(contact: ContactOut) -> dict[str, Any]:
 def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     router = APIRouter()
 
-    async def ask(request: Request, command: AnyPeopleCommand) -> PeopleResult | JSONResponse:
-        try:
-            result: PeopleResult = await request.app.state.gateway.bus.request(
-                wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
-            )
-        except BusRequestError as exc:
-            status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
-            code = "service_unavailable" if status == 503 else "bad_gateway"
-            return _error(status, code, f"the commands service could not answer ({exc.code})")
+    async def ask(request: Request, command: AnyPeopleCommand) -> PeopleResult:
+        result: PeopleResult = await request.app.state.gateway.call(
+            "commands", wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
+        )
         return result
 
     @router.get("/v1/contacts", response_model=None)
     async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
         answer = await ask(request, ListContacts(envelope=request.app.state.gateway.envelope(principal)))
-        if isinstance(answer, JSONResponse):
-            return answer
         return JSONResponse({"contacts": [contact_view(c) for c in answer.contacts]})
 
     @router.post("/v1/contacts", response_model=None)
@@ -103,8 +95,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
                 aliases=tuple(body.aliases),
             ),
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if answer.error is not None or answer.contact is None:
             message = answer.error.message if answer.error else "refused"
             return _error(422, answer.error.code if answer.error else "invalid_request", message)
@@ -120,8 +110,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             request,
             DeleteContact(envelope=request.app.state.gateway.envelope(principal), contact_id=contact_id),
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if not answer.deleted:
             return _error(404, "not_found", "no contact with this id")
         return Response(status_code=204)
@@ -131,8 +119,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)]
     ) -> Response:
         answer = await ask(request, GetMailAddress(envelope=request.app.state.gateway.envelope(principal)))
-        if isinstance(answer, JSONResponse):
-            return answer
         return JSONResponse({"address": answer.address})
 
     return router
