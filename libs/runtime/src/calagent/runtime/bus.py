@@ -5,7 +5,8 @@ declarations in `calagent.contracts.wire` are the only place a subject meets its
 and `request` take an `Endpoint[Req, Rep]`, `consume` and `js_publish` a `Stream[Msg]`, so a
 handler and its callers cannot disagree about a body. Trace context rides in NATS headers through
 FastStream's `NatsTelemetryMiddleware` (OpenTelemetry messaging conventions). How each received
-message is acknowledged, answered or dead-lettered is `calagent.runtime.settle`.
+message is acknowledged, answered or dead-lettered is `calagent.runtime.settle`; the streams
+themselves and their copies are `calagent.runtime.streams`.
 """
 
 from __future__ import annotations
@@ -24,14 +25,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from faststream import AckPolicy
 from faststream.nats import (
     ConsumerConfig,
-    JStream,
     NatsBroker,
     NatsRouter,
     PubAck,
     PullSub,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
 )
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.publisher.usecase import LogicPublisher
@@ -39,10 +36,7 @@ from faststream.specification import AsyncAPI
 from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.api import StorageType as KvStorage
-from nats.js.api import StreamInfo
-from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.js.api import StorageType
 from nats.js.kv import KeyValue
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
@@ -64,6 +58,7 @@ from calagent.runtime.settle import (
     listen_policy,
     settle_policy,
 )
+from calagent.runtime.streams import ensure_replicas, ensure_streams, jstream
 from calagent.runtime.trust import inbox_prefix, user_of
 
 if TYPE_CHECKING:
@@ -94,8 +89,6 @@ Rep = TypeVar("Rep", bound=BaseModel)
 NO_RESPONDERS_GRACE_S = 2.0
 # Requests one replica works on at once per endpoint; more wait in the subscription's buffer.
 REQUEST_WORKERS = 256
-# How long a stream raised to more copies may take to have them (a new raft group, data copied).
-RAISE_REPLICAS_TIMEOUT_S = 60.0
 # What a stopping process waits for its in-flight handlers.
 GRACEFUL_TIMEOUT_S = 30.0
 
@@ -116,95 +109,6 @@ def nats_servers(url: str) -> list[str]:
 
 def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# ---- streams -----------------------------------------------------------------------------------------
-
-STREAM_CONFIGS = (
-    StreamConfig(
-        name=subjects.TURNS_STREAM,
-        subjects=[subjects.TURN_REQUESTED],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        duplicate_window=600.0,
-        max_age=7 * 24 * 3600.0,
-    ),
-    StreamConfig(
-        name=subjects.RECORDS_STREAM,
-        subjects=[subjects.TURN_RECORDED, subjects.TURN_DELIVERED],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        duplicate_window=600.0,
-    ),
-    StreamConfig(
-        name=subjects.DEADLETTER_STREAM,
-        subjects=[f"{subjects.DEADLETTER_PREFIX}.>"],
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        max_age=30 * 24 * 3600.0,
-    ),
-)
-
-
-def _copies(info: StreamInfo, replicas: int) -> int:
-    # Never fewer than a stream has: a bus started with the default of 1 (an operator's CLI, a test
-    # harness) must not strip a cluster's streams of their copies. Lowering is an operator's call.
-    return max(replicas, info.config.num_replicas or 1)
-
-
-async def _until_replicated(js: JetStreamContext, stream: str, copies: int) -> None:
-    """Wait until a stream just raised to `copies` has them: JetStream moves it to its new peers in
-    the background (a new raft group elects a leader), and a consumer or bucket with that many
-    copies is refused ("insufficient resources") until it has."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RAISE_REPLICAS_TIMEOUT_S
-    while True:
-        with contextlib.suppress(NatsTimeoutError, ServiceUnavailableError):
-            cluster = (await js.stream_info(stream)).cluster
-            if cluster is not None and cluster.leader and len(cluster.replicas or ()) >= copies - 1:
-                return
-        if loop.time() > deadline:
-            raise TransientError(
-                f"stream {stream} did not reach {copies} copies in {RAISE_REPLICAS_TIMEOUT_S}s"
-            )
-        await asyncio.sleep(0.25)
-
-
-async def ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> int:
-    """Raise an existing `stream` (a KV bucket's, say) to `replicas` copies when it has fewer
-    (JetStream copies the data to the new peers); returns the copies it will have."""
-    try:
-        info = await js.stream_info(stream)
-    except NotFoundError:
-        return replicas
-    copies = _copies(info, replicas)
-    if copies != (info.config.num_replicas or 1):
-        await js.update_stream(dataclasses.replace(info.config, num_replicas=copies))
-        log.warning("stream %s raised to %s copies", stream, copies)
-        await _until_replicated(js, stream, copies)
-    return copies
-
-
-async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> dict[str, int]:
-    """Create or update the streams the system needs with `replicas` copies each (one per cluster
-    node, `CALAGENT_NATS_REPLICAS`; an existing stream with fewer is raised); idempotent, safe from
-    every replica. Returns the copies each stream has."""
-    copies: dict[str, int] = {}
-    for config in STREAM_CONFIGS:
-        name = config.name or ""
-        copies[name] = await ensure_replicas(js, name, replicas)
-        wanted = dataclasses.replace(config, num_replicas=copies[name])
-        try:
-            await js.update_stream(wanted)
-        except NotFoundError:
-            await js.add_stream(wanted)
-    return copies
-
-
-def _jstream(name: str) -> JStream:
-    # Declared by `ensure_streams` with their full configuration, not by FastStream from the
-    # subjects its subscribers happen to name.
-    return JStream(name, declare=False)
 
 
 # ---- typed publishers --------------------------------------------------------------------------------
@@ -388,7 +292,7 @@ class Bus:
             bucket,
             ttl=ttl,
             history=1,
-            storage=KvStorage.FILE,
+            storage=StorageType.FILE,
             replicas=replicas,
             description=description,
         )
@@ -485,7 +389,7 @@ class Bus:
         self._consumers.append((stream.stream, config))
         router.subscriber(
             stream.subject,
-            stream=_jstream(stream.stream),
+            stream=jstream(stream.stream),
             durable=name,
             config=config,
             # One message per fetch: a busy replica leaves the next turn to an idle one.
@@ -548,7 +452,7 @@ class Bus:
         if known is None:
             publisher = self._broker.publisher(
                 stream.subject,
-                stream=_jstream(stream.stream),
+                stream=jstream(stream.stream),
                 schema=stream.message,
                 title=self.title(stream.subject, publishes=True),
                 description=stream.summary,
