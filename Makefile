@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 typecheck: $(STAMP)
-	$(BIN)/mypy libs services tests
+	$(BIN)/mypy libs services apps tests
 
 # The page's end-to-end tests drive Debian's Chromium through Playwright (tests/e2e/test_web.py);
 # nothing downloads a browser. Installed once, quietly, when missing (CI runs as root); a CJK font

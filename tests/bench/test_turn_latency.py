@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
 pytestmark = pytest.mark.benchmark

@@ -7,41 +7,37 @@ but may not use would fail at run time with a permissions violation; this finds 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from calagent.cli.asyncapi import system_buses
+from calagent.runtime.bus import Declared
 from calagent.runtime.trust import allowed
 
 pytestmark = pytest.mark.unit
 
 
-def _wiring() -> dict[str, list[Any]]:
-    return {bus.service: [*bus.broker.subscribers, *bus.broker.publishers] for bus in system_buses()}
+def _wiring() -> dict[str, list[Declared]]:
+    return {bus.service: bus.declared() for bus in system_buses()}
 
 
 def test_every_subscription_a_service_wires_is_one_it_may_make() -> None:
     for service, declared in _wiring().items():
         for item in declared:
-            subject = item.subject.broker_address
-            if hasattr(item, "queue") and getattr(item, "stream", None) is None:
-                assert allowed(service, subject, publish=False), (service, subject)
+            if not item.publishes and item.stream is None:
+                assert allowed(service, item.subject, publish=False), (service, item.subject)
 
 
 def test_every_stream_a_service_consumes_is_one_whose_consumer_it_may_drive() -> None:
     consumers = 0
     for service, declared in _wiring().items():
         for item in declared:
-            stream = getattr(item, "stream", None)
-            if stream is None or not hasattr(item, "queue"):
+            if item.publishes or item.stream is None:
                 continue
             consumers += 1
-            durable = item.extra_options["durable"]
             for subject in (
-                f"$JS.API.CONSUMER.INFO.{stream.name}.{durable}",
-                f"$JS.API.CONSUMER.MSG.NEXT.{stream.name}.{durable}",
-                f"$JS.ACK.{stream.name}.{durable}.1.2.3.4.5",
+                f"$JS.API.CONSUMER.INFO.{item.stream}.{item.durable}",
+                f"$JS.API.CONSUMER.MSG.NEXT.{item.stream}.{item.durable}",
+                f"$JS.ACK.{item.stream}.{item.durable}.1.2.3.4.5",
             ):
                 assert allowed(service, subject, publish=True), (service, subject)
     assert consumers == 3  # agent: turns; evalrec: records and deliveries
@@ -51,11 +47,8 @@ def test_every_publisher_a_service_wires_is_one_it_may_publish_on() -> None:
     publishers = 0
     for service, declared in _wiring().items():
         for item in declared:
-            if hasattr(item, "queue"):
+            if not item.publishes:
                 continue
             publishers += 1
-            assert allowed(service, item.subject.broker_address, publish=True), (
-                service,
-                item.subject.broker_address,
-            )
+            assert allowed(service, item.subject, publish=True), (service, item.subject)
     assert publishers >= 9

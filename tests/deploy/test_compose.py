@@ -161,7 +161,7 @@ def test_the_nats_nodes_form_one_cluster_with_authenticated_routes(compose: dict
 def test_dockerfile_installs_the_project(compose: dict[str, Any]) -> None:
     dockerfile = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
     assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.MULTILINE)
-    for copied in ("pyproject.toml", "libs", "services"):
+    for copied in ("pyproject.toml", "libs", "services", "apps"):
         assert re.search(rf"^COPY .*\b{copied}\b", dockerfile, re.MULTILINE), f"{copied} is not copied"
     assert re.search(r"^RUN pip install \.", dockerfile, re.MULTILINE)
     healthcheck = DEPLOY / "healthcheck.py"
@@ -183,7 +183,7 @@ def test_nats_conf_is_valid_for_nats_server_and_needs_every_password(tmp_path: P
     import os
     import subprocess
 
-    from calagent.runtime.embedded import nats_server_binary
+    from calagent.devtools.embedded import nats_server_binary
 
     conf = tmp_path / "nats.conf"
     conf.write_text((DEPLOY / "nats.conf").read_text(encoding="utf-8"))
@@ -225,7 +225,7 @@ def test_three_nodes_from_nats_conf_form_one_jetstream_cluster(
     import os
     import subprocess
 
-    from calagent.runtime.embedded import free_port, nats_server_binary, wait_for_jetstream, wait_for_port
+    from calagent.devtools.embedded import free_port, nats_server_binary, wait_for_jetstream, wait_for_port
 
     passwords = {password_variable(user): f"pw-{user}" for user in (*SERVICES, ADMIN)}
     env = {**os.environ, **passwords, ROUTE_PASSWORD: "pw-route"}

@@ -13,8 +13,8 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.radicale import EmbeddedRadicale
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.radicale import EmbeddedRadicale
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 ALLOW_NETWORKS = "CALAGENT_CALDAV_ALLOW_NETWORKS"

@@ -9,7 +9,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import Response, Script, ScriptedModelServer
 
 

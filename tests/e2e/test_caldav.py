@@ -34,8 +34,8 @@ from calagent.contracts import wire
 from calagent.contracts.commands import CommandRequest, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.tools import PrepareOrCreateSchedule
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server

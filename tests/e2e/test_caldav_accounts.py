@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server

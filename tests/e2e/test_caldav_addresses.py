@@ -18,9 +18,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.listeners import Answer, Listener, Seen
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.listeners import Answer, Listener, Seen
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server

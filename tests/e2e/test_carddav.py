@@ -21,10 +21,10 @@ import vobject
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.listeners import Answer, Listener, Seen
-from calagent.runtime.testing.servers import Servers
-from calagent.runtime.testing.xandikos import EmbeddedXandikos
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.listeners import Answer, Listener, Seen
+from calagent.devtools.testing.servers import Servers
+from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server

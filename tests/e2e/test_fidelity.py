@@ -36,8 +36,8 @@ from calagent.contracts.commands import CommandRequest, MergeStub, PrepareChange
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import UpdateSchedule
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.icalobjects import (
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.icalobjects import (
     STAMPS,
     alarm_lines,
     property_lines,
@@ -45,8 +45,8 @@ from calagent.runtime.testing.icalobjects import (
     sequence,
     vevents,
 )
-from calagent.runtime.testing.servers import Servers
-from calagent.runtime.testing.xandikos import EmbeddedXandikos
+from calagent.devtools.testing.servers import Servers
+from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, count_events, event_rows, on_user, script

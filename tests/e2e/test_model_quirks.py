@@ -17,8 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack, start_stack
+from calagent.devtools.testing.servers import Servers
 from calagent.runtime.bus import Bus
-from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import Script, ScriptedModelServer
 from calagent.scriptedmodel.server import _prompt_tokens
 

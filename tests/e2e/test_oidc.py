@@ -26,10 +26,10 @@ import werkzeug.serving
 from playwright.async_api import BrowserContext, Route, async_playwright, expect
 
 from calagent.cli.stack import Stack, start_stack
+from calagent.devtools.testing.servers import Servers
 from calagent.gateway.app import create_app as create_gateway
 from calagent.gateway.oidc import FLOW_COOKIE
 from calagent.gateway.session import SESSION_COOKIE
-from calagent.runtime.testing.servers import Servers
 
 from .test_web import AXE, AXE_RUN, CHROMIUM, CHROMIUM_ARGS, served_gateway
 

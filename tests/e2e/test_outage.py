@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.embedded import EmbeddedPostgres, free_port
+from calagent.devtools.embedded import EmbeddedPostgres, free_port
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, on_user, read_events, script

@@ -22,8 +22,8 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.embedded import free_port
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.embedded import free_port
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, on_user, read_events, script

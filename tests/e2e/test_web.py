@@ -29,9 +29,9 @@ from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
 from calagent.cli.main import make_login_link
 from calagent.cli.stack import Stack, start_stack
+from calagent.devtools.testing.servers import Servers
 from calagent.gateway.app import create_app as create_gateway
 from calagent.gateway.auth import issue_login_token
-from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, on_user, read_events, script

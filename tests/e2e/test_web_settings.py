@@ -18,8 +18,8 @@ from icalendar import Calendar, Event, vCalAddress
 from playwright.async_api import Browser, Page, expect
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import ALLOW_NETWORKS, radicale_server

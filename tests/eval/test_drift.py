@@ -30,8 +30,8 @@ from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.tools import TOOL_KINDS, tool_schemas
 from calagent.contracts.turns import TurnEvent, TurnRequested
+from calagent.devtools.testing.servers import Servers
 from calagent.runtime.clock import FrozenClock
-from calagent.runtime.testing.servers import Servers
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
 pytestmark = pytest.mark.eval

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from calagent.cli.evaluation.cases import default_cases_dir, load_cases
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import Response, Script, ScriptedModelServer
 from calagent.scriptedmodel.script import message_text
 

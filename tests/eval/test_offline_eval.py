@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from calagent.cli.evaluation.cases import default_cases_dir, load_cases
-from calagent.runtime.testing.servers import Servers
+from calagent.devtools.testing.servers import Servers
 
 from .helpers import run_eval_in_thread
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from calagent.runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from calagent.devtools.embedded import EmbeddedNats, EmbeddedPostgres
 
 from .test_up import Up, _argv, _cli
 

@@ -17,8 +17,9 @@ from nats.js.errors import NoStreamResponseError
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.turns import TurnRequested
-from calagent.runtime.bus import STREAM_CONFIGS, Bus, RetryPolicy, ensure_replicas, ensure_streams
-from calagent.runtime.embedded import EmbeddedNatsCluster
+from calagent.devtools.embedded import EmbeddedNatsCluster
+from calagent.runtime.bus import Bus, RetryPolicy
+from calagent.runtime.streams import STREAM_CONFIGS, ensure_replicas, ensure_streams
 
 pytestmark = pytest.mark.integration
 

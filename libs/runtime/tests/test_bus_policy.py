@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from faststream import AckPolicy
-from faststream.nats import JStream, TestNatsBroker
+from faststream.nats import JStream
 from faststream.nats.message import NatsMessage
 from pydantic import BaseModel
 
@@ -142,7 +142,7 @@ def letters_of(bus: Bus, service: str) -> list[DeadLetter]:
     seen: list[DeadLetter] = []
 
     # MANUAL: this recorder settles nothing, so every ack the test sees is the code's under test.
-    @bus.broker.subscriber(
+    @bus._broker.subscriber(
         deadletter(service).subject,
         stream=JStream("CALAGENT_DEADLETTER", declare=False),
         ack_policy=AckPolicy.MANUAL,
@@ -157,7 +157,7 @@ async def test_a_typed_request_gets_its_typed_reply() -> None:
     bus = Bus("nats://unused", "doubler")
     doubler = Doubler()
     bus.serve(DOUBLE, doubler.on_ask)
-    async with TestNatsBroker(bus.broker):
+    async with bus.in_memory():
         answer = await bus.request(DOUBLE, Ask(n=21))
     assert answer == Answer(doubled=42)
     assert doubler.seen == [Ask(n=21)]
@@ -166,7 +166,7 @@ async def test_a_typed_request_gets_its_typed_reply() -> None:
 async def test_failures_become_error_replies_never_a_silent_timeout() -> None:
     bus = Bus("nats://unused", "doubler")
     bus.serve(DOUBLE, Doubler().on_ask)
-    async with TestNatsBroker(bus.broker):
+    async with bus.in_memory():
         with pytest.raises(BusRequestError) as transient:
             await bus.request(DOUBLE, Ask(n=13))
         with pytest.raises(BusRequestError) as internal:
@@ -181,7 +181,7 @@ async def test_a_malformed_request_is_answered_malformed_and_dead_lettered() -> 
     doubler = Doubler()
     bus.serve(DOUBLE, doubler.on_ask)
     letters = letters_of(bus, "doubler")
-    async with TestNatsBroker(bus.broker) as broker:
+    async with bus.in_memory() as broker:
         reply = await broker.request(b'{"n": "many"}', DOUBLE.subject)
     error = BusErrorReply.model_validate_json(reply.body).bus_error
     assert error.code == "malformed"
@@ -206,7 +206,7 @@ class Worker:
 
 
 def only_subscriber_ack_policy(bus: Bus) -> AckPolicy:
-    [subscriber] = bus.broker.subscribers
+    [subscriber] = bus._broker.subscribers
     policy: AckPolicy = subscriber.ack_policy
     return policy
 
@@ -235,7 +235,7 @@ async def test_success_is_acked_failure_is_nacked_and_malformed_is_dead_lettered
         letters = letters_of(bus, "worker")
         bus.consume(WORK, worker.on_work, policy=RetryPolicy(max_deliver=3, backoff=(0.1,)))
         calls.clear()
-        async with TestNatsBroker(bus.broker) as broker:
+        async with bus.in_memory() as broker:
             await broker.publish(payload, WORK.subject, stream=WORK.stream)
         results[case] = [*calls, *(f"letter:{letter.reason}" for letter in letters)]
     assert ok.done == [Work(job="a")]

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import nats
 import pytest
+from nats.aio.client import Client as NatsClient
 from nats.js.errors import NotFoundError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -70,6 +72,7 @@ class Recorder:
     app: EvalrecService
     bus: Bus  # the recorder's own connection
     client: Bus  # a producer's connection, as the agent or the gateway would hold
+    raw: NatsClient  # a plain connection: consumer positions, and what no typed call may send
     engine: AsyncEngine
 
     async def drained(self, within_s: float = 20.0) -> None:
@@ -79,7 +82,7 @@ class Recorder:
             busy = False
             for durable in (subjects.EVALREC_CONSUMER, subjects.EVALREC_DELIVERED_CONSUMER):
                 try:
-                    info = await self.client.js.consumer_info(subjects.RECORDS_STREAM, durable)
+                    info = await self.raw.jetstream().consumer_info(subjects.RECORDS_STREAM, durable)
                 except NotFoundError:
                     busy = True
                     continue
@@ -101,16 +104,18 @@ async def recorder(nats_url: str, database_url: str) -> AsyncIterator[Recorder]:
     clock = FrozenClock(RECORDED_AT)
     settings = Settings(NATS_URL=nats_url, DATABASE_URL=database_url)
     client = await Bus.connect(nats_url, "evalrec-test-producer", clock)
+    raw = await nats.connect(nats_url)
     # The records stream is shared by the whole test session; what earlier modules left in it
     # would land in this module's database and skew its counts.
-    await client.js.purge_stream(subjects.RECORDS_STREAM)
+    await raw.jetstream().purge_stream(subjects.RECORDS_STREAM)
     app = create_app(settings, clock)
     bus = await start_service(app, nats_url, clock)
     engine = make_engine(database_url, pool_size=2)
     try:
-        yield Recorder(app=app, bus=bus, client=client, engine=engine)
+        yield Recorder(app=app, bus=bus, client=client, raw=raw, engine=engine)
     finally:
         await bus.close()
         await app.stop()
         await client.close()
+        await raw.close()
         await engine.dispose()

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import pytest
-from faststream.nats import TestNatsBroker
 from faststream.nats.message import NatsMessage
 
 from calagent.contracts import wire
@@ -84,7 +83,7 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 async def test_a_record_is_saved_and_acked(settled: list[str]) -> None:
     repository = FakeRepository()
     bus = wired(repository)
-    async with TestNatsBroker(bus.broker):
+    async with bus.in_memory():
         await bus.js_publish(wire.TURN_RECORDED, make_record("h-1"))
     assert [r.envelope.turn_id for r in repository.turns] == ["h-1"]
     assert settled == ["ack"]
@@ -92,14 +91,14 @@ async def test_a_record_is_saved_and_acked(settled: list[str]) -> None:
 
 async def test_a_database_failure_is_nacked_for_redelivery(settled: list[str]) -> None:
     bus = wired(FakeRepository(down=True))
-    async with TestNatsBroker(bus.broker):
+    async with bus.in_memory():
         await bus.js_publish(wire.TURN_RECORDED, make_record("h-2"))
     assert settled == ["nack 0.5"]  # the first step of the backoff; JetStream redelivers
 
 
 async def test_the_timeline_endpoint_answers_typed(settled: list[str]) -> None:
     bus = wired(FakeRepository())
-    async with TestNatsBroker(bus.broker):
+    async with bus.in_memory():
         known = await bus.request(wire.EVALREC_TIMELINE, TimelineRequest(turn_id="known"))
         unknown = await bus.request(wire.EVALREC_TIMELINE, TimelineRequest(turn_id="other"))
     assert known.timeline is not None

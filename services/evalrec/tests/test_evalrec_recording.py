@@ -144,10 +144,10 @@ async def test_a_malformed_record_is_dead_lettered_and_stores_nothing(recorder: 
     async def on_letter(msg: Msg) -> None:
         await letters.put(DeadLetter.model_validate_json(msg.data))
 
-    sub = await recorder.client.nc.subscribe(subjects.deadletter("evalrec"), cb=on_letter)
+    sub = await recorder.raw.subscribe(subjects.deadletter("evalrec"), cb=on_letter)
     try:
         before = await recorder.scalar("SELECT count(*) FROM evalrec.turns")
-        await recorder.client.js.publish(
+        await recorder.raw.jetstream().publish(
             subjects.TURN_RECORDED, b'{"envelope": {"turn_id": "rec-bad"}, "outcome": "exploded"}'
         )
         letter = await asyncio.wait_for(letters.get(), timeout=20)

@@ -42,8 +42,9 @@ from calagent.contracts.commands import (
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule
-from calagent.gateway.app import RedactFeedSecrets, create_app, redact_feed_secrets
+from calagent.gateway.app import create_app
 from calagent.gateway.auth import issue_token
+from calagent.gateway.feeds import RedactFeedSecrets, redact_feed_secrets
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.service import start_service

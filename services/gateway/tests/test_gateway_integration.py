@@ -47,9 +47,10 @@ from calagent.contracts.turns import (
 from calagent.gateway.app import create_app
 from calagent.gateway.auth import issue_token
 from calagent.gateway.turns import KEY_CLAIMS_BUCKET
-from calagent.runtime.bus import Bus, RetryPolicy, ensure_streams
+from calagent.runtime.bus import Bus, RetryPolicy
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import Settings
+from calagent.runtime.streams import ensure_streams
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,11 @@ from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import TurnAnswer, TurnRequested
 from calagent.gateway import turns
 from calagent.gateway.auth import Principal
+from calagent.gateway.inprocess import AnswerCache, UserLocks
 from calagent.gateway.turns import (
     AgentUnreachableError,
-    AnswerCache,
     ChatTurn,
     TurnRunner,
-    UserLocks,
     turn_id_for,
 )
 from calagent.runtime.bus import Bus, StreamPublisher

@@ -7,8 +7,11 @@ import pytest
 from fastapi import FastAPI
 
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
-from calagent.gateway.app import ChatRequest, UnprocessableError, create_app, parse_chat_body, parse_instant
+from calagent.gateway.app import create_app
 from calagent.gateway.auth import issue_token
+from calagent.gateway.calendar import parse_instant
+from calagent.gateway.chat import ChatRequest, parse_chat_body
+from calagent.gateway.errors import UnprocessableError
 from calagent.runtime.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -141,8 +144,8 @@ def test_the_listening_socket_is_tcp_so_accepted_connections_get_nodelay() -> No
     # IPPROTO_TCP; with proto 0 every response stalls ~40 ms (Nagle against delayed ACKs).
     import socket
 
+    from calagent.devtools.embedded import free_port
     from calagent.gateway.__main__ import _shared_socket
-    from calagent.runtime.embedded import free_port
 
     sock = _shared_socket("127.0.0.1", free_port())
     try:

@@ -68,7 +68,6 @@ def test_parse_reply_request_now_and_tz_are_optional_on_the_wire() -> None:
 
 
 async def test_the_wired_endpoints_answer_over_the_bus() -> None:
-    from faststream.nats import TestNatsBroker
 
     from calagent.contracts import wire
     from calagent.contracts.time import ResolveRequest
@@ -78,7 +77,7 @@ async def test_the_wired_endpoints_answer_over_the_bus() -> None:
     bus = Bus("nats://unused", service.name)
     service.wire(bus)
     now = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
-    async with TestNatsBroker(bus.broker) as broker:
+    async with bus.in_memory() as broker:
         parsed = await bus.request(wire.TIME_PARSE_REPLY, ParseReplyRequest(text="周日下午2点"))
         resolved = await bus.request(
             wire.TIME_RESOLVE, ResolveRequest(date="D+1", time="15:00", now=now, tz="Asia/Shanghai")

@@ -9,6 +9,7 @@ import uuid
 from datetime import date, datetime, timedelta
 from typing import Any
 
+import nats
 import pytest
 from icalendar import Calendar
 from sqlalchemy import text
@@ -576,17 +577,24 @@ async def test_a_range_at_the_ends_of_time_is_an_answered_error_not_a_retry(
     assert result.error is not None and result.error.code == "invalid_range"
 
 
-async def test_malformed_command_is_dead_lettered_and_writes_nothing(system: System, user: str) -> None:
+async def test_malformed_command_is_dead_lettered_and_writes_nothing(
+    system: System, user: str, nats_url: str
+) -> None:
     before = await system.scalar("SELECT count(*) FROM commands.events")
     marker = uuid.uuid4().hex
-    reply = await system.client.nc.request(
-        subjects.COMMAND_EXECUTE, f"not json at all {marker} \xff".encode("latin-1"), timeout=10
-    )
-    assert json.loads(reply.data)["bus_error"]["code"] == "malformed"
-    half = {"command": {"kind": "prepare_or_create", "envelope": envelope(user).model_dump(mode="json")}}
-    reply = await system.client.nc.request(subjects.COMMAND_EXECUTE, json.dumps(half).encode(), timeout=10)
-    assert json.loads(reply.data)["bus_error"]["code"] == "malformed"
-    last = await system.client.js.get_last_msg(subjects.DEADLETTER_STREAM, subjects.deadletter("commands"))
+    # A plain connection: what no typed call can send.
+    raw = await nats.connect(nats_url)
+    try:
+        reply = await raw.request(
+            subjects.COMMAND_EXECUTE, f"not json at all {marker} \xff".encode("latin-1"), timeout=10
+        )
+        assert json.loads(reply.data)["bus_error"]["code"] == "malformed"
+        half = {"command": {"kind": "prepare_or_create", "envelope": envelope(user).model_dump(mode="json")}}
+        reply = await raw.request(subjects.COMMAND_EXECUTE, json.dumps(half).encode(), timeout=10)
+        assert json.loads(reply.data)["bus_error"]["code"] == "malformed"
+        last = await raw.jetstream().get_last_msg(subjects.DEADLETTER_STREAM, subjects.deadletter("commands"))
+    finally:
+        await raw.close()
     letter = DeadLetter.model_validate_json(last.data or b"")
     assert (letter.service, letter.subject, letter.reason) == (
         "commands",

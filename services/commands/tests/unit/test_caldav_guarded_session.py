@@ -24,7 +24,7 @@ from calagent.commands.caldav.addresses import (
     IPAddress,
     PinnedResolver,
 )
-from calagent.runtime.testing.listeners import Answer, Listener
+from calagent.devtools.testing.listeners import Answer, Listener
 
 ALLOWED = "127.0.0.2"
 REFUSED = "127.0.0.3"

@@ -16,7 +16,7 @@ from calagent.commands.caldav.cards import Card, parse_card
 from calagent.commands.caldav.remote import Login, NotAllowed
 from calagent.commands.domain.people import Contact, Unresolved, resolve_attendees
 from calagent.contracts.people import Attendee
-from calagent.runtime.testing.listeners import Answer, Listener, Seen
+from calagent.devtools.testing.listeners import Answer, Listener, Seen
 
 pytestmark = pytest.mark.unit
 

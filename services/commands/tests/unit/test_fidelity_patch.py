@@ -18,7 +18,7 @@ from icalendar import Calendar
 from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event
 from calagent.commands.views import render_ics, render_resource
-from calagent.runtime.testing.icalobjects import (
+from calagent.devtools.testing.icalobjects import (
     STAMPS,
     alarm_lines,
     property_lines,

@@ -15,7 +15,7 @@ from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import Contact, Unresolved, keep_answers, resolve_attendees
 from calagent.commands.views import render_resource
 from calagent.contracts.people import Attendee
-from calagent.runtime.testing.icalobjects import property_lines, sequence
+from calagent.devtools.testing.icalobjects import property_lines, sequence
 
 pytestmark = pytest.mark.unit
 

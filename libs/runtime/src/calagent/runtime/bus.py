@@ -5,7 +5,8 @@ declarations in `calagent.contracts.wire` are the only place a subject meets its
 and `request` take an `Endpoint[Req, Rep]`, `consume` and `js_publish` a `Stream[Msg]`, so a
 handler and its callers cannot disagree about a body. Trace context rides in NATS headers through
 FastStream's `NatsTelemetryMiddleware` (OpenTelemetry messaging conventions). How each received
-message is acknowledged, answered or dead-lettered is `calagent.runtime.settle`.
+message is acknowledged, answered or dead-lettered is `calagent.runtime.settle`; the streams
+themselves and their copies are `calagent.runtime.streams`.
 """
 
 from __future__ import annotations
@@ -17,29 +18,26 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from faststream import AckPolicy
 from faststream.nats import (
     ConsumerConfig,
-    JStream,
     NatsBroker,
     NatsRouter,
     PubAck,
     PullSub,
-    RetentionPolicy,
-    StorageType,
-    StreamConfig,
 )
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.publisher.usecase import LogicPublisher
+from faststream.specification import AsyncAPI
 from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from nats.js import JetStreamContext
-from nats.js.api import StreamInfo
-from nats.js.errors import NotFoundError, ServiceUnavailableError
+from nats.js.api import StorageType
+from nats.js.kv import KeyValue
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
@@ -60,10 +58,23 @@ from calagent.runtime.settle import (
     listen_policy,
     settle_policy,
 )
+from calagent.runtime.streams import ensure_replicas, ensure_streams, jstream
 from calagent.runtime.trust import inbox_prefix, user_of
 
+if TYPE_CHECKING:
+    from faststream.nats import TestNatsBroker
+
 # Handlers raise `TransientError` and consumers take a `RetryPolicy`: both belong to using the bus.
-__all__ = ("Bus", "BusRequestError", "RetryPolicy", "StreamPublisher", "TopicPublisher", "TransientError")
+__all__ = (
+    "Bus",
+    "BusRequestError",
+    "Declared",
+    "RetryPolicy",
+    "StreamPublisher",
+    "TopicPublisher",
+    "TransientError",
+    "specification",
+)
 
 log = logging.getLogger("calagent.bus")
 # FastStream's own log: per-message lines and subscriber task chatter stay out of the service
@@ -78,8 +89,6 @@ Rep = TypeVar("Rep", bound=BaseModel)
 NO_RESPONDERS_GRACE_S = 2.0
 # Requests one replica works on at once per endpoint; more wait in the subscription's buffer.
 REQUEST_WORKERS = 256
-# How long a stream raised to more copies may take to have them (a new raft group, data copied).
-RAISE_REPLICAS_TIMEOUT_S = 60.0
 # What a stopping process waits for its in-flight handlers.
 GRACEFUL_TIMEOUT_S = 30.0
 
@@ -100,95 +109,6 @@ def nats_servers(url: str) -> list[str]:
 
 def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# ---- streams -----------------------------------------------------------------------------------------
-
-STREAM_CONFIGS = (
-    StreamConfig(
-        name=subjects.TURNS_STREAM,
-        subjects=[subjects.TURN_REQUESTED],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        duplicate_window=600.0,
-        max_age=7 * 24 * 3600.0,
-    ),
-    StreamConfig(
-        name=subjects.RECORDS_STREAM,
-        subjects=[subjects.TURN_RECORDED, subjects.TURN_DELIVERED],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        duplicate_window=600.0,
-    ),
-    StreamConfig(
-        name=subjects.DEADLETTER_STREAM,
-        subjects=[f"{subjects.DEADLETTER_PREFIX}.>"],
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        max_age=30 * 24 * 3600.0,
-    ),
-)
-
-
-def _copies(info: StreamInfo, replicas: int) -> int:
-    # Never fewer than a stream has: a bus started with the default of 1 (an operator's CLI, a test
-    # harness) must not strip a cluster's streams of their copies. Lowering is an operator's call.
-    return max(replicas, info.config.num_replicas or 1)
-
-
-async def _until_replicated(js: JetStreamContext, stream: str, copies: int) -> None:
-    """Wait until a stream just raised to `copies` has them: JetStream moves it to its new peers in
-    the background (a new raft group elects a leader), and a consumer or bucket with that many
-    copies is refused ("insufficient resources") until it has."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RAISE_REPLICAS_TIMEOUT_S
-    while True:
-        with contextlib.suppress(NatsTimeoutError, ServiceUnavailableError):
-            cluster = (await js.stream_info(stream)).cluster
-            if cluster is not None and cluster.leader and len(cluster.replicas or ()) >= copies - 1:
-                return
-        if loop.time() > deadline:
-            raise TransientError(
-                f"stream {stream} did not reach {copies} copies in {RAISE_REPLICAS_TIMEOUT_S}s"
-            )
-        await asyncio.sleep(0.25)
-
-
-async def ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> int:
-    """Raise an existing `stream` (a KV bucket's, say) to `replicas` copies when it has fewer
-    (JetStream copies the data to the new peers); returns the copies it will have."""
-    try:
-        info = await js.stream_info(stream)
-    except NotFoundError:
-        return replicas
-    copies = _copies(info, replicas)
-    if copies != (info.config.num_replicas or 1):
-        await js.update_stream(dataclasses.replace(info.config, num_replicas=copies))
-        log.warning("stream %s raised to %s copies", stream, copies)
-        await _until_replicated(js, stream, copies)
-    return copies
-
-
-async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> dict[str, int]:
-    """Create or update the streams the system needs with `replicas` copies each (one per cluster
-    node, `CALAGENT_NATS_REPLICAS`; an existing stream with fewer is raised); idempotent, safe from
-    every replica. Returns the copies each stream has."""
-    copies: dict[str, int] = {}
-    for config in STREAM_CONFIGS:
-        name = config.name or ""
-        copies[name] = await ensure_replicas(js, name, replicas)
-        wanted = dataclasses.replace(config, num_replicas=copies[name])
-        try:
-            await js.update_stream(wanted)
-        except NotFoundError:
-            await js.add_stream(wanted)
-    return copies
-
-
-def _jstream(name: str) -> JStream:
-    # Declared by `ensure_streams` with their full configuration, not by FastStream from the
-    # subjects its subscribers happen to name.
-    return JStream(name, declare=False)
 
 
 # ---- typed publishers --------------------------------------------------------------------------------
@@ -219,6 +139,23 @@ class TopicPublisher(Generic[M]):
 
     async def publish(self, key: str, message: M) -> None:
         await self._publisher.publish(message, subject=self._topic.subject(key))
+
+
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """One subscription or publisher of a bus: a core subscription (`stream` None), a durable pull
+    consumer of `stream`, or a publisher (`publishes`)."""
+
+    subject: str
+    publishes: bool
+    stream: str | None = None
+    durable: str | None = None
+
+
+def specification(buses: list[Bus], *, title: str, version: str, description: str) -> AsyncAPI:
+    """The AsyncAPI specification of what `buses` declare (FastStream's generator over their
+    brokers): documentation, no connection."""
+    return AsyncAPI(*(bus._broker for bus in buses), title=title, version=version, description=description)
 
 
 # ---- the bus -----------------------------------------------------------------------------------------
@@ -252,7 +189,7 @@ class Bus:
         # a prefix only its NATS user may read (`calagent.runtime.trust`); without credentials,
         # NATS's default.
         self._inbox_prefix = inbox_prefix(user) if user else "_INBOX"
-        self.broker = NatsBroker(
+        self._broker = NatsBroker(
             nats_servers(url),
             name=f"calagent-{service}",
             inbox_prefix=self._inbox_prefix,
@@ -295,22 +232,22 @@ class Bus:
     async def open(self) -> None:
         """Connect and make sure the streams exist, starting no subscriber yet."""
         if self._nc is None:
-            self._nc = await self.broker.connect()
+            self._nc = await self._broker.connect()
             self._stream_replicas = await ensure_streams(self._nc.jetstream(), self.replicas)
 
     async def start(self) -> None:
         await self.open()
         await self._ensure_consumers()
-        if not self.broker.running:
-            await self.broker.start()
+        if not self._broker.running:
+            await self._broker.start()
         else:
-            for subscriber in self.broker.subscribers:
+            for subscriber in self._broker.subscribers:
                 if id(subscriber) not in self._started:
                     await subscriber.start()
-        self._started.update(id(subscriber) for subscriber in self.broker.subscribers)
+        self._started.update(id(subscriber) for subscriber in self._broker.subscribers)
         # Once `start` returns, the server knows every subscription: a request sent right after
         # from another connection finds its responder.
-        await self.nc.flush()
+        await self._connection.flush()
 
     async def _ensure_consumers(self) -> None:
         """Create or update each declared durable consumer before its subscriber binds to it.
@@ -319,7 +256,7 @@ class Bus:
         changed in code would never reach a consumer created by an earlier version; adding a
         consumer under an existing name updates what the server allows to change.
         """
-        js = self.nc.jetstream()
+        js = self._connection.jetstream()
         for stream_name, config in self._consumers:
             # As many copies as its stream: a consumer's delivered and acknowledged positions
             # survive the loss of a node only when they are replicated like the messages.
@@ -329,21 +266,62 @@ class Bus:
     async def close(self) -> None:
         """Stop taking messages, let in-flight handlers finish (bounded), then disconnect."""
         with contextlib.suppress(Exception):
-            await self.broker.stop()
+            await self._broker.stop()
         self._nc = None
         self._started.clear()
 
     @property
-    def nc(self) -> NatsClient:
-        """The nats-py connection, for what no typed call may send (tests sending garbage)."""
+    def _connection(self) -> NatsClient:
         if self._nc is None:
             raise RuntimeError("the bus is not connected")
         return self._nc
 
     @property
-    def js(self) -> JetStreamContext:
-        """The JetStream context, for stream administration (tests, operators)."""
-        return self.nc.jetstream()
+    def connected(self) -> bool:
+        """Whether the connection is up right now (false while it reconnects, and before `open`)."""
+        return self._nc is not None and bool(self._nc.is_connected)
+
+    async def key_value(self, bucket: str, *, ttl: float = 0, description: str) -> KeyValue:
+        """A JetStream KV bucket (each key its latest value, on file, entries expiring after `ttl`
+        seconds, or never when 0)
+        replicated like the streams, so an entry outlives the node that stored it. A bucket that
+        exists with fewer copies is raised first: a bucket's configuration must match what exists.
+        Replicas opening the same bucket at once send the same configuration, which JetStream
+        accepts."""
+        replicas = await ensure_replicas(self._connection.jetstream(), f"KV_{bucket}", self.replicas)
+        return await self._broker.key_value(
+            bucket,
+            ttl=ttl,
+            history=1,
+            storage=StorageType.FILE,
+            replicas=replicas,
+            description=description,
+        )
+
+    def in_memory(self) -> TestNatsBroker:
+        """FastStream's in-memory test broker over this bus (`async with bus.in_memory() as
+        broker`): the declared handlers answer `request`, `publish` and `js_publish` without a
+        server, and `broker` sends what no typed call may (a malformed body)."""
+        from faststream.nats import TestNatsBroker
+
+        return TestNatsBroker(self._broker)
+
+    def declared(self) -> list[Declared]:
+        """Every subscription and publisher this bus declares, as the NATS server will see them."""
+        found = []
+        for subscriber in self._broker.subscribers:
+            stream = getattr(subscriber, "stream", None)
+            found.append(
+                Declared(
+                    subject=subscriber.subject.broker_address,  # type: ignore[attr-defined]
+                    publishes=False,
+                    stream=None if stream is None else stream.name,
+                    durable=subscriber.extra_options.get("durable") if stream is not None else None,  # type: ignore[attr-defined]
+                )
+            )
+        for publisher in self._broker.publishers:
+            found.append(Declared(subject=publisher.subject.broker_address, publishes=True))  # type: ignore[attr-defined]
+        return found
 
     # ---- serving ---------------------------------------------------------------------------------
 
@@ -368,7 +346,7 @@ class Bus:
             title=self.title(endpoint.subject),
             description=endpoint.summary,
         )(handler)
-        self.broker.include_router(router)
+        self._broker.include_router(router)
         self.endpoints.append(endpoint)
 
     def serve_health(self, probe: Callable[[], Awaitable[dict[str, str]]] | None = None) -> None:
@@ -412,7 +390,7 @@ class Bus:
         self._consumers.append((stream.stream, config))
         router.subscriber(
             stream.subject,
-            stream=_jstream(stream.stream),
+            stream=jstream(stream.stream),
             durable=name,
             config=config,
             # One message per fetch: a busy replica leaves the next turn to an idle one.
@@ -424,7 +402,7 @@ class Bus:
             title=self.title(stream.subject),
             description=f"{stream.summary} Durable pull consumer `{name}`.",
         )(handler)
-        self.broker.include_router(router)
+        self._broker.include_router(router)
 
     def listen(self, topic: Topic[M], handler: Callable[[M], Awaitable[None]]) -> None:
         """Receive every message of `topic` (no queue group, in order of arrival)."""
@@ -435,7 +413,7 @@ class Bus:
             title=self.title(topic.wildcard),
             description=topic.summary,
         )(handler)
-        self.broker.include_router(router)
+        self._broker.include_router(router)
 
     # ---- calling ---------------------------------------------------------------------------------
 
@@ -447,7 +425,7 @@ class Bus:
         delay = 0.01
         while True:
             try:
-                reply = await self.broker.request(message, endpoint.subject, timeout=timeout)
+                reply = await self._broker.request(message, endpoint.subject, timeout=timeout)
                 break
             except NoRespondersError as exc:
                 if loop.time() + delay > give_up:
@@ -473,9 +451,9 @@ class Bus:
         """The (documented) publisher of `stream`; one per subject."""
         known = self._stream_publishers.get(stream.subject)
         if known is None:
-            publisher = self.broker.publisher(
+            publisher = self._broker.publisher(
                 stream.subject,
-                stream=_jstream(stream.stream),
+                stream=jstream(stream.stream),
                 schema=stream.message,
                 title=self.title(stream.subject, publishes=True),
                 description=stream.summary,
@@ -487,7 +465,7 @@ class Bus:
     def topic_publisher(self, topic: Topic[M]) -> TopicPublisher[M]:
         known = self._topic_publishers.get(topic.prefix)
         if known is None:
-            publisher = self.broker.publisher(
+            publisher = self._broker.publisher(
                 topic.wildcard,
                 schema=topic.message,
                 title=self.title(topic.wildcard, publishes=True),

@@ -8,19 +8,15 @@ open it with the same configuration, so whichever starts first makes it.
 
 from __future__ import annotations
 
-from nats.js.api import StorageType
 from nats.js.kv import KeyValue
 
 from calagent.contracts import subjects
-from calagent.runtime.bus import Bus, ensure_replicas
+from calagent.runtime.bus import Bus
 
 BUCKET = subjects.USER_ZONES_BUCKET
 DESCRIPTION = "commands: each user's saved time zone (settings), watched by the gateway"
 
 
 async def open_zones_bucket(bus: Bus) -> KeyValue:
-    # Replicated like the streams: a zone must outlive the node that stored it.
-    replicas = await ensure_replicas(bus.js, f"KV_{BUCKET}", bus.replicas)
-    return await bus.broker.key_value(
-        BUCKET, history=1, storage=StorageType.FILE, replicas=replicas, description=DESCRIPTION
-    )
+    # Replicated like the streams: a zone must outlive the node that stored it. Never expires.
+    return await bus.key_value(BUCKET, description=DESCRIPTION)

@@ -12,7 +12,8 @@ import sys
 
 import uvicorn
 
-from calagent.gateway.app import RedactFeedSecrets, create_app
+from calagent.gateway.app import create_app
+from calagent.gateway.feeds import RedactFeedSecrets
 from calagent.runtime.clock import clock_from_env
 from calagent.runtime.service import configure_logging
 from calagent.runtime.settings import load_settings

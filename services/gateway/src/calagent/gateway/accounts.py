@@ -28,7 +28,6 @@ from calagent.contracts.caldav import (
 )
 from calagent.contracts.text import NUL
 from calagent.gateway.auth import Principal
-from calagent.runtime.bus import BusRequestError
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
 
@@ -67,16 +66,10 @@ def account_view(account: AccountOut) -> dict[str, Any]:
 def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     router = APIRouter()
 
-    async def ask(request: Request, command: AnyAccountCommand) -> AccountResult | JSONResponse:
-        gateway = request.app.state.gateway
-        try:
-            result: AccountResult = await gateway.bus.request(
-                wire.CALDAV_ACCOUNTS, AccountRequest(command=command), timeout=ACCOUNT_TIMEOUT_S
-            )
-        except BusRequestError as exc:
-            status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
-            code = "service_unavailable" if status == 503 else "bad_gateway"
-            return _error(status, code, f"the commands service could not answer ({exc.code})")
+    async def ask(request: Request, command: AnyAccountCommand) -> AccountResult:
+        result: AccountResult = await request.app.state.gateway.call(
+            "commands", wire.CALDAV_ACCOUNTS, AccountRequest(command=command), timeout=ACCOUNT_TIMEOUT_S
+        )
         return result
 
     @router.post("/v1/accounts/caldav", response_model=None)
@@ -103,8 +96,6 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
                 password=body.password,
             ),
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if answer.error is not None or answer.account is None:
             error = answer.error
             return _error(422, error.code if error else "refused", error.message if error else "refused")
@@ -115,8 +106,6 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
         gateway = request.app.state.gateway
         answer = await ask(request, ListAccounts(envelope=gateway.envelope(principal)))
-        if isinstance(answer, JSONResponse):
-            return answer
         return JSONResponse({"accounts": [account_view(a) for a in answer.accounts]})
 
     @router.patch("/v1/accounts/{account_id}", response_model=None)
@@ -142,8 +131,6 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
                 calendar_url=body.default_calendar,
             ),
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if answer.error is not None or answer.account is None:
             error = answer.error
             if error is not None and error.code == "not_found":
@@ -161,8 +148,6 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         answer = await ask(
             request, DisconnectAccount(envelope=gateway.envelope(principal), account_id=account_id)
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if not answer.deleted:
             return _error(404, "not_found", "no connected account with this id")
         return Response(status_code=204)

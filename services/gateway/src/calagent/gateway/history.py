@@ -16,7 +16,6 @@ from calagent.contracts import wire
 from calagent.contracts.text import NUL
 from calagent.contracts.turns import MAX_HISTORY_PAGE, HistoryMessage, HistoryRequest
 from calagent.gateway.auth import Principal
-from calagent.runtime.bus import BusRequestError
 
 HISTORY_TIMEOUT_S = 10.0
 DEFAULT_CONVERSATION = "default"  # the gateway's conversation when a chat names none
@@ -63,22 +62,17 @@ def history_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         size = _int_param("limit", limit, 1, MAX_HISTORY_PAGE)
         if isinstance(size, JSONResponse):
             return size
-        gateway = request.app.state.gateway
-        try:
-            result = await gateway.bus.request(
-                wire.AGENT_HISTORY,
-                HistoryRequest(
-                    user_id=principal.user_id,
-                    conversation_id=conversation,
-                    before=page_end,
-                    limit=size or DEFAULT_PAGE,
-                ),
-                timeout=HISTORY_TIMEOUT_S,
-            )
-        except BusRequestError as exc:
-            status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
-            code = "service_unavailable" if status == 503 else "bad_gateway"
-            return _error(status, code, f"the agent service could not answer ({exc.code})")
+        result = await request.app.state.gateway.call(
+            "agent",
+            wire.AGENT_HISTORY,
+            HistoryRequest(
+                user_id=principal.user_id,
+                conversation_id=conversation,
+                before=page_end,
+                limit=size or DEFAULT_PAGE,
+            ),
+            timeout=HISTORY_TIMEOUT_S,
+        )
         return JSONResponse(
             {"messages": [message_view(m) for m in result.messages], "before": result.before},
             headers={"Cache-Control": "no-store"},

@@ -48,7 +48,7 @@ from calagent.runtime.bus import BusRequestError
 from calagent.runtime.timeline import epoch_ms
 
 if TYPE_CHECKING:
-    from calagent.gateway.app import Gateway
+    from calagent.gateway.state import Gateway
 
 log = logging.getLogger("calagent.gateway.mailbox")
 

@@ -33,7 +33,6 @@ from calagent.contracts.people import (
 from calagent.contracts.text import unstorable_in
 from calagent.gateway.auth import Principal
 from calagent.gateway.limits import plain_id
-from calagent.runtime.bus import BusRequestError
 
 PEOPLE_TIMEOUT_S = 10.0
 
@@ -63,16 +62,11 @@ def contact_view(contact: ContactOut) -> dict[str, Any]:
     }
 
 
-async def ask_people(request: Request, command: AnyPeopleCommand) -> PeopleResult | JSONResponse:
-    """Ask commands over `calagent.people.manage`; its failure is the HTTP answer to give."""
-    try:
-        result: PeopleResult = await request.app.state.gateway.bus.request(
-            wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
-        )
-    except BusRequestError as exc:
-        status = 503 if exc.code in ("unavailable", "timeout", "transient") else 502
-        code = "service_unavailable" if status == 503 else "bad_gateway"
-        return error_response(status, code, f"the commands service could not answer ({exc.code})")
+async def ask_people(request: Request, command: AnyPeopleCommand) -> PeopleResult:
+    """Ask commands over `calagent.people.manage`; no usable answer raises `DownstreamError`."""
+    result: PeopleResult = await request.app.state.gateway.call(
+        "commands", wire.PEOPLE_MANAGE, PeopleRequest(command=command), timeout=PEOPLE_TIMEOUT_S
+    )
     return result
 
 
@@ -83,8 +77,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     @router.get("/v1/contacts", response_model=None)
     async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
         answer = await ask(request, ListContacts(envelope=request.app.state.gateway.envelope(principal)))
-        if isinstance(answer, JSONResponse):
-            return answer
         return JSONResponse({"contacts": [contact_view(c) for c in answer.contacts]})
 
     @router.post("/v1/contacts", response_model=None)
@@ -110,8 +102,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
                 aliases=tuple(body.aliases),
             ),
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if answer.error is not None or answer.contact is None:
             message = answer.error.message if answer.error else "refused"
             return error_response(422, answer.error.code if answer.error else "invalid_request", message)
@@ -127,8 +117,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             request,
             DeleteContact(envelope=request.app.state.gateway.envelope(principal), contact_id=contact_id),
         )
-        if isinstance(answer, JSONResponse):
-            return answer
         if answer.error is not None and answer.error.code == "read_only":
             return error_response(409, "read_only", answer.error.message)
         if not answer.deleted:
@@ -140,8 +128,6 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)]
     ) -> Response:
         answer = await ask(request, GetMailAddress(envelope=request.app.state.gateway.envelope(principal)))
-        if isinstance(answer, JSONResponse):
-            return answer
         return JSONResponse({"address": answer.address})
 
     return router

@@ -23,12 +23,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from nats.js.api import StorageType
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from calagent.contracts import subjects
-from calagent.runtime.bus import Bus, ensure_replicas
+from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 
@@ -77,13 +76,9 @@ class Quotas:
     async def _bucket(self) -> KeyValue:
         async with self._opening:
             if self._kv is None:
-                replicas = await ensure_replicas(self._bus.js, f"KV_{BUCKET}", self._bus.replicas)
-                self._kv = await self._bus.broker.key_value(
+                self._kv = await self._bus.key_value(
                     BUCKET,
                     ttl=BUCKET_TTL_S,
-                    history=1,
-                    storage=StorageType.FILE,
-                    replicas=replicas,
                     description="gateway: turns per user and minute, tokens per user and day",
                 )
             return self._kv

@@ -94,8 +94,6 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
 
     async def ask(request: Request, command: AnySettingsCommand) -> PeopleResult | JSONResponse:
         answer = await ask_people(request, command)
-        if isinstance(answer, JSONResponse):
-            return answer
         if answer.error is not None:
             status = 404 if answer.error.code == "not_found" else 422
             return error_response(status, answer.error.code, answer.error.message)

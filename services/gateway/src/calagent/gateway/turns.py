@@ -36,19 +36,15 @@ measure segments only and are never business time, which comes from the injected
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
-import time
 import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from nats.errors import NoRespondersError
-from nats.js.api import StorageType
 from nats.js.errors import (
     KeyNotFoundError,
     KeyWrongLastSequenceError,
@@ -72,8 +68,9 @@ from calagent.contracts.turns import (
     TurnRequested,
 )
 from calagent.gateway.auth import Principal
+from calagent.gateway.inprocess import ANSWER_CACHE_TTL_S, AnswerCache, UserLocks
 from calagent.gateway.quotas import QuotaExceededError, Quotas
-from calagent.runtime.bus import Bus, BusRequestError, ensure_replicas
+from calagent.runtime.bus import Bus, BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 from calagent.runtime.timeline import epoch_ms
@@ -88,8 +85,6 @@ PUBLISH_TIMEOUT_S = 5.0
 # the same dedup id, hands the turn over within a second of the new leader instead of after the
 # whole timeout.
 PUBLISH_ATTEMPT_S = 1.0
-ANSWER_CACHE_TTL_S = 600.0  # JetStream's duplicate window on the turns stream
-ANSWER_CACHE_SIZE = 10_000
 KEY_CLAIMS_BUCKET = subjects.GATEWAY_KEYS_BUCKET
 KEY_CLAIM_TTL_S = ANSWER_CACHE_TTL_S
 _TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
@@ -177,67 +172,6 @@ class TurnOutcome:
     tokens: int = 0  # what the turn's model calls used, as the agent measured
 
 
-class _UserLock:
-    __slots__ = ("holders", "lock")
-
-    def __init__(self) -> None:
-        self.lock = asyncio.Lock()
-        self.holders = 0
-
-
-class UserLocks:
-    """One FIFO lock per user, dropped again once nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, _UserLock] = {}
-
-    @contextlib.asynccontextmanager
-    async def hold(self, user_id: str, wait_s: float) -> AsyncIterator[None]:
-        entry = self._locks.get(user_id)
-        if entry is None:
-            entry = self._locks[user_id] = _UserLock()
-        entry.holders += 1
-        try:
-            async with asyncio.timeout(max(wait_s, 0.0)):
-                await entry.lock.acquire()
-            try:
-                yield
-            finally:
-                entry.lock.release()
-        finally:
-            entry.holders -= 1
-            if entry.holders == 0:
-                self._locks.pop(user_id, None)
-
-    def __len__(self) -> int:
-        return len(self._locks)
-
-
-class AnswerCache:
-    """Answers already given for (user, client_message_id), for retries to the same process."""
-
-    def __init__(self, ttl_s: float = ANSWER_CACHE_TTL_S, size: int = ANSWER_CACHE_SIZE) -> None:
-        self._ttl = ttl_s
-        self._size = size
-        self._items: OrderedDict[tuple[str, str], tuple[float, TurnAnswer]] = OrderedDict()
-
-    def get(self, key: tuple[str, str]) -> TurnAnswer | None:
-        item = self._items.get(key)
-        if item is None:
-            return None
-        expires, answer = item
-        if expires < time.monotonic():
-            del self._items[key]
-            return None
-        return answer
-
-    def put(self, key: tuple[str, str], answer: TurnAnswer) -> None:
-        self._items[key] = (time.monotonic() + self._ttl, answer)
-        self._items.move_to_end(key)
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
-
-
 class KeyClaims:
     """Which message each (user, client_message_id) belongs to, shared by all gateway replicas.
 
@@ -260,15 +194,10 @@ class KeyClaims:
         # racing here send the same bucket config, which JetStream accepts.
         async with self._opening:
             if self._kv is None:
-                # Replicated like the streams: a claim must outlive the node that stored it. A
-                # bucket made with fewer copies is raised first (a bucket's config must match).
-                replicas = await ensure_replicas(self._bus.js, f"KV_{KEY_CLAIMS_BUCKET}", self._bus.replicas)
-                self._kv = await self._bus.broker.key_value(
+                # Replicated like the streams: a claim must outlive the node that stored it.
+                self._kv = await self._bus.key_value(
                     KEY_CLAIMS_BUCKET,
                     ttl=KEY_CLAIM_TTL_S,
-                    history=1,
-                    storage=StorageType.FILE,
-                    replicas=replicas,
                     description="gateway: the message each client_message_id was first used for",
                 )
             return self._kv

@@ -19,11 +19,12 @@ import nats
 from nats.js.errors import NotFoundError
 
 from calagent.contracts import subjects
-from calagent.runtime.bus import Bus, ensure_streams, nats_servers
+from calagent.devtools.testing import TEST_AUTH_SECRET
+from calagent.runtime.bus import Bus, nats_servers
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.service import ServiceApp, start_service
 from calagent.runtime.settings import Settings
-from calagent.runtime.testing import TEST_AUTH_SECRET
+from calagent.runtime.streams import ensure_streams
 
 DEFAULT_NOW = "2026-09-24T10:00:00+08:00"  # a Thursday
 

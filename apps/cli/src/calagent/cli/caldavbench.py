@@ -29,7 +29,7 @@ from calagent.contracts.caldav import AccountRequest, ConnectCalDav
 from calagent.contracts.commands import CommandRequest, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.tools import PrepareOrCreateSchedule
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -221,7 +221,7 @@ async def _count(engine: Any, user: str, n: int) -> None:
 def run_caldav_bench(args: Any) -> int:
     writes = int(getattr(args, "n", 200) or 200)
     inbound = int(getattr(args, "inbound", 500) or 500)
-    from calagent.runtime.testing.servers import provide_servers
+    from calagent.devtools.testing.servers import provide_servers
 
     with tempfile.TemporaryDirectory(prefix="calagent-caldav-bench-") as tmp, provide_servers() as servers:
         database_url = servers.create_database()

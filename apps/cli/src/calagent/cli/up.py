@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from calagent.contracts.subjects import SERVICES
-from calagent.runtime.embedded import (
+from calagent.devtools.embedded import (
     MAX_CLUSTER_SIZE,
     EmbeddedNats,
     EmbeddedNatsCluster,

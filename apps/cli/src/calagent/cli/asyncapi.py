@@ -1,8 +1,8 @@
 """The AsyncAPI document of every subject and schema, generated from the services' own wiring.
 
 Each service declares its subscribers and publishers in `wire(bus)` (the gateway in `create_app`),
-with no I/O; this module wires all five on unconnected buses and hands their brokers to
-FastStream's AsyncAPI generator. `docs/asyncapi.json` is its output, and a test regenerates it.
+with no I/O; this module wires all five on unconnected buses and has the runtime's
+`specification` (FastStream's AsyncAPI generator) describe them. `docs/asyncapi.json` is its output, and a test regenerates it.
 
     calagent asyncapi [--out docs/asyncapi.json]
 
@@ -23,7 +23,7 @@ from faststream.specification import AsyncAPI
 
 from calagent.contracts.bus import BusErrorReply
 from calagent.contracts.wire import Endpoint
-from calagent.runtime.bus import Bus
+from calagent.runtime.bus import Bus, specification
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import Settings
 
@@ -65,25 +65,21 @@ def system_buses() -> list[Bus]:
     return buses
 
 
-def specification() -> AsyncAPI:
-    return AsyncAPI(
-        *(bus.broker for bus in system_buses()),
-        title=TITLE,
-        version=VERSION,
-        description=DESCRIPTION,
+def system_specification(buses: list[Bus] | None = None) -> AsyncAPI:
+    return specification(
+        system_buses() if buses is None else buses, title=TITLE, version=VERSION, description=DESCRIPTION
     )
 
 
 def docs_app() -> FastStream:
     """For `faststream docs gen --factory`: an app whose specification covers every service."""
-    spec = specification()
+    spec = system_specification()
     return FastStream(spec.brokers[0], specification=spec)
 
 
 def document() -> dict[str, Any]:
     buses = system_buses()
-    spec = AsyncAPI(*(bus.broker for bus in buses), title=TITLE, version=VERSION, description=DESCRIPTION)
-    doc: dict[str, Any] = spec.to_specification().to_jsonable()
+    doc: dict[str, Any] = system_specification(buses).to_specification().to_jsonable()
     for bus in buses:
         for endpoint in bus.endpoints:
             _add_reply(doc, bus.title(endpoint.subject), endpoint)

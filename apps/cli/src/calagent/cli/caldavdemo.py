@@ -12,7 +12,7 @@ import secrets
 import socket
 from pathlib import Path
 
-from calagent.runtime.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
 
 DEMO_USER = "demo"
 DEMO_PORT = 5232  # Radicale's usual port, when it is free

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from calagent.runtime.embedded import _stop, free_port, wait_for_port
+from calagent.devtools.embedded import _stop, free_port, wait_for_port
 
 log = logging.getLogger("calagent.testing")
 

@@ -63,7 +63,7 @@ def print_pass_hat_k(table: dict[str, dict[str, float]], out: TextIO) -> None:
 
 @contextmanager
 def _servers() -> Iterator[tuple[str, str]]:
-    from calagent.runtime.testing.servers import provide_servers
+    from calagent.devtools.testing.servers import provide_servers
 
     with provide_servers() as servers:
         # A database of its own, so a run never meets rows of an earlier run or of a live system.

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from calagent.runtime.testing.servers import Servers, provide_servers
+from calagent.devtools.testing.servers import Servers, provide_servers
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calagent.runtime.embedded import EmbeddedNats, EmbeddedPostgres
+from calagent.devtools.embedded import EmbeddedNats, EmbeddedPostgres
 
 log = logging.getLogger("calagent.testing")
 

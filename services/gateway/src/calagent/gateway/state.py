@@ -1,0 +1,188 @@
+"""What every route of one gateway shares (`app.state.gateway`): settings, clock, the bus and the
+turn runner on it, its background tasks; and the two dependencies routes take, the caller
+(`AuthPrincipal`) and the gateway itself (`CurrentGateway`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
+
+from fastapi import Depends, Request
+from opentelemetry.trace import Span
+from pydantic import BaseModel
+
+from calagent.contracts import wire
+from calagent.contracts.commands import QueryRequest, QueryResult
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.turns import Segment, TurnDelivered
+from calagent.contracts.wire import Endpoint
+from calagent.gateway.auth import Principal
+from calagent.gateway.errors import DownstreamError, downstream
+from calagent.gateway.mailbox import MailReceiver
+from calagent.gateway.session import principal_from_request
+from calagent.gateway.turns import ChatTurn, TurnOutcome, TurnRunner
+from calagent.gateway.zones import UserZones
+from calagent.runtime.bus import Bus, BusRequestError, StreamPublisher
+from calagent.runtime.clock import Clock
+from calagent.runtime.settings import Settings
+from calagent.runtime.timeline import epoch_ms
+
+log = logging.getLogger("calagent.gateway")
+
+Req = TypeVar("Req", bound=BaseModel)
+Rep = TypeVar("Rep", bound=BaseModel)
+
+DEFAULT_CONVERSATION = "default"
+QUERY_TIMEOUT_S = 10.0
+# A read whose answer comes straight from the database, and the errors of it the caller made.
+CALLER_ERRORS = ("invalid_range", "invalid_time", "invalid_symbol")
+
+
+class Gateway:
+    def __init__(self, settings: Settings, clock: Clock, bus: Bus | None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._bus: Bus | None = None
+        self._runner: TurnRunner | None = None
+        self._delivered: StreamPublisher[TurnDelivered] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._mail: MailReceiver | None = None
+        # Users' saved zones, which win over their tokens' (contract §16).
+        self.zones = UserZones()
+        if bus is not None:
+            self.attach(bus)
+
+    async def start_listeners(self) -> None:
+        """The listeners besides HTTP, once the bus is up: the SMTP receiver when configured."""
+        if self.settings.smtp_listen and self._mail is None:
+            receiver = MailReceiver(self, self.settings.smtp_listen, self.settings.mail_max_bytes)
+            await receiver.start()
+            self._mail = receiver
+
+    async def stop_listeners(self) -> None:
+        receiver, self._mail = self._mail, None
+        if receiver is not None:
+            await receiver.stop()
+
+    def follow_zones(self) -> None:
+        """Watch the users' saved zones from the first request on (whoever started the bus: the
+        lifespan, or the owner of a bus given to `create_app`)."""
+        if self._bus is not None:
+            self.zones.start(self._bus)
+
+    @property
+    def bus(self) -> Bus:
+        if self._bus is None:
+            raise DownstreamError(503, "the gateway is not connected to the bus")
+        return self._bus
+
+    @property
+    def runner(self) -> TurnRunner:
+        if self._runner is None:
+            raise DownstreamError(503, "the gateway is not connected to the bus")
+        return self._runner
+
+    @property
+    def bus_connected(self) -> bool:
+        return self._bus is not None and self._bus.connected
+
+    def attach(self, bus: Bus) -> None:
+        """Wire the gateway's subscriptions and publishers on `bus`, before it starts."""
+        self._bus = bus
+        self._runner = TurnRunner(bus, self.settings, self.clock)
+        self._delivered = bus.stream_publisher(wire.TURN_DELIVERED)
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        # Kept referenced so a detached task (a turn whose client went away) is not collected.
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def drain(self, grace_s: float) -> None:
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=grace_s)
+        for task in list(self._background):
+            task.cancel()
+
+    def envelope(self, principal: Principal) -> Envelope:
+        """The envelope of a read request: its own id, the caller's identity and zone."""
+        return Envelope(
+            turn_id=uuid.uuid4().hex,
+            user_id=principal.user_id,
+            conversation_id=DEFAULT_CONVERSATION,
+            occurred_at=self.clock.now(),
+            tz=principal.tz,
+            channel="api",
+        )
+
+    async def call(
+        self, service: str, endpoint: Endpoint[Req, Rep], message: Req, *, timeout: float = QUERY_TIMEOUT_S
+    ) -> Rep:
+        """A request to `service`; one that gets no usable answer raises `DownstreamError` (503
+        when it is not answering, 502 when it answered badly)."""
+        try:
+            return await self.bus.request(endpoint, message, timeout=timeout)
+        except BusRequestError as exc:
+            raise downstream(service, exc) from exc
+
+    async def ask(self, query: Any) -> QueryResult:
+        """A query to the commands service, its own errors left in the result."""
+        return await self.call("commands", wire.COMMAND_QUERY, QueryRequest(query=query))
+
+    async def query(self, principal: Principal, query: Any) -> QueryResult:
+        """A query to the commands service on `principal`'s behalf (the query's envelope names
+        them) whose error is the caller's (422) or the service's (502)."""
+        result = await self.ask(query)
+        if result.error is not None:
+            raise DownstreamError(422 if result.error.code in CALLER_ERRORS else 502, result.error.message)
+        return result
+
+    async def deliver(self, turn: ChatTurn, outcome: TurnOutcome, done_span: Span | None) -> None:
+        """Report this gateway's latency segments; never fails the request it describes."""
+        written_ms = epoch_ms()
+        if done_span is not None:
+            done_span.end()
+        if outcome.replayed:
+            return
+        start = turn.received_ms
+        record = TurnDelivered(
+            turn_id=turn.turn_id,
+            user_id=turn.principal.user_id,
+            segments=(
+                Segment(name="gateway.receive", start_ms=0.0, ms=outcome.published_ms - start),
+                Segment(
+                    name="gateway.wait",
+                    start_ms=outcome.published_ms - start,
+                    ms=outcome.done_ms - outcome.published_ms,
+                ),
+                Segment(
+                    name="gateway.done", start_ms=outcome.done_ms - start, ms=written_ms - outcome.done_ms
+                ),
+            ),
+            total_ms=written_ms - start,
+        )
+        if self._delivered is None:
+            return
+        try:
+            await self._delivered.publish(record, msg_id=f"delivered:{turn.turn_id}")
+        except Exception:
+            log.warning("could not publish the delivery record of %s", turn.turn_id, exc_info=True)
+
+
+def current_gateway(request: Request) -> Gateway:
+    gw: Gateway = request.app.state.gateway
+    return gw
+
+
+def authenticate(request: Request) -> Principal:
+    """The bearer token's user, else the session cookie's (contract §18, `session.py`)."""
+    gw = current_gateway(request)
+    return gw.zones.apply_to(principal_from_request(request, gw.settings, gw.clock))
+
+
+AuthPrincipal = Annotated[Principal, Depends(authenticate)]
+CurrentGateway = Annotated[Gateway, Depends(current_gateway)]
