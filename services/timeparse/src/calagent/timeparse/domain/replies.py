@@ -20,7 +20,7 @@ What it understands (Chinese and English):
   (二零二七年三月一日 -> `2027-03-01`);
 * month-day forms, needing `now` and `tz`, always written `YYYY-MM-DD`: a day of the month alone
   (12号, 12日, 十二号, the 12th, on the 3rd) -> the next such day on or after today (see
-  `symbols.resolve_month_day`); against a month word (下个月5号, 下月5日, 本月十日, 这个月20号, next month on
+  `monthdays.resolve_month_day`); against a month word (下个月5号, 下月5日, 本月十日, 这个月20号, next month on
   the 5th, the 5th of next month) -> that day of that month, also when it has passed (like `W3+0`),
   `{}` when the month lacks it (下个月31号 in a 30-day month); a month's last day (月底, 本月底,
   下个月底, 月末, 下个月的最后一天, end of the month, the last day of next month; 3月底 -> the next
@@ -76,7 +76,7 @@ Transport wrappers are not the user's words: `strip_transport` (the gateway's ru
 parsing, so `parse_reply(wrapper(s)) == parse_reply(s)` (the gateway does the primary stripping).
 
 Layout: the words live in `lexicon`, the token regular expressions in `grammar`, the wrappers in
-`transport`, the arithmetic of month days in the resolver (`symbols`); this module reads the tokens
+`transport`, which month-days exist and their arithmetic in `monthdays`; this module reads the tokens
 of one message into a patch. `strip_transport` is re-exported here so existing imports keep working.
 """
 
@@ -112,8 +112,9 @@ from calagent.timeparse.domain.lexicon import (
     number,
     year_number,
 )
+from calagent.timeparse.domain.monthdays import MonthDay, is_day_of_year, resolve_month_day
 from calagent.timeparse.domain.recurrence import marker_of_words, recurrence_marker
-from calagent.timeparse.domain.symbols import MonthDay, local_today_or_none, resolve_month_day
+from calagent.timeparse.domain.symbols import local_today_or_none
 from calagent.timeparse.domain.transport import strip_transport
 
 __all__ = ["ReplyParse", "analyse_reply", "parse_reply", "parsed_reply", "strip_transport"]
@@ -180,16 +181,8 @@ def _fmt(h: int, m: int) -> str:
     return f"{h:02d}:{m:02d}"
 
 
-def _valid_month_day(month: int, day: int, year: int | None) -> bool:
-    try:
-        date(year if year is not None else 2000, month, day)  # 2000 is leap: Feb 29 allowed
-    except ValueError:
-        return False
-    return True
-
-
 def _add_date(out: ReplyParse, month: int | None, day: int | None, year: int | None) -> None:
-    if month is None or day is None or not _valid_month_day(month, day, year):
+    if month is None or day is None or not is_day_of_year(month, day, year):
         out.refuse("impossible date")
         return
     if year is not None:
@@ -569,7 +562,7 @@ def _add_numeric_dates(out: ReplyParse, order: str | None, chinese: bool) -> Non
         orders.add("mdy")
     for first, second, year in out.numeric_dates:
         readings = {"mdy": (first, second), "dmy": (second, first)}
-        valid = {k: md for k, md in readings.items() if _valid_month_day(*md, year)}
+        valid = {k: md for k, md in readings.items() if is_day_of_year(*md, year)}
         if orders:
             chosen = {valid[k] for k in orders if k in valid}
         elif "mdy" in valid and valid.get("dmy", valid["mdy"]) == valid["mdy"]:
