@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import find
-from hypothesis import strategies as st
 
 import calagent.cli.evaluate
 import calagent.cli.evaluation
@@ -104,39 +102,36 @@ def contract_gaps(schemas: Sequence[dict[str, Any]]) -> list[str]:
     return gaps
 
 
-def valid_value(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
-    """The smallest value `schema` accepts (a pattern's shortest match)."""
-    if "$ref" in schema:
-        return valid_value(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
-    if "anyOf" in schema:
-        return valid_value(next(s for s in schema["anyOf"] if s.get("type") != "null"), defs)
-    if "enum" in schema:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if kind == "string" and "pattern" in schema:
-        return find(st.from_regex(schema["pattern"], fullmatch=True), lambda _: True)
-    if kind == "string":
-        return "x" * max(1, schema.get("minLength", 1))
-    if kind == "integer":
-        return schema.get("minimum", 1)
-    if kind == "boolean":
-        return False
-    if kind == "array":
-        return [valid_value(schema["items"], defs)] * max(1, schema.get("minItems", 1))
-    raise AssertionError(f"no valid value for {schema}")
+# Values for the arguments, written from the contract's own examples (§5, §6, §9), never derived
+# from the schema under test: a symbol pattern that drifted from the contract (one that refused
+# `D+1T12:00` or `M+1`) refuses these, where a value generated from that pattern would pass it.
+CONTRACT_VALUES: dict[str, Any] = {
+    "title": "和张三开会",
+    "date": "W3+1",
+    "time": "15:00",
+    "start": "D+1T12:00",
+    "end": "M+1",
+    "duration_minutes": 30,
+    "event_id": "e1",
+    "trigger": "每天早上",
+    "steps": ["总结我的日程"],
+    "content": "咖啡不加糖",
+    "query": "生日",
+}
 
 
-def valid_arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    """Arguments for a tool built from its JSON schema alone: every required argument."""
-    parameters = schema["function"]["parameters"]
-    defs = parameters.get("$defs", {})
-    return {
-        name: valid_value(parameters["properties"][name], defs) for name in parameters.get("required", [])
-    }
+def contract_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Every argument the tool requires, valued from the contract (a required argument the contract
+    gives no value for fails)."""
+    required = schema["function"]["parameters"].get("required", [])
+    missing = [name for name in required if name not in CONTRACT_VALUES]
+    assert not missing, f"{schema['function']['name']} requires {missing}, which the contract does not value"
+    return {name: CONTRACT_VALUES[name] for name in required}
 
 
 class OneCallModel:
-    """Calls `tool` with arguments built from the schema it is shown, then answers in words."""
+    """Calls `tool` with the contract's values for the arguments its schema requires, then answers
+    in words."""
 
     model = "one-call"
 
@@ -155,7 +150,7 @@ class OneCallModel:
         calls = []
         if self.tool is not None and self.arguments is None:
             schema = next(t for t in tools if t["function"]["name"] == self.tool)
-            self.arguments = valid_arguments(schema)
+            self.arguments = contract_arguments(schema)
             calls = [ModelToolCall(id="c1", name=self.tool, arguments=json.dumps(self.arguments))]
         return ModelResponse(
             text="" if calls else "好的。", tool_calls=calls, start_ms=0, first_token_ms=1, end_ms=2
@@ -254,8 +249,8 @@ def test_the_tool_schemas_the_model_sees_are_the_contracts() -> None:
 
 @pytest.mark.parametrize("tool", list(SENDS))
 async def test_every_tool_runs_its_handler_through_the_real_dispatch(tool: str) -> None:
-    """Arguments built from the schema the model was shown pass the runner's validation, reach the
-    handler in its table, and the handler sends what the tool is for, once."""
+    """The contract's example arguments pass the runner's validation, reach the handler in its
+    table, and the handler sends what the tool is for, once."""
     _, before = await run_turn(None)
     answer, sent = await run_turn(tool)
     assert [call.name for call in answer.tool_calls] == [tool]

@@ -11,7 +11,7 @@ import yaml
 
 from calagent.contracts.time import RangeRequest, ResolveRequest
 from calagent.timeparse.cli import result_json
-from calagent.timeparse.domain.replies import analyse_reply, parse_reply, parsed_reply
+from calagent.timeparse.domain.replies import analyse_reply, parsed_reply
 from calagent.timeparse.domain.symbols import resolve, resolve_range
 
 pytestmark = pytest.mark.unit
@@ -111,7 +111,6 @@ def _reply_params() -> list[Any]:
 def test_reply_case(text: str, want: dict[str, Any], complete: bool | None) -> None:
     _strings_only(want, text)
     reply = parsed_reply(text)
-    assert reply.patch == parse_reply(text)
     got = reply.patch.model_dump(exclude_none=True)
     assert got == want, f"refused because: {analyse_reply(text).reason}"
     if reply.complete:
@@ -146,7 +145,6 @@ def test_dated_reply_case(
     """Month-day forms need today: the same table through `parsed_reply(text, now, tz)`."""
     _strings_only(want, text)
     reply = parsed_reply(text, now, tz)
-    assert reply.patch == parse_reply(text, now, tz)
     got = reply.patch.model_dump(exclude_none=True)
     assert got == want, f"refused because: {analyse_reply(text, now, tz).reason}"
     if reply.complete:

@@ -124,12 +124,13 @@ def test_results_survive_the_wire_models() -> None:
     for req in cases:
         result = resolve(req)
         wire = result.model_dump_json()
-        again = ResolveResult.model_validate_json(wire)
-        assert again == ResolveResult.model_validate(result.model_dump())
+        # Validation from the wire rebuilds what was constructed: a field model_construct filled
+        # with the wrong type (a string for a date, a list for the candidates) differs here.
+        assert ResolveResult.model_validate_json(wire) == result
     start = json.loads(resolve(cases[0]).model_dump_json())["start"]
     assert start == "2026-09-30T15:00:00+08:00"
     rng = resolve_range(RangeRequest(start="D", end="D+1", now=NOW, tz="Asia/Shanghai"))
-    assert RangeResult.model_validate_json(rng.model_dump_json()).start == rng.start
+    assert RangeResult.model_validate_json(rng.model_dump_json()) == rng
     patch = parse_reply("周日下午2点到4点")
     assert SlotPatch.model_validate_json(patch.model_dump_json()) == patch
     assert patch.model_dump(exclude_none=True) == {"weekday": 7, "time": "14:00", "end_time": "16:00"}

@@ -7,13 +7,13 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from calagent.contracts.symbols import DATE_SYMBOL_RE, RANGE_SYMBOL_RE, TIME_RE
 from calagent.contracts.time import ParsedReply, RangeRequest, ResolveRequest, SlotPatch
 from calagent.timeparse.domain.replies import parse_reply, parsed_reply, strip_transport
-from calagent.timeparse.domain.symbols import local_today, resolve, resolve_range, resolve_symbol
+from calagent.timeparse.domain.symbols import resolve, resolve_range, resolve_symbol
 
 pytestmark = pytest.mark.unit
 
@@ -38,6 +38,19 @@ zones = st.sampled_from(ZONES)
 times = st.tuples(st.integers(0, 23), st.integers(0, 59)).map(lambda hm: f"{hm[0]:02d}:{hm[1]:02d}")
 
 
+# 17:00 UTC is already the next day in Shanghai: Sunday evening there is Monday, 30 September is
+# 1 October. A resolver that took the UTC date for today is wrong on these instants.
+MONDAY_IN_SHANGHAI = datetime(2026, 9, 27, 17, 0, tzinfo=UTC)
+OCTOBER_IN_SHANGHAI = datetime(2026, 9, 30, 17, 0, tzinfo=UTC)
+
+
+def wall_date(now: datetime, tz: str) -> date:
+    """The date on a wall clock in `tz` at the instant `now` (always aware here): the standard
+    library's answer, not the resolver's own `local_today`, so a wrong "today" in the resolver
+    cannot be checked against itself."""
+    return now.astimezone(ZoneInfo(tz)).date()
+
+
 def _date(symbol: str, now: datetime, tz: str) -> date:
     result = resolve(ResolveRequest(date=symbol, now=now, tz=tz))
     assert result.error is None, result.error
@@ -47,10 +60,11 @@ def _date(symbol: str, now: datetime, tz: str) -> date:
 
 @PROFILE
 @given(now=nows, tz=zones, weekday=st.integers(1, 7), k=st.integers(-60, 60))
+@example(now=MONDAY_IN_SHANGHAI, tz="Asia/Shanghai", weekday=1, k=0)
 def test_w_symbol_lands_on_its_weekday_in_week_k(now: datetime, tz: str, weekday: int, k: int) -> None:
     day = _date(f"W{weekday}{k:+d}", now, tz)
     assert day.isoweekday() == weekday
-    today = local_today(now, tz)
+    today = wall_date(now, tz)
     this_monday = today - timedelta(days=today.weekday())
     assert (day - this_monday).days // 7 == k
 
@@ -59,7 +73,7 @@ def test_w_symbol_lands_on_its_weekday_in_week_k(now: datetime, tz: str, weekday
 @given(now=nows, tz=zones, n=st.integers(-2000, 2000), clock=times)
 def test_d_plus_n_is_n_local_days_from_today(now: datetime, tz: str, n: int, clock: str) -> None:
     today = _date("D", now, tz)
-    assert today == now.astimezone(ZoneInfo(tz)).date()
+    assert today == wall_date(now, tz)
     assert (_date(f"D{n:+d}", now, tz) - today).days == n
     result = resolve_symbol(f"D{n:+d}", clock, None, now, tz)
     assert result.start is not None
@@ -84,6 +98,7 @@ def test_weekend_is_saturday_then_sunday(now: datetime, tz: str, k: int) -> None
 
 @PROFILE
 @given(now=nows, tz=zones, month=st.integers(1, 12), day=st.integers(1, 31))
+@example(now=OCTOBER_IN_SHANGHAI, tz="Asia/Shanghai", month=9, day=30)
 def test_month_day_is_on_or_after_today_and_soon(now: datetime, tz: str, month: int, day: int) -> None:
     try:
         date(2000, month, day)  # a leap year: every real month-day exists in it
@@ -91,7 +106,7 @@ def test_month_day_is_on_or_after_today_and_soon(now: datetime, tz: str, month: 
         assert resolve(ResolveRequest(date=f"--{month:02d}-{day:02d}", now=now, tz=tz)).error is not None
         return
     found = _date(f"--{month:02d}-{day:02d}", now, tz)
-    today = local_today(now, tz)
+    today = wall_date(now, tz)
     assert (found.month, found.day) == (month, day)
     assert found >= today
     limit = 8 * 366 if (month, day) == (2, 29) else 366  # 2096 -> 2104 is the longest leap gap
@@ -127,7 +142,7 @@ def test_month_ranges_start_on_the_first_at_midnight(now: datetime, tz: str, k: 
         local = edge.astimezone(ZoneInfo(tz))
         assert local.day == 1
         assert (local.hour, local.minute) in ((0, 0), (1, 0), (0, 30))  # midnight, or just after a gap
-    today = local_today(now, tz)
+    today = wall_date(now, tz)
     assert (result.start.year * 12 + result.start.month) - (today.year * 12 + today.month) == k
 
 
@@ -262,11 +277,12 @@ def test_strip_transport_is_idempotent(text: str) -> None:
 
 @PROFILE
 @given(now=nows, tz=zones, day=st.integers(1, 31), form=st.sampled_from(["{d}号", "{d}日", "the {d}th"]))
+@example(now=OCTOBER_IN_SHANGHAI, tz="Asia/Shanghai", day=30, form="{d}号")
 def test_a_day_of_the_month_is_the_next_such_day_on_or_after_today(
     now: datetime, tz: str, day: int, form: str
 ) -> None:
     found = date.fromisoformat(parse_reply(form.format(d=day), now, tz).date or "")
-    today = local_today(now, tz)
+    today = wall_date(now, tz)
     assert found.day == day
     assert found >= today
     # No earlier day on or after today has that day of the month (months without it are skipped).
@@ -279,7 +295,7 @@ def test_a_day_of_the_month_is_the_next_such_day_on_or_after_today(
 def test_a_month_end_is_the_last_day_of_that_month(now: datetime, tz: str, k: tuple[str, int]) -> None:
     word, months = k
     found = date.fromisoformat(parse_reply(f"{word}月底", now, tz).date or "")
-    today = local_today(now, tz)
+    today = wall_date(now, tz)
     assert (found.year * 12 + found.month) - (today.year * 12 + today.month) == months
     assert (found + timedelta(days=1)).day == 1
 

@@ -14,7 +14,7 @@ Rules (also in the README, and each one a test):
 * `WE+<k>` is ambiguous by design: two candidates (Saturday, Sunday), also when a time is given,
   because a create needs exactly one date.
 * `--MM-DD` is the next such day on or after today; `--02-29` is the next leap year's Feb 29.
-* Month days (`resolve_month_day`, no symbol of their own: the reply parser writes them as
+* Month days (`monthdays.resolve_month_day`, no symbol of their own: the reply parser writes them as
   `YYYY-MM-DD`): a day alone is the next such day on or after today, a month that lacks it skipped;
   against a month counted from this one, that day of that month, also when past, and none when the
   month lacks it; a month's end is its last day, a named month's without a year the next one.
@@ -35,16 +35,18 @@ Rules (also in the README, and each one a test):
   is `M` .. `M+1`. A range needs end > start and spans at most 366 days of wall-clock time.
 * Errors are results, never exceptions and never guesses: `invalid_symbol`, `invalid_time`,
   `invalid_range`, `unknown_holiday`, `invalid_zone`.
+
+Layout: this module reads the symbols, knows the zone, today and instants, and resolves; holidays
+come from `public_holidays`, days named by their month (`--MM-DD`, 12号, 月底) and month arithmetic
+from `monthdays`, and the error a helper raises from `problems`.
 """
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
-from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from calagent.contracts.limits import MAX_RANGE, MAX_RANGE_DAYS
@@ -56,6 +58,9 @@ from calagent.contracts.time import (
     ResolveResult,
     SymbolError,
 )
+from calagent.timeparse.domain.monthdays import month_plus, next_month_day
+from calagent.timeparse.domain.problems import InvalidSymbolError, SymbolProblem
+from calagent.timeparse.domain.public_holidays import HOLIDAY_ALIASES, holiday_date, holiday_names
 
 __all__ = [
     "HOLIDAY_ALIASES",
@@ -89,42 +94,8 @@ _RANGE_RE = re.compile(
 )
 _TIME_RE = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])\Z")
 
-# Holiday years the library is asked about; outside it the answer is `unknown_holiday`, which also
-# keeps a hostile `H:x:9999` from making the library compute millennia.
-_HOLIDAY_YEARS = range(1950, 2201)
-
 _ZH_WEEKDAYS = ("周一", "周二", "周三", "周四", "周五", "周六", "周日")
 _EN_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-
-# Canonical names -> slugs of the holidays library's English names. Any slug of the library's own
-# names is accepted too (`H:tomb_sweeping_day`), so this table only adds the short names the model
-# is taught; the dates themselves always come from the library.
-HOLIDAY_ALIASES: dict[str, tuple[str, ...]] = {
-    "new_year": ("new_years_day",),
-    "new_years": ("new_years_day",),
-    "spring_festival": ("chinese_new_year_spring_festival", "chinese_new_year", "lunar_new_year"),
-    "chinese_new_year": ("chinese_new_year_spring_festival", "lunar_new_year"),
-    "lunar_new_year": ("chinese_new_year_spring_festival", "lunar_new_year"),
-    "new_years_eve": ("chinese_new_years_eve", "new_years_eve"),
-    "spring_festival_eve": ("chinese_new_years_eve",),
-    "qingming": ("tomb_sweeping_day", "qingming_festival"),
-    "tomb_sweeping": ("tomb_sweeping_day",),
-    "labor_day": ("labor_day", "labour_day", "workers_day"),
-    "labour_day": ("labor_day", "labour_day", "workers_day"),
-    "may_day": ("labor_day", "labour_day"),
-    "dragon_boat": ("dragon_boat_festival",),
-    "mid_autumn": ("mid_autumn_festival",),
-    "national_day": ("national_day",),
-    "christmas": ("christmas_day",),
-    "thanksgiving": ("thanksgiving_day", "thanksgiving"),
-    "independence_day": ("independence_day",),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class SymbolProblem:
-    code: ErrorCode
-    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +107,6 @@ class DateResolution:
     @property
     def ambiguous(self) -> bool:
         return len(self.days) > 1
-
-
-class _InvalidSymbolError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.problem = SymbolProblem(code, message)
 
 
 # --------------------------------------------------------------------------- zones and today
@@ -187,166 +152,6 @@ def to_instant(day: date, hour: int, minute: int, tzinfo: ZoneInfo) -> datetime:
     return naive_local.astimezone(UTC).astimezone(tzinfo)
 
 
-# --------------------------------------------------------------------------- holidays
-
-
-def _slug(name: str) -> str:
-    out = re.sub(r"['’]", "", name.lower())
-    return re.sub(r"[^a-z0-9]+", "_", out).strip("_")
-
-
-@lru_cache(maxsize=256)
-def _holiday_table(country: str, year: int) -> dict[str, date] | None:
-    """slug -> first day of that holiday in `year`, or None when the country is unknown."""
-    import holidays  # deferred: only holiday symbols pay for importing the library
-
-    try:
-        table = holidays.country_holidays(country, years=year, language="en_US", observed=False)
-    except NotImplementedError:
-        return None
-    except (ValueError, KeyError):
-        try:
-            table = holidays.country_holidays(country, years=year, observed=False)
-        except (NotImplementedError, ValueError, KeyError):
-            return None
-    first: dict[str, date] = {}
-    for day, names in sorted(table.items()):
-        # One date can carry several holidays ("A; B").
-        for name in str(names).split("; "):
-            if "(observed)" in name or name.startswith("Day off"):
-                continue
-            slug = _slug(name)
-            if slug and slug not in first:
-                first[slug] = day
-    return first
-
-
-def holiday_names(country: str, year: int) -> dict[str, date]:
-    """Every name `H:` accepts for that country and year (library slugs plus aliases)."""
-    table = _holiday_table(country.upper(), year) or {}
-    names = dict(table)
-    for alias, targets in HOLIDAY_ALIASES.items():
-        for target in targets:
-            if target in table:
-                names.setdefault(alias, table[target])
-                break
-    return names
-
-
-def _holiday_in(country: str, year: int, name: str) -> date | None:
-    table = _holiday_table(country, year)
-    if table is None:
-        raise _InvalidSymbolError("unknown_holiday", f"no public holidays are known for country {country!r}")
-    if name in table:
-        return table[name]
-    for target in HOLIDAY_ALIASES.get(name, ()):
-        if target in table:
-            return table[target]
-    return None
-
-
-def _holiday(name: str, year_text: str | None, today: date, country: str) -> date:
-    country = country.upper()
-    if year_text is not None:
-        year = int(year_text)
-        day = _holiday_in(country, year, name) if year in _HOLIDAY_YEARS else None
-        if day is None:
-            raise _InvalidSymbolError("unknown_holiday", f"no holiday {name!r} in {country} in {year}")
-        return day
-    for year in (today.year, today.year + 1):
-        if year not in _HOLIDAY_YEARS:
-            continue
-        day = _holiday_in(country, year, name)
-        if day is not None and day >= today:
-            return day
-    raise _InvalidSymbolError("unknown_holiday", f"no upcoming holiday {name!r} in {country}")
-
-
-# --------------------------------------------------------------------------- date symbols
-
-
-def _next_month_day(month: int, day: int, today: date) -> date:
-    if not 1 <= month <= 12 or not 1 <= day <= 31:
-        raise _InvalidSymbolError("invalid_symbol", f"--{month:02d}-{day:02d} is not a day of the year")
-    # Eight years always contain a leap year (2096 -> 2104 is the longest gap); so if none of them
-    # has the day, no year does.
-    for year in range(today.year, today.year + 9):
-        try:
-            candidate = date(year, month, day)
-        except ValueError:
-            continue
-        if candidate >= today:
-            return candidate
-    raise _InvalidSymbolError("invalid_symbol", f"--{month:02d}-{day:02d} is not a day of the year")
-
-
-# --------------------------------------------------------------------------- month days
-# A day of a month counted from today's (12号, 下个月5号, 月底, 3月底, the 12th): the short-reply
-# parser reads them, and they are dates only once today is known.
-
-
-class MonthDay(NamedTuple):
-    """A day that is a date only once today is known (12号, 下个月5号, 月底, 3月底, the 12th)."""
-
-    day: int | None  # None: the month's last day
-    months: int | None = None  # months from this one (下个月 +1); None: see `month`
-    month: int | None = None  # a named month (3月底); with `months` also None: the next such day
-    year: int | None = None  # a written year (2027年2月底)
-
-
-def _last_day(year: int, month: int) -> date:
-    return date(year, month, calendar.monthrange(year, month)[1])
-
-
-def _month_plus(today: date, months: int) -> tuple[int, int]:
-    index = today.year * 12 + today.month - 1 + months
-    return index // 12, index % 12 + 1
-
-
-def _next_day_of_month(day: int, today: date) -> date | None:
-    """The next date on or after today whose day of the month is `day`.
-
-    When this month's `day` has passed, the next month that has it; a month without that day is
-    skipped the same way (31号 on 5 September is 31 October, 30号 on 31 January is 30 March), as
-    the symbol `--02-29` skips to the next leap year: "the next such day on or after today" is one
-    rule, never a nearby day. A day no month has (32号) is None.
-    """
-    if not 1 <= day <= 31:
-        return None
-    for months in range(13):
-        year, month = _month_plus(today, months)
-        if day <= calendar.monthrange(year, month)[1] and date(year, month, day) >= today:
-            return date(year, month, day)
-    return None  # pragma: no cover - day 31 recurs within 12 months
-
-
-def resolve_month_day(spec: MonthDay, today: date) -> date | None:
-    """The date of a month-day form on `today`, or None when there is no such day (32号, 下个月31号
-    in a 30-day month)."""
-    if spec.day is not None and not 1 <= spec.day <= 31:
-        return None
-    if spec.months is None and spec.month is None:
-        return None if spec.day is None else _next_day_of_month(spec.day, today)
-    if spec.months is not None:
-        year, month = _month_plus(today, spec.months)
-    else:
-        assert spec.month is not None
-        if not 1 <= spec.month <= 12:
-            return None
-        month = spec.month
-        year = spec.year if spec.year is not None else today.year
-        # A named month's end without a year: the next one on or after today (3月底 in September
-        # is next March's).
-        if spec.year is None and _last_day(year, month) < today:
-            year += 1
-    if spec.day is None:
-        return _last_day(year, month)
-    try:
-        return date(year, month, spec.day)
-    except ValueError:
-        return None
-
-
 def local_today_or_none(now: datetime | None, tz: str | None) -> date | None:
     """Today in `tz`, or None when `now` or `tz` is missing or the zone is unknown."""
     if now is None or tz is None:
@@ -367,7 +172,7 @@ def _date_from_match(m: re.Match[str], today: date, country: str) -> DateResolut
             try:
                 return DateResolution((date(int(m.group("y")), int(m.group("m")), int(m.group("dd"))),))
             except ValueError:
-                raise _InvalidSymbolError("invalid_symbol", f"{m.group(0)} is not a calendar date") from None
+                raise InvalidSymbolError("invalid_symbol", f"{m.group(0)} is not a calendar date") from None
         if m.group("wd") is not None:
             monday = today - timedelta(days=today.weekday())
             delta = 7 * _offset(m.group("wk")) + int(m.group("wd")) - 1
@@ -380,16 +185,16 @@ def _date_from_match(m: re.Match[str], today: date, country: str) -> DateResolut
         if m.group(0).startswith("D"):
             return DateResolution((today + timedelta(days=_offset(m.group("d"))),))
         if m.group("am") is not None:
-            return DateResolution((_next_month_day(int(m.group("am")), int(m.group("ad")), today),))
-        return DateResolution((_holiday(m.group("hn"), m.group("hy"), today, country),))
+            return DateResolution((next_month_day(int(m.group("am")), int(m.group("ad")), today),))
+        return DateResolution((holiday_date(m.group("hn"), m.group("hy"), today, country),))
     except OverflowError:
-        raise _InvalidSymbolError("invalid_symbol", f"{m.group(0)} is outside the calendar") from None
+        raise InvalidSymbolError("invalid_symbol", f"{m.group(0)} is outside the calendar") from None
 
 
 def _parse_time(text: str, field: str) -> tuple[int, int]:
     m = _TIME_RE.match(text)
     if m is None:
-        raise _InvalidSymbolError("invalid_time", f"{field} {text!r} is not HH:MM (24-hour, 00:00-23:59)")
+        raise InvalidSymbolError("invalid_time", f"{field} {text!r} is not HH:MM (24-hour, 00:00-23:59)")
     return int(m.group(1)), int(m.group(2))
 
 
@@ -400,7 +205,7 @@ def resolve_date(symbol: str, today: date, country: str = "CN") -> DateResolutio
         return SymbolProblem("invalid_symbol", f"{symbol!r} is not a date symbol")
     try:
         return _date_from_match(m, today, country)
-    except _InvalidSymbolError as exc:
+    except InvalidSymbolError as exc:
         return exc.problem
 
 
@@ -427,20 +232,20 @@ def resolve_symbol(
     try:
         m = _DATE_RE.match(date_symbol)
         if m is None:
-            raise _InvalidSymbolError("invalid_symbol", f"{date_symbol!r} is not a date symbol")
+            raise InvalidSymbolError("invalid_symbol", f"{date_symbol!r} is not a date symbol")
         hm = _parse_time(time, "time") if time is not None else None
         end_hm = _parse_time(end_time, "end_time") if end_time is not None else None
         if end_hm is not None:
             if hm is None:
-                raise _InvalidSymbolError("invalid_time", "end_time needs a time")
+                raise InvalidSymbolError("invalid_time", "end_time needs a time")
             if end_hm <= hm:
-                raise _InvalidSymbolError(
+                raise InvalidSymbolError(
                     "invalid_time", f"end_time {end_time} must be later than time {time}"
                 )
         try:
             today = _local_now(now, tzinfo).date()
         except OverflowError:
-            raise _InvalidSymbolError("invalid_symbol", "now is outside the calendar") from None
+            raise InvalidSymbolError("invalid_symbol", "now is outside the calendar") from None
         resolution = _date_from_match(m, today, holiday_country)
         if resolution.ambiguous:
             return ResolveResult.model_construct(candidates=resolution.days)
@@ -451,15 +256,15 @@ def resolve_symbol(
             start = to_instant(day, hm[0], hm[1], tzinfo)
             end = to_instant(day, end_hm[0], end_hm[1], tzinfo) if end_hm is not None else None
         except OverflowError:
-            raise _InvalidSymbolError("invalid_symbol", f"{date_symbol!r} is outside the calendar") from None
+            raise InvalidSymbolError("invalid_symbol", f"{date_symbol!r} is outside the calendar") from None
         if end is None:
             return ResolveResult.model_construct(start=start)
         if end <= start:
-            raise _InvalidSymbolError(
+            raise InvalidSymbolError(
                 "invalid_time", f"end_time {end_time} is not after time {time} on {day} (DST gap)"
             )
         return ResolveResult.model_construct(start=start, end=end)
-    except _InvalidSymbolError as exc:
+    except InvalidSymbolError as exc:
         return _error(exc.problem.code, exc.problem.message)
 
 
@@ -471,21 +276,21 @@ def resolve(req: ResolveRequest) -> ResolveResult:
 def _range_point(symbol: str, today: date, tzinfo: ZoneInfo, country: str) -> datetime:
     m = _RANGE_RE.match(symbol)
     if m is None:
-        raise _InvalidSymbolError("invalid_symbol", f"{symbol!r} is not a range symbol")
+        raise InvalidSymbolError("invalid_symbol", f"{symbol!r} is not a range symbol")
     try:
         if m.group("my") is not None:
             month = int(m.group("mm"))
             if not 1 <= month <= 12:
-                raise _InvalidSymbolError("invalid_symbol", f"{symbol!r} is not a month")
+                raise InvalidSymbolError("invalid_symbol", f"{symbol!r} is not a month")
             return to_instant(date(int(m.group("my")), month, 1), 0, 0, tzinfo)
         if symbol.startswith("M"):
-            index = today.year * 12 + today.month - 1 + _offset(m.group("mo"))
-            return to_instant(date(index // 12, index % 12 + 1, 1), 0, 0, tzinfo)
+            year, month = month_plus(today, _offset(m.group("mo")))
+            return to_instant(date(year, month, 1), 0, 0, tzinfo)
         hm = _parse_time(m.group("t"), "time") if m.group("t") is not None else (0, 0)
         resolution = _date_from_match(m, today, country)
         return to_instant(resolution.days[0], hm[0], hm[1], tzinfo)
     except (OverflowError, ValueError):
-        raise _InvalidSymbolError("invalid_symbol", f"{symbol!r} is outside the calendar") from None
+        raise InvalidSymbolError("invalid_symbol", f"{symbol!r} is outside the calendar") from None
 
 
 def resolve_range(req: RangeRequest) -> RangeResult:
@@ -500,19 +305,19 @@ def resolve_range(req: RangeRequest) -> RangeResult:
         try:
             today = _local_now(req.now, tzinfo).date()
         except OverflowError:
-            raise _InvalidSymbolError("invalid_symbol", "now is outside the calendar") from None
+            raise InvalidSymbolError("invalid_symbol", "now is outside the calendar") from None
         start = _range_point(req.start, today, tzinfo, req.holiday_country)
         end = _range_point(req.end, today, tzinfo, req.holiday_country)
         if end <= start:
-            raise _InvalidSymbolError(
+            raise InvalidSymbolError(
                 "invalid_range", f"end {req.end} ({end.isoformat()}) is not after start {req.start}"
             )
         # Span measured on the wall clock so a DST hour does not decide a 366-day boundary.
         if end.replace(tzinfo=None) - start.replace(tzinfo=None) > MAX_RANGE:
-            raise _InvalidSymbolError(
+            raise InvalidSymbolError(
                 "invalid_range", f"{req.start} .. {req.end} spans more than {MAX_RANGE_DAYS} days"
             )
-    except _InvalidSymbolError as exc:
+    except InvalidSymbolError as exc:
         problem = exc.problem
         return RangeResult.model_construct(
             error=SymbolError.model_construct(code=problem.code, message=problem.message)
