@@ -183,6 +183,8 @@ class Bus:
         # one per cluster node, so losing a node loses no message and no consumer's position.
         self.replicas = replicas
         self._stream_replicas: dict[str, int] = {}
+        self._buckets: dict[str, KeyValue] = {}
+        self._opening_bucket = asyncio.Lock()
         self.clock = clock or SystemClock()
         user = user_of(url)
         # Replies to this connection's requests (and its pull consumers' deliveries) arrive under
@@ -283,20 +285,23 @@ class Bus:
 
     async def key_value(self, bucket: str, *, ttl: float = 0, description: str) -> KeyValue:
         """A JetStream KV bucket (each key its latest value, on file, entries expiring after `ttl`
-        seconds, or never when 0)
-        replicated like the streams, so an entry outlives the node that stored it. A bucket that
-        exists with fewer copies is raised first: a bucket's configuration must match what exists.
-        Replicas opening the same bucket at once send the same configuration, which JetStream
-        accepts."""
-        replicas = await ensure_replicas(self._connection.jetstream(), f"KV_{bucket}", self.replicas)
-        return await self._broker.key_value(
-            bucket,
-            ttl=ttl,
-            history=1,
-            storage=StorageType.FILE,
-            replicas=replicas,
-            description=description,
-        )
+        seconds, or never when 0) replicated like the streams, so an entry outlives the node that
+        stored it; opened once per bus, on first use, so an app given a bus works before its
+        lifespan ran. A bucket that exists with fewer copies is raised first: a bucket's
+        configuration must match what exists. Replicas opening the same bucket at once send the
+        same configuration, which JetStream accepts."""
+        async with self._opening_bucket:
+            if bucket not in self._buckets:
+                replicas = await ensure_replicas(self._connection.jetstream(), f"KV_{bucket}", self.replicas)
+                self._buckets[bucket] = await self._broker.key_value(
+                    bucket,
+                    ttl=ttl,
+                    history=1,
+                    storage=StorageType.FILE,
+                    replicas=replicas,
+                    description=description,
+                )
+            return self._buckets[bucket]
 
     def in_memory(self) -> TestNatsBroker:
         """FastStream's in-memory test broker over this bus (`async with bus.in_memory() as

@@ -13,9 +13,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import jwt
+
+from calagent.contracts.settings import valid_zone_name
 
 ALGORITHM = "HS256"
 MAX_USER_ID_CHARS = 128  # the envelope's limit
@@ -40,16 +41,6 @@ class Principal:
         return self.token_tz or self.tz
 
 
-def valid_zone(name: str) -> bool:
-    if not name or len(name) > 64:
-        return False
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
-
-
 def issue_token(
     user_id: str,
     secret: str,
@@ -61,7 +52,7 @@ def issue_token(
     """A signed bearer token for `user_id`; `now` defaults to the real wall clock."""
     if not user_id or len(user_id) > MAX_USER_ID_CHARS:
         raise ValueError(f"a user id is 1 to {MAX_USER_ID_CHARS} characters")
-    if tz is not None and not valid_zone(tz):
+    if tz is not None and not valid_zone_name(tz):
         raise ValueError(f"{tz!r} is not an IANA time zone")
     issued = now or datetime.now(UTC)
     claims: dict[str, Any] = {
@@ -108,7 +99,7 @@ def verify_token(token: str, secret: str, default_tz: str) -> Principal:
     tz = claims.get("tz")
     if tz is None:
         return Principal(user_id=user_id, tz=default_tz, aliases=aliases)
-    if not isinstance(tz, str) or not valid_zone(tz):
+    if not isinstance(tz, str) or not valid_zone_name(tz):
         raise AuthError("the token's tz claim is not an IANA time zone")
     return Principal(user_id=user_id, tz=tz, aliases=aliases)
 
@@ -151,7 +142,7 @@ def issue_login_token(user_id: str, secret: str, now: datetime, tz: str | None =
     (`now` from its `Clock`, so a frozen clock freezes the link's life with it)."""
     if not user_id or len(user_id) > MAX_USER_ID_CHARS:
         raise ValueError(f"a user id is 1 to {MAX_USER_ID_CHARS} characters")
-    if tz is not None and not valid_zone(tz):
+    if tz is not None and not valid_zone_name(tz):
         raise ValueError(f"{tz!r} is not an IANA time zone")
     claims: dict[str, Any] = {
         "sub": user_id,
@@ -191,7 +182,7 @@ def read_purpose_token(
         raise AuthError(invalid)
     if not isinstance(own_id, str) or not own_id:
         raise AuthError(invalid)
-    if tz is not None and (not isinstance(tz, str) or not valid_zone(tz)):
+    if tz is not None and (not isinstance(tz, str) or not valid_zone_name(tz)):
         raise AuthError(invalid)
     return user_id, own_id, tz
 

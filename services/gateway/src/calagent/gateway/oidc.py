@@ -37,7 +37,8 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
-from calagent.gateway.auth import ALGORITHM, MAX_USER_ID_CHARS, AuthError, valid_zone
+from calagent.contracts.settings import valid_zone_name
+from calagent.gateway.auth import ALGORITHM, MAX_USER_ID_CHARS, AuthError
 from calagent.gateway.session import (
     SESSION_COOKIE,
     SESSION_TTL,
@@ -286,7 +287,7 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
                 f"the issuer's subject is not a user id of 1 to {MAX_USER_ID_CHARS} characters",
             )
         zone = claims.get("zoneinfo")
-        tz = zone if isinstance(zone, str) and valid_zone(zone) else None
+        tz = zone if isinstance(zone, str) and valid_zone_name(zone) else None
         response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
         response.delete_cookie(
             FLOW_COOKIE, path=FLOW_PATH, httponly=True, samesite="lax", secure=_secure(request)

@@ -66,22 +66,17 @@ class Quotas:
         self.turns_per_minute = settings.user_turns_per_minute
         self._clock = clock
         self._wall = wall
-        self._kv: KeyValue | None = None
-        self._opening = asyncio.Lock()
 
     @property
     def enabled(self) -> bool:
         return self.daily_tokens is not None or self.turns_per_minute > 0
 
     async def _bucket(self) -> KeyValue:
-        async with self._opening:
-            if self._kv is None:
-                self._kv = await self._bus.key_value(
-                    BUCKET,
-                    ttl=BUCKET_TTL_S,
-                    description="gateway: turns per user and minute, tokens per user and day",
-                )
-            return self._kv
+        return await self._bus.key_value(
+            BUCKET,
+            ttl=BUCKET_TTL_S,
+            description="gateway: turns per user and minute, tokens per user and day",
+        )
 
     def _day(self, tz: str) -> tuple[str, float]:
         """The user's day by the clock, and the seconds until it ends."""

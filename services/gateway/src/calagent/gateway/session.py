@@ -25,13 +25,13 @@ from typing import Any
 import jwt
 from starlette.requests import Request
 
+from calagent.contracts.settings import valid_zone_name
 from calagent.gateway.auth import (
     ALGORITHM,
     MAX_USER_ID_CHARS,
     Principal,
     principal_from_header,
     read_purpose_token,
-    valid_zone,
 )
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -64,7 +64,7 @@ def issue_session(user_id: str, tz: str | None, secret: str, now: datetime) -> s
         "iat": int(now.timestamp()),
         "exp": int((now + SESSION_TTL).timestamp()),
     }
-    if tz is not None and valid_zone(tz):
+    if tz is not None and valid_zone_name(tz):
         claims["tz"] = tz
     return jwt.encode(claims, secret, algorithm=ALGORITHM)
 

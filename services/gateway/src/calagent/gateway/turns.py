@@ -186,21 +186,14 @@ class KeyClaims:
 
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
-        self._kv: KeyValue | None = None
-        self._opening = asyncio.Lock()
 
     async def _bucket(self) -> KeyValue:
-        # Opened lazily: an app given a bus works without its lifespan having run. Replicas
-        # racing here send the same bucket config, which JetStream accepts.
-        async with self._opening:
-            if self._kv is None:
-                # Replicated like the streams: a claim must outlive the node that stored it.
-                self._kv = await self._bus.key_value(
-                    KEY_CLAIMS_BUCKET,
-                    ttl=KEY_CLAIM_TTL_S,
-                    description="gateway: the message each client_message_id was first used for",
-                )
-            return self._kv
+        # Replicated like the streams: a claim must outlive the node that stored it.
+        return await self._bus.key_value(
+            KEY_CLAIMS_BUCKET,
+            ttl=KEY_CLAIM_TTL_S,
+            description="gateway: the message each client_message_id was first used for",
+        )
 
     async def claim(self, key: str, fingerprint: str) -> ClaimResult:
         """`new` when `key` is now bound to `fingerprint`, `same` when it already was (a retry),

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from nats.js.kv import KeyValue
-
 from calagent.contracts.settings import ZoneEntry, zone_key
 from calagent.runtime.bus import Bus
 from calagent.runtime.zones import open_zones_bucket
@@ -14,17 +10,9 @@ from calagent.runtime.zones import open_zones_bucket
 class KvZones:
     def __init__(self, bus: Bus) -> None:
         self._bus = bus
-        self._kv: KeyValue | None = None
-        self._opening = asyncio.Lock()
-
-    async def _bucket(self) -> KeyValue:
-        async with self._opening:
-            if self._kv is None:
-                self._kv = await open_zones_bucket(self._bus)
-            return self._kv
 
     async def publish_zone(self, user_id: str, tz: str | None) -> None:
-        kv = await self._bucket()
+        kv = await open_zones_bucket(self._bus)
         if tz is None:
             await kv.delete(zone_key(user_id))
         else:

@@ -26,7 +26,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token, valid_zone
+from calagent.contracts.settings import valid_zone_name
+from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token
 from calagent.gateway.session import cookie_session, csrf_token, principal_from_request
 from calagent.gateway.web.i18n import LANG_COOKIE, catalog, catalogs, negotiate
 from calagent.runtime.clock import Clock
@@ -172,7 +173,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
         user = body.user.strip()
         if not user:
             return _error(422, "invalid_request", "body.user: the user name is empty")
-        if body.tz is not None and not valid_zone(body.tz):
+        if body.tz is not None and not valid_zone_name(body.tz):
             return _error(422, "invalid_request", "body.tz: not an IANA time zone")
         token = issue_token(user, settings.require_auth_secret(), tz=body.tz)
         return JSONResponse({"token": token}, headers={"Cache-Control": "no-store"})
