@@ -147,6 +147,14 @@ def test_up_serves_a_turn_and_sigterm_leaves_nothing_behind(data_dir: Path) -> N
             "GET", "/v1/events?start=2026-09-25T00:00:00%2B08:00&end=2026-09-26T00:00:00%2B08:00", "slice-0"
         )
         assert [e["title"] for e in events["events"]] == ["和张三开会"]
+
+        # A saved zone is the zone of the user's next turn, under the services' own NATS users.
+        saved = up.call("PUT", "/v1/settings", user="zoned", body={"tz": "America/Los_Angeles"})
+        assert saved["tz"] == "America/Los_Angeles"
+        zoned = up.call("POST", "/v1/chat", user="zoned", body={"message": "明天下午三点和张三开会"})
+        assert zoned["outcome"] == "created", zoned
+        # Wednesday evening in Los Angeles: tomorrow is the 24th there.
+        assert [e["start"] for e in zoned["events"]] == ["2026-09-24T15:00:00-07:00"]
         family = up.descendants()
         assert len(family) >= 8  # nats, postgres (+ its workers), scripted model, five services
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import (
     CancelStub,
@@ -293,6 +294,57 @@ async def test_suggest_free_follows_the_working_week_the_user_saved(harness: Any
         "2026-09-24T14:00:00+08:00",
         "2026-09-26T10:00:00+08:00",
     ]
+
+
+async def suggest_with(harness: Any, *attendees: str) -> Any:
+    return await harness.service.query(
+        SuggestFree(
+            envelope=env(), start_symbol="D+1", end_symbol="D+2", duration_minutes=60, attendees=attendees
+        )
+    )
+
+
+async def test_a_suggestion_counts_only_the_people_who_share_and_names_the_rest(harness: Any) -> None:
+    # Bob is busy 09:00-12:00 on the 25th; Carol claims Bob's address too; Dan shares but has no address.
+    await harness.service.execute(create("bob", title="x", date="D+1", time="09:00", end_time="12:00"))
+    harness.state.settings["bob"] = StoredSettings(email="bob@example.org")
+    harness.state.settings["carol"] = StoredSettings(email="bob@example.org")
+    harness.state.settings["erin"] = StoredSettings(email="erin@example.org")
+    harness.state.sharing[("bob", "alice")] = NOW
+    harness.state.sharing[("dan", "alice")] = NOW
+    harness.state.contacts["alice"] = [Contact(id="c1", name="Erin", email="ERIN@example.org")]
+
+    by_id = await suggest_with(harness, "bob", "dan", "alice", "nobody")
+    assert [s.start.isoformat() for s in by_id.free_slots] == ["2026-09-25T12:00:00+08:00"]
+    assert (by_id.people.counted, by_id.people.unknown) == (("bob", "dan"), ("nobody",))
+
+    # An address two users claim names neither for certain: counted as free, named unknown.
+    by_address = await suggest_with(harness, "bob@example.org")
+    assert [s.start.isoformat() for s in by_address.free_slots] == ["2026-09-25T09:00:00+08:00"]
+    assert by_address.people.unknown == ("bob@example.org",)
+
+    # A contact whose address is a user's is that user, counted only once they share.
+    by_contact = await suggest_with(harness, "Erin")
+    assert by_contact.people.unknown == ("Erin",)
+    harness.state.sharing[("erin", "alice")] = NOW
+    harness.state.settings["erin"] = StoredSettings(
+        email="erin@example.org", tz="America/New_York", work_hours={"thu": ("20:00", "22:00")}
+    )
+    # Thursday 20:00-22:00 in New York is Friday 08:00-10:00 here; alice starts at 09:00.
+    shared = await suggest_with(harness, "Erin")
+    assert shared.people.counted == ("Erin",)
+    assert [s.start.isoformat() for s in shared.free_slots] == ["2026-09-25T09:00:00+08:00"]
+
+    # Working hours that do not meet: no slot, and why.
+    harness.state.settings["erin"] = StoredSettings(
+        email="erin@example.org", work_hours={"fri": ("19:00", "20:00")}
+    )
+    apart = await suggest_with(harness, "Erin")
+    assert (apart.free_slots, apart.no_slot_reason) == ((), "no_common_hours")
+    busy = await suggest_with(harness, "bob")
+    assert busy.no_slot_reason is None
+    harness.state.settings["alice"] = StoredSettings(work_hours={"fri": ("09:00", "12:00")})
+    assert (await suggest_with(harness, "bob")).no_slot_reason == "busy"
 
 
 async def test_invalid_zone_is_an_error(harness: Any) -> None:

@@ -56,6 +56,8 @@ async def suggestion_people(
     addresses: dict[str, str] = {}  # casefolded address → the name asked for
     for name in query.attendees:
         text = name.strip()
+        if text == caller:
+            continue  # the caller's own time counts anyway
         if is_address(text):
             addresses[text.removeprefix("mailto:").casefold()] = name
             continue

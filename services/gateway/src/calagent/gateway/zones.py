@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 
-from nats.js.kv import KV_DEL, KV_PURGE
+from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic import ValidationError
 
 from calagent.contracts.settings import ZoneEntry, valid_zone_name, zone_key
@@ -25,12 +25,15 @@ from calagent.runtime.zones import open_zones_bucket
 log = logging.getLogger("calagent.gateway.zones")
 
 RETRY_S = 2.0
+STOP_WAIT_S = 1.0
 
 
 class UserZones:
     def __init__(self) -> None:
         self._zones: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
+        self._watcher: KeyValue.KeyWatcher | None = None
+        self._stopping = False
         self.loaded = asyncio.Event()
 
     def zone_of(self, user_id: str) -> str | None:
@@ -59,20 +62,28 @@ class UserZones:
             self._task = asyncio.get_running_loop().create_task(self._follow(bus))
 
     async def stop(self) -> None:
+        """Stop following, bounded: the watch is stopped and the task cancelled, and a task that
+        does not end (a cancellation swallowed inside the client) is left, not waited for."""
+        self._stopping = True
         task, self._task = self._task, None
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(watcher.stop(), STOP_WAIT_S)  # type: ignore[no-untyped-call]
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await asyncio.wait({task}, timeout=STOP_WAIT_S)
 
     async def _follow(self, bus: Bus) -> None:
         """Watch the bucket for as long as the gateway runs; a lost watch is made again."""
         warned = False
-        while True:
+        while not self._stopping:
             try:
                 kv = await open_zones_bucket(bus)
-                watcher = await kv.watchall()
+                self._watcher = watcher = await kv.watchall()
                 async for entry in watcher:
+                    if self._stopping:
+                        return
                     if entry is None:  # the entries stored so far are all delivered
                         self.loaded.set()
                         continue

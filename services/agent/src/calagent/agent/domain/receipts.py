@@ -516,22 +516,24 @@ def free_time_receipt(
             else f"Unknown free/busy for {names} (not shared with you): counted as free."
         )
     if not slots:
-        if no_slot_reason == "no_common_hours":
+        together = people is not None and bool(people.counted)
+        if no_slot_reason == "no_common_hours" and together:
             lines.append(
                 "这段时间里大家的工作时间没有重叠。"
                 if zh
                 else "Your working hours do not overlap in that range."
             )
+        elif no_slot_reason == "no_common_hours":
+            lines.append(
+                "这段时间不在你的工作时间内。" if zh else "That range is outside your working hours."
+            )
         elif no_slot_reason == "past":
             lines.append("这段时间已经过去了。" if zh else "That range is already over.")
+        elif zh:
+            common = "共同" if together else ""
+            lines.append(f"这段时间里没有连续 {duration} 分钟的{common}空闲（工作时间内）。")
         else:
-            lines.append(
-                f"这段时间里没有连续 {duration} 分钟的共同空闲（工作时间内）。"
-                if zh and people is not None and people.counted
-                else f"这段时间里没有连续 {duration} 分钟的空闲（工作时间内）。"
-                if zh
-                else f"No free {duration}-minute slot in that range (within working hours)."
-            )
+            lines.append(f"No free {duration}-minute slot in that range (within working hours).")
         return "\n".join(lines)
     listed = "\n".join(f"- {view.span(s.start, s.end)}" for s in slots)
     lines.append(f"可以考虑这些空闲时间：\n{listed}" if zh else f"Free slots you could use:\n{listed}")
