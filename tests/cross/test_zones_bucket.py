@@ -13,10 +13,10 @@ from nats.errors import Error as NatsError
 
 from calagent.commands.adapters.zones import KvZones
 from calagent.contracts.settings import zone_key
+from calagent.devtools.embedded import EmbeddedNats
 from calagent.gateway.auth import Principal
 from calagent.gateway.zones import UserZones
 from calagent.runtime.bus import Bus
-from calagent.runtime.embedded import EmbeddedNats
 from calagent.runtime.zones import open_zones_bucket
 
 pytestmark = pytest.mark.integration
