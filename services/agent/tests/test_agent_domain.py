@@ -226,3 +226,37 @@ def test_questions_back_to_the_user_claim_nothing(text: str) -> None:
 
 def test_a_claim_after_a_question_is_still_found() -> None:
     assert claims_creation("要我再确认吗？已经帮你创建好了。")
+
+
+def test_an_accepted_invitation_says_the_organizer_has_the_answer_not_that_invitations_went_out() -> None:
+    from calagent.contracts.people import Attendee, InvitationOut
+
+    invited = event().model_copy(
+        update={
+            "attendees": (
+                Attendee(name="", email="me@mail.test"),
+                Attendee(name="Ana", email="ana@example.org"),
+            ),
+            "organizer": "ana@example.org",
+        }
+    )
+    stub = StubOut(
+        id="s1",
+        status="created",
+        title=invited.title,
+        slots=StubSlots(),
+        expires_at=T0,
+        kind="invitation",
+        invitation=InvitationOut(
+            method="REQUEST",
+            uid="u-1",
+            organizer="ana@example.org",
+            title=invited.title,
+            start=invited.start,
+            end=invited.end,
+            attendees=invited.attendees,
+        ),
+    )
+    text = command_receipt(CommandResult(status="created", persisted=True, event=invited, stub=stub), EN)
+    assert "ana@example.org" in text
+    assert "me@mail.test" not in text and "invitations" not in text

@@ -368,7 +368,11 @@ def _command_text(result: CommandResult, view: View) -> str:
                 if zh
                 else f" (reminder {event.reminder_minutes} min before)"
             )
-        if event.attendees:
+        if stub is not None and stub.invitation is not None:
+            # Someone else's invitation, answered: the one message sent is the reply to its organizer.
+            who = stub.invitation.organizer
+            text += f"（已答复 {who}）" if zh else f" ({who} has your answer)"
+        elif event.attendees:
             who = _people(event.attendees, view)
             text += f"（邀请已交给邮件发送：{who}）" if zh else f" (invitations on their way to {who})"
         if result.calendar_fallback is not None:
