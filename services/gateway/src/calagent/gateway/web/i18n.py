@@ -158,8 +158,28 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.expires_in": ("{time} 后失效", "Expires in {time}"),
     "card.expired": ("已失效", "Expired"),
     "card.countdown_label": ("剩余时间", "Time left"),
+    # An invitation received by mail (contract §16): answered with the words a person would type.
+    "card.invite.heading": ("收到邀请", "You are invited"),
+    "card.invite.cancelled_heading": ("邀请已取消", "An invitation was cancelled"),
+    "card.invite.why_request": (
+        "你的答复会发给组织者；接受或暂定会把它加入你的日历。",
+        "Your answer is e-mailed to the organizer; accepting or answering tentatively adds it to your "
+        "calendar.",
+    ),
+    "card.invite.why_cancel": (
+        "组织者取消了这个日程；确认后才会从你的日历删除。",
+        "The organizer cancelled this event: it leaves your calendar only once you confirm.",
+    ),
+    "card.invite.accept": ("接受", "Accept"),
+    "card.invite.tentative": ("暂定", "Tentative"),
+    "card.invite.decline": ("拒绝", "Decline"),
+    "card.invite.remove": ("从我的日历删除", "Remove it from my calendar"),
+    "card.invite.keep": ("保留", "Keep it"),
     # The words a button sends: what a person would type (contract §7, §8).
     "reply.confirm": ("确认", "confirm"),
+    "reply.accept": ("接受", "accept"),
+    "reply.tentative": ("暂定", "tentative"),
+    "reply.decline": ("拒绝", "decline"),
     "reply.weekday.1": ("周一", "Monday"),
     "reply.weekday.2": ("周二", "Tuesday"),
     "reply.weekday.3": ("周三", "Wednesday"),

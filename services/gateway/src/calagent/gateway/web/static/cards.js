@@ -11,7 +11,9 @@ import {
   ruleText,
   wallDate,
   wallTime,
+  whenText,
 } from "./dates.js";
+import { attendeesList } from "./details.js";
 import { el, say, t } from "./i18n.js";
 import { $, OFFER_STATUSES, state } from "./state.js";
 
@@ -129,6 +131,70 @@ function attendeeChoices(command) {
 }
 
 
+// ---- an invitation received by mail -------------------------------------------------------------
+
+// Who asks, what and when (the stub gives times in the user's zone), and who is invited.
+function invitationFacts(invitation) {
+  const list = el("dl", { cls: "known" });
+  const add = (key, value, fact) => {
+    const dd = el("dd", { text: value });
+    dd.dataset.fact = fact;
+    list.append(say(el("dt"), key), dd);
+  };
+  add("people.organizer", invitation.organizer, "organizer");
+  add("card.field.title", invitation.title, "title");
+  const day = wallDate(invitation.start);
+  add("card.field.date", `${t(`weekday.${isoWeekday(day)}`)} ${dayLabel(day)} ${whenText(invitation)}`, "when");
+  const people = invitation.attendees ?? [];
+  if (people.length) list.append(say(el("dt"), "people.attendees"), attendeesList(people));
+  return list;
+}
+
+// The answers a person would type, as buttons: each sends its words in the page's language, so the
+// turn is the user's own reply and code answers it without the model.
+function invitationAnswers(actions) {
+  actions.append(actionButton("card.invite.accept", t("reply.accept"), "primary accept"));
+  actions.append(actionButton("card.invite.tentative", t("reply.tentative"), "tentative"));
+  actions.append(actionButton("card.invite.decline", t("reply.decline"), "decline"));
+}
+
+function invitationCard(card, command) {
+  const invitation = command.invitation;
+  const cancelled = invitation.method === "CANCEL";
+  card.dataset.method = invitation.method;
+  const head = el("div", { cls: "card-head" });
+  head.append(
+    say(el("h2", { attrs: { id: "card-heading" } }), cancelled ? "card.invite.cancelled_heading" : "card.invite.heading"),
+  );
+  head.append(say(el("span", { cls: `badge status-${command.status}` }), `card.status.${command.status}`));
+  card.append(head);
+  card.append(say(el("h3", { cls: "sr-label" }), "card.known"));
+  card.append(invitationFacts(invitation));
+  card.append(say(el("p", { cls: "why" }), cancelled ? "card.invite.why_cancel" : "card.invite.why_request"));
+
+  const actions = el("div", { cls: "actions" });
+  // A bare "confirm" to a cancellation that came by mail goes to the model; the button confirms
+  // this stub itself.
+  if (cancelled) actions.append(commandButton(command, "confirm_command", "card.invite.remove", "primary confirm"));
+  else invitationAnswers(actions);
+  // Dropping the offer keeps the calendar as it is; a request dropped is answered DECLINED.
+  actions.append(cancelButton(command, cancelled ? "card.invite.keep" : "card.cancel"));
+  card.append(actions);
+}
+
+// A button that runs a tool on the stub as a command, without the model (contract §18).
+function commandButton(command, tool, labelKey, cls) {
+  const button = say(el("button", { cls, attrs: { type: "button" } }), labelKey);
+  button.dataset.command = tool;
+  button.disabled = state.busy;
+  button.addEventListener("click", () => runCommand(tool, { command_id: command.id }, t(labelKey)));
+  return button;
+}
+
+function cancelButton(command, labelKey) {
+  return commandButton(command, "cancel_schedule_command", labelKey, "cancel");
+}
+
 function changeView(change) {
   const box = el("div", { cls: "change" });
   box.append(say(el("h3"), "card.change"));
@@ -175,6 +241,7 @@ export function renderCard() {
   const card = $("card");
   clearInterval(state.countdown);
   card.replaceChildren();
+  delete card.dataset.method;
   const command = state.command;
   if (!command) {
     card.hidden = true;
@@ -185,6 +252,12 @@ export function renderCard() {
   card.hidden = false;
   card.dataset.status = command.status;
   card.dataset.commandId = command.id;
+
+  if (command.kind === "invitation" && command.invitation) {
+    invitationCard(card, command);
+    startCountdown(card, command);
+    return;
+  }
 
   const head = el("div", { cls: "card-head" });
   head.append(say(el("h2", { attrs: { id: "card-heading" } }), "card.heading"));
@@ -242,15 +315,12 @@ export function renderCard() {
     actions.append(actionButton("card.confirm", t("reply.confirm"), "primary confirm"));
   }
   // Every card can be dropped, without the model: the same cancel a "算了" runs.
-  const cancel = say(el("button", { cls: "cancel", attrs: { type: "button" } }), "card.cancel");
-  cancel.dataset.command = "cancel_schedule_command";
-  cancel.disabled = state.busy;
-  cancel.addEventListener("click", () =>
-    runCommand("cancel_schedule_command", { command_id: command.id }, t("card.cancel")),
-  );
-  actions.append(cancel);
+  actions.append(cancelButton(command, "card.cancel"));
   card.append(actions);
+  startCountdown(card, command);
+}
 
+function startCountdown(card, command) {
   const timer = el("p", {
     cls: "countdown",
     attrs: { role: "timer", "aria-live": "off", "aria-label": t("card.countdown_label") },

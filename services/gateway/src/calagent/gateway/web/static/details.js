@@ -43,7 +43,7 @@ export function renderDetails() {
 }
 
 // Each person with their answer (PARTSTAT: ACCEPTED, DECLINED, TENTATIVE, NEEDS-ACTION, …).
-function attendeesList(attendees) {
+export function attendeesList(attendees) {
   const list = el("ul", { cls: "people" });
   for (const person of attendees) {
     const status = (person.status ?? "NEEDS-ACTION").toLowerCase();
