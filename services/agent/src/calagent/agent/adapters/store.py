@@ -114,6 +114,21 @@ _RENEW = text(
     WHERE user_id = :user_id AND holder = :holder
     """
 )
+# The end of a turn: each part a data-modifying CTE of one statement, so all or none commit.
+_FINISH = text(
+    """
+    WITH reply AS (
+        INSERT INTO agent.messages
+            (user_id, conversation_id, role, content, turn_id, created_at, offer_command_id)
+        VALUES (:user_id, :conversation_id, 'assistant', :content, :turn_id, :at, :offer_command_id)
+        ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
+    ), answered AS (
+        UPDATE agent.turns SET status = 'done', answer = CAST(:answer AS jsonb), updated_at = :at
+        WHERE :settled AND user_id = :user_id AND turn_key = :turn_key
+    )
+    DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder
+    """
+)
 _LEASE_LIVE = text(
     "SELECT 1 FROM agent.user_leases WHERE user_id = :user_id AND expires_at > clock_timestamp()"
 )
@@ -247,27 +262,24 @@ class AgentStore:
         settled: bool = True,
     ) -> None:
         """Archive the assistant's reply, store the answer and give the user's lease back, in one
-        transaction. Not `settled` (refused before running, to be run by the client's retry): the
-        reply is archived but the claim stays unfinished."""
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                _archive(
-                    lease.user_id,
-                    answer.conversation_id,
-                    "assistant",
-                    answer.reply,
-                    answer.turn_id,
-                    now,
-                    offer_command_id,
-                )
-            )
-            if settled:
-                await conn.execute(
-                    turns.update()
-                    .where(turns.c.user_id == lease.user_id, turns.c.turn_key == turn_key)
-                    .values(status="done", answer=answer.model_dump(mode="json"), updated_at=now)
-                )
-            await conn.execute(_RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
+        statement (one transaction, one round trip). Not `settled` (refused before running, to be
+        run by the client's retry): the reply is archived but the claim stays unfinished."""
+        params = {
+            "user_id": lease.user_id,
+            "holder": lease.holder,
+            "turn_key": turn_key,
+            "conversation_id": answer.conversation_id,
+            "turn_id": answer.turn_id,
+            "content": answer.reply,
+            "offer_command_id": offer_command_id,
+            "at": now,
+            "answer": answer.model_dump_json(),
+            "settled": settled,
+        }
+        async with self.engine.connect() as conn:
+            # One statement is its own transaction: no BEGIN and COMMIT round trips around it.
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await auto.execute(_FINISH, params)
         lease.released = True
 
     async def lookup_turn(self, user_id: str, turn_key: str) -> TurnClaim | None:
