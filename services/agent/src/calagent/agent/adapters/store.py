@@ -12,8 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, or_, select, text
-from sqlalchemy.dialects.postgresql import Insert, insert
+from sqlalchemy import bindparam, func, or_, select, text
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
@@ -63,30 +63,56 @@ def _claim(status: str, answer: Any) -> TurnClaim:
     return TurnClaim("running", None)
 
 
-def _archive(
-    user_id: str,
-    conversation_id: str,
-    role: str,
-    content: str,
-    turn_id: str,
-    at: datetime,
-    offer_command_id: str | None = None,
-) -> Insert:
-    """One message into the archive; a turn's message of a role is there once, whoever wrote it
-    first (a redelivered turn writes it again)."""
-    return (
-        insert(messages)
-        .values(
-            user_id=user_id,
-            conversation_id=conversation_id,
-            role=role,
-            content=content,
-            turn_id=turn_id,
-            created_at=at,
-            offer_command_id=offer_command_id,
-        )
-        .on_conflict_do_nothing(constraint="uq_messages_turn_role")
+# A turn's start, built once: each statement is compiled on first use and only bound after.
+_CLAIM = (
+    insert(turns)
+    .values(
+        user_id=bindparam("user_id"),
+        turn_key=bindparam("turn_key"),
+        turn_id=bindparam("turn_id"),
+        status="running",
+        created_at=bindparam("at"),
+        updated_at=bindparam("at"),
     )
+    .on_conflict_do_nothing(constraint="pk_turns")
+    .returning(turns.c.turn_key)
+)
+_CLAIMED = select(turns.c.status, turns.c.answer).where(
+    turns.c.user_id == bindparam("user_id"), turns.c.turn_key == bindparam("turn_key")
+)
+# A turn's message of a role is archived once, whoever wrote it first (a redelivered turn writes
+# it again).
+_ARCHIVE_USER = (
+    insert(messages)
+    .values(
+        user_id=bindparam("user_id"),
+        conversation_id=bindparam("conversation_id"),
+        role="user",
+        content=bindparam("text"),
+        turn_id=bindparam("turn_id"),
+        created_at=bindparam("at"),
+    )
+    .on_conflict_do_nothing(constraint="uq_messages_turn_role")
+)
+HISTORY_LIMIT = 200
+# The conversation newest first, without the messages of the turn being run: its own user message
+# is not its history, even when archived by an earlier delivery of the same turn.
+_HISTORY = (
+    select(
+        messages.c.role,
+        messages.c.content,
+        messages.c.created_at,
+        messages.c.offer_command_id,
+        messages.c.turn_id,
+    )
+    .where(
+        messages.c.user_id == bindparam("user_id"),
+        messages.c.conversation_id == bindparam("conversation_id"),
+        messages.c.turn_id != bindparam("turn_id"),
+    )
+    .order_by(messages.c.created_at.desc(), messages.c.id.desc())
+    .limit(HISTORY_LIMIT)
+)
 
 
 def _like(term: str) -> str:
@@ -212,43 +238,33 @@ class AgentStore:
                 if got is not None:
                     if start is None or now is None:
                         return TurnLease(user_id, holder, TurnClaim("new", None))
-                    at = now()
-                    claim = await self._claim(conn, start, at)
+                    params = {
+                        "user_id": start.user_id,
+                        "conversation_id": start.conversation_id,
+                        "turn_key": start.turn_key,
+                        "turn_id": start.turn_id,
+                        "text": start.text,
+                        "at": now(),
+                    }
+                    claim = await self._claim(conn, params)
                     if claim.status == "done":
                         # Answered already: replayed, nothing archived, no history needed.
                         return TurnLease(user_id, holder, claim)
-                    await conn.execute(
-                        _archive(start.user_id, start.conversation_id, "user", start.text, start.turn_id, at)
-                    )
-                    history = await self._history(conn, start.user_id, start.conversation_id, start.turn_id)
+                    await conn.execute(_ARCHIVE_USER, params)
+                    rows = (await conn.execute(_HISTORY, params)).all()
+                    history = [
+                        ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
+                        for r in reversed(rows)
+                    ]
                     return TurnLease(user_id, holder, claim, history)
             await asyncio.sleep(delay)
             delay = min(0.2, delay * 2)
 
     @staticmethod
-    async def _claim(conn: AsyncConnection, start: TurnStart, at: datetime) -> TurnClaim:
-        inserted = await conn.execute(
-            insert(turns)
-            .values(
-                user_id=start.user_id,
-                turn_key=start.turn_key,
-                turn_id=start.turn_id,
-                status="running",
-                created_at=at,
-                updated_at=at,
-            )
-            .on_conflict_do_nothing(constraint="pk_turns")
-            .returning(turns.c.turn_key)
-        )
-        if inserted.first() is not None:
+    async def _claim(conn: AsyncConnection, params: dict[str, Any]) -> TurnClaim:
+        if (await conn.execute(_CLAIM, params)).first() is not None:
             return TurnClaim("new", None)
-        row = (
-            await conn.execute(
-                select(turns.c.status, turns.c.answer).where(
-                    turns.c.user_id == start.user_id, turns.c.turn_key == start.turn_key
-                )
-            )
-        ).one()
+        row = (await conn.execute(_CLAIMED, params)).one()
         return _claim(row.status, row.answer)
 
     async def finish_turn(
@@ -302,36 +318,6 @@ class AgentStore:
                 if live is None:
                     return TurnClaim("stalled", None)
         return claim
-
-    @staticmethod
-    async def _history(
-        conn: AsyncConnection, user_id: str, conversation_id: str, exclude_turn: str, limit: int = 200
-    ) -> list[ArchivedMessage]:
-        """The conversation oldest first, without the messages of `exclude_turn` (the turn being
-        run: its own user message is not its history, even when archived by an earlier delivery
-        of the same turn)."""
-        rows = (
-            await conn.execute(
-                select(
-                    messages.c.role,
-                    messages.c.content,
-                    messages.c.created_at,
-                    messages.c.offer_command_id,
-                    messages.c.turn_id,
-                )
-                .where(
-                    messages.c.user_id == user_id,
-                    messages.c.conversation_id == conversation_id,
-                    messages.c.turn_id != exclude_turn,
-                )
-                .order_by(messages.c.created_at.desc(), messages.c.id.desc())
-                .limit(limit)
-            )
-        ).all()
-        return [
-            ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
-            for r in reversed(rows)
-        ]
 
     async def save_memory(self, user_id: str, content: str, key: str, at: datetime) -> None:
         async with self.engine.begin() as conn:
