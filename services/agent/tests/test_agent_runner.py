@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from calagent.agent.adapters.model import DeltaSink, ModelResponse, ModelToolCall, ModelUnavailable
-from calagent.agent.domain.session import ArchivedMessage
 from calagent.agent.loop import TurnRunner
 from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.contracts.commands import (
@@ -97,23 +96,7 @@ class FakeTime:
 
 class FakeStore:
     def __init__(self) -> None:
-        self.archived: list[tuple[str, str]] = []
         self.memories: list[str] = ["妈妈的生日是10月3日"]
-
-    async def history(self, user_id: str, conversation_id: str, exclude_turn: str) -> list[ArchivedMessage]:
-        return []
-
-    async def archive(
-        self,
-        user_id: str,
-        conversation_id: str,
-        role: str,
-        content: str,
-        turn_id: str,
-        at: Any,
-        offer_command_id: str | None = None,
-    ) -> None:
-        self.archived.append((role, content))
 
     async def save_memory(self, user_id: str, content: str, key: str, at: Any) -> None:
         self.memories.append(content)

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
+from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore, TurnStart
 from calagent.runtime.db import make_engine, upgrade_async
 
 pytestmark = pytest.mark.integration
@@ -89,12 +89,13 @@ async def test_a_turn_is_claimed_with_its_lease_and_a_finished_one_is_answered_a
     answer = TurnAnswer(
         turn_id="t1", conversation_id="c", outcome="answered", reply="ok", intent="general.chat"
     )
-    async with store.turn("dave", "k1", "t1", now) as lease:
+    start = TurnStart("dave", "c", "k1", "t1", "hi")
+    async with store.turn(start, lambda: now) as lease:
         assert lease.claim.status == "new"
         await store.finish_turn(lease, "k1", answer, now)
         assert lease.released
     # The lease is free again, and a redelivery of the same key finds the stored answer.
-    async with store.turn("dave", "k1", "t1", now) as again:
+    async with store.turn(start, lambda: now) as again:
         assert again.claim.status == "done"
         assert again.claim.answer == answer
     async with store.user_turn_lock("dave"):
@@ -128,7 +129,8 @@ async def test_a_running_claim_nobody_holds_is_reported_stalled(engine: AsyncEng
 
     store = AgentStore(engine)
     now = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
-    async with store.turn("frank", "k1", "t1", now):
+    start = TurnStart("frank", "c", "k1", "t1", "hi")
+    async with store.turn(start, lambda: now):
         # While its turn runs the claim is running (the lease is live)...
         claim = await store.lookup_turn("frank", "k1")
         assert claim is not None and claim.status == "running"
@@ -136,5 +138,5 @@ async def test_a_running_claim_nobody_holds_is_reported_stalled(engine: AsyncEng
     # client retry must run it again instead of waiting for an answer that never comes.
     claim = await store.lookup_turn("frank", "k1")
     assert claim is not None and claim.status == "stalled"
-    async with store.turn("frank", "k1", "t1", now) as again:
+    async with store.turn(start, lambda: now) as again:
         assert again.claim.status == "running"  # claimed but not done: the turn runs again

@@ -10,13 +10,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.agent.adapters.clients import CommandsClient, TimeClient
 from calagent.agent.adapters.failover import Endpoint, FailoverModel, ModelRetryPolicy
 from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
-from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore
+from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore, TurnStart
 from calagent.agent.domain.circuit import Circuit
 from calagent.agent.loop import TurnRunner
 from calagent.contracts import wire
 from calagent.contracts.turns import (
     HistoryRequest,
     HistoryResult,
+    TurnAnswer,
     TurnEvent,
     TurnLookup,
     TurnLookupResult,
@@ -142,26 +143,38 @@ class AgentService:
     async def on_turn(self, turn: TurnRequested) -> None:
         assert self.store is not None and self.runner is not None
         assert self.events is not None and self.records is not None
-        events, records = self.events, self.records
+        events, records, store = self.events, self.records, self.store
         env = turn.envelope
         turn_key = turn.client_message_id or env.turn_id
 
         async def sink(event: TurnEvent) -> None:
             await events.publish(env.turn_id, event)
 
-        async with self.store.turn(env.user_id, turn_key, env.turn_id, self.clock.now()) as lease:
+        start = TurnStart(env.user_id, env.conversation_id, turn_key, env.turn_id, turn.text)
+        async with self.store.turn(start, self.clock.now) as lease:
             claim = lease.claim
             if claim.status == "done" and claim.answer is not None:
                 # A redelivered turn or a client retry: answer again, run nothing.
                 await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=claim.answer))
                 return
+
+            async def finish(answer: TurnAnswer, offer_command_id: str | None) -> None:
+                # A turn refused at once (the model's circuit is open) leaves its claim unfinished,
+                # so the client's retry after `Retry-After` runs it instead of replaying the refusal.
+                await store.finish_turn(
+                    lease,
+                    turn_key,
+                    answer,
+                    self.clock.now(),
+                    offer_command_id=offer_command_id,
+                    settled=answer.retry_after_s is None,
+                )
+
             cold = not self._warm
             self._warm = True
-            answer, record = await self.runner.run(turn, turn_key, sink, cold_start=cold)
-            if answer.retry_after_s is None:
-                await self.store.finish_turn(lease, turn_key, answer, self.clock.now())
-            # else refused at once (the model's circuit is open): the claim is left unfinished,
-            # so the client's retry after `Retry-After` runs the turn instead of replaying this.
+            answer, record = await self.runner.run(
+                turn, turn_key, sink, history=lease.history, finish=finish, cold_start=cold
+            )
         log.info("turn %s processed by %s: %s", env.turn_id, instance_id(), answer.outcome)
         try:
             await records.publish(record, msg_id=f"record:{env.turn_id}")

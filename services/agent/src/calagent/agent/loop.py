@@ -33,7 +33,7 @@ from calagent.agent.domain.pending import (
 from calagent.agent.domain.repair import calls_in_text, loads_lenient
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
-from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort
+from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
 from calagent.agent.state import Finished, TurnState
 from calagent.agent.tools import (
     ToolResult,
@@ -153,8 +153,18 @@ class TurnRunner:
         self.tracer = trace.get_tracer("calagent.agent")
 
     async def run(
-        self, turn: TurnRequested, turn_key: str, sink: EventSink, *, cold_start: bool = False
+        self,
+        turn: TurnRequested,
+        turn_key: str,
+        sink: EventSink,
+        *,
+        history: Sequence[ArchivedMessage] = (),
+        finish: TurnFinish | None = None,
+        cold_start: bool = False,
     ) -> tuple[TurnAnswer, TurnRecord]:
+        """Run the turn over `history` (read with the turn's claim, without this turn's messages);
+        `finish` stores its end before `turn.done` tells it, so a client that heard the answer
+        finds it in the archive and under its key."""
         consumed = epoch_ms()
         origin = turn.received_ms or turn.published_ms or consumed
         # A command without words is answered in the language of the door it came through.
@@ -172,7 +182,7 @@ class TurnRunner:
             state.timeline.add_span("bus.wait", turn.published_ms, consumed)
         await sink(TurnEvent(turn_id=turn.envelope.turn_id, type="turn.started"))
         try:
-            finished = await self._run(state, sink)
+            finished = await self._run(state, sink, history)
         except ModelUnavailable as exc:
             state.flag("model_unavailable")
             if exc.circuit_open:
@@ -186,15 +196,6 @@ class TurnRunner:
             finished = Finished(finished.outcome, f"{finished.reply}\n{notes}")
 
         env = state.env
-        await self.store.archive(
-            env.user_id,
-            env.conversation_id,
-            "assistant",
-            finished.reply,
-            env.turn_id,
-            self.clock.now(),
-            offer_command_id=state.offered_stub_id,
-        )
         intent = infer_post_hoc_intent(
             [c.name for c in state.tool_calls],
             had_active_stub=state.stub is not None,
@@ -214,6 +215,8 @@ class TurnRunner:
             change_ids=tuple(state.change_ids),
             slots=None if state.slots is None else tuple(state.slots),
         )
+        if finish is not None:
+            await finish(answer, state.offered_stub_id)
         tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):
             await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer, tokens=tokens))
@@ -238,23 +241,18 @@ class TurnRunner:
 
     # ---- the turn ---------------------------------------------------------------------------------
 
-    async def _run(self, state: TurnState, sink: EventSink) -> Finished:
+    async def _run(self, state: TurnState, sink: EventSink, history: Sequence[ArchivedMessage]) -> Finished:
         env = state.env
         with state.timeline.segment("context.build"):
             # Independent requests, one round trip's worth of waiting: the stub and the calendars in
-            # one request, the history (without this turn's own message, archived alongside), and
-            # the time service's reading of the message (the fast path needs its patch, a create
-            # needs to know whether the words carried a repetition marker).
+            # one request, and the time service's reading of the message (the fast path needs its
+            # patch, a create needs to know whether the words carried a repetition marker).
             now = self.clock.now()
             # A new user's calendars are named in the language the turn is answered in.
             context_env = env if env.lang is not None else env.model_copy(update={"lang": state.lang})
-            context, history, parsed, _ = await asyncio.gather(
+            context, parsed = await asyncio.gather(
                 self.commands.query(TurnContext(envelope=context_env)),
-                self.store.history(env.user_id, env.conversation_id, env.turn_id),
                 self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
-                self.store.archive(
-                    env.user_id, env.conversation_id, "user", state.turn.text, env.turn_id, now
-                ),
             )
         state.stub = context.stub
         if state.turn.active_command_id and (

@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol
 
-from calagent.agent.domain.session import ArchivedMessage
 from calagent.contracts.commands import (
     CancelStub,
     CommandResult,
@@ -25,7 +24,7 @@ from calagent.contracts.commands import (
     TurnContext,
 )
 from calagent.contracts.time import ParsedReply
-from calagent.contracts.turns import TurnEvent
+from calagent.contracts.turns import TurnAnswer, TurnEvent
 
 # What the agent sends the commands service: the writes and reads of a turn.
 AgentCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan | RevertChange
@@ -43,20 +42,8 @@ class TimePort(Protocol):
 
 
 class StorePort(Protocol):
-    async def history(
-        self, user_id: str, conversation_id: str, exclude_turn: str
-    ) -> list[ArchivedMessage]: ...
-
-    async def archive(
-        self,
-        user_id: str,
-        conversation_id: str,
-        role: str,
-        content: str,
-        turn_id: str,
-        at: datetime,
-        offer_command_id: str | None = None,
-    ) -> None: ...
+    """The agent's memories and archive as the tools read and write them. A turn's own messages
+    are written by the transactions that start and finish it (see `TurnFinish`), not through here."""
 
     async def save_memory(self, user_id: str, content: str, key: str, at: datetime) -> None: ...
 
@@ -66,3 +53,7 @@ class StorePort(Protocol):
 
 
 EventSink = Callable[[TurnEvent], Awaitable[None]]
+
+TurnFinish = Callable[[TurnAnswer, str | None], Awaitable[None]]
+"""Ends the turn before its answer is told: the reply archived (with the stub it offered, if any),
+the answer stored for a retry with the same key, the user's lease given back — one transaction."""

@@ -103,16 +103,19 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     return None
 
 
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else 0
+
+
 def _usage_counts(usage: Any) -> tuple[int, int, int]:
-    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-    completion = int(getattr(usage, "completion_tokens", 0) or 0)
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-    if not cached:
-        # DeepSeek reports its context cache beside the standard fields.
-        extra = getattr(usage, "model_extra", None) or {}
-        cached = int(extra.get("prompt_cache_hit_tokens", 0) or 0)
-    return prompt, completion, cached
+    """Prompt, completion and cached tokens from a chunk's `usage` (a JSON object)."""
+    if not isinstance(usage, dict):
+        return 0, 0, 0
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    # DeepSeek reports its context cache beside the standard fields.
+    cached = cached or _count(usage.get("prompt_cache_hit_tokens"))
+    return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), cached
 
 
 class OpenAIModelClient:
@@ -163,52 +166,62 @@ class OpenAIModelClient:
     async def _complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
     ) -> ModelResponse:
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self.model,
-            "messages": list(messages),
-            "tools": list(tools),
+            "messages": messages,
+            "tools": tools,
             "tool_choice": "auto",
             "stream": True,
             "stream_options": {"include_usage": True},
             "temperature": 0,
         }
         if self.supports_parallel_flag:
-            kwargs["parallel_tool_calls"] = False
+            body["parallel_tool_calls"] = False
         start = epoch_ms()
         first = 0.0
         text_parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage: Any = None
         finish: str | None = None
-        stream = await self.client.chat.completions.create(**kwargs)
+        # The SDK's own `chat.completions.create` walks every request body against its typed
+        # parameters (the tool schemas are large and the same on every call) and builds a model
+        # object for every streamed chunk; the same POST, its errors and its stream decoding,
+        # with the body sent as built and each chunk read as the JSON it is, costs a fraction.
+        stream = await self.client.post(
+            "/chat/completions", cast_to=object, body=body, stream=True, stream_cls=openai.AsyncStream[object]
+        )
         async for chunk in stream:
-            if chunk.usage is not None:
-                usage = chunk.usage
-            for choice in chunk.choices:
-                delta = choice.delta
-                if choice.finish_reason:
-                    finish = choice.finish_reason
-                if delta is None:
+            if not isinstance(chunk, dict):
+                continue
+            if chunk.get("usage") is not None:
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
+                delta = choice.get("delta")
+                if not isinstance(delta, dict):
                     continue
                 # A NUL cannot be stored (see contracts.text): dropped from what the model says.
-                content = storable(delta.content) if delta.content else ""
+                raw = delta.get("content")
+                content = storable(raw) if isinstance(raw, str) and raw else ""
                 if content:
                     if not first:
                         first = epoch_ms()
                     text_parts.append(content)
                     if on_delta is not None:
                         await on_delta(content)
-                for tc in delta.tool_calls or []:
+                for tc in delta.get("tool_calls") or ():
                     if not first:
                         first = epoch_ms()
-                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                    if tc.id:
-                        slot["id"] = tc.id
-                    if tc.function is not None:
-                        if tc.function.name:
-                            slot["name"] += tc.function.name
-                        if tc.function.arguments:
-                            slot["arguments"] += tc.function.arguments
+                    slot = calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "arguments": ""})
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    function = tc.get("function")
+                    if isinstance(function, dict):
+                        if function.get("name"):
+                            slot["name"] += function["name"]
+                        if function.get("arguments"):
+                            slot["arguments"] += function["arguments"]
         end = epoch_ms()
         # An empty id stays empty: the loop repairs it (and records that it did).
         tool_calls = [

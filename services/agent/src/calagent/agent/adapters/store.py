@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import bindparam, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -34,13 +34,26 @@ class TurnClaim:
     answer: TurnAnswer | None
 
 
+@dataclass(frozen=True)
+class TurnStart:
+    """A turn as its first transaction takes it: whose, under which key, and the user's words."""
+
+    user_id: str
+    conversation_id: str
+    turn_key: str
+    turn_id: str
+    text: str
+
+
 @dataclass
 class TurnLease:
-    """The user's lease, held for one turn, and that turn's claim."""
+    """The user's lease, held for one turn, and that turn's claim; with a claim to run, the
+    conversation before this turn (oldest first, without this turn's own messages)."""
 
     user_id: str
     holder: str
     claim: TurnClaim
+    history: list[ArchivedMessage] = field(default_factory=list)
     released: bool = False
 
 
@@ -48,6 +61,58 @@ def _claim(status: str, answer: Any) -> TurnClaim:
     if status == "done" and answer is not None:
         return TurnClaim("done", TurnAnswer.model_validate(answer))
     return TurnClaim("running", None)
+
+
+# A turn's start, built once: each statement is compiled on first use and only bound after.
+_CLAIM = (
+    insert(turns)
+    .values(
+        user_id=bindparam("user_id"),
+        turn_key=bindparam("turn_key"),
+        turn_id=bindparam("turn_id"),
+        status="running",
+        created_at=bindparam("at"),
+        updated_at=bindparam("at"),
+    )
+    .on_conflict_do_nothing(constraint="pk_turns")
+    .returning(turns.c.turn_key)
+)
+_CLAIMED = select(turns.c.status, turns.c.answer).where(
+    turns.c.user_id == bindparam("user_id"), turns.c.turn_key == bindparam("turn_key")
+)
+# A turn's message of a role is archived once, whoever wrote it first (a redelivered turn writes
+# it again).
+_ARCHIVE_USER = (
+    insert(messages)
+    .values(
+        user_id=bindparam("user_id"),
+        conversation_id=bindparam("conversation_id"),
+        role="user",
+        content=bindparam("text"),
+        turn_id=bindparam("turn_id"),
+        created_at=bindparam("at"),
+    )
+    .on_conflict_do_nothing(constraint="uq_messages_turn_role")
+)
+HISTORY_LIMIT = 200
+# The conversation newest first, without the messages of the turn being run: its own user message
+# is not its history, even when archived by an earlier delivery of the same turn.
+_HISTORY = (
+    select(
+        messages.c.role,
+        messages.c.content,
+        messages.c.created_at,
+        messages.c.offer_command_id,
+        messages.c.turn_id,
+    )
+    .where(
+        messages.c.user_id == bindparam("user_id"),
+        messages.c.conversation_id == bindparam("conversation_id"),
+        messages.c.turn_id != bindparam("turn_id"),
+    )
+    .order_by(messages.c.created_at.desc(), messages.c.id.desc())
+    .limit(HISTORY_LIMIT)
+)
 
 
 def _like(term: str) -> str:
@@ -75,6 +140,21 @@ _RENEW = text(
     WHERE user_id = :user_id AND holder = :holder
     """
 )
+# The end of a turn: each part a data-modifying CTE of one statement, so all or none commit.
+_FINISH = text(
+    """
+    WITH reply AS (
+        INSERT INTO agent.messages
+            (user_id, conversation_id, role, content, turn_id, created_at, offer_command_id)
+        VALUES (:user_id, :conversation_id, 'assistant', :content, :turn_id, :at, :offer_command_id)
+        ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
+    ), answered AS (
+        UPDATE agent.turns SET status = 'done', answer = CAST(:answer AS jsonb), updated_at = :at
+        WHERE :settled AND user_id = :user_id AND turn_key = :turn_key
+    )
+    DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder
+    """
+)
 _LEASE_LIVE = text(
     "SELECT 1 FROM agent.user_leases WHERE user_id = :user_id AND expires_at > clock_timestamp()"
 )
@@ -88,23 +168,27 @@ class AgentStore:
     @asynccontextmanager
     async def user_turn_lock(self, user_id: str) -> AsyncIterator[None]:
         """Two turns of one user never interleave (see `turn`), here without a turn claim."""
-        lease = await self._acquire(user_id, None)
+        lease = await self._acquire(user_id, None, None)
         async with self._renewed(lease):
             yield
 
     @asynccontextmanager
-    async def turn(
-        self, user_id: str, turn_key: str, turn_id: str, now: datetime
-    ) -> AsyncIterator[TurnLease]:
-        """Hold the user's lease and claim the turn, in one transaction.
+    async def turn(self, start: TurnStart, now: Callable[[], datetime]) -> AsyncIterator[TurnLease]:
+        """Hold the user's lease, claim the turn, archive the user's message and read the history
+        before it, in one transaction: a crash before its commit leaves nothing, after it the
+        redelivered turn finds its claim running and its message archived once (one message per
+        turn and role).
 
         A lease row, not a lock held on a connection: a turn spends most of its life waiting for
         the model, and a connection held all that time would cap the turns in flight at the pool
         size. A second turn of the same user retries with a short backoff (rare: the gateway
         already orders a user's turns). The lease expires on the database's own clock, so a
         crashed holder cannot block its user. `finish_turn` gives it back with the answer.
+
+        The claim and the message are stamped `now()` once the lease is held: after the reply of
+        the user's previous turn, however long this one waited for it.
         """
-        lease = await self._acquire(user_id, (turn_key, turn_id, now))
+        lease = await self._acquire(start.user_id, start, now)
         async with self._renewed(lease):
             yield lease
 
@@ -139,7 +223,9 @@ class AgentStore:
                 log.warning("the lease of user %s was taken over while its turn ran", lease.user_id)
                 return
 
-    async def _acquire(self, user_id: str, claim: tuple[str, str, datetime] | None) -> TurnLease:
+    async def _acquire(
+        self, user_id: str, start: TurnStart | None, now: Callable[[], datetime] | None
+    ) -> TurnLease:
         holder = uuid.uuid4().hex
         delay = 0.005
         while True:
@@ -150,48 +236,66 @@ class AgentStore:
                     )
                 ).first()
                 if got is not None:
-                    status = await self._claim(conn, user_id, *claim) if claim else TurnClaim("new", None)
-                    return TurnLease(user_id, holder, status)
+                    if start is None or now is None:
+                        return TurnLease(user_id, holder, TurnClaim("new", None))
+                    params = {
+                        "user_id": start.user_id,
+                        "conversation_id": start.conversation_id,
+                        "turn_key": start.turn_key,
+                        "turn_id": start.turn_id,
+                        "text": start.text,
+                        "at": now(),
+                    }
+                    claim = await self._claim(conn, params)
+                    if claim.status == "done":
+                        # Answered already: replayed, nothing archived, no history needed.
+                        return TurnLease(user_id, holder, claim)
+                    await conn.execute(_ARCHIVE_USER, params)
+                    rows = (await conn.execute(_HISTORY, params)).all()
+                    history = [
+                        ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
+                        for r in reversed(rows)
+                    ]
+                    return TurnLease(user_id, holder, claim, history)
             await asyncio.sleep(delay)
             delay = min(0.2, delay * 2)
 
     @staticmethod
-    async def _claim(
-        conn: AsyncConnection, user_id: str, turn_key: str, turn_id: str, now: datetime
-    ) -> TurnClaim:
-        inserted = await conn.execute(
-            insert(turns)
-            .values(
-                user_id=user_id,
-                turn_key=turn_key,
-                turn_id=turn_id,
-                status="running",
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(constraint="pk_turns")
-            .returning(turns.c.turn_key)
-        )
-        if inserted.first() is not None:
+    async def _claim(conn: AsyncConnection, params: dict[str, Any]) -> TurnClaim:
+        if (await conn.execute(_CLAIM, params)).first() is not None:
             return TurnClaim("new", None)
-        row = (
-            await conn.execute(
-                select(turns.c.status, turns.c.answer).where(
-                    turns.c.user_id == user_id, turns.c.turn_key == turn_key
-                )
-            )
-        ).one()
+        row = (await conn.execute(_CLAIMED, params)).one()
         return _claim(row.status, row.answer)
 
-    async def finish_turn(self, lease: TurnLease, turn_key: str, answer: TurnAnswer, now: datetime) -> None:
-        """Store the answer and give the user's lease back, in one transaction."""
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                turns.update()
-                .where(turns.c.user_id == lease.user_id, turns.c.turn_key == turn_key)
-                .values(status="done", answer=answer.model_dump(mode="json"), updated_at=now)
-            )
-            await conn.execute(_RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
+    async def finish_turn(
+        self,
+        lease: TurnLease,
+        turn_key: str,
+        answer: TurnAnswer,
+        now: datetime,
+        *,
+        offer_command_id: str | None = None,
+        settled: bool = True,
+    ) -> None:
+        """Archive the assistant's reply, store the answer and give the user's lease back, in one
+        statement (one transaction, one round trip). Not `settled` (refused before running, to be
+        run by the client's retry): the reply is archived but the claim stays unfinished."""
+        params = {
+            "user_id": lease.user_id,
+            "holder": lease.holder,
+            "turn_key": turn_key,
+            "conversation_id": answer.conversation_id,
+            "turn_id": answer.turn_id,
+            "content": answer.reply,
+            "offer_command_id": offer_command_id,
+            "at": now,
+            "answer": answer.model_dump_json(),
+            "settled": settled,
+        }
+        async with self.engine.connect() as conn:
+            # One statement is its own transaction: no BEGIN and COMMIT round trips around it.
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await auto.execute(_FINISH, params)
         lease.released = True
 
     async def lookup_turn(self, user_id: str, turn_key: str) -> TurnClaim | None:
@@ -214,61 +318,6 @@ class AgentStore:
                 if live is None:
                     return TurnClaim("stalled", None)
         return claim
-
-    async def history(
-        self, user_id: str, conversation_id: str, exclude_turn: str = "", limit: int = 200
-    ) -> list[ArchivedMessage]:
-        """The conversation oldest first, without the messages of `exclude_turn` (the turn being
-        run: its own user message is not its history, even when archived concurrently or by an
-        earlier delivery of the same turn)."""
-        async with self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(
-                        messages.c.role,
-                        messages.c.content,
-                        messages.c.created_at,
-                        messages.c.offer_command_id,
-                        messages.c.turn_id,
-                    )
-                    .where(
-                        messages.c.user_id == user_id,
-                        messages.c.conversation_id == conversation_id,
-                        messages.c.turn_id != exclude_turn,
-                    )
-                    .order_by(messages.c.created_at.desc(), messages.c.id.desc())
-                    .limit(limit)
-                )
-            ).all()
-        return [
-            ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
-            for r in reversed(rows)
-        ]
-
-    async def archive(
-        self,
-        user_id: str,
-        conversation_id: str,
-        role: str,
-        content: str,
-        turn_id: str,
-        at: datetime,
-        offer_command_id: str | None = None,
-    ) -> None:
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                insert(messages)
-                .values(
-                    user_id=user_id,
-                    conversation_id=conversation_id,
-                    role=role,
-                    content=content,
-                    turn_id=turn_id,
-                    created_at=at,
-                    offer_command_id=offer_command_id,
-                )
-                .on_conflict_do_nothing(constraint="uq_messages_turn_role")
-            )
 
     async def save_memory(self, user_id: str, content: str, key: str, at: datetime) -> None:
         async with self.engine.begin() as conn:
@@ -375,4 +424,4 @@ class AgentStore:
         return int(value or 0)
 
 
-__all__ = ["MIGRATIONS_DIR", "SCHEMA", "AgentStore", "TurnClaim", "TurnLease"]
+__all__ = ["MIGRATIONS_DIR", "SCHEMA", "AgentStore", "TurnClaim", "TurnLease", "TurnStart"]
