@@ -30,36 +30,8 @@ class TimePort(Protocol):
     async def resolve_range(self, request: RangeRequest) -> RangeResult: ...
 
 
-class UnitOfWork(Protocol):
-    """One database transaction. Leaving it without `commit()` rolls everything back."""
-
-    @property
-    def db_ms(self) -> float: ...
-
-    async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
-        """Insert the idempotency row first. None: this transaction owns the key. Otherwise the
-        result the first owner stored (waiting for it to commit if it is still running)."""
-        ...
-
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None: ...
-
-    async def lock_user(self, user_id: str) -> None:
-        """Serialise writes of one user (one active stub, conflict checks without races)."""
-        ...
-
-    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
-        """The user's calendar names in order, created from `defaults` on first use."""
-        ...
-
-    async def get_stub(self, user_id: str, stub_id: str) -> Stub | None: ...
-
-    async def active_stub(self, user_id: str) -> Stub | None:
-        """The stub in an active status, whether or not its time has run out."""
-        ...
-
-    async def insert_stub(self, stub: Stub) -> None: ...
-
-    async def update_stub(self, stub: Stub) -> None: ...
+class EventRows(Protocol):
+    """The user's event rows (a series' master and overrides are rows too)."""
 
     async def events_overlapping(
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
@@ -88,7 +60,39 @@ class UnitOfWork(Protocol):
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]: ...
 
-    # ---- the change log (contract §15) ---------------------------------------------------------
+    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
+        """The user's rows of the object with this UID (master first)."""
+        ...
+
+    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None: ...
+
+
+class StubRows(Protocol):
+    """Stubs (commands waiting for an answer) and the plans made from them."""
+
+    async def get_stub(self, user_id: str, stub_id: str) -> Stub | None: ...
+
+    async def active_stub(self, user_id: str) -> Stub | None:
+        """The stub in an active status, whether or not its time has run out."""
+        ...
+
+    async def insert_stub(self, stub: Stub) -> None: ...
+
+    async def update_stub(self, stub: Stub) -> None: ...
+
+    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None: ...
+
+    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None: ...
+
+    async def plans(self, user_id: str) -> list[PlanOut]:
+        """The user's plans that are not deleted, newest first."""
+        ...
+
+    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool: ...
+
+
+class ChangeLog(Protocol):
+    """The change log (contract §15)."""
 
     def log_changes_as(self, context: ChangeContext) -> None:
         """The change the event rows this transaction writes from now on belong to."""
@@ -124,19 +128,9 @@ class UnitOfWork(Protocol):
         """Write rows back to the given snapshots (None: remove the row)."""
         ...
 
-    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None: ...
 
-    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None: ...
-
-    async def plans(self, user_id: str) -> list[PlanOut]:
-        """The user's plans that are not deleted, newest first."""
-        ...
-
-    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool: ...
-
-    async def commit(self) -> None: ...
-
-    # ---- people (contract §16) ---------------------------------------------------------------
+class PeopleRows(Protocol):
+    """People (contract §16): contacts, the user's mailbox, received mail and mail to send."""
 
     async def contacts(self, user_id: str) -> list[Contact]: ...
 
@@ -171,18 +165,20 @@ class UnitOfWork(Protocol):
         """The oldest invitation of the user still waiting to be offered: (record id, offer)."""
         ...
 
-    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
-        """The user's rows of the object with this UID (master first)."""
-        ...
-
-    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None: ...
-
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
     ) -> None: ...
 
     def quiet_people(self) -> None:
         """This transaction's changes mail no attendee (an attendee's own answer is recorded)."""
+
+
+class SettingsRows(Protocol):
+    """What users set: calendars, settings, free/busy sharing, feeds."""
+
+    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
+        """The user's calendar names in order, created from `defaults` on first use."""
+        ...
 
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         """The saved settings of those of `user_ids` who saved any."""
@@ -202,11 +198,6 @@ class UnitOfWork(Protocol):
         """Whom `user_id` shares free/busy with, and who shares theirs with `user_id`."""
         ...
 
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
-        """CalDAV deliveries refused or lost to the server's version, not told yet; taking them
-        marks them told."""
-        ...
-
     async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
         """Store the user's feed secret (its SHA-256 hex only) with the zone it is served in,
         replacing the previous one: the old address stops working."""
@@ -215,6 +206,35 @@ class UnitOfWork(Protocol):
     async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
         """(user id, zone) of the feed with this secret hash, or None."""
         ...
+
+
+class SyncNotices(Protocol):
+    """What the CalDAV outbox has to tell the user."""
+
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        """CalDAV deliveries refused or lost to the server's version, not told yet; taking them
+        marks them told."""
+        ...
+
+
+class UnitOfWork(EventRows, StubRows, ChangeLog, PeopleRows, SettingsRows, SyncNotices, Protocol):
+    """One database transaction. Leaving it without `commit()` rolls everything back."""
+
+    @property
+    def db_ms(self) -> float: ...
+
+    async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
+        """Insert the idempotency row first. None: this transaction owns the key. Otherwise the
+        result the first owner stored (waiting for it to commit if it is still running)."""
+        ...
+
+    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None: ...
+
+    async def lock_user(self, user_id: str) -> None:
+        """Serialise writes of one user (one active stub, conflict checks without races)."""
+        ...
+
+    async def commit(self) -> None: ...
 
 
 class UserDirectory(Protocol):

@@ -10,13 +10,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from icalendar import Alarm, Calendar
 from icalendar import Event as IcsEvent
 
-from calagent.commands.caldav.objects import (
-    UnreadableObject,
-    attendee_property,
-    ics_rule,
-    organizer_property,
-    patch_object,
-)
+from calagent.commands.caldav.attendees import attendee_property, organizer_property
+from calagent.commands.caldav.objects import UnreadableObject, ics_rule
+from calagent.commands.caldav.patch import patch_object
 from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
@@ -324,7 +320,7 @@ def _timezone_span(events: Sequence[Event], stamp: datetime) -> tuple[date, date
 def render_resource(rows: Sequence[Event], uid: str, stamp: datetime) -> str | None:
     """The object body for the rows of one resource, every component carrying `uid`; None when
     nothing is left to send (the master is gone). An object the resource already has is patched
-    (objects.patch_object); one the assistant makes is written from its rows."""
+    (patch.patch_object); one the assistant makes is written from its rows."""
     owner = next((r for r in rows if r.series_id is None), None)
     if owner is None:
         return None

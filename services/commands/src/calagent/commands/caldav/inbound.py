@@ -21,7 +21,8 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.store import SqlUnitOfWork, event_insert_values
+from calagent.commands.adapters.sql_events import event_insert_values
+from calagent.commands.adapters.store import SqlUnitOfWork
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,

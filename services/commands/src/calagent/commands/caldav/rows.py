@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Row, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from calagent.commands.adapters.store import event_from_row
+from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import caldav_accounts, caldav_calendars, caldav_resources, events
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault

@@ -18,7 +18,7 @@ from icalendar import Calendar
 from opentelemetry import propagate
 
 from calagent.commands.adapters.store import SqlUnitOfWork
-from calagent.commands.caldav.objects import attendees_of
+from calagent.commands.caldav.attendees import attendees_of
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
 from calagent.commands.people import imip

@@ -1,0 +1,74 @@
+"""The CalDAV outbox as the unit of work sees it: rows queued at commit, and the notices of
+deliveries the server refused.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import propagate
+from sqlalchemy import ARRAY, String, exists, func, literal, select, update
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from calagent.commands.adapters.sql_events import SqlEvents
+from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox
+from calagent.commands.domain.model import Event
+
+
+class SqlCaldav(SqlEvents):
+    async def _enqueue_outbound(self) -> None:
+        """One outbox row per touched resource of each user who has a connected account (none
+        otherwise: the statement inserts nothing), committed with the write itself."""
+        if not self.outbound or not self.touched:
+            return
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        users: list[str] = []
+        for user_id, resources in self.touched.items():
+            inserted = await self._run(
+                pg_insert(caldav_outbox).from_select(
+                    ["user_id", "event_id", "trace_context"],
+                    select(
+                        literal(user_id),
+                        func.unnest(literal(sorted(resources), ARRAY(String()))),
+                        literal(carrier, JSONB()),
+                    ).where(exists().where(caldav_accounts.c.user_id == user_id)),
+                )
+            )
+            if getattr(inserted, "rowcount", 0):
+                users.append(user_id)
+        self.outbox_users = tuple(users)
+
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        """Deliveries refused or lost to the server's version since the last turn, each told once:
+        (outcome, the event as stored now). An event gone since is not worth a line."""
+        claimed = await self._run(
+            update(caldav_outbox)
+            .where(
+                caldav_outbox.c.id.in_(
+                    select(caldav_outbox.c.id)
+                    .where(
+                        caldav_outbox.c.user_id == user_id,
+                        caldav_outbox.c.outcome.in_(("rejected", "conflict")),
+                        caldav_outbox.c.reported_at.is_(None),
+                    )
+                    .order_by(caldav_outbox.c.id)
+                    .limit(limit)
+                    .with_for_update(skip_locked=True)
+                    .scalar_subquery()
+                )
+            )
+            .values(reported_at=func.clock_timestamp())
+            .returning(caldav_outbox.c.event_id, caldav_outbox.c.outcome)
+        )
+        found = claimed.all()
+        if not found:
+            return []
+        by_id = {e.id: e for e in await self.events_by_ids(user_id, [r.event_id for r in found])}
+        seen: set[str] = set()
+        notices = []
+        for row in found:
+            event = by_id.get(row.event_id)
+            if event is not None and row.event_id not in seen:
+                seen.add(row.event_id)
+                notices.append((str(row.outcome), event))
+        return notices

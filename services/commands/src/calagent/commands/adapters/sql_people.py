@@ -1,0 +1,149 @@
+"""People (contract §16): contacts and address-book cards, the user's mailbox, received mail and
+the mail outbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from calagent.commands.adapters.sql_core import SqlCore
+from calagent.commands.adapters.tables import caldav_cards, contacts, inbound_mail, mail_outbox, mailboxes
+from calagent.commands.domain.people import Contact
+
+
+class SqlPeople(SqlCore):
+    async def contacts(self, user_id: str) -> list[Contact]:
+        """The user's own contacts, then the cards of their connected address books."""
+        rows = await self._run(
+            select(contacts)
+            .where(contacts.c.user_id == user_id)
+            .order_by(contacts.c.created_at, contacts.c.id)
+        )
+        cards = await self._run(
+            select(caldav_cards)
+            .where(caldav_cards.c.user_id == user_id)
+            .order_by(caldav_cards.c.name, caldav_cards.c.id)
+        )
+        return [
+            Contact(id=r.id, name=r.name, email=r.email, aliases=tuple(r.aliases), created_at=r.created_at)
+            for r in rows
+        ] + [
+            Contact(
+                id=r.id,
+                name=r.name,
+                email=r.email,
+                aliases=tuple(r.aliases),
+                created_at=r.created_at,
+                source="carddav",
+            )
+            for r in cards
+        ]
+
+    async def add_contact(self, user_id: str, contact: Contact) -> None:
+        await self._run(
+            contacts.insert().values(
+                id=contact.id,
+                user_id=user_id,
+                name=contact.name,
+                email=contact.email,
+                aliases=list(contact.aliases),
+                created_at=contact.created_at or func.now(),
+            )
+        )
+
+    async def delete_contact(self, user_id: str, contact_id: str) -> bool:
+        result = await self._run(
+            contacts.delete().where(contacts.c.user_id == user_id, contacts.c.id == contact_id)
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+    async def mailbox(self, user_id: str, make: str | None = None, at: datetime | None = None) -> str | None:
+        if make is not None:
+            await self._run(
+                pg_insert(mailboxes)
+                .values(user_id=user_id, address=make, created_at=at or func.now())
+                .on_conflict_do_nothing(index_elements=[mailboxes.c.user_id])
+            )
+        address = await self._run(select(mailboxes.c.address).where(mailboxes.c.user_id == user_id))
+        found: str | None = address.scalar_one_or_none()
+        return found
+
+    async def mailbox_owner(self, address: str) -> str | None:
+        found = await self._run(
+            select(mailboxes.c.user_id).where(func.lower(mailboxes.c.address) == address.strip().lower())
+        )
+        owner: str | None = found.scalar_one_or_none()
+        return owner
+
+    async def claim_inbound(self, user_id: str, message_id: str, sender: str, at: datetime) -> int | None:
+        """The record of one received message, or None when this Message-ID was received before
+        (a concurrent delivery of the same message waits here for the first to commit)."""
+        result = await self._run(
+            pg_insert(inbound_mail)
+            .values(user_id=user_id, message_id=message_id, sender=sender, received_at=at, verdict="received")
+            .on_conflict_do_nothing(constraint="uq_inbound_mail_message")
+            .returning(inbound_mail.c.id)
+        )
+        claimed: int | None = result.scalar_one_or_none()
+        return claimed
+
+    async def settle_inbound(
+        self,
+        record_id: int,
+        verdict: str,
+        reason: str | None,
+        method: str | None,
+        offer: dict[str, Any] | None = None,
+    ) -> None:
+        await self._run(
+            update(inbound_mail)
+            .where(inbound_mail.c.id == record_id)
+            .values(verdict=verdict, reason=reason, method=method, offer=offer)
+        )
+
+    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+        row = (
+            await self._run(
+                select(inbound_mail.c.id, inbound_mail.c.offer)
+                .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
+                .order_by(inbound_mail.c.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+        ).first()
+        return (int(row.id), dict(row.offer)) if row is not None else None
+
+    async def queue_mail(
+        self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
+    ) -> None:
+        """iMIP messages into the mail outbox; one already queued (same Message-ID) stays once."""
+        await self._run(
+            pg_insert(mail_outbox)
+            .values(
+                [
+                    {
+                        "user_id": user_id,
+                        "event_uid": uid,
+                        "method": mail.method,
+                        "sequence": mail.sequence,
+                        "sender": sender,
+                        "recipient": mail.recipient,
+                        "message_id": mail.message_id,
+                        "message": mail.text,
+                        "trace_context": carrier,
+                    }
+                    for uid, mail in mails
+                ]
+            )
+            .on_conflict_do_nothing(index_elements=[mail_outbox.c.message_id])
+        )
+        if mails and user_id not in self.mail_users:
+            self.mail_users = (*self.mail_users, user_id)  # the outbox is woken after commit
+
+    def quiet_people(self) -> None:
+        self.mail_people = False

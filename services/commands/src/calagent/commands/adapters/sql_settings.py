@@ -1,0 +1,119 @@
+"""What users set: their calendars, settings, free/busy sharing and feeds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from calagent.commands.adapters.sql_core import SqlCore
+from calagent.commands.adapters.tables import calendars, feeds, sharing, user_settings
+from calagent.commands.domain.settings import StoredSettings
+from calagent.contracts.settings import ShareEntry
+
+
+class SqlSettings(SqlCore):
+    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
+        query = (
+            select(calendars.c.name)
+            .where(calendars.c.user_id == user_id)
+            .order_by(calendars.c.position, calendars.c.name)
+        )
+        names = list((await self._run(query)).scalars())
+        if names:
+            return names
+        await self._run(
+            pg_insert(calendars)
+            .values([{"user_id": user_id, "name": name, "position": i} for i, name in enumerate(defaults)])
+            .on_conflict_do_nothing()
+        )
+        return list((await self._run(query)).scalars())
+
+    # ---- settings and sharing ----------------------------------------------------------------------
+
+    async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
+        rows = await self._run(select(user_settings).where(user_settings.c.user_id.in_(list(user_ids))))
+        return {
+            r.user_id: StoredSettings(tz=r.tz, email=r.email, language=r.language, work_hours=r.work_hours)
+            for r in rows
+        }
+
+    async def save_settings(self, user_id: str, saved: StoredSettings, at: datetime) -> None:
+        values = {
+            "tz": saved.tz,
+            "email": saved.email,
+            "language": saved.language,
+            "work_hours": saved.work_hours,
+            "updated_at": at,
+        }
+        statement = pg_insert(user_settings).values(user_id=user_id, **values)
+        await self._run(
+            statement.on_conflict_do_update(index_elements=[user_settings.c.user_id], set_=values)
+        )
+
+    async def users_with_email(self, addresses: Sequence[str]) -> dict[str, list[str]]:
+        wanted = [a.casefold() for a in addresses]
+        rows = await self._run(
+            select(user_settings.c.user_id, func.lower(user_settings.c.email).label("email")).where(
+                func.lower(user_settings.c.email).in_(wanted)
+            )
+        )
+        found: dict[str, list[str]] = {}
+        for r in rows:
+            found.setdefault(r.email, []).append(r.user_id)
+        return found
+
+    async def share(self, owner_id: str, with_user_id: str, level: str, at: datetime) -> None:
+        statement = pg_insert(sharing).values(
+            owner_id=owner_id, with_user_id=with_user_id, level=level, created_at=at
+        )
+        await self._run(
+            statement.on_conflict_do_update(
+                index_elements=[sharing.c.owner_id, sharing.c.with_user_id], set_={"level": level}
+            )
+        )
+
+    async def unshare(self, owner_id: str, with_user_id: str) -> bool:
+        result = await self._run(
+            sharing.delete().where(sharing.c.owner_id == owner_id, sharing.c.with_user_id == with_user_id)
+        )
+        return bool(getattr(result, "rowcount", 0))
+
+    async def sharing_of(self, user_id: str) -> tuple[list[ShareEntry], list[ShareEntry]]:
+        rows = await self._run(
+            select(sharing)
+            .where(or_(sharing.c.owner_id == user_id, sharing.c.with_user_id == user_id))
+            .order_by(sharing.c.created_at, sharing.c.owner_id, sharing.c.with_user_id)
+        )
+        mine: list[ShareEntry] = []
+        theirs: list[ShareEntry] = []
+        for r in rows:
+            if r.owner_id == user_id:
+                mine.append(ShareEntry(user=r.with_user_id, level=r.level, created_at=r.created_at))
+            else:
+                theirs.append(ShareEntry(user=r.owner_id, level=r.level, created_at=r.created_at))
+        return mine, theirs
+
+    # ---- feeds -----------------------------------------------------------------------------------
+
+    async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
+        # One row per user: the new hash replaces the old one, so the old address stops working.
+        statement = pg_insert(feeds).values(user_id=user_id, secret_hash=secret_hash, tz=tz, created_at=at)
+        await self._run(
+            statement.on_conflict_do_update(
+                index_elements=[feeds.c.user_id],
+                set_={
+                    "secret_hash": statement.excluded.secret_hash,
+                    "tz": statement.excluded.tz,
+                    "created_at": statement.excluded.created_at,
+                },
+            )
+        )
+
+    async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
+        row = (
+            await self._run(select(feeds.c.user_id, feeds.c.tz).where(feeds.c.secret_hash == secret_hash))
+        ).first()
+        return (row.user_id, row.tz) if row is not None else None
