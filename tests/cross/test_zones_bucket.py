@@ -13,7 +13,7 @@ from nats.errors import Error as NatsError
 
 from calagent.commands.adapters.zones import KvZones
 from calagent.contracts.settings import zone_key
-from calagent.devtools.embedded import EmbeddedNats
+from calagent.devtools.nats_server import EmbeddedNats
 from calagent.gateway.auth import Principal
 from calagent.gateway.zones import UserZones
 from calagent.runtime.bus import Bus

@@ -183,7 +183,7 @@ def test_nats_conf_is_valid_for_nats_server_and_needs_every_password(tmp_path: P
     import os
     import subprocess
 
-    from calagent.devtools.embedded import nats_server_binary
+    from calagent.devtools.nats_server import nats_server_binary
 
     conf = tmp_path / "nats.conf"
     conf.write_text((DEPLOY / "nats.conf").read_text(encoding="utf-8"))
@@ -225,7 +225,9 @@ def test_three_nodes_from_nats_conf_form_one_jetstream_cluster(
     import os
     import subprocess
 
-    from calagent.devtools.embedded import free_port, nats_server_binary, wait_for_jetstream, wait_for_port
+    from calagent.devtools.nats_cluster import wait_for_jetstream
+    from calagent.devtools.nats_server import nats_server_binary
+    from calagent.devtools.processes import free_port, wait_for_port
 
     passwords = {password_variable(user): f"pw-{user}" for user in (*SERVICES, ADMIN)}
     env = {**os.environ, **passwords, ROUTE_PASSWORD: "pw-route"}

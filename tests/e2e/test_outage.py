@@ -25,7 +25,8 @@ import httpx
 import pytest
 
 from calagent.cli.stack import Stack, start_stack
-from calagent.devtools.embedded import EmbeddedPostgres, free_port
+from calagent.devtools.postgres import EmbeddedPostgres
+from calagent.devtools.processes import free_port
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, on_user, read_events, script

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from calagent.devtools.embedded import free_port
+from calagent.devtools.processes import free_port
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .scripts import create_meeting_script

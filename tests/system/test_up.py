@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
-from calagent.devtools.embedded import free_port
+from calagent.devtools.processes import free_port
 from calagent.gateway.auth import issue_token
 from calagent.runtime.settings import AUTH_SECRET_FILE
 from calagent.scriptedmodel import ScriptedModelServer

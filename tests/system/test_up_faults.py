@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from calagent.devtools.embedded import EmbeddedNats, EmbeddedPostgres
+from calagent.devtools.nats_server import EmbeddedNats
+from calagent.devtools.postgres import EmbeddedPostgres
 
 from .test_up import Up, _argv, _cli
 

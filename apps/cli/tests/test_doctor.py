@@ -9,7 +9,7 @@ import pytest
 
 from calagent.cli.doctor import Check, run_doctor
 from calagent.cli.main import main
-from calagent.devtools.embedded import free_port
+from calagent.devtools.processes import free_port
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
 PROBE = {

@@ -12,7 +12,8 @@ import asyncpg
 import psutil
 import pytest
 
-from calagent.devtools.embedded import PG_USER, EmbeddedPostgres, _pg_bin, private_dir, wait_for_port
+from calagent.devtools.postgres import PG_USER, EmbeddedPostgres, _pg_bin
+from calagent.devtools.processes import private_dir, wait_for_port
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +81,7 @@ def test_a_data_dir_that_trusted_every_connection_is_upgraded_in_place(
     pg = EmbeddedPostgres(tmp_path / "pg")
     private_dir(pg.data_dir)
     if pg.user:
-        from calagent.devtools.embedded import _chown_tree, _open_installation, _open_path_to
+        from calagent.devtools.postgres import _chown_tree, _open_installation, _open_path_to
 
         _open_path_to(pg.data_dir)
         _chown_tree(pg.data_dir, pg.user)

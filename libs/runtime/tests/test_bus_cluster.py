@@ -17,7 +17,7 @@ from nats.js.errors import NoStreamResponseError
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.turns import TurnRequested
-from calagent.devtools.embedded import EmbeddedNatsCluster
+from calagent.devtools.nats_cluster import EmbeddedNatsCluster
 from calagent.runtime.bus import Bus, RetryPolicy
 from calagent.runtime.streams import STREAM_CONFIGS, ensure_replicas, ensure_streams
 

@@ -16,7 +16,7 @@ from nats.aio.msg import Msg
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.turns import TurnAnswer, TurnEvent
-from calagent.devtools.embedded import EmbeddedNats
+from calagent.devtools.nats_server import EmbeddedNats
 from calagent.runtime.trust import (
     ADMIN,
     ENDPOINT_SIDES,

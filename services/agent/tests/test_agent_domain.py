@@ -11,7 +11,8 @@ from calagent.agent.domain.claims import claims_creation, claims_schedule_read
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.receipts import View, command_receipt, query_receipt
+from calagent.agent.domain.reads import query_receipt
+from calagent.agent.domain.receipts import View, command_receipt
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.contracts.commands import CommandResult, EventOut, QueryResult, StubOut, StubSlots

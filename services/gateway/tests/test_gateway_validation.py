@@ -144,7 +144,7 @@ def test_the_listening_socket_is_tcp_so_accepted_connections_get_nodelay() -> No
     # IPPROTO_TCP; with proto 0 every response stalls ~40 ms (Nagle against delayed ACKs).
     import socket
 
-    from calagent.devtools.embedded import free_port
+    from calagent.devtools.processes import free_port
     from calagent.gateway.__main__ import _shared_socket
 
     sock = _shared_socket("127.0.0.1", free_port())

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import psutil
 
-from calagent.devtools.embedded import free_port
+from calagent.devtools.processes import free_port
 
 NOW = "2026-09-24T10:00:00+08:00"
 ROLES = ("gateway", "agent", "commands", "timeparse", "evalrec")

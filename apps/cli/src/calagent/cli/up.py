@@ -33,11 +33,10 @@ from typing import Any
 import psutil
 
 from calagent.contracts.subjects import SERVICES
-from calagent.devtools.embedded import (
-    MAX_CLUSTER_SIZE,
-    EmbeddedNats,
-    EmbeddedNatsCluster,
-    EmbeddedPostgres,
+from calagent.devtools.nats_cluster import MAX_CLUSTER_SIZE, EmbeddedNatsCluster
+from calagent.devtools.nats_server import EmbeddedNats
+from calagent.devtools.postgres import EmbeddedPostgres
+from calagent.devtools.processes import (
     free_port,
     open_private_log,
     parent_death_signal,

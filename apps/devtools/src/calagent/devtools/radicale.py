@@ -12,12 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from calagent.devtools.embedded import _stop, free_port, wait_for_port
+from calagent.devtools.processes import ChildServer, free_port, spawn_child, wait_for_port
 
 log = logging.getLogger("calagent.radicale")
 
 
-class EmbeddedRadicale:
+class EmbeddedRadicale(ChildServer):
     def __init__(
         self,
         data_dir: Path,
@@ -58,8 +58,7 @@ class EmbeddedRadicale:
             rights_file = self.data_dir / "rights"
             rights_file.write_text(self.rights)
             rights = ["--rights-type", "from_file", "--rights-file", str(rights_file)]
-        logfile = (self.data_dir / "radicale.log").open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = spawn_child(
             [
                 sys.executable,
                 "-m",
@@ -79,28 +78,17 @@ class EmbeddedRadicale:
                 "0",
                 *rights,
             ],
-            stdout=logfile,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            self.data_dir / "radicale.log",
         )
         wait_for_port(self.port, timeout, self.proc, self.host)
         log.info("radicale listening on %s (data in %s)", self.url, self.data_dir)
         return self.url
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            _stop(self.proc)
-            self.proc = None
 
     def add_user(self, name: str, password: str) -> None:
         """A new login, usable at once (the htpasswd file is read on every login)."""
         self.users[name] = password
         with (self.data_dir / "users").open("a") as handle:
             handle.write(f"{name}:{password}\n")
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 def make_calendar(

@@ -14,6 +14,11 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, InvitationAnswer, InvitationOut
+
+# A suggestion's types are `calagent.contracts.suggestions`; a query's result carries them.
+from calagent.contracts.suggestions import FreeSlot as FreeSlot
+from calagent.contracts.suggestions import NoSlotReason
+from calagent.contracts.suggestions import SuggestionPeople as SuggestionPeople
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
@@ -459,25 +464,6 @@ Query = Annotated[AnyQuery, Field(discriminator="kind")]
 
 class QueryRequest(WireModel):
     query: Query
-
-
-class FreeSlot(WireModel):
-    start: datetime
-    end: datetime
-    weekday: int
-
-
-# Why a suggestion found no slot: nothing of the range is ahead; the working hours of the people
-# counted do not meet in it; they meet, but busy time (or the length asked for) leaves no slot.
-NoSlotReason = Literal["past", "no_common_hours", "busy"]
-
-
-class SuggestionPeople(WireModel):
-    """Whose time a suggestion counted besides the caller's, and whose it could not (they share no
-    free/busy with the caller, or are not users here): by the names the model gave, nothing more."""
-
-    counted: tuple[str, ...] = ()
-    unknown: tuple[str, ...] = ()
 
 
 class SyncNotice(WireModel):

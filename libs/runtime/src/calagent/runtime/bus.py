@@ -6,7 +6,8 @@ and `request` take an `Endpoint[Req, Rep]`, `consume` and `js_publish` a `Stream
 handler and its callers cannot disagree about a body. Trace context rides in NATS headers through
 FastStream's `NatsTelemetryMiddleware` (OpenTelemetry messaging conventions). How each received
 message is acknowledged, answered or dead-lettered is `calagent.runtime.settle`; the streams
-themselves and their copies are `calagent.runtime.streams`.
+themselves and their copies are `calagent.runtime.streams`; the typed publishers handed to senders
+are `calagent.runtime.publishers`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from faststream import AckPolicy
 from faststream.nats import (
@@ -31,7 +32,6 @@ from faststream.nats import (
     PullSub,
 )
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
-from faststream.nats.publisher.usecase import LogicPublisher
 from faststream.specification import AsyncAPI
 from nats.aio.client import Client as NatsClient
 from nats.errors import NoRespondersError
@@ -50,6 +50,7 @@ from calagent.contracts.bus import (
 )
 from calagent.contracts.wire import Endpoint, Stream, Topic, deadletter, health
 from calagent.runtime.clock import Clock, SystemClock
+from calagent.runtime.publishers import StreamPublisher, TopicPublisher
 from calagent.runtime.settle import (
     RetryPolicy,
     TransientError,
@@ -64,7 +65,8 @@ from calagent.runtime.trust import inbox_prefix, user_of
 if TYPE_CHECKING:
     from faststream.nats import TestNatsBroker
 
-# Handlers raise `TransientError` and consumers take a `RetryPolicy`: both belong to using the bus.
+# Handlers raise `TransientError`, consumers take a `RetryPolicy` and senders hold the publishers
+# `Bus` hands out: all belong to using the bus.
 __all__ = (
     "Bus",
     "BusRequestError",
@@ -109,36 +111,6 @@ def nats_servers(url: str) -> list[str]:
 
 def instance_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-# ---- typed publishers --------------------------------------------------------------------------------
-
-
-class StreamPublisher(Generic[M]):
-    """Publishes one JetStream subject's messages; `msg_id` makes a retry a no-op within the
-    stream's duplicate window, and the returned ack says whether it was one."""
-
-    def __init__(self, publisher: LogicPublisher, stream: Stream[M]) -> None:
-        self._publisher = publisher
-        self._stream = stream
-
-    async def publish(self, message: M, *, msg_id: str | None = None, timeout: float = 10.0) -> PubAck:
-        headers = {"Nats-Msg-Id": msg_id} if msg_id else None
-        ack: PubAck = await self._publisher.publish(
-            message, headers=headers, stream=self._stream.stream, timeout=timeout
-        )
-        return ack
-
-
-class TopicPublisher(Generic[M]):
-    """Publishes one topic's messages to `<prefix>.<key>`."""
-
-    def __init__(self, publisher: LogicPublisher, topic: Topic[M]) -> None:
-        self._publisher = publisher
-        self._topic = topic
-
-    async def publish(self, key: str, message: M) -> None:
-        await self._publisher.publish(message, subject=self._topic.subject(key))
 
 
 @dataclass(frozen=True, slots=True)

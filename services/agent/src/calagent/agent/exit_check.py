@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from calagent.agent.domain import receipts
+from calagent.agent.domain import fixed_replies
 from calagent.agent.domain.claims import find_claims
 from calagent.agent.domain.repair import TEXT_CALL_MARKERS
 from calagent.agent.state import Finished, TurnState
@@ -22,11 +22,11 @@ def exit_check(state: TurnState, text: str) -> Finished:
         if claims.write and not state.persisted:
             state.flag("unverified_create_claim")
             state.replaced_reply = text
-            return Finished("claim_replaced", receipts.replaced_create_claim(state.lang))
+            return Finished("claim_replaced", fixed_replies.replaced_create_claim(state.lang))
         if claims.read and not state.read_ran:
             state.flag("unverified_read_claim")
             state.replaced_reply = text
-            return Finished("claim_replaced", receipts.replaced_read_claim(state.lang))
+            return Finished("claim_replaced", fixed_replies.replaced_read_claim(state.lang))
     reply = text.strip() or ("好的。" if state.lang == "zh" else "OK.")
     return Finished("answered", reply)
 

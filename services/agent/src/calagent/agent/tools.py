@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from calagent.agent.domain import receipts
+from calagent.agent.domain import fixed_replies, reads, receipts
 from calagent.agent.domain.pending import write_hold
 from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, StorePort
 from calagent.agent.state import Finished, TurnState
@@ -241,7 +241,7 @@ class Tools:
             # A held write is confirmed only by the user's own words (contract §8).
             return ToolResult(
                 "refused:third_party",
-                finished=Finished("answered", receipts.confirmation_not_own_words(state.lang)),
+                finished=Finished("answered", fixed_replies.confirmation_not_own_words(state.lang)),
             )
         stub = state.current_stub
         command_id = args.command_id or (stub.id if stub is not None else "")
@@ -251,7 +251,8 @@ class Tools:
         if state.turn.third_party:
             # Taking a change back is a write: only the user's own words ask for it.
             return ToolResult(
-                "refused:third_party", finished=Finished("answered", receipts.undo_not_own_words(state.lang))
+                "refused:third_party",
+                finished=Finished("answered", fixed_replies.undo_not_own_words(state.lang)),
             )
         return await self.execute(state, undo_command(state, change_id=args.change_id))
 
@@ -262,7 +263,7 @@ class Tools:
             state.flag("held")
             return ToolResult(
                 "held:third_party",
-                finished=Finished("held", receipts.cancel_not_own_words(state.current_stub, state.lang)),
+                finished=Finished("held", fixed_replies.cancel_not_own_words(state.current_stub, state.lang)),
             )
         return await self.execute(
             state,
@@ -274,14 +275,14 @@ class Tools:
             # A memory shapes every later turn: someone else's words are not saved as the user's.
             state.flag("held")
             return ToolResult(
-                "held:third_party", finished=Finished("held", receipts.memory_not_own_words(state.lang))
+                "held:third_party", finished=Finished("held", fixed_replies.memory_not_own_words(state.lang))
             )
         env = state.env
         with state.timeline.segment("db.save_memory"):
             await self.store.save_memory(env.user_id, args.content, state.next_key(), self.clock.now())
         return ToolResult(
             "saved",
-            finished=Finished("memory_saved", receipts.memory_saved_receipt(args.content, state.lang)),
+            finished=Finished("memory_saved", fixed_replies.memory_saved_receipt(args.content, state.lang)),
         )
 
     # ---- reads ---------------------------------------------------------------------------------
@@ -318,7 +319,7 @@ class Tools:
         state.events.extend(event_view(e) for e in result.events)
         with state.timeline.segment("receipt"):
             return ToolResult(
-                "queried", finished=Finished("queried", receipts.query_receipt(result, state.view))
+                "queried", finished=Finished("queried", reads.query_receipt(result, state.view))
             )
 
     async def suggest_free_time(self, state: TurnState, args: SuggestFreeTime) -> ToolResult:
@@ -336,7 +337,7 @@ class Tools:
             return result
         state.slots = [SlotView(start=s.start, end=s.end) for s in result.free_slots]
         with state.timeline.segment("receipt"):
-            reply = receipts.free_time_receipt(
+            reply = reads.free_time_receipt(
                 result.free_slots,
                 args.duration_minutes,
                 state.view,

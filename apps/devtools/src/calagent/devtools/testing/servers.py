@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from calagent.devtools.embedded import EmbeddedNats, EmbeddedPostgres
+from calagent.devtools.nats_server import EmbeddedNats
+from calagent.devtools.postgres import EmbeddedPostgres
 
 log = logging.getLogger("calagent.testing")
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from calagent.devtools.embedded import _stop, free_port, wait_for_port
+from calagent.devtools.processes import ChildServer, free_port, spawn_child, wait_for_port
 
 log = logging.getLogger("calagent.testing")
 
@@ -22,7 +22,7 @@ PRINCIPAL = "/user/"
 CALENDAR = "/user/calendars/calendar/"
 
 
-class EmbeddedXandikos:
+class EmbeddedXandikos(ChildServer):
     def __init__(self, data_dir: Path, port: int | None = None) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
@@ -40,8 +40,7 @@ class EmbeddedXandikos:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         executable = shutil.which("xandikos", path=str(Path(sys.executable).parent))
         command = [executable] if executable else [sys.executable, "-m", "xandikos"]
-        logfile = (self.data_dir / "xandikos.log").open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = spawn_child(
             [
                 *command,
                 "serve",
@@ -56,15 +55,8 @@ class EmbeddedXandikos:
                 "-p",
                 str(self.port),
             ],
-            stdout=logfile,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            self.data_dir / "xandikos.log",
         )
         wait_for_port(self.port, timeout, self.proc)
         log.info("xandikos listening on %s (data in %s)", self.url, self.data_dir)
         return self.url
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            _stop(self.proc)
-            self.proc = None

@@ -3,6 +3,9 @@
 The model never re-narrates a result, so it cannot rewrite a date or claim a write that did not
 happen. Every date carries its weekday and zone, its year when it is not this year, and both UTC
 offsets when a DST change makes the clock time ambiguous.
+
+This module says what a command did (a write, an undo, a stub waiting on the user); what a held
+request offers lives in `offers`, reads and free time in `reads`, fixed replies in `fixed_replies`.
 """
 
 from __future__ import annotations
@@ -12,18 +15,19 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from calagent.agent.domain.rule_words import describe_rule
-from calagent.contracts.commands import (
-    ChangeOut,
-    CommandResult,
-    EventOut,
-    FreeSlot,
-    NoSlotReason,
-    QueryResult,
-    StubOut,
-    SuggestionPeople,
-    SyncNotice,
+# The turn loop still reaches these three fixed replies through this module.
+from calagent.agent.domain.fixed_replies import ask_user_after_errors as ask_user_after_errors
+from calagent.agent.domain.fixed_replies import direct_call_refused as direct_call_refused
+from calagent.agent.domain.fixed_replies import model_unavailable_reply as model_unavailable_reply
+from calagent.agent.domain.offers import (
+    attendee_question,
+    change_offer,
+    conflict_names,
+    plan_text,
+    series_plan,
 )
+from calagent.agent.domain.rule_words import describe_rule
+from calagent.contracts.commands import CommandResult, EventOut, StubOut, SyncNotice
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
 from calagent.contracts.people import Attendee
 
@@ -75,21 +79,12 @@ class View:
     def moment(self, at: datetime) -> str:
         return format_moment(self.local(at), self.zone_label, self.lang, self.today)
 
+    def when(self, event: EventOut) -> str:
+        return self.span(event.start, event.end, event.all_day)
 
-def _event_line(event: EventOut, view: View) -> str:
-    span = view.span(event.start, event.end, event.all_day)
-    done = " ✓" if event.completed else ""
-    if view.zh:
-        return f"- {span} {event.title}（{event.calendar}）{done}"
-    return f"- {span} {event.title} ({event.calendar}){done}"
-
-
-def _conflict_names(stub: StubOut, view: View) -> str:
-    parts = []
-    for event in stub.conflicts_with:
-        span = view.span(event.start, event.end, event.all_day)
-        parts.append(f"「{event.title}」({span})" if view.zh else f'"{event.title}" ({span})')
-    return ("、" if view.zh else ", ").join(parts)
+    def people(self, people: Sequence[Attendee]) -> str:
+        names = [f"{p.name} <{p.email}>" if p.name else p.email for p in people]
+        return ("、" if self.zh else ", ").join(names)
 
 
 def _proposed(stub: StubOut, view: View) -> str:
@@ -121,7 +116,7 @@ def sync_notice_lines(notices: Sequence[SyncNotice], view: View) -> str:
     lines = []
     for notice in notices:
         event = notice.event
-        when = _when(event, view)
+        when = view.when(event)
         if notice.outcome == "rejected":
             lines.append(
                 f"注意：「{event.title}」（{when}）没能写入你连接的日历，日历服务器拒绝了这次修改。"
@@ -145,21 +140,21 @@ def _undo_text(result: CommandResult, view: View) -> str:
     if result.status == "created" and result.event is not None:
         event = result.event
         return (
-            f"已撤销：「{event.title}」恢复了（{_when(event, view)}，日历「{event.calendar}」）。"
+            f"已撤销：「{event.title}」恢复了（{view.when(event)}，日历「{event.calendar}」）。"
             if zh
-            else f'Undone: "{event.title}" is back ({_when(event, view)}, calendar "{event.calendar}").'
+            else f'Undone: "{event.title}" is back ({view.when(event)}, calendar "{event.calendar}").'
         )
     if result.status == "deleted" and result.before is not None:
         return (
-            f"已撤销：「{result.before.title}」（{_when(result.before, view)}）已移除。"
+            f"已撤销：「{result.before.title}」（{view.when(result.before)}）已移除。"
             if zh
-            else f'Undone: "{result.before.title}" ({_when(result.before, view)}) is removed.'
+            else f'Undone: "{result.before.title}" ({view.when(result.before)}) is removed.'
         )
     if result.event is not None and result.before is not None:
         return (
-            f"已撤销：「{result.event.title}」{_when(result.before, view)} → {_when(result.event, view)}。"
+            f"已撤销：「{result.event.title}」{view.when(result.before)} → {view.when(result.event)}。"
             if zh
-            else f'Undone: "{result.event.title}" {_when(result.before, view)} → {_when(result.event, view)}.'
+            else f'Undone: "{result.event.title}" {view.when(result.before)} → {view.when(result.event)}.'
         )
     return "已撤销。" if zh else "Undone."
 
@@ -198,139 +193,14 @@ def command_receipt(result: CommandResult, view: View) -> str:
     return text
 
 
-def _when(event: EventOut, view: View) -> str:
-    return view.span(event.start, event.end, event.all_day)
-
-
-def _change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
-    """A held update or delete: what it is now, what it will be (or what goes), and the ask."""
-    zh = view.zh
-    title = change.before.title
-    before = _when(change.before, view)
-    scope = {
-        "this": ("", ""),
-        "following": ("（这一次及之后的所有重复）", " (this and all later occurrences)"),
-        "all": ("（整个重复系列）", " (the whole series)"),
-    }[change.scope]
-    scope_text = scope[0] if zh else scope[1]
-    if change.before.series_id is None:
-        scope_text = ""
-    if change.action == "update" and change.after is not None:
-        after = _when(change.after, view)
-        if after == before:
-            after = "时间不变" if zh else "same time"
-        renamed = change.after.title != title
-        what = (
-            (f"「{title}」→「{change.after.title}」" if renamed else f"「{title}」")
-            if zh
-            else (f'"{title}" → "{change.after.title}"' if renamed else f'"{title}"')
-        )
-        text = (
-            f"要修改{what}{scope_text}：{before} → {after}。"
-            if zh
-            else f"Change {what}{scope_text}: {before} → {after}?"
-        )
-        if stub.status == "conflict" and stub.conflicts_with:
-            names = _conflict_names(stub, view)
-            text += f"新时间与 {names} 冲突。" if zh else f" The new time conflicts with {names}."
-        if stub.hold_reason == "past_start":
-            text += "新时间已经过去了。" if zh else " The new time is in the past."
-        text += _recipients_clause(stub, view)
-        return text + (
-            "回复“确认”才会修改，现在没有任何改动。"
-            if zh
-            else ' Reply "confirm" to change it; nothing has changed yet.'
-        )
-    gone = ""
-    if change.scope != "this" and change.removed_starts:
-        starts = (
-            "、".join(view.moment(s) for s in change.removed_starts)
-            if zh
-            else ", ".join(view.moment(s) for s in change.removed_starts)
-        )
-        total = change.removed_count
-        more = ""
-        if total is None:
-            more = "，以及之后的每一次" if zh else ", and every one after"
-        elif total > len(change.removed_starts):
-            more = f"，共 {total} 次" if zh else f", {total} in all"
-        gone = f"将删除：{starts}{more}。" if zh else f" Going: {starts}{more}."
-    gone += _recipients_clause(stub, view)
-    return (
-        f"要删除「{title}」{scope_text}（{before}）吗？{gone}回复“确认”才会删除，现在没有任何改动。"
-        if zh
-        else f'Delete "{title}"{scope_text} ({before})?{gone} Reply "confirm" to delete it; nothing has changed yet.'
-    )
-
-
-def _people(people: Sequence[Attendee], view: View) -> str:
-    names = [f"{p.name} <{p.email}>" if p.name else p.email for p in people]
-    return ("、" if view.zh else ", ").join(names)
-
-
-def _recipients_clause(stub: StubOut, view: View) -> str:
-    """Whom the confirmation mails (contract §16: the receipt names every recipient)."""
-    if stub.hold_reason != "sends_invitations" or not stub.recipients:
-        return ""
-    who = _people(stub.recipients, view)
-    return f"确认后会给 {who} 发送邮件。" if view.zh else f" Confirming sends mail to {who}."
-
-
-def _attendee_question(stub: StubOut, view: View) -> str:
-    query = stub.attendee_query or ""
-    if stub.attendee_candidates:
-        options = " / ".join(f"{p.name} <{p.email}>" if p.name else p.email for p in stub.attendee_candidates)
-        return (
-            f"「{stub.title}」要邀请的“{query}”是哪一位？{options}。请回复名字或邮箱。"
-            if view.zh
-            else f'Who is "{query}" for "{stub.title}"? {options}. Reply with a name or an address.'
-        )
-    return (
-        f"联系人里没有“{query}”。「{stub.title}」要邀请的人的邮箱是什么？"
-        if view.zh
-        else f'No contact is called "{query}". What is their e-mail address for "{stub.title}"?'
-    )
-
-
-def _series_plan(stub: StubOut, view: View) -> str:
-    zh = view.zh
-    rule = describe_rule(stub.slots.recurrence or "", view.lang)
-    nexts = ("、" if zh else ", ").join(view.moment(s) for s in stub.next_occurrences)
-    return (
-        f"「{stub.title}」将按“{rule}”重复，接下来三次：{nexts}。回复“确认”后创建这个重复日程。"
-        if zh
-        else f'"{stub.title}" will repeat {rule}; the next three: {nexts}. Reply "confirm" to create the series.'
-    )
-
-
-def _plan_text(stub: StubOut, view: View, confirmed: bool) -> str:
-    zh = view.zh
-    plan = stub.plan
-    trigger = plan.trigger if plan is not None else stub.title
-    steps = ("；".join(plan.steps) if zh else "; ".join(plan.steps)) if plan is not None else ""
-    if confirmed:
-        return (
-            f"已保存自动化计划（{trigger}：{steps}）。它不会自己运行；可以在计划列表里查看或删除。"
-            if zh
-            else f"Saved the automation plan ({trigger}: {steps}). It does not run by itself; "
-            "you can see or delete it in your plans."
-        )
-    return (
-        f"这是一个自动化计划，我不会自动执行：触发条件“{trigger}”，步骤：{steps}。回复“确认”保存这个计划。"
-        if zh
-        else f'This is an automation plan; nothing runs by itself. Trigger: "{trigger}". Steps: {steps}. '
-        'Reply "confirm" to save the plan.'
-    )
-
-
 def _command_text(result: CommandResult, view: View) -> str:
     zh = view.zh
     stub = result.stub
     if result.status == "updated" and result.event is not None and result.before is not None:
         return (
-            f"已修改「{result.event.title}」：{_when(result.before, view)} → {_when(result.event, view)}。"
+            f"已修改「{result.event.title}」：{view.when(result.before)} → {view.when(result.event)}。"
             if zh
-            else f'Changed "{result.event.title}": {_when(result.before, view)} → {_when(result.event, view)}.'
+            else f'Changed "{result.event.title}": {view.when(result.before)} → {view.when(result.event)}.'
         )
     if result.status == "deleted" and result.before is not None:
         scope = stub.change.scope if stub is not None and stub.change is not None else "this"
@@ -340,17 +210,17 @@ def _command_text(result: CommandResult, view: View) -> str:
             what_en = "the whole series" if scope == "all" else "this and later occurrences"
             many = "" if count is None else (f"，共 {count} 次" if zh else f", {count} occurrences")
             return (
-                f"已删除「{result.before.title}」{what}（从 {_when(result.before, view)} 起{many}）。"
+                f"已删除「{result.before.title}」{what}（从 {view.when(result.before)} 起{many}）。"
                 if zh
-                else f'Deleted "{result.before.title}", {what_en} (from {_when(result.before, view)}{many}).'
+                else f'Deleted "{result.before.title}", {what_en} (from {view.when(result.before)}{many}).'
             )
         return (
-            f"已删除「{result.before.title}」（{_when(result.before, view)}）。"
+            f"已删除「{result.before.title}」（{view.when(result.before)}）。"
             if zh
-            else f'Deleted "{result.before.title}" ({_when(result.before, view)}).'
+            else f'Deleted "{result.before.title}" ({view.when(result.before)}).'
         )
     if result.status == "planned" and stub is not None:
-        return _plan_text(stub, view, confirmed=stub.status == "planned")
+        return plan_text(stub, view, confirmed=stub.status == "planned")
     if result.status == "created" and result.event is not None:
         event = result.event
         span = view.span(event.start, event.end, event.all_day)
@@ -373,7 +243,7 @@ def _command_text(result: CommandResult, view: View) -> str:
             who = stub.invitation.organizer
             text += f"（已答复 {who}）" if zh else f" ({who} has your answer)"
         elif event.attendees:
-            who = _people(event.attendees, view)
+            who = view.people(event.attendees)
             text += f"（邀请已交给邮件发送：{who}）" if zh else f" (invitations on their way to {who})"
         if result.calendar_fallback is not None:
             fb = result.calendar_fallback
@@ -413,12 +283,12 @@ def _command_text(result: CommandResult, view: View) -> str:
             else f'What time should "{title}" {("on " + day + " ") if day else ""}start? e.g. "2pm".'
         )
     if result.status == "needs_attendee":
-        return _attendee_question(stub, view)
+        return attendee_question(stub, view)
     if stub.kind == "change" and stub.change is not None and result.status in ("held", "conflict"):
-        return _change_offer(stub, stub.change, view)
+        return change_offer(stub, stub.change, view)
     if result.status == "conflict":
         when = _proposed(stub, view)
-        names = _conflict_names(stub, view)
+        names = conflict_names(stub, view)
         return (
             f"「{title}」{when} 与 {names} 时间冲突。要换个时间，还是仍按原时间创建？"
             if zh
@@ -427,7 +297,7 @@ def _command_text(result: CommandResult, view: View) -> str:
     if result.status == "held":
         when = _proposed(stub, view)
         if stub.hold_reason == "recurrence_plan" and stub.slots.recurrence:
-            return _series_plan(stub, view)
+            return series_plan(stub, view)
         if stub.hold_reason == "recurrence_unclear":
             return (
                 f"你的话里像是要重复的日程，但这次只会建一次「{stub.title}」{when}。要只建这一次，请回复“确认”；要重复，请告诉我怎么重复。"
@@ -436,7 +306,7 @@ def _command_text(result: CommandResult, view: View) -> str:
                 'Reply "confirm" for just this once, or tell me how it repeats.'
             )
         if stub.hold_reason == "sends_invitations":
-            who = _people(stub.recipients, view)
+            who = view.people(stub.recipients)
             return (
                 f"「{title}」{when}：确认后我会创建它并给 {who} 发送邀请邮件。现在还没有写入，也没有发出任何邮件，回复“确认”即可。"
                 if zh
@@ -481,151 +351,3 @@ def _command_text(result: CommandResult, view: View) -> str:
             else f'The pending request for "{title}" expired and nothing was created. Please tell me again.'
         )
     return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
-
-
-def query_receipt(result: QueryResult, view: View) -> str:
-    zh = view.zh
-    if result.range_start is None or result.range_end is None:
-        return "没有查到。" if zh else "Nothing found."
-    window = f"{view.moment(result.range_start)} – {view.moment(result.range_end)}"
-    if not result.events:
-        return f"{window} 没有安排。" if zh else f"Nothing scheduled {window}."
-    lines = "\n".join(_event_line(event, view) for event in result.events)
-    head = f"{window} 共 {len(result.events)} 项安排：" if zh else f"{len(result.events)} event(s) {window}:"
-    return f"{head}\n{lines}"
-
-
-def free_time_receipt(
-    slots: Sequence[FreeSlot],
-    duration: int,
-    view: View,
-    *,
-    people: SuggestionPeople | None = None,
-    no_slot_reason: NoSlotReason | None = None,
-) -> str:
-    zh = view.zh
-    lines: list[str] = []
-    if people is not None and people.counted:
-        names = "、".join(people.counted) if zh else ", ".join(people.counted)
-        lines.append(
-            f"已按 {names} 的忙闲和工作时间安排。"
-            if zh
-            else f"Counting the free/busy and working hours of {names}."
-        )
-    if people is not None and people.unknown:
-        names = "、".join(people.unknown) if zh else ", ".join(people.unknown)
-        lines.append(
-            f"{names} 的忙闲未知（没有与你共享），按空闲计算。"
-            if zh
-            else f"Unknown free/busy for {names} (not shared with you): counted as free."
-        )
-    if not slots:
-        together = people is not None and bool(people.counted)
-        if no_slot_reason == "no_common_hours" and together:
-            lines.append(
-                "这段时间里大家的工作时间没有重叠。"
-                if zh
-                else "Your working hours do not overlap in that range."
-            )
-        elif no_slot_reason == "no_common_hours":
-            lines.append(
-                "这段时间不在你的工作时间内。" if zh else "That range is outside your working hours."
-            )
-        elif no_slot_reason == "past":
-            lines.append("这段时间已经过去了。" if zh else "That range is already over.")
-        elif zh:
-            common = "共同" if together else ""
-            lines.append(f"这段时间里没有连续 {duration} 分钟的{common}空闲（工作时间内）。")
-        else:
-            lines.append(f"No free {duration}-minute slot in that range (within working hours).")
-        return "\n".join(lines)
-    listed = "\n".join(f"- {view.span(s.start, s.end)}" for s in slots)
-    lines.append(f"可以考虑这些空闲时间：\n{listed}" if zh else f"Free slots you could use:\n{listed}")
-    return "\n".join(lines)
-
-
-def memory_saved_receipt(content: str, lang: Lang) -> str:
-    return f"已记住：{content}" if lang == "zh" else f"Noted: {content}"
-
-
-def confirmation_not_own_words(lang: Lang) -> str:
-    return (
-        "确认需要你本人的话，转发或引用的内容不能确认待定的日程。请直接回复“确认”。"
-        if lang == "zh"
-        else 'A confirmation has to be your own words, not forwarded or quoted content. Reply "confirm" yourself.'
-    )
-
-
-def undo_not_own_words(lang: Lang) -> str:
-    return (
-        "撤销需要你本人的话，转发或引用的内容不能撤销日历上的修改。日历没有变化。"
-        if lang == "zh"
-        else "Taking a change back has to be your own words, not forwarded or quoted content. Nothing changed."
-    )
-
-
-def cancel_not_own_words(stub: StubOut | None, lang: Lang) -> str:
-    """A cancel asked for by forwarded or quoted content: held, the pending request stays."""
-    if stub is None:
-        return (
-            "转发或引用的内容要求取消，但你现在没有待定的日程，什么都没有改动。"
-            if lang == "zh"
-            else "Forwarded or quoted content asks to cancel something, but nothing is pending; nothing was changed."
-        )
-    return (
-        f"转发或引用的内容要求取消「{stub.title}」，我没有取消，它仍在等你。如果你要取消，请亲自说“取消”。"
-        if lang == "zh"
-        else f'Forwarded or quoted content asks to cancel "{stub.title}"; I have not cancelled it and it is '
-        'still pending. If you want it cancelled, say "cancel" yourself.'
-    )
-
-
-def memory_not_own_words(lang: Lang) -> str:
-    return (
-        "这段内容来自转发或引用，我没有把它记作你的记忆。如果要记住，请用你自己的话告诉我。"
-        if lang == "zh"
-        else "That comes from forwarded or quoted content, so I have not saved it as your memory. "
-        "Tell me in your own words if you want it remembered."
-    )
-
-
-def replaced_create_claim(lang: Lang) -> str:
-    return (
-        "抱歉，我刚才的回答不准确：这次并没有改动你的日历。请再说一次要做的事和时间，我会真正去做。"
-        if lang == "zh"
-        else "Sorry, that was not accurate: nothing on your calendar was changed. "
-        "Tell me again what to do and when, and I will actually do it."
-    )
-
-
-def replaced_read_claim(lang: Lang) -> str:
-    return (
-        "抱歉，我还没有查看你的日历，不能确定你的安排。要我查一下吗？例如“明天有什么安排”。"
-        if lang == "zh"
-        else "Sorry, I have not looked at your calendar yet, so I can't say what you have. "
-        'Shall I check? e.g. "what\'s on tomorrow".'
-    )
-
-
-def model_unavailable_reply(lang: Lang) -> str:
-    return (
-        "抱歉，模型服务暂时不可用，我这次没有做任何操作，日历没有变化。请稍后再试。"
-        if lang == "zh"
-        else "Sorry, the language model is unavailable right now. I did nothing and your calendar is unchanged. "
-        "Please try again shortly."
-    )
-
-
-def ask_user_after_errors(lang: Lang) -> str:
-    return (
-        "抱歉，我没能理解这个时间。能换个说法吗？例如“下周三下午3点”。"
-        if lang == "zh"
-        else 'Sorry, I could not work out that date or time. Could you say it another way, e.g. "next Wednesday 3pm"?'
-    )
-
-
-def direct_call_refused(message: str, lang: Lang) -> str:
-    """A client's own command (no model to retry it) was refused; the reason as commands gave it."""
-    if lang == "zh":
-        return f"这个操作没有执行：{message}" if message else "这个操作没有执行。"
-    return f"That was not done: {message}" if message else "That was not done."

@@ -1,0 +1,137 @@
+"""What a held request will do once the user confirms it (a change, a series, a plan, the mail
+it sends), and the question a stub waits on; part of the receipts, in the reader's `View`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from calagent.agent.domain.rule_words import describe_rule
+from calagent.contracts.commands import ChangeOut, StubOut
+
+if TYPE_CHECKING:
+    from calagent.agent.domain.receipts import View
+
+
+def conflict_names(stub: StubOut, view: View) -> str:
+    parts = []
+    for event in stub.conflicts_with:
+        span = view.span(event.start, event.end, event.all_day)
+        parts.append(f"「{event.title}」({span})" if view.zh else f'"{event.title}" ({span})')
+    return ("、" if view.zh else ", ").join(parts)
+
+
+def change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
+    """A held update or delete: what it is now, what it will be (or what goes), and the ask."""
+    zh = view.zh
+    title = change.before.title
+    before = view.when(change.before)
+    scope = {
+        "this": ("", ""),
+        "following": ("（这一次及之后的所有重复）", " (this and all later occurrences)"),
+        "all": ("（整个重复系列）", " (the whole series)"),
+    }[change.scope]
+    scope_text = scope[0] if zh else scope[1]
+    if change.before.series_id is None:
+        scope_text = ""
+    if change.action == "update" and change.after is not None:
+        after = view.when(change.after)
+        if after == before:
+            after = "时间不变" if zh else "same time"
+        renamed = change.after.title != title
+        what = (
+            (f"「{title}」→「{change.after.title}」" if renamed else f"「{title}」")
+            if zh
+            else (f'"{title}" → "{change.after.title}"' if renamed else f'"{title}"')
+        )
+        text = (
+            f"要修改{what}{scope_text}：{before} → {after}。"
+            if zh
+            else f"Change {what}{scope_text}: {before} → {after}?"
+        )
+        if stub.status == "conflict" and stub.conflicts_with:
+            names = conflict_names(stub, view)
+            text += f"新时间与 {names} 冲突。" if zh else f" The new time conflicts with {names}."
+        if stub.hold_reason == "past_start":
+            text += "新时间已经过去了。" if zh else " The new time is in the past."
+        text += recipients_clause(stub, view)
+        return text + (
+            "回复“确认”才会修改，现在没有任何改动。"
+            if zh
+            else ' Reply "confirm" to change it; nothing has changed yet.'
+        )
+    gone = ""
+    if change.scope != "this" and change.removed_starts:
+        starts = (
+            "、".join(view.moment(s) for s in change.removed_starts)
+            if zh
+            else ", ".join(view.moment(s) for s in change.removed_starts)
+        )
+        total = change.removed_count
+        more = ""
+        if total is None:
+            more = "，以及之后的每一次" if zh else ", and every one after"
+        elif total > len(change.removed_starts):
+            more = f"，共 {total} 次" if zh else f", {total} in all"
+        gone = f"将删除：{starts}{more}。" if zh else f" Going: {starts}{more}."
+    gone += recipients_clause(stub, view)
+    return (
+        f"要删除「{title}」{scope_text}（{before}）吗？{gone}回复“确认”才会删除，现在没有任何改动。"
+        if zh
+        else f'Delete "{title}"{scope_text} ({before})?{gone} Reply "confirm" to delete it; nothing has changed yet.'
+    )
+
+
+def recipients_clause(stub: StubOut, view: View) -> str:
+    """Whom the confirmation mails (contract §16: the receipt names every recipient)."""
+    if stub.hold_reason != "sends_invitations" or not stub.recipients:
+        return ""
+    who = view.people(stub.recipients)
+    return f"确认后会给 {who} 发送邮件。" if view.zh else f" Confirming sends mail to {who}."
+
+
+def attendee_question(stub: StubOut, view: View) -> str:
+    query = stub.attendee_query or ""
+    if stub.attendee_candidates:
+        options = " / ".join(f"{p.name} <{p.email}>" if p.name else p.email for p in stub.attendee_candidates)
+        return (
+            f"「{stub.title}」要邀请的“{query}”是哪一位？{options}。请回复名字或邮箱。"
+            if view.zh
+            else f'Who is "{query}" for "{stub.title}"? {options}. Reply with a name or an address.'
+        )
+    return (
+        f"联系人里没有“{query}”。「{stub.title}」要邀请的人的邮箱是什么？"
+        if view.zh
+        else f'No contact is called "{query}". What is their e-mail address for "{stub.title}"?'
+    )
+
+
+def series_plan(stub: StubOut, view: View) -> str:
+    zh = view.zh
+    rule = describe_rule(stub.slots.recurrence or "", view.lang)
+    nexts = ("、" if zh else ", ").join(view.moment(s) for s in stub.next_occurrences)
+    return (
+        f"「{stub.title}」将按“{rule}”重复，接下来三次：{nexts}。回复“确认”后创建这个重复日程。"
+        if zh
+        else f'"{stub.title}" will repeat {rule}; the next three: {nexts}. Reply "confirm" to create the series.'
+    )
+
+
+def plan_text(stub: StubOut, view: View, confirmed: bool) -> str:
+    zh = view.zh
+    plan = stub.plan
+    trigger = plan.trigger if plan is not None else stub.title
+    steps = ("；".join(plan.steps) if zh else "; ".join(plan.steps)) if plan is not None else ""
+    if confirmed:
+        return (
+            f"已保存自动化计划（{trigger}：{steps}）。它不会自己运行；可以在计划列表里查看或删除。"
+            if zh
+            else f"Saved the automation plan ({trigger}: {steps}). It does not run by itself; "
+            "you can see or delete it in your plans."
+        )
+    return (
+        f"这是一个自动化计划，我不会自动执行：触发条件“{trigger}”，步骤：{steps}。回复“确认”保存这个计划。"
+        if zh
+        else f'This is an automation plan; nothing runs by itself. Trigger: "{trigger}". Steps: {steps}. '
+        'Reply "confirm" to save the plan.'
+    )
