@@ -14,11 +14,7 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, InvitationAnswer, InvitationOut
-
-# A suggestion's types are `calagent.contracts.suggestions`; a query's result carries them.
-from calagent.contracts.suggestions import FreeSlot as FreeSlot
-from calagent.contracts.suggestions import NoSlotReason
-from calagent.contracts.suggestions import SuggestionPeople as SuggestionPeople
+from calagent.contracts.suggestions import FreeSlot, NoSlotReason, SuggestionPeople
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 

@@ -18,7 +18,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from calagent.agent.adapters.model import ModelClient, ModelResponse, ModelToolCall, ModelUnavailable
-from calagent.agent.domain import receipts
+from calagent.agent.domain import fixed_replies, receipts
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
@@ -189,7 +189,7 @@ class TurnRunner:
                 state.flag("circuit_open")
                 state.retry_after_s = round(max(exc.retry_after_s or 1.0, 1.0), 3)
             state.error = str(exc)
-            finished = Finished("model_unavailable", receipts.model_unavailable_reply(state.lang))
+            finished = Finished("model_unavailable", fixed_replies.model_unavailable_reply(state.lang))
         if state.sync_notices:
             # Told once, after the turn's own answer: what the connected calendar did not take.
             notes = receipts.sync_notice_lines(state.sync_notices, state.view)
@@ -300,7 +300,7 @@ class TurnRunner:
         await self._dispatch(state, messages, call, sink)
         if state.finished:
             return _combined(state.finished)
-        return Finished("rejected", receipts.direct_call_refused(_error_message(messages), state.lang))
+        return Finished("rejected", fixed_replies.direct_call_refused(_error_message(messages), state.lang))
 
     async def _answer_undo(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
         """A bare "撤销" right after a receipt takes back that receipt's change with zero model
@@ -441,7 +441,7 @@ class TurnRunner:
                 break
         if state.finished:
             return _combined(state.finished)
-        return Finished("rejected", receipts.ask_user_after_errors(state.lang))
+        return Finished("rejected", fixed_replies.ask_user_after_errors(state.lang))
 
     async def _run_calls(
         self,

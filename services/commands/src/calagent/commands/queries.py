@@ -22,7 +22,6 @@ from calagent.contracts.commands import (
     DeletePlan,
     FeedCalendar,
     FindEventsQuery,
-    FreeSlot,
     GetActiveStub,
     ListCalendars,
     ListChanges,
@@ -42,6 +41,7 @@ from calagent.contracts.limits import (
     RANGE_TOO_LONG_MESSAGE,
     within_supported_years,
 )
+from calagent.contracts.suggestions import FreeSlot
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
 

@@ -21,7 +21,8 @@ from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.reads import events_in
-from calagent.contracts.commands import SuggestFree, SuggestionPeople
+from calagent.contracts.commands import SuggestFree
+from calagent.contracts.suggestions import SuggestionPeople
 
 
 @dataclass(frozen=True)

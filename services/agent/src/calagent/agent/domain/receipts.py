@@ -15,10 +15,6 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-# The turn loop still reaches these three fixed replies through this module.
-from calagent.agent.domain.fixed_replies import ask_user_after_errors as ask_user_after_errors
-from calagent.agent.domain.fixed_replies import direct_call_refused as direct_call_refused
-from calagent.agent.domain.fixed_replies import model_unavailable_reply as model_unavailable_reply
 from calagent.agent.domain.offers import (
     attendee_question,
     change_offer,
