@@ -165,7 +165,7 @@ class Changes:
             # The change sends mail (an update or a cancellation) to the people invited.
             hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.writes.supersede(txn, active)
+        superseded = await self.writes.pending.supersede(txn, active)
         change = {
             "view": view,
             "action": command.action,
@@ -175,7 +175,7 @@ class Changes:
             "occurrence_start": target.occurrence_start.isoformat() if target.occurrence_start else None,
             "after": after_values,
         }
-        stub = await self.writes.save_stub(
+        stub = await self.writes.pending.save(
             txn,
             None,
             title=target.occurrence.title,
@@ -284,13 +284,13 @@ class Changes:
         target = await self._stored_target(txn, change)
         if target is None:
             # The event went away meanwhile (removed elsewhere): nothing to change.
-            await self.writes.transition(txn, stub, "cancelled")
+            await self.writes.pending.move(txn, stub, "cancelled")
             return error_result("not_found", NOT_FOUND)
         scope: Scope = change["scope"]
         before = event_out(target.occurrence, txn.tz)
         if change["action"] == "delete":
             removed = await self._delete(txn, target, scope)
-            done = await self.writes.transition(txn, stub, "deleted")
+            done = await self.writes.pending.move(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -306,7 +306,7 @@ class Changes:
         new = await self._read_back(txn, *written)
         if new is None:
             return error_result("not_found", NOT_FOUND)
-        done = await self.writes.transition(txn, stub, "updated")
+        done = await self.writes.pending.move(txn, stub, "updated")
         return CommandResult(
             status="updated",
             persisted=True,
@@ -439,17 +439,14 @@ class Changes:
             status="offered",
             created_at=txn.now,
         )
-        active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.writes.supersede(txn, active)
-        stub = await self.writes.save_stub(
+        stub, ended = await self.writes.pending.hold(
             txn,
-            None,
             title=command.trigger[:200],
-            slots=StubSlots(),
-            status="held",
+            reason="automation_plan",
             kind="plan",
-            fields={"hold_reason": "automation_plan", "change": {"plan": plan.model_dump(mode="json")}},
+            fields={"change": {"plan": plan.model_dump(mode="json")}},
         )
+        superseded = stub_out(ended, (), txn.tz) if ended is not None else None
         await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
         return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
 
@@ -457,7 +454,7 @@ class Changes:
         payload = (stub.change or {}).get("plan")
         if payload is not None:
             await txn.uow.set_plan_status(txn.user_id, payload["id"], "confirmed", txn.now)
-        done = await self.writes.transition(txn, stub, "planned")
+        done = await self.writes.pending.move(txn, stub, "planned")
         return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))
 
 

@@ -4,8 +4,8 @@ Every command starts by claiming its idempotency key, so a duplicate either wait
 attempt and returns its stored result, or (if the first rolled back) does the work itself. Nothing
 is written for an error result: the transaction is rolled back.
 
-The pending-command rules of contract §8 that touch state live here and in `domain/stubs.py`:
-a create continues the active stub only when `continues_stub` says so, otherwise the stub ends
+Every step of a stub goes through `pending.py` (the rules: `domain/pending.py`): a create
+continues the active stub only when `PendingCommand.continued_by` says so, otherwise the stub ends
 `superseded`; a `held` stub runs only through an explicit confirmation (`MergeStub.confirm`).
 """
 
@@ -29,13 +29,12 @@ from calagent.commands.domain.stubs import (
     Incomplete,
     Proposal,
     UnresolvableError,
-    check_transition,
-    continues_stub,
     decide,
     plan,
 )
 from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
+from calagent.commands.pending import Pending
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.people.inbox import InvitationAnswers
@@ -45,7 +44,6 @@ from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
-    ACTIVE_STUB_STATUSES,
     AnyCommand,
     CalendarFallback,
     CancelStub,
@@ -56,7 +54,6 @@ from calagent.contracts.commands import (
     PrepareOrCreate,
     ProposePlan,
     RevertChange,
-    StubKind,
     StubOut,
     StubSlots,
     StubStatus,
@@ -84,6 +81,7 @@ class Writes:
         self.time = time_port
         self.config = config
         self.clock = clock
+        self.pending = Pending(config.stub_ttl)
         self.changes = Changes(self)
         self.offers = Offers(self)
         self.undo = Undo(self)
@@ -170,34 +168,28 @@ class Writes:
 
     async def _prepare_or_create(self, txn: Txn, command: PrepareOrCreate) -> CommandResult:
         args = command.args
-        active = await txn.uow.active_stub(txn.user_id)
-        if active is not None and active.expired_at(txn.now):
-            await self.transition(txn, active, "expired")
-            active = None
+        active = await self.pending.active(txn)
         if (
             active is not None
             and command.active_command_id == active.id
-            and continues_stub(active, args.title, args.command_id)
+            and self.pending.of(active).continued_by(args.title, args.command_id)
         ):
             slots = merge_slots(active.slots, slots_from_args(args), command.patch, active.candidates)
-            hold = command.hold or active.requested_hold
-            # Code's half of the override: the stub really is in `conflict`; the model's half: the flag.
-            allow_conflict = active.status == "conflict" and args.allow_conflict is True
+            consent = self.pending.of(active).consent_of_create(args.allow_conflict, command.hold)
             return await self._evaluate(
                 txn,
                 active.title,
                 slots,
                 active,
-                hold=hold,
-                # A renewed create never confirms a hold: only MergeStub.confirm does.
-                confirmed=active.confirmed and command.hold is None,
-                allow_conflict=allow_conflict,
+                hold=command.hold or active.requested_hold,
+                confirmed=consent.confirmed,
+                allow_conflict=consent.override_conflict,
             )
         if active is not None and command.hold == "third_party_content":
             # Someone else's words do not end the user's own pending request: superseding it is a
             # cancel, and a cancel from third-party content is held like any other change.
             return CommandResult(status="held", kept=stub_out(active, (), txn.tz))
-        superseded = await self.supersede(txn, active)
+        superseded = await self.pending.supersede(txn, active)
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(
             txn, args.title, slots, None, hold=command.hold, confirmed=False, allow_conflict=False
@@ -206,20 +198,12 @@ class Writes:
             return result
         return result.model_copy(update={"superseded": superseded})
 
-    async def supersede(self, txn: Txn, active: Stub | None) -> StubOut | None:
-        """A new request: the pending one is given up and says so; it never lends its title or
-        slots to the new one."""
-        if active is None:
-            return None
-        ended = await self.transition(txn, active, "superseded")
-        return stub_out(ended, (), txn.tz)
-
     async def _merge(self, txn: Txn, command: MergeStub) -> CommandResult:
         stub = await txn.uow.get_stub(txn.user_id, command.command_id)
         if stub is None or not stub.active:
             return error_result("no_active_command", "no active schedule command with that id")
         if stub.expired_at(txn.now):
-            return await self._expire(txn, stub)
+            return await self.pending.expire(txn, stub)
         if stub.kind == "invitation":
             if not command.confirm and command.partstat is None:
                 return error_result("invalid_arguments", "this invitation takes an answer")
@@ -240,18 +224,16 @@ class Writes:
         except UnplacedWeekdayError as exc:
             # Not a day code can place: the caller hands the message to the model.
             return error_result("invalid_arguments", str(exc))
-        confirmed = stub.confirmed or (command.confirm and stub.status == "held")
-        # Accepting a conflict offer keeps the proposed time; a patch that moves the time is a new
-        # question and `_evaluate` checks it again.
-        allow_conflict = command.confirm and stub.status == "conflict"
+        # A patch that moves the time is a new question: `_evaluate` checks its conflicts again.
+        consent = self.pending.of(stub).consent_of_reply(command.confirm)
         return await self._evaluate(
             txn,
             stub.title,
             slots,
             stub,
             hold=stub.requested_hold,
-            confirmed=confirmed,
-            allow_conflict=allow_conflict,
+            confirmed=consent.confirmed,
+            allow_conflict=consent.override_conflict,
         )
 
     async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
@@ -262,11 +244,11 @@ class Writes:
         if stub is None or not stub.active:
             return error_result("no_active_command", "there is no active schedule command to cancel")
         if stub.expired_at(txn.now):
-            return await self._expire(txn, stub)
+            return await self.pending.expire(txn, stub)
         if stub.kind == "invitation":
             # Turning an invitation down is declining it: the organizer is told.
             return await self.answers.answer(txn, stub, "DECLINED")
-        cancelled = await self.transition(txn, stub, "cancelled")
+        cancelled = await self.pending.move(txn, stub, "cancelled")
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
     # ---- the shared path: resolve, plan, decide, write -----------------------------------------
@@ -424,15 +406,16 @@ class Writes:
         assert stored is not None
         out_stub: StubOut | None = None
         if stub is not None:
-            done = await self.transition(
+            done = await self.pending.move(
                 txn,
-                stub.evolve(
-                    proposed_start=proposal.start,
-                    proposed_end=proposal.end,
-                    hold_reason=None,
-                    conflict_event_ids=(),
-                ),
+                stub,
                 "created",
+                {
+                    "proposed_start": proposal.start,
+                    "proposed_end": proposal.end,
+                    "hold_reason": None,
+                    "conflict_event_ids": (),
+                },
             )
             out_stub = stub_out(done, (), txn.tz)
         return CommandResult(
@@ -494,7 +477,7 @@ class Writes:
         unresolved: Unresolved | None = None,
         recipients: tuple[Attendee, ...] = (),
     ) -> Stub:
-        return await self.save_stub(
+        return await self.pending.save(
             txn,
             stub,
             title=title,
@@ -515,53 +498,6 @@ class Writes:
                 "recipients": recipients,
             },
         )
-
-    async def save_stub(
-        self,
-        txn: Txn,
-        stub: Stub | None,
-        *,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
-        fields: dict[str, object],
-        kind: StubKind = "create",
-    ) -> Stub:
-        """Insert a new stub or move an existing one to `status` with the given fields."""
-        fields = {"title": title, "slots": slots, **fields}
-        if stub is None:
-            check_transition(None, status)
-            fresh = Stub(
-                id=new_id(),
-                user_id=txn.user_id,
-                status=status,
-                # A stub lives `stub_ttl` from its last change: a user still answering keeps it.
-                expires_at=txn.now + self.config.stub_ttl,
-                created_at=txn.now,
-                updated_at=txn.now,
-                created_by_turn=txn.envelope.turn_id,
-                title=title,
-                slots=slots,
-                kind=kind,
-            ).evolve(**fields)
-            await txn.uow.insert_stub(fresh)
-            return fresh
-        return await self.transition(txn, stub.evolve(**fields), status)
-
-    async def transition(self, txn: Txn, stub: Stub, status: StubStatus) -> Stub:
-        check_transition(stub.status, status)
-        changes: dict[str, object] = {"status": status, "updated_at": txn.now}
-        if status in ACTIVE_STUB_STATUSES:
-            changes["expires_at"] = txn.now + self.config.stub_ttl
-        updated = stub.evolve(**changes)
-        await txn.uow.update_stub(updated)
-        if status not in ACTIVE_STUB_STATUSES:
-            txn.ended_stub = True
-        return updated
-
-    async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:
-        expired = await self.transition(txn, stub, "expired")
-        return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))
 
 
 def resolved_within_supported_years(resolved: ResolveResult) -> bool:
