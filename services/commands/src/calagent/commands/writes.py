@@ -12,8 +12,10 @@ continues the active stub only when `PendingCommand.continued_by` says so, other
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.changes import Changes
@@ -87,6 +89,14 @@ class Writes:
         self.undo = Undo(self)
         self.people = AttendeeRules(self)
         self.answers = InvitationAnswers(self)
+        self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
+            PrepareOrCreate: self._prepare_or_create,
+            MergeStub: self._merge,
+            PrepareChange: self._prepare_change,
+            RevertChange: self.undo.revert,
+            ProposePlan: self.changes.propose_plan,
+            CancelStub: self._cancel,
+        }
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
@@ -140,18 +150,7 @@ class Writes:
 
     async def _run(self, txn: Txn, command: Command) -> CommandResult:
         uow = txn.uow
-        if isinstance(command, PrepareOrCreate):
-            result = await self._prepare_or_create(txn, command)
-        elif isinstance(command, MergeStub):
-            result = await self._merge(txn, command)
-        elif isinstance(command, PrepareChange):
-            result = await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
-        elif isinstance(command, RevertChange):
-            result = await self.undo.revert(txn, command)
-        elif isinstance(command, ProposePlan):
-            result = await self.changes.propose_plan(txn, command)
-        else:
-            result = await self._cancel(txn, command)
+        result = await self.handlers[type(command)](txn, command)
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
@@ -197,6 +196,9 @@ class Writes:
         if superseded is None or result.status == "error":
             return result
         return result.model_copy(update={"superseded": superseded})
+
+    async def _prepare_change(self, txn: Txn, command: PrepareChange) -> CommandResult:
+        return await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
 
     async def _merge(self, txn: Txn, command: MergeStub) -> CommandResult:
         stub = await txn.uow.get_stub(txn.user_id, command.command_id)
