@@ -31,9 +31,7 @@ from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     ChangeOut,
     CommandResult,
-    PlanOut,
     PrepareChange,
-    ProposePlan,
     StubSlots,
 )
 from calagent.contracts.people import Attendee
@@ -278,8 +276,6 @@ class Changes:
     # ---- confirm: run the change ------------------------------------------------------------
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
-        if stub.kind == "plan":
-            return await self._confirm_plan(txn, stub)
         change = stub.change or {}
         target = await self._stored_target(txn, change)
         if target is None:
@@ -428,34 +424,6 @@ class Changes:
                 carried = _carry(override, master, series, moved)
             await uow.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
         return series.id, moved.slot(slot)
-
-    # ---- plans -----------------------------------------------------------------------------------
-
-    async def propose_plan(self, txn: Txn, command: ProposePlan) -> CommandResult:
-        plan = PlanOut(
-            id=new_id(),
-            trigger=command.trigger,
-            steps=command.steps,
-            status="offered",
-            created_at=txn.now,
-        )
-        stub, ended = await self.writes.pending.hold(
-            txn,
-            title=command.trigger[:200],
-            reason="automation_plan",
-            kind="plan",
-            fields={"change": {"plan": plan.model_dump(mode="json")}},
-        )
-        superseded = stub_out(ended, (), txn.tz) if ended is not None else None
-        await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
-        return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
-
-    async def _confirm_plan(self, txn: Txn, stub: Stub) -> CommandResult:
-        payload = (stub.change or {}).get("plan")
-        if payload is not None:
-            await txn.uow.set_plan_status(txn.user_id, payload["id"], "confirmed", txn.now)
-        done = await self.writes.pending.move(txn, stub, "planned")
-        return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))
 
 
 def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from types import MappingProxyType
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.pending import PendingCommand
+from calagent.commands.domain.people import Unresolved
+from calagent.commands.domain.stubs import Decision, Proposal
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import new_id
 from calagent.commands.views import stub_out
@@ -29,6 +31,7 @@ from calagent.contracts.commands import (
     StubSlots,
     StubStatus,
 )
+from calagent.contracts.people import Attendee
 
 
 class StubTxn(Protocol):
@@ -126,6 +129,45 @@ class Pending:
         ).stub
         await txn.uow.insert_stub(fresh)
         return fresh
+
+    async def evaluated(
+        self,
+        txn: StubTxn,
+        stub: Stub | None,
+        *,
+        title: str,
+        slots: StubSlots,
+        status: StubStatus,
+        hold: HoldReason | None,
+        confirmed: bool,
+        candidates: tuple[date, ...] = (),
+        decision: Decision | None = None,
+        proposal: Proposal | None = None,
+        unresolved: Unresolved | None = None,
+        recipients: tuple[Attendee, ...] = (),
+    ) -> Stub:
+        """A create's stub after an evaluation that did not create: what it lacks or why it waits."""
+        return await self.save(
+            txn,
+            stub,
+            title=title,
+            slots=slots,
+            status=status,
+            fields={
+                "candidates": candidates,
+                "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
+                "hold_reason": decision.hold_reason if decision else None,
+                # Only third-party content sticks to a stub across clarifications; the other holds
+                # are judged again on every evaluation (a past start, a rule, an unclear one).
+                "requested_hold": hold if hold == "third_party_content" else None,
+                "confirmed": confirmed,
+                "proposed_start": proposal.start if proposal else None,
+                "proposed_end": proposal.end if proposal else None,
+                "attendee_query": unresolved.query if unresolved else None,
+                "attendee_candidates": unresolved.candidates if unresolved else (),
+                "recipients": recipients,
+            },
+        )
 
     async def hold(
         self, txn: StubTxn, *, title: str, reason: HoldReason, kind: StubKind, fields: Mapping[str, object]

@@ -27,7 +27,6 @@ from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
 from calagent.commands.domain.stubs import (
-    Decision,
     Incomplete,
     Proposal,
     UnresolvableError,
@@ -40,6 +39,7 @@ from calagent.commands.pending import Pending
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.people.inbox import InvitationAnswers
+from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
@@ -58,7 +58,6 @@ from calagent.contracts.commands import (
     RevertChange,
     StubOut,
     StubSlots,
-    StubStatus,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
@@ -85,6 +84,7 @@ class Writes:
         self.clock = clock
         self.pending = Pending(config.stub_ttl)
         self.changes = Changes(self)
+        self.plans = Plans(self.pending)
         self.offers = Offers(self)
         self.undo = Undo(self)
         self.people = AttendeeRules(self)
@@ -94,7 +94,7 @@ class Writes:
             MergeStub: self._merge,
             PrepareChange: self._prepare_change,
             RevertChange: self.undo.revert,
-            ProposePlan: self.changes.propose_plan,
+            ProposePlan: self.plans.propose,
             CancelStub: self._cancel,
         }
 
@@ -217,6 +217,8 @@ class Writes:
             if not command.confirm:
                 # A change or a plan has no slots a short reply could fill: the model reads it.
                 return error_result("invalid_arguments", "this pending request takes only a confirmation")
+            if stub.kind == "plan":
+                return await self.plans.confirm(txn, stub)
             stale = await self.offers.check(txn, stub)
             if stale is not None:
                 return stale
@@ -294,7 +296,7 @@ class Writes:
         if isinstance(planned, Incomplete):
             if planned.pinned_date is not None:
                 slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})
-            saved = await self._save_stub(
+            saved = await self.pending.evaluated(
                 txn,
                 stub,
                 title=title,
@@ -312,7 +314,7 @@ class Writes:
         if slots.attendees:
             found = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
             if isinstance(found, Unresolved):
-                saved = await self._save_stub(
+                saved = await self.pending.evaluated(
                     txn,
                     stub,
                     title=title,
@@ -352,7 +354,7 @@ class Writes:
         )
         if decision.outcome == "created":
             return await self._create(txn, title, calendar, planned, slots, stub, fallback, people)
-        saved = await self._save_stub(
+        saved = await self.pending.evaluated(
             txn,
             stub,
             title=title,
@@ -462,44 +464,6 @@ class Writes:
         if len(resolved.candidates) == 1:
             return resolved.candidates[0]
         return error_result("invalid_symbol", f"{symbol!r} does not name one day")
-
-    async def _save_stub(
-        self,
-        txn: Txn,
-        stub: Stub | None,
-        *,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
-        hold: HoldReason | None,
-        confirmed: bool,
-        candidates: tuple[date, ...] = (),
-        decision: Decision | None = None,
-        proposal: Proposal | None = None,
-        unresolved: Unresolved | None = None,
-        recipients: tuple[Attendee, ...] = (),
-    ) -> Stub:
-        return await self.pending.save(
-            txn,
-            stub,
-            title=title,
-            slots=slots,
-            status=status,
-            fields={
-                "candidates": candidates,
-                "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
-                "hold_reason": decision.hold_reason if decision else None,
-                # Only third-party content sticks to a stub across clarifications; the other holds
-                # are judged again on every evaluation (a past start, a rule, an unclear one).
-                "requested_hold": hold if hold == "third_party_content" else None,
-                "confirmed": confirmed,
-                "proposed_start": proposal.start if proposal else None,
-                "proposed_end": proposal.end if proposal else None,
-                "attendee_query": unresolved.query if unresolved else None,
-                "attendee_candidates": unresolved.candidates if unresolved else (),
-                "recipients": recipients,
-            },
-        )
 
 
 def resolved_within_supported_years(resolved: ResolveResult) -> bool:
