@@ -12,17 +12,9 @@ from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.freetime import free_slots, parse_working_hours
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import blocked_span, find_conflicts, overlaps
+from calagent.commands.domain.pending import IllegalTransitionError, can_transition, check_transition
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots
-from calagent.commands.domain.stubs import (
-    IllegalTransitionError,
-    Incomplete,
-    Proposal,
-    UnresolvableError,
-    can_transition,
-    check_transition,
-    decide,
-    plan,
-)
+from calagent.commands.domain.stubs import Incomplete, Proposal, UnresolvableError, decide, plan
 from calagent.commands.domain.timeutil import end_from_clock, local_day_span
 from calagent.contracts.commands import StubSlots, StubStatus
 from calagent.contracts.time import ResolveResult, SlotPatch

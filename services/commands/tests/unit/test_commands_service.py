@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import (
+    AnyCommand,
+    AnyQuery,
     CancelStub,
     ExportIcs,
+    FeedCalendar,
     GetActiveStub,
     ListCalendars,
     MergeStub,
@@ -67,6 +70,13 @@ def merge(stub_id: str, user: str = "alice", confirm: bool = False, **patch: Any
         patch=SlotPatch(**patch),
         confirm=confirm,
     )
+
+
+def test_every_command_and_query_of_the_contract_has_its_handler(harness: Any) -> None:
+    # A contract type left out of a table would fail only once it is first sent.
+    assert set(harness.service.writes.handlers) == set(get_args(AnyCommand))
+    # The feed names its user by a secret and has no envelope: the service serves it apart.
+    assert set(harness.service.queries.handlers) == set(get_args(AnyQuery)) - {FeedCalendar}
 
 
 async def test_create_writes_and_returns_the_event_in_the_users_zone(harness: Any) -> None:

@@ -31,9 +31,7 @@ from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     ChangeOut,
     CommandResult,
-    PlanOut,
     PrepareChange,
-    ProposePlan,
     StubSlots,
 )
 from calagent.contracts.people import Attendee
@@ -165,7 +163,7 @@ class Changes:
             # The change sends mail (an update or a cancellation) to the people invited.
             hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.writes.supersede(txn, active)
+        superseded = await self.writes.pending.supersede(txn, active)
         change = {
             "view": view,
             "action": command.action,
@@ -175,7 +173,7 @@ class Changes:
             "occurrence_start": target.occurrence_start.isoformat() if target.occurrence_start else None,
             "after": after_values,
         }
-        stub = await self.writes.save_stub(
+        stub = await self.writes.pending.save(
             txn,
             None,
             title=target.occurrence.title,
@@ -278,19 +276,17 @@ class Changes:
     # ---- confirm: run the change ------------------------------------------------------------
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
-        if stub.kind == "plan":
-            return await self._confirm_plan(txn, stub)
         change = stub.change or {}
         target = await self._stored_target(txn, change)
         if target is None:
             # The event went away meanwhile (removed elsewhere): nothing to change.
-            await self.writes.transition(txn, stub, "cancelled")
+            await self.writes.pending.move(txn, stub, "cancelled")
             return error_result("not_found", NOT_FOUND)
         scope: Scope = change["scope"]
         before = event_out(target.occurrence, txn.tz)
         if change["action"] == "delete":
             removed = await self._delete(txn, target, scope)
-            done = await self.writes.transition(txn, stub, "deleted")
+            done = await self.writes.pending.move(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -306,7 +302,7 @@ class Changes:
         new = await self._read_back(txn, *written)
         if new is None:
             return error_result("not_found", NOT_FOUND)
-        done = await self.writes.transition(txn, stub, "updated")
+        done = await self.writes.pending.move(txn, stub, "updated")
         return CommandResult(
             status="updated",
             persisted=True,
@@ -428,37 +424,6 @@ class Changes:
                 carried = _carry(override, master, series, moved)
             await uow.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
         return series.id, moved.slot(slot)
-
-    # ---- plans -----------------------------------------------------------------------------------
-
-    async def propose_plan(self, txn: Txn, command: ProposePlan) -> CommandResult:
-        plan = PlanOut(
-            id=new_id(),
-            trigger=command.trigger,
-            steps=command.steps,
-            status="offered",
-            created_at=txn.now,
-        )
-        active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.writes.supersede(txn, active)
-        stub = await self.writes.save_stub(
-            txn,
-            None,
-            title=command.trigger[:200],
-            slots=StubSlots(),
-            status="held",
-            kind="plan",
-            fields={"hold_reason": "automation_plan", "change": {"plan": plan.model_dump(mode="json")}},
-        )
-        await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
-        return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
-
-    async def _confirm_plan(self, txn: Txn, stub: Stub) -> CommandResult:
-        payload = (stub.change or {}).get("plan")
-        if payload is not None:
-            await txn.uow.set_plan_status(txn.user_id, payload["id"], "confirmed", txn.now)
-        done = await self.writes.transition(txn, stub, "planned")
-        return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))
 
 
 def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import common_slots, why_none
@@ -20,6 +21,7 @@ from calagent.contracts.commands import (
     AnyQuery,
     CommandError,
     DeletePlan,
+    ExportIcs,
     FeedCalendar,
     FindEventsQuery,
     GetActiveStub,
@@ -96,50 +98,71 @@ class Queries:
         self.time = time_port
         self.config = config
         self.clock = clock
+        self.handlers: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
+            QueryRange: self._query_range,
+            SuggestFree: self._suggest_free,
+            FindEventsQuery: self._find,
+            RotateFeed: self.rotate_feed,
+            GetActiveStub: self._get_active,
+            TurnContext: self._turn_context,
+            ListCalendars: self._list_calendars,
+            ListChanges: self._list_changes,
+            ListPlans: self._list_plans,
+            DeletePlan: self._delete_plan,
+            ExportIcs: self._export,
+        }
 
     async def run(self, query: Query, tz: ZoneInfo) -> QueryResult:
-        if isinstance(query, QueryRange):
-            return await self._query_range(query, tz)
-        if isinstance(query, SuggestFree):
-            return await self._suggest_free(query, tz)
-        if isinstance(query, FindEventsQuery):
-            return await self._find(query, tz)
-        if isinstance(query, FeedCalendar):
-            return await self.feed(query)
-        if isinstance(query, RotateFeed):
-            return await self.rotate_feed(query, tz)
+        """A query in the asker's zone (the feed, which has none, is `feed`)."""
+        return await self.handlers[type(query)](query, tz)
+
+    async def _get_active(self, query: GetActiveStub, tz: ZoneInfo) -> QueryResult:
+        async with self.store.unit_of_work() as uow:
+            return QueryResult(stub=await self._active(uow, query.envelope.user_id, tz), db_ms=uow.db_ms)
+
+    async def _turn_context(self, query: TurnContext, tz: ZoneInfo) -> QueryResult:
         user_id = query.envelope.user_id
         async with self.store.unit_of_work() as uow:
-            if isinstance(query, GetActiveStub):
-                return QueryResult(stub=await self._active(uow, user_id, tz), db_ms=uow.db_ms)
-            if isinstance(query, TurnContext):
-                stub = await self._active(uow, user_id, tz)
-                names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
-                notices = await uow.take_sync_notices(user_id)
-                await uow.commit()  # a first turn creates the default calendars
-                return QueryResult(
-                    stub=stub,
-                    calendars=tuple(names),
-                    sync_notices=tuple(
-                        SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
-                        for outcome, event in notices
-                    ),
-                    db_ms=uow.db_ms,
-                )
-            if isinstance(query, ListCalendars):
-                names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
-                await uow.commit()
-                return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
-            if isinstance(query, ListChanges):
-                found = await uow.change_page(user_id, query.limit, query.before)
-                return QueryResult(changes=tuple(change_out(c, tz) for c in found), db_ms=uow.db_ms)
-            if isinstance(query, ListPlans):
-                return QueryResult(plans=tuple(await uow.plans(user_id)), db_ms=uow.db_ms)
-            if isinstance(query, DeletePlan):
-                deleted = await uow.delete_plan(user_id, query.plan_id, self.clock.now())
-                await uow.commit()
-                return QueryResult(deleted=deleted, db_ms=uow.db_ms)
-            events = await uow.all_events(user_id)
+            stub = await self._active(uow, user_id, tz)
+            names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
+            notices = await uow.take_sync_notices(user_id)
+            await uow.commit()  # a first turn creates the default calendars
+            return QueryResult(
+                stub=stub,
+                calendars=tuple(names),
+                sync_notices=tuple(
+                    SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
+                    for outcome, event in notices
+                ),
+                db_ms=uow.db_ms,
+            )
+
+    async def _list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
+        async with self.store.unit_of_work() as uow:
+            names = await uow.calendars(
+                query.envelope.user_id, self.config.new_calendars(query.envelope.lang)
+            )
+            await uow.commit()
+            return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
+
+    async def _list_changes(self, query: ListChanges, tz: ZoneInfo) -> QueryResult:
+        async with self.store.unit_of_work() as uow:
+            found = await uow.change_page(query.envelope.user_id, query.limit, query.before)
+            return QueryResult(changes=tuple(change_out(c, tz) for c in found), db_ms=uow.db_ms)
+
+    async def _list_plans(self, query: ListPlans, tz: ZoneInfo) -> QueryResult:
+        async with self.store.unit_of_work() as uow:
+            return QueryResult(plans=tuple(await uow.plans(query.envelope.user_id)), db_ms=uow.db_ms)
+
+    async def _delete_plan(self, query: DeletePlan, tz: ZoneInfo) -> QueryResult:
+        async with self.store.unit_of_work() as uow:
+            deleted = await uow.delete_plan(query.envelope.user_id, query.plan_id, self.clock.now())
+            await uow.commit()
+            return QueryResult(deleted=deleted, db_ms=uow.db_ms)
+
+    async def _export(self, query: ExportIcs, tz: ZoneInfo) -> QueryResult:
+        async with self.store.unit_of_work() as uow:
+            events = await uow.all_events(query.envelope.user_id)
             return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
 
     async def _active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:

@@ -55,5 +55,9 @@ class Txn:
         return self.envelope.user_id
 
     @property
+    def turn_id(self) -> str | None:
+        return self.envelope.turn_id
+
+    @property
     def spoken_at(self) -> datetime:  # the moment the user spoke: "in the past" is relative to it
         return self.envelope.occurred_at

@@ -4,16 +4,18 @@ Every command starts by claiming its idempotency key, so a duplicate either wait
 attempt and returns its stored result, or (if the first rolled back) does the work itself. Nothing
 is written for an error result: the transaction is rolled back.
 
-The pending-command rules of contract §8 that touch state live here and in `domain/stubs.py`:
-a create continues the active stub only when `continues_stub` says so, otherwise the stub ends
+Every step of a stub goes through `pending.py` (the rules: `domain/pending.py`): a create
+continues the active stub only when `PendingCommand.continued_by` says so, otherwise the stub ends
 `superseded`; a `held` stub runs only through an explicit confirmation (`MergeStub.confirm`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.changes import Changes
@@ -25,27 +27,25 @@ from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
 from calagent.commands.domain.stubs import (
-    Decision,
     Incomplete,
     Proposal,
     UnresolvableError,
-    check_transition,
-    continues_stub,
     decide,
     plan,
 )
 from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
+from calagent.commands.pending import Pending
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.people.inbox import InvitationAnswers
+from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
-    ACTIVE_STUB_STATUSES,
     AnyCommand,
     CalendarFallback,
     CancelStub,
@@ -56,10 +56,8 @@ from calagent.contracts.commands import (
     PrepareOrCreate,
     ProposePlan,
     RevertChange,
-    StubKind,
     StubOut,
     StubSlots,
-    StubStatus,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
@@ -84,11 +82,21 @@ class Writes:
         self.time = time_port
         self.config = config
         self.clock = clock
+        self.pending = Pending(config.stub_ttl)
         self.changes = Changes(self)
+        self.plans = Plans(self.pending)
         self.offers = Offers(self)
         self.undo = Undo(self)
         self.people = AttendeeRules(self)
         self.answers = InvitationAnswers(self)
+        self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
+            PrepareOrCreate: self._prepare_or_create,
+            MergeStub: self._merge,
+            PrepareChange: self._prepare_change,
+            RevertChange: self.undo.revert,
+            ProposePlan: self.plans.propose,
+            CancelStub: self._cancel,
+        }
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
@@ -142,18 +150,7 @@ class Writes:
 
     async def _run(self, txn: Txn, command: Command) -> CommandResult:
         uow = txn.uow
-        if isinstance(command, PrepareOrCreate):
-            result = await self._prepare_or_create(txn, command)
-        elif isinstance(command, MergeStub):
-            result = await self._merge(txn, command)
-        elif isinstance(command, PrepareChange):
-            result = await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
-        elif isinstance(command, RevertChange):
-            result = await self.undo.revert(txn, command)
-        elif isinstance(command, ProposePlan):
-            result = await self.changes.propose_plan(txn, command)
-        else:
-            result = await self._cancel(txn, command)
+        result = await self.handlers[type(command)](txn, command)
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
@@ -170,34 +167,28 @@ class Writes:
 
     async def _prepare_or_create(self, txn: Txn, command: PrepareOrCreate) -> CommandResult:
         args = command.args
-        active = await txn.uow.active_stub(txn.user_id)
-        if active is not None and active.expired_at(txn.now):
-            await self.transition(txn, active, "expired")
-            active = None
+        active = await self.pending.active(txn)
         if (
             active is not None
             and command.active_command_id == active.id
-            and continues_stub(active, args.title, args.command_id)
+            and self.pending.of(active).continued_by(args.title, args.command_id)
         ):
             slots = merge_slots(active.slots, slots_from_args(args), command.patch, active.candidates)
-            hold = command.hold or active.requested_hold
-            # Code's half of the override: the stub really is in `conflict`; the model's half: the flag.
-            allow_conflict = active.status == "conflict" and args.allow_conflict is True
+            consent = self.pending.of(active).consent_of_create(args.allow_conflict, command.hold)
             return await self._evaluate(
                 txn,
                 active.title,
                 slots,
                 active,
-                hold=hold,
-                # A renewed create never confirms a hold: only MergeStub.confirm does.
-                confirmed=active.confirmed and command.hold is None,
-                allow_conflict=allow_conflict,
+                hold=command.hold or active.requested_hold,
+                confirmed=consent.confirmed,
+                allow_conflict=consent.override_conflict,
             )
         if active is not None and command.hold == "third_party_content":
             # Someone else's words do not end the user's own pending request: superseding it is a
             # cancel, and a cancel from third-party content is held like any other change.
             return CommandResult(status="held", kept=stub_out(active, (), txn.tz))
-        superseded = await self.supersede(txn, active)
+        superseded = await self.pending.supersede(txn, active)
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(
             txn, args.title, slots, None, hold=command.hold, confirmed=False, allow_conflict=False
@@ -206,20 +197,15 @@ class Writes:
             return result
         return result.model_copy(update={"superseded": superseded})
 
-    async def supersede(self, txn: Txn, active: Stub | None) -> StubOut | None:
-        """A new request: the pending one is given up and says so; it never lends its title or
-        slots to the new one."""
-        if active is None:
-            return None
-        ended = await self.transition(txn, active, "superseded")
-        return stub_out(ended, (), txn.tz)
+    async def _prepare_change(self, txn: Txn, command: PrepareChange) -> CommandResult:
+        return await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
 
     async def _merge(self, txn: Txn, command: MergeStub) -> CommandResult:
         stub = await txn.uow.get_stub(txn.user_id, command.command_id)
         if stub is None or not stub.active:
             return error_result("no_active_command", "no active schedule command with that id")
         if stub.expired_at(txn.now):
-            return await self._expire(txn, stub)
+            return await self.pending.expire(txn, stub)
         if stub.kind == "invitation":
             if not command.confirm and command.partstat is None:
                 return error_result("invalid_arguments", "this invitation takes an answer")
@@ -231,6 +217,8 @@ class Writes:
             if not command.confirm:
                 # A change or a plan has no slots a short reply could fill: the model reads it.
                 return error_result("invalid_arguments", "this pending request takes only a confirmation")
+            if stub.kind == "plan":
+                return await self.plans.confirm(txn, stub)
             stale = await self.offers.check(txn, stub)
             if stale is not None:
                 return stale
@@ -240,18 +228,16 @@ class Writes:
         except UnplacedWeekdayError as exc:
             # Not a day code can place: the caller hands the message to the model.
             return error_result("invalid_arguments", str(exc))
-        confirmed = stub.confirmed or (command.confirm and stub.status == "held")
-        # Accepting a conflict offer keeps the proposed time; a patch that moves the time is a new
-        # question and `_evaluate` checks it again.
-        allow_conflict = command.confirm and stub.status == "conflict"
+        # A patch that moves the time is a new question: `_evaluate` checks its conflicts again.
+        consent = self.pending.of(stub).consent_of_reply(command.confirm)
         return await self._evaluate(
             txn,
             stub.title,
             slots,
             stub,
             hold=stub.requested_hold,
-            confirmed=confirmed,
-            allow_conflict=allow_conflict,
+            confirmed=consent.confirmed,
+            allow_conflict=consent.override_conflict,
         )
 
     async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
@@ -262,11 +248,11 @@ class Writes:
         if stub is None or not stub.active:
             return error_result("no_active_command", "there is no active schedule command to cancel")
         if stub.expired_at(txn.now):
-            return await self._expire(txn, stub)
+            return await self.pending.expire(txn, stub)
         if stub.kind == "invitation":
             # Turning an invitation down is declining it: the organizer is told.
             return await self.answers.answer(txn, stub, "DECLINED")
-        cancelled = await self.transition(txn, stub, "cancelled")
+        cancelled = await self.pending.move(txn, stub, "cancelled")
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
     # ---- the shared path: resolve, plan, decide, write -----------------------------------------
@@ -310,7 +296,7 @@ class Writes:
         if isinstance(planned, Incomplete):
             if planned.pinned_date is not None:
                 slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})
-            saved = await self._save_stub(
+            saved = await self.pending.evaluated(
                 txn,
                 stub,
                 title=title,
@@ -328,7 +314,7 @@ class Writes:
         if slots.attendees:
             found = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
             if isinstance(found, Unresolved):
-                saved = await self._save_stub(
+                saved = await self.pending.evaluated(
                     txn,
                     stub,
                     title=title,
@@ -368,7 +354,7 @@ class Writes:
         )
         if decision.outcome == "created":
             return await self._create(txn, title, calendar, planned, slots, stub, fallback, people)
-        saved = await self._save_stub(
+        saved = await self.pending.evaluated(
             txn,
             stub,
             title=title,
@@ -424,15 +410,16 @@ class Writes:
         assert stored is not None
         out_stub: StubOut | None = None
         if stub is not None:
-            done = await self.transition(
+            done = await self.pending.move(
                 txn,
-                stub.evolve(
-                    proposed_start=proposal.start,
-                    proposed_end=proposal.end,
-                    hold_reason=None,
-                    conflict_event_ids=(),
-                ),
+                stub,
                 "created",
+                {
+                    "proposed_start": proposal.start,
+                    "proposed_end": proposal.end,
+                    "hold_reason": None,
+                    "conflict_event_ids": (),
+                },
             )
             out_stub = stub_out(done, (), txn.tz)
         return CommandResult(
@@ -477,91 +464,6 @@ class Writes:
         if len(resolved.candidates) == 1:
             return resolved.candidates[0]
         return error_result("invalid_symbol", f"{symbol!r} does not name one day")
-
-    async def _save_stub(
-        self,
-        txn: Txn,
-        stub: Stub | None,
-        *,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
-        hold: HoldReason | None,
-        confirmed: bool,
-        candidates: tuple[date, ...] = (),
-        decision: Decision | None = None,
-        proposal: Proposal | None = None,
-        unresolved: Unresolved | None = None,
-        recipients: tuple[Attendee, ...] = (),
-    ) -> Stub:
-        return await self.save_stub(
-            txn,
-            stub,
-            title=title,
-            slots=slots,
-            status=status,
-            fields={
-                "candidates": candidates,
-                "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
-                "hold_reason": decision.hold_reason if decision else None,
-                # Only third-party content sticks to a stub across clarifications; the other holds
-                # are judged again on every evaluation (a past start, a rule, an unclear one).
-                "requested_hold": hold if hold == "third_party_content" else None,
-                "confirmed": confirmed,
-                "proposed_start": proposal.start if proposal else None,
-                "proposed_end": proposal.end if proposal else None,
-                "attendee_query": unresolved.query if unresolved else None,
-                "attendee_candidates": unresolved.candidates if unresolved else (),
-                "recipients": recipients,
-            },
-        )
-
-    async def save_stub(
-        self,
-        txn: Txn,
-        stub: Stub | None,
-        *,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
-        fields: dict[str, object],
-        kind: StubKind = "create",
-    ) -> Stub:
-        """Insert a new stub or move an existing one to `status` with the given fields."""
-        fields = {"title": title, "slots": slots, **fields}
-        if stub is None:
-            check_transition(None, status)
-            fresh = Stub(
-                id=new_id(),
-                user_id=txn.user_id,
-                status=status,
-                # A stub lives `stub_ttl` from its last change: a user still answering keeps it.
-                expires_at=txn.now + self.config.stub_ttl,
-                created_at=txn.now,
-                updated_at=txn.now,
-                created_by_turn=txn.envelope.turn_id,
-                title=title,
-                slots=slots,
-                kind=kind,
-            ).evolve(**fields)
-            await txn.uow.insert_stub(fresh)
-            return fresh
-        return await self.transition(txn, stub.evolve(**fields), status)
-
-    async def transition(self, txn: Txn, stub: Stub, status: StubStatus) -> Stub:
-        check_transition(stub.status, status)
-        changes: dict[str, object] = {"status": status, "updated_at": txn.now}
-        if status in ACTIVE_STUB_STATUSES:
-            changes["expires_at"] = txn.now + self.config.stub_ttl
-        updated = stub.evolve(**changes)
-        await txn.uow.update_stub(updated)
-        if status not in ACTIVE_STUB_STATUSES:
-            txn.ended_stub = True
-        return updated
-
-    async def _expire(self, txn: Txn, stub: Stub) -> CommandResult:
-        expired = await self.transition(txn, stub, "expired")
-        return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))
 
 
 def resolved_within_supported_years(resolved: ResolveResult) -> bool:

@@ -33,11 +33,10 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, fingerprint, parse_resource
-from calagent.commands.domain.model import Event, Stub, local_uid
-from calagent.commands.domain.stubs import check_transition
-from calagent.commands.txn import new_id
+from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.pending import BackgroundTxn, Pending
 from calagent.commands.views import event_out, render_resource
-from calagent.contracts.commands import ChangeOut, StubSlots
+from calagent.contracts.commands import ChangeOut
 from calagent.runtime.clock import Clock
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -388,34 +387,26 @@ class Deliverer:
                 "notes": mine.notes,
                 "url": mine.url,
             }
-        active = await uow.active_stub(kept.user_id)
-        if active is not None:
-            check_transition(active.status, "superseded")
-            await uow.update_stub(active.evolve(status="superseded", updated_at=now))
-        stub = Stub(
-            id=new_id(),
-            user_id=kept.user_id,
+        # A sync conflict is a new request of its own: the user's pending one is superseded.
+        await Pending(self.stub_ttl).hold(
+            BackgroundTxn(uow, now, kept.user_id, tz),
             title=(mine or kept).title,
-            slots=StubSlots(),
-            status="held",
-            expires_at=now + self.stub_ttl,
-            created_at=now,
-            updated_at=now,
-            hold_reason="sync_conflict",
-            proposed_start=mine.start if mine else None,
-            proposed_end=mine.end if mine else None,
+            reason="sync_conflict",
             kind="change",
-            change={
-                "view": view.model_dump(mode="json"),
-                "action": "delete" if mine is None else "update",
-                "scope": "this",
-                "row_id": kept.id,
-                "master_id": None,
-                "occurrence_start": None,
-                "after": after_values,
+            fields={
+                "proposed_start": mine.start if mine else None,
+                "proposed_end": mine.end if mine else None,
+                "change": {
+                    "view": view.model_dump(mode="json"),
+                    "action": "delete" if mine is None else "update",
+                    "scope": "this",
+                    "row_id": kept.id,
+                    "master_id": None,
+                    "occurrence_start": None,
+                    "after": after_values,
+                },
             },
         )
-        await uow.insert_stub(stub)
 
 
 async def pending(conn: AsyncConnection, user_id: str) -> int:

@@ -1,59 +1,23 @@
-"""The stub state machine and the decision a complete or incomplete request leads to.
-
-    (new) ──> needs_date | needs_time | conflict | held | created
-    needs_date | needs_time | conflict | held ──> any of those, created, cancelled, expired, superseded
-    created, cancelled, expired, superseded: final
+"""The decision a complete or incomplete request leads to (the stub's own life: `pending.py`).
 
 A decision never looks at wording; it only combines bounded facts: what the resolver returned, the
-events the proposal meets, `now`, whether the stub really was in `conflict`, whether a hold was
-confirmed, and whether a create names the stub (its title or its id).
+events the proposal meets, `now`, whether the stub really was in `conflict`, and whether a hold was
+confirmed.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.model import Event
 from calagent.commands.domain.timeutil import at_local, end_from_clock, local_date, local_day_span, parse_hhmm
-from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubSlots, StubStatus
+from calagent.contracts.commands import HoldReason, StubSlots
 from calagent.contracts.time import ResolveResult
 
 DEFAULT_DURATION = timedelta(minutes=60)
-
-
-class IllegalTransitionError(ValueError):
-    pass
-
-
-def can_transition(current: StubStatus | None, target: StubStatus) -> bool:
-    if current is None:
-        return target in ACTIVE_STUB_STATUSES or target == "created"
-    return current in ACTIVE_STUB_STATUSES
-
-
-def check_transition(current: StubStatus | None, target: StubStatus) -> None:
-    if not can_transition(current, target):
-        raise IllegalTransitionError(f"a stub cannot go from {current} to {target}")
-
-
-def normalise_title(title: str) -> str:
-    """A title as compared for continuation: case, whitespace and punctuation do not count."""
-    return "".join(
-        ch for ch in title.casefold() if not ch.isspace() and not unicodedata.category(ch).startswith("P")
-    )
-
-
-def continues_stub(stub: Stub, title: str, command_id: str | None) -> bool:
-    """Whether a create answers the pending stub rather than being a new request (contract §8).
-
-    Only facts count: the same title, or the stub's own id passed back. A different title means the
-    user moved on; merging it would write the old title at the new time.
-    """
-    return command_id == stub.id or normalise_title(title) == normalise_title(stub.title)
 
 
 @dataclass(frozen=True)

@@ -58,8 +58,8 @@ class AttendeeRules:
         found = resolve_attendees(update.attendees, await txn.uow.contacts(txn.user_id))
         if isinstance(found, Unresolved):
             active = await txn.uow.active_stub(txn.user_id)
-            superseded = await self.writes.supersede(txn, active)
-            stub = await self.writes.save_stub(
+            superseded = await self.writes.pending.supersede(txn, active)
+            stub = await self.writes.pending.save(
                 txn,
                 None,
                 title=current.title,

@@ -30,7 +30,7 @@ from calagent.commands.people import imip
 from calagent.commands.ports import UnitOfWork, UserDirectory
 from calagent.commands.txn import Txn, new_id
 from calagent.commands.views import event_out, stub_out
-from calagent.contracts.commands import CommandResult, StubSlots
+from calagent.contracts.commands import CommandResult
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import (
     Attendee,
@@ -261,10 +261,7 @@ class InvitationAnswers:
         """The offer as the user's held stub, or, while another request waits for the user (their
         own, or an earlier invitation), kept waiting on its record (the payload returned): mail
         never ends a request the user has not answered, and is never lost behind one."""
-        active = await txn.uow.active_stub(txn.user_id)
-        if active is not None and active.expired_at(txn.now):
-            await self.writes.transition(txn, active, "expired")
-            active = None
+        active = await self.writes.pending.active(txn)
         if active is None:
             # One that waited behind a request which lapsed since comes first.
             await self.offer_waiting(txn)
@@ -300,15 +297,12 @@ class InvitationAnswers:
                 "event_id": rows[0].id if rows else None,
             }
         )
-        return await self.writes.save_stub(
+        held, _ = await self.writes.pending.hold(
             txn,
-            None,
             title=invitation.title,
-            slots=StubSlots(),
-            status="held",
+            reason="invitation_received",
             kind="invitation",
             fields={
-                "hold_reason": "invitation_received",
                 "requested_hold": "invitation_received",
                 "expires_at": txn.now + INVITATION_TTL,
                 "proposed_start": invitation.start,
@@ -316,6 +310,7 @@ class InvitationAnswers:
                 "change": {**offer.payload, "invitation": shown.model_dump(mode="json")},
             },
         )
+        return held
 
     async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
         offer = invitation_of(stub)
@@ -326,10 +321,10 @@ class InvitationAnswers:
         current = rows[0] if rows else None
         if offer.method == "CANCEL":
             if partstat == "DECLINED" or current is None:
-                done = await self.writes.transition(txn, stub, "cancelled")
+                done = await self.writes.pending.move(txn, stub, "cancelled")
                 return CommandResult(status="cancelled", stub=stub_out(done, (), txn.tz))
             await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
-            done = await self.writes.transition(txn, stub, "deleted")
+            done = await self.writes.pending.move(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -342,7 +337,7 @@ class InvitationAnswers:
         if partstat == "DECLINED":
             if current is not None:
                 await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
-            done = await self.writes.transition(txn, stub, "cancelled")
+            done = await self.writes.pending.move(txn, stub, "cancelled")
             return CommandResult(
                 status="cancelled", persisted=current is not None, stub=stub_out(done, (), txn.tz)
             )
@@ -359,7 +354,7 @@ class InvitationAnswers:
         for row in new_rows:
             await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=txn.key)
         status: Literal["created", "updated"] = "updated" if current is not None else "created"
-        done = await self.writes.transition(txn, stub, status)
+        done = await self.writes.pending.move(txn, stub, status)
         return CommandResult(
             status=status,
             persisted=True,
