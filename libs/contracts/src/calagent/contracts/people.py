@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from calagent.contracts.address import EMAIL_MAX as EMAIL_MAX
+from calagent.contracts.address import EMAIL_MAX
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.settings import AnySettingsCommand, SettingsOut, SharingOut

@@ -16,11 +16,12 @@ from datetime import datetime, time
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import Person, busy_spans
-from calagent.commands.domain.people import Unresolved, is_address, resolve_one
+from calagent.commands.domain.people import Unresolved, resolve_one
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.reads import events_in
+from calagent.contracts.address import is_address
 from calagent.contracts.commands import SuggestFree
 from calagent.contracts.suggestions import SuggestionPeople
 

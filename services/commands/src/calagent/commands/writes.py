@@ -41,7 +41,8 @@ from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.people.inbox import InvitationAnswers
 from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
-from calagent.commands.queries import ALL_DAY_SLACK, events_in
+from calagent.commands.queries import ALL_DAY_SLACK
+from calagent.commands.reads import events_in
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out

@@ -32,9 +32,9 @@ from aiosmtpd.smtp import Envelope as SmtpEnvelope
 from icalendar import Calendar
 
 from calagent.contracts import wire
+from calagent.contracts.address import EMAIL_MAX
 from calagent.contracts.people import (
     CALENDAR_MAX_CHARS,
-    EMAIL_MAX,
     FindMailbox,
     PeopleRequest,
     PeopleResult,

@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from calagent.contracts import wire
+from calagent.contracts.address import EMAIL_MAX
 from calagent.contracts.people import (
     ALIASES_MAX,
-    EMAIL_MAX,
     NAME_MAX,
     AddContact,
     AnyPeopleCommand,

@@ -14,7 +14,8 @@ from icalendar.parser import Parameters
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
-from calagent.contracts.people import EMAIL_MAX, Attendee
+from calagent.contracts.address import EMAIL_MAX
+from calagent.contracts.people import Attendee
 
 PARTSTATS = frozenset({"NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"})
 

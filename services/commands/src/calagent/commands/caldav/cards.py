@@ -22,9 +22,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.commands.adapters.tables import caldav_books, caldav_cards
 from calagent.commands.caldav import carddav, remote, rows
-from calagent.commands.domain.people import is_address, normal_address
+from calagent.commands.domain.people import normal_address
 from calagent.commands.txn import new_id
-from calagent.contracts.people import ALIASES_MAX, EMAIL_MAX, NAME_MAX
+from calagent.contracts.address import EMAIL_MAX, is_address
+from calagent.contracts.people import ALIASES_MAX, NAME_MAX
 
 log = logging.getLogger("calagent.commands.caldav")
 

@@ -22,9 +22,7 @@ from icalendar import (
     vRecur,
 )
 
-# The invitation inbox reads a received object's people through this module too.
-from calagent.commands.caldav.attendees import address_of as address_of
-from calagent.commands.caldav.attendees import attendees_of as attendees_of
+from calagent.commands.caldav.attendees import address_of, attendees_of
 from calagent.commands.caldav.zones import series_zone, utc_instant
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address

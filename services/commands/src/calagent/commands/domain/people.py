@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from calagent.contracts.address import is_address as is_address
+from calagent.contracts.address import is_address
 from calagent.contracts.people import Attendee
 
 SUGGESTIONS_MAX = 5

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import secrets
 
-from calagent.commands.domain.people import Contact, is_address
+from calagent.commands.domain.people import Contact
 from calagent.commands.ports import Store
 from calagent.commands.txn import new_id
+from calagent.contracts.address import is_address
 from calagent.contracts.people import (
     AddContact,
     AnyContactCommand,

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from icalendar import Calendar, Component
 from opentelemetry import propagate
 
-from calagent.commands.caldav.objects import address_of, attendees_of, parse_resource
+from calagent.commands.caldav.attendees import address_of, attendees_of
+from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.people import normal_address
