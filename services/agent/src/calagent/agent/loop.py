@@ -22,40 +22,17 @@ from calagent.agent.domain import fixed_replies, receipts
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.pending import (
-    LastAssistant,
-    fast_path_patch,
-    invitation_answer,
-    speaks_for_user,
-    timed_gate,
-    undo_gate,
-)
-from calagent.agent.domain.repair import calls_in_text, loads_lenient
+from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
+from calagent.agent.gates import answer_pending, answer_undo
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
+from calagent.agent.repairs import natural_dates, repaired_calls
 from calagent.agent.state import Finished, TurnState
-from calagent.agent.tools import (
-    ToolResult,
-    Tools,
-    add_db_segment,
-    apply_command_result,
-    confirm_command,
-    error_content,
-    finished_content,
-    undo_command,
-)
-from calagent.contracts.commands import (
-    ACTIVE_STUB_STATUSES,
-    CancelStub,
-    CommandResult,
-    MergeStub,
-    RevertChange,
-    StubOut,
-    TurnContext,
-)
+from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call
+from calagent.contracts.commands import ACTIVE_STUB_STATUSES, StubOut, TurnContext
 from calagent.contracts.text import storable
-from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, ToolArgs, tool_schemas
+from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (
     DirectCall,
     ModelUsage,
@@ -67,7 +44,6 @@ from calagent.contracts.turns import (
     TurnRequested,
     stub_view,
 )
-from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.timeline import Timeline, epoch_ms
 
@@ -76,9 +52,6 @@ MAX_MODEL_STEPS = 6
 TURN_RESERVE_S = 2.0
 # An invalid tool call goes back to the model; after two failed retries the turn asks the user.
 MAX_TOOL_ERRORS = 3
-# Fields whose schema asks for a date or range symbol: a natural date written there is resolved by
-# the time service when it gives exactly one answer (contract §17).
-SYMBOL_FIELDS = frozenset({"date", "end_date", "start", "end"})
 ONE_WRITE = "one_write_per_response"
 
 
@@ -267,10 +240,10 @@ class TurnRunner:
 
         if state.turn.direct is not None:
             return await self._run_direct(state, state.turn.direct, sink)
-        undone = await self._answer_undo(state, sink, now)
+        undone = await answer_undo(state, sink, now, commands=self.commands, window=self.offer_window)
         if undone is not None:
             return undone
-        pending = await self._answer_pending(state, sink, now)
+        pending = await answer_pending(state, sink, now, commands=self.commands, window=self.offer_window)
         if pending is not None:
             return pending
         if self.model is None:
@@ -302,112 +275,6 @@ class TurnRunner:
             return _combined(state.finished)
         return Finished("rejected", fixed_replies.direct_call_refused(_error_message(messages), state.lang))
 
-    async def _answer_undo(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
-        """A bare "撤销" right after a receipt takes back that receipt's change with zero model
-        calls; when that turn changed nothing, the model reads the word like any other."""
-        turn_id = undo_gate(
-            state.turn.text,
-            last_assistant=state.last_assistant,
-            now=now,
-            window=self.offer_window,
-            own_words=speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded),
-        )
-        if turn_id is None:
-            return None
-        result = await self._execute(state, "undo_change", undo_command(state, turn_id=turn_id))
-        if result.error is not None and result.error.code == "nothing_to_undo":
-            return None
-        state.flag("timed_gate")
-        call = ToolCallOut(
-            name="undo_change",
-            arguments={"change_id": result.undid.id} if result.undid is not None else {},
-            result=result.status if result.error is None else f"error:{result.error.code}",
-        )
-        await self._record_call(state, sink, call)
-        return apply_command_result(state, result)
-
-    async def _answer_pending(self, state: TurnState, sink: EventSink, now: Any) -> Finished | None:
-        """Zero-model answers to the active stub: the timed gate, then the short-reply fast path."""
-        stub = state.stub
-        if stub is None:
-            return None
-        own_words = speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded)
-        answer = invitation_answer(state.turn.text, stub=stub, own_words=own_words)
-        if answer is not None:
-            state.flag("timed_gate")
-            reply = confirm_command(state, stub.id).model_copy(update={"partstat": answer})
-            result = await self._execute(state, "confirm_command", reply)
-            await self._record_call(
-                state,
-                sink,
-                ToolCallOut(name="confirm_command", arguments={"command_id": stub.id}, result=result.status),
-            )
-            return apply_command_result(state, result)
-        gate = timed_gate(
-            state.turn.text,
-            stub=stub,
-            last_assistant=state.last_assistant,
-            now=now,
-            window=self.offer_window,
-            own_words=own_words,
-        )
-        if gate is not None:
-            state.flag("timed_gate")
-            command: MergeStub | CancelStub
-            if gate == "confirm":
-                name, command = "confirm_command", confirm_command(state, stub.id)
-            else:
-                name = "cancel_schedule_command"
-                command = CancelStub(envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id)
-            result = await self._execute(state, name, command)
-            await self._record_call(
-                state, sink, ToolCallOut(name=name, arguments={"command_id": stub.id}, result=result.status)
-            )
-            return apply_command_result(state, result)
-
-        env = state.env
-        patch = (
-            fast_path_patch(
-                stub,
-                state.parsed,
-                own_words=own_words,
-                # The moment the commands service resolves the patch's symbols against.
-                now=env.occurred_at,
-                tz=env.tz,
-            )
-            if state.parsed is not None
-            else None
-        )
-        if patch is None:
-            return None
-        merge = MergeStub(
-            envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id, patch=patch
-        )
-        result = await self._execute(state, "merge_stub", merge)
-        if result.status == "error":
-            # A patch the resolver refuses is not guessed into a date: the model, which sees the
-            # stub and the message, takes over instead.
-            return None
-        state.flag("fast_path")
-        call = ToolCallOut(
-            name="merge_stub", arguments=patch.model_dump(exclude_none=True), result=result.status
-        )
-        await self._record_call(state, sink, call)
-        return apply_command_result(state, result)
-
-    async def _execute(
-        self, state: TurnState, name: str, command: MergeStub | CancelStub | RevertChange
-    ) -> CommandResult:
-        """A command code issues on its own (no model call), timed like a tool of that name."""
-        with state.timeline.segment(f"tool.{name}"):
-            result = await self.commands.execute(command)
-        add_db_segment(state, result.db_ms)
-        return result
-
-    async def _record_call(self, state: TurnState, sink: EventSink, call: ToolCallOut) -> None:
-        state.tool_calls.append(call)
-        await sink(TurnEvent(turn_id=state.env.turn_id, type="tool.called", tool=call))
-
     async def _tool_loop(self, state: TurnState, messages: list[dict[str, Any]], sink: EventSink) -> Finished:
         env = state.env
         stream = ClaimGuardedStream(
@@ -416,7 +283,7 @@ class TurnRunner:
         for _ in range(MAX_MODEL_STEPS):
             stream.reset()
             response = await self._call_model(state, messages, stream.feed)
-            calls, text = self._repaired_calls(state, response)
+            calls, text = repaired_calls(state, response, self.tool_names)
             if not calls:
                 return self._final_text(state, text)
             messages.append(
@@ -483,7 +350,7 @@ class TurnRunner:
         try:
             args = model.model_validate_json(call.arguments or "{}")
         except ValidationError as exc:
-            repaired = await self._natural_dates(state, model, call, exc)
+            repaired = await natural_dates(state, self.time, model, call, exc)
             if repaired is None:
                 detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
                 result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
@@ -493,81 +360,6 @@ class TurnRunner:
         with state.timeline.segment(f"tool.{call.name}"):
             result = await self.tools.run(state, args)
         await self._answer_call(state, messages, sink, call, args.model_dump(exclude_none=True), result)
-
-    def _repaired_calls(self, state: TurnState, response: ModelResponse) -> tuple[list[ModelToolCall], str]:
-        """The response's tool calls as the runtime runs them, each repair recorded: calls written
-        into the text, almost-JSON arguments, missing ids."""
-        calls, text = list(response.tool_calls), response.text
-        if not calls and text:
-            found, rest = calls_in_text(text, self.tool_names)
-            if found:
-                state.repaired("text_tool_call")
-                if any(c.almost_json for c in found):
-                    state.repaired("almost_json")
-                calls = [ModelToolCall(id="", name=c.name, arguments=c.arguments) for c in found]
-                text = rest
-        out: list[ModelToolCall] = []
-        for index, call in enumerate(calls):
-            arguments = call.arguments
-            parsed = loads_lenient(arguments)
-            if parsed is not None and parsed[1]:
-                state.repaired("almost_json")
-                arguments = json.dumps(parsed[0], ensure_ascii=False)
-            call_id = call.id
-            if not call_id:
-                if response.tool_calls:  # a call written into the text never had an id
-                    state.repaired("missing_call_id")
-                # Unique within the turn: the model sees each result under its own call's id.
-                call_id = f"call_{state.model_calls}_{index}"
-            out.append(ModelToolCall(id=call_id, name=call.name, arguments=arguments))
-        return out, text
-
-    async def _natural_dates(
-        self, state: TurnState, model: type[ToolArgs], call: ModelToolCall, exc: ValidationError
-    ) -> ToolArgs | None:
-        """The arguments with each natural date in a symbol field replaced by the time service's
-        symbol, when every such field has exactly one reading and nothing else was wrong."""
-        try:
-            data = json.loads(call.arguments or "{}")
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        fields: list[str] = []
-        for error in exc.errors():
-            loc = error["loc"]
-            field = loc[0] if len(loc) == 1 else None
-            value = data.get(field) if isinstance(field, str) else None
-            if (
-                error["type"] != "string_pattern_mismatch"
-                or field not in SYMBOL_FIELDS
-                or not isinstance(value, str)
-            ):
-                return None
-            assert isinstance(field, str)
-            try:
-                parsed = await self.time.parse_reply(value, state.env.occurred_at, state.env.tz)
-            except BusRequestError:
-                return None  # no reading today: the model gets the structured error instead
-            patch = parsed.patch.model_dump(exclude_none=True)
-            symbol = patch.get("date")
-            # One reading or none: a weekend is two days, a bare weekday or a time is not a date.
-            if (
-                not parsed.complete
-                or set(patch) != {"date"}
-                or not isinstance(symbol, str)
-                or symbol.startswith("WE")
-            ):
-                return None
-            data[field] = symbol
-            fields.append(field)
-        try:
-            args = model.model_validate(data)
-        except ValidationError:
-            return None
-        for field in fields:
-            state.repaired(f"natural_date:{field}")
-        return args
 
     async def _answer_call(
         self,
@@ -581,9 +373,7 @@ class TurnRunner:
         if result.label.startswith("error:"):
             state.tool_errors += 1
             state.flag("tool_error")
-        await self._record_call(
-            state, sink, ToolCallOut(name=call.name, arguments=arguments, result=result.label)
-        )
+        await record_call(state, sink, ToolCallOut(name=call.name, arguments=arguments, result=result.label))
         content = result.content
         if result.finished is not None and TOOL_KINDS.get(call.name) == "terminal":
             state.finished.append(result.finished)

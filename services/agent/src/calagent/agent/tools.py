@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from calagent.agent.domain import fixed_replies, reads, receipts
 from calagent.agent.domain.pending import write_hold
-from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, StorePort
+from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, StorePort
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     CancelStub,
@@ -49,7 +49,7 @@ from calagent.contracts.tools import (
     UndoChange,
     UpdateSchedule,
 )
-from calagent.contracts.turns import Outcome, SlotView, event_view
+from calagent.contracts.turns import Outcome, SlotView, ToolCallOut, TurnEvent, event_view
 from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settle import is_transient
@@ -102,6 +102,11 @@ def add_db_segment(state: TurnState, db_ms: float) -> None:
     if db_ms > 0:
         end = epoch_ms()
         state.timeline.add_span("db.commands", end - db_ms, end)
+
+
+async def record_call(state: TurnState, sink: EventSink, call: ToolCallOut) -> None:
+    state.tool_calls.append(call)
+    await sink(TurnEvent(turn_id=state.env.turn_id, type="tool.called", tool=call))
 
 
 def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
