@@ -12,17 +12,23 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
+from calagent.commands.domain.changes import (
+    after_payload,
+    asked_in,
+    carry,
+    change_payload,
+    exdates_before,
+    master_values,
+    own_values,
+    series_move,
+)
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.series import (
     InexpressibleChangeError,
-    MovedRule,
     expand,
     live_count,
-    move_rule,
-    remaining_rule,
     split_occurrence_id,
     until_before,
-    wall,
     zone_of,
 )
 from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
@@ -34,7 +40,6 @@ from calagent.contracts.commands import (
     PrepareChange,
     StubSlots,
 )
-from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -132,23 +137,10 @@ class Changes:
             view = ChangeOut(
                 action="update", scope=scope, before=before, after=event_out(after, txn.tz)
             ).model_dump(mode="json")
-            after_values = {
-                "title": after.title,
-                "start": after.start.isoformat(),
-                "end": after.end.isoformat(),
-                "all_day": after.all_day,
-                "calendar": after.calendar,
-                "reminder_minutes": after.reminder_minutes,
-                "location": after.location,
-                "notes": after.notes,
-                "url": after.url,
-                "attendees": [a.model_dump(mode="json") for a in after.attendees],
-                "organizer": after.organizer,
-                "asked": sorted(_asked(command.update, target.occurrence)),
-            }
+            after_values = after_payload(after, asked_in(command.update, target.occurrence))
             if target.master is not None and scope != "this" and target.occurrence_start is not None:
                 try:
-                    _series_move(target.master, target.occurrence_start, scope, after_values)
+                    series_move(target.master, target.occurrence_start, scope, after_values)
                 except InexpressibleChangeError as exc:
                     return error_result("inexpressible_change", str(exc))
             proposed = (after.start, after.end)
@@ -164,15 +156,15 @@ class Changes:
             hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
         superseded = await self.writes.pending.supersede(txn, active)
-        change = {
-            "view": view,
-            "action": command.action,
-            "scope": scope,
-            "row_id": target.row.id,
-            "master_id": target.master.id if target.master else None,
-            "occurrence_start": target.occurrence_start.isoformat() if target.occurrence_start else None,
-            "after": after_values,
-        }
+        change = change_payload(
+            view=view,
+            action=command.action,
+            scope=scope,
+            row_id=target.row.id,
+            master_id=target.master.id if target.master else None,
+            occurrence_start=target.occurrence_start,
+            after=after_values,
+        )
         stub = await self.writes.pending.save(
             txn,
             None,
@@ -353,7 +345,8 @@ class Changes:
         await uow.delete_events(txn.user_id, later)
         await uow.update_event(
             master.evolve(
-                rrule=until_before(master.rrule, slot, zone_of(master)), exdates=_before(master.exdates, slot)
+                rrule=until_before(master.rrule, slot, zone_of(master)),
+                exdates=exdates_before(master.exdates, slot),
             )
         )
         return gone
@@ -366,7 +359,7 @@ class Changes:
         uow = txn.uow
         start = datetime.fromisoformat(after["start"])
         end = datetime.fromisoformat(after["end"])
-        values = _own_values(after)
+        values = own_values(after)
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
             await uow.update_event(target.row.evolve(start=start, end=end, **values))
@@ -389,9 +382,9 @@ class Changes:
             await uow.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
             return override.id, None
         assert master.rrule is not None
-        moved, origin = _series_move(master, slot, scope, after)
+        moved, origin = series_move(master, slot, scope, after)
         overrides = await uow.series_overrides(txn.user_id, master.id)
-        changed = _master_values(master, after)
+        changed = master_values(master, after)
         duration = changed.pop("duration")
         assert isinstance(duration, timedelta)
         new_start = moved.slot(origin)
@@ -409,7 +402,7 @@ class Changes:
             await uow.update_event(
                 master.evolve(
                     rrule=until_before(master.rrule, origin, moved.tz),
-                    exdates=_before(master.exdates, origin),
+                    exdates=exdates_before(master.exdates, origin),
                 )
             )
             await uow.insert_event(series, turn_id=txn.envelope.turn_id, key=None)
@@ -421,112 +414,6 @@ class Changes:
                 # The occurrence the user pointed at takes the change as they were shown it.
                 carried = override.evolve(start=start, end=end, **values)
             else:
-                carried = _carry(override, master, series, moved)
+                carried = carry(override, master, series, moved)
             await uow.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
         return series.id, moved.slot(slot)
-
-
-def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:
-    return tuple(d for d in exdates if d < moment)
-
-
-# Besides its start and length, what an occurrence may have of its own.
-# The fields a change may set, each of which an occurrence may also have of its own. Place, notes,
-# address and people were added after the first changes were held: a stub without them leaves
-# them as they are.
-OWN_FIELDS = (
-    "title",
-    "all_day",
-    "calendar",
-    "reminder_minutes",
-    "location",
-    "notes",
-    "url",
-    "attendees",
-    "organizer",
-)
-
-
-def _asked(update: UpdateSchedule, current: Event) -> set[str]:
-    """What the user asked to change: only these reach a series' master and the occurrences that
-    inherit them; anything else an occurrence shows stays where it is."""
-    asked = {
-        name
-        for name in ("title", "calendar", "reminder_minutes", "location", "notes", "attendees")
-        if getattr(update, name) is not None
-    }
-    if "attendees" in asked:
-        asked.add("organizer")  # the organizer is set with the people it invites
-    if update.all_day is not None and update.all_day != current.all_day:
-        asked |= {"all_day", "date", "time", "duration"}
-    if update.date:
-        asked.add("date")
-    if update.time:
-        asked.add("time")
-    if update.end_time or update.duration_minutes or update.end_date:
-        asked.add("duration")
-    return asked
-
-
-def _asked_of(after: dict[str, Any]) -> set[str]:
-    # A change held before `asked` was recorded applies everything it shows, as it did then.
-    asked = after.get("asked")
-    return set(asked) if asked is not None else {*OWN_FIELDS, "date", "time", "duration"}
-
-
-def _value(after: dict[str, Any], name: str) -> Any:
-    if name == "attendees":
-        return tuple(Attendee.model_validate(a) for a in after[name])
-    return after[name]
-
-
-def _own_values(after: dict[str, Any]) -> dict[str, Any]:
-    return {name: _value(after, name) for name in OWN_FIELDS if name in after}
-
-
-def _series_move(
-    master: Event, slot: datetime, scope: Scope, after: dict[str, Any]
-) -> tuple[MovedRule, datetime]:
-    """The rule moved by what the user asked, measured from the occurrence's original slot (never
-    from a time it was moved to before), and the first slot it applies from."""
-    assert master.rrule is not None
-    tz = zone_of(master)
-    asked = _asked_of(after)
-    first = master.start.astimezone(UTC)
-    origin = first if scope == "all" or slot <= first else slot
-    old = wall(slot, tz)
-    new = wall(datetime.fromisoformat(after["start"]), tz)
-    moved_to = datetime.combine(
-        new.date() if "date" in asked else old.date(), new.time() if "time" in asked else old.time()
-    )
-    rule = master.rrule
-    if origin != first:
-        rule = remaining_rule(rule, master.start, tz, origin)
-    return move_rule(rule, origin, tz, moved_to - old), origin
-
-
-def _master_values(master: Event, after: dict[str, Any]) -> dict[str, Any]:
-    """The master's fields after the change: only what was asked, and its length."""
-    asked = _asked_of(after)
-    values: dict[str, Any] = {
-        name: _value(after, name) for name in OWN_FIELDS if name in asked and name in after
-    }
-    duration = master.end - master.start
-    if "duration" in asked:
-        duration = datetime.fromisoformat(after["end"]) - datetime.fromisoformat(after["start"])
-    values["duration"] = duration
-    return values
-
-
-def _carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
-    """An override after its series changed, field by field: a value equal to what the series gave
-    its slot before is inherited and follows the series; a value of its own stays."""
-    rid = override.recurrence_id
-    assert rid is not None
-    old_length, new_length = old.end - old.start, new.end - new.start
-    start = moved.slot(rid) if override.start == rid else override.start
-    length = new_length if override.end - override.start == old_length else override.end - override.start
-    inherited = {
-        name: getattr(new, name) for name in OWN_FIELDS if getattr(override, name) == getattr(old, name)
-    }
-    return override.evolve(start=start, end=start + length, **inherited)
