@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from calagent.commands.domain.changes import (
     after_payload,
@@ -32,6 +32,9 @@ from calagent.commands.domain.series import (
     zone_of,
 )
 from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
+from calagent.commands.pending import Pending
+from calagent.commands.people.attendees import AttendeeRules
+from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
@@ -41,9 +44,6 @@ from calagent.contracts.commands import (
     StubSlots,
 )
 from calagent.contracts.tools import Scope, UpdateSchedule
-
-if TYPE_CHECKING:
-    from calagent.commands.writes import Writes
 
 REMOVED_PREVIEW = 5  # starts a series delete lists before "and N more"
 NOT_FOUND = "no event with that id"
@@ -60,8 +60,10 @@ class Target:
 
 
 class Changes:
-    def __init__(self, writes: Writes) -> None:
-        self.writes = writes
+    def __init__(self, pending: Pending, placing: Placing, people: AttendeeRules) -> None:
+        self.pending = pending
+        self.placing = placing
+        self.people = people
 
     # ---- finding the target ------------------------------------------------------------------
 
@@ -112,11 +114,11 @@ class Changes:
         conflicts: tuple[Event, ...] = ()
         hold = command.hold or "change_confirmation"
         after_values: dict[str, Any] | None = None
-        recipients = await self.writes.people.invited(txn, target.row, target.master)
+        recipients = await self.people.invited(txn, target.row, target.master)
         if command.action == "update":
             if command.update is None:
                 return error_result("invalid_arguments", "an update needs the fields to change")
-            people = await self.writes.people.for_update(txn, target.occurrence, command.update)
+            people = await self.people.for_update(txn, target.occurrence, command.update)
             if isinstance(people, CommandResult):
                 return people
             after = await self._after(txn, target.occurrence, command.update)
@@ -126,7 +128,7 @@ class Changes:
                 after = after.evolve(attendees=people.attendees, organizer=people.organizer)
                 recipients = people.recipients(recipients)
             ignore = {target.occurrence.id, target.row.id}
-            conflicts = await self.writes.conflicts(
+            conflicts = await self.placing.conflicts(
                 txn, after.start, after.end, after.all_day, ignore_ids=frozenset(ignore)
             )
             if target.master is not None and scope != "this":
@@ -155,7 +157,7 @@ class Changes:
             # The change sends mail (an update or a cancellation) to the people invited.
             hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.writes.pending.supersede(txn, active)
+        superseded = await self.pending.supersede(txn, active)
         change = change_payload(
             view=view,
             action=command.action,
@@ -165,7 +167,7 @@ class Changes:
             occurrence_start=target.occurrence_start,
             after=after_values,
         )
-        stub = await self.writes.pending.save(
+        stub = await self.pending.save(
             txn,
             None,
             title=target.occurrence.title,
@@ -194,14 +196,14 @@ class Changes:
         local_start = current.start.astimezone(tz)
         day: date = local_start.date()
         if update.date:
-            resolved = await self.writes.resolve_day(txn, update.date)
+            resolved = await self.placing.resolve_day(txn, update.date)
             if isinstance(resolved, CommandResult):
                 return resolved
             day = resolved
         all_day = current.all_day if update.all_day is None else update.all_day
         last_day = None
         if update.end_date:
-            resolved_last = await self.writes.resolve_day(txn, update.end_date)
+            resolved_last = await self.placing.resolve_day(txn, update.end_date)
             if isinstance(resolved_last, CommandResult):
                 return resolved_last
             last_day = resolved_last
@@ -235,7 +237,7 @@ class Changes:
             return error_result("invalid_time", "the event must end after it starts")
         calendar = current.calendar
         if update.calendar:
-            calendars = await txn.uow.calendars(txn.user_id, self.writes.config.calendars)
+            calendars = await self.placing.calendars(txn)
             calendar = update.calendar if update.calendar in calendars else current.calendar
         return current.evolve(
             title=update.title or current.title,
@@ -272,13 +274,13 @@ class Changes:
         target = await self._stored_target(txn, change)
         if target is None:
             # The event went away meanwhile (removed elsewhere): nothing to change.
-            await self.writes.pending.move(txn, stub, "cancelled")
+            await self.pending.move(txn, stub, "cancelled")
             return error_result("not_found", NOT_FOUND)
         scope: Scope = change["scope"]
         before = event_out(target.occurrence, txn.tz)
         if change["action"] == "delete":
             removed = await self._delete(txn, target, scope)
-            done = await self.writes.pending.move(txn, stub, "deleted")
+            done = await self.pending.move(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -294,7 +296,7 @@ class Changes:
         new = await self._read_back(txn, *written)
         if new is None:
             return error_result("not_found", NOT_FOUND)
-        done = await self.writes.pending.move(txn, stub, "updated")
+        done = await self.pending.move(txn, stub, "updated")
         return CommandResult(
             status="updated",
             persisted=True,
