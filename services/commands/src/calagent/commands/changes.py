@@ -127,13 +127,15 @@ class Changes:
             if people is not None:
                 after = after.evolve(attendees=people.attendees, organizer=people.organizer)
                 recipients = people.recipients(recipients)
-            ignore = {target.occurrence.id, target.row.id}
-            conflicts = await self.placing.conflicts(
-                txn, after.start, after.end, after.all_day, ignore_ids=frozenset(ignore)
+            conflicts = await self.conflicts(
+                txn,
+                after.start,
+                after.end,
+                after.all_day,
+                own_ids=frozenset({target.occurrence.id, target.row.id}),
+                master_id=target.master.id if target.master else None,
+                scope=scope,
             )
-            if target.master is not None and scope != "this":
-                # The series' own other occurrences are not a conflict with itself.
-                conflicts = tuple(c for c in conflicts if c.series_id != target.master.id)
             if after.start < txn.spoken_at and not after.all_day:
                 hold = command.hold or "past_start"
             view = ChangeOut(
@@ -188,6 +190,24 @@ class Changes:
             stub=stub_out(stub, conflicts, txn.tz),
             superseded=superseded,
         )
+
+    async def conflicts(
+        self,
+        txn: Txn,
+        start: datetime,
+        end: datetime,
+        all_day: bool,
+        *,
+        own_ids: frozenset[str],
+        master_id: str | None,
+        scope: Scope,
+    ) -> tuple[Event, ...]:
+        """What a change moving the event to [start, end) would meet: never the event itself, and,
+        when the change reaches past one occurrence, not the series' own other occurrences."""
+        found = await self.placing.conflicts(txn, start, end, all_day, ignore_ids=own_ids)
+        if master_id is None or scope == "this":
+            return found
+        return tuple(c for c in found if c.series_id != master_id)
 
     async def _after(self, txn: Txn, current: Event, update: UpdateSchedule) -> Event | CommandResult:
         """The occurrence as it would be after the update: date and times resolved by the time

@@ -86,14 +86,15 @@ class Offers:
         after = change.get("after")
         if change.get("action") != "update" or not after:
             return False
-        targets = frozenset(_target_ids(change))
-        found = await self.placing.conflicts(
+        found = await self.changes.conflicts(
             txn,
             datetime.fromisoformat(after["start"]),
             datetime.fromisoformat(after["end"]),
             bool(after["all_day"]),
-            ignore_ids=targets,
+            own_ids=frozenset(_target_ids(change)),
+            master_id=change.get("master_id"),
+            scope=change["scope"],
         )
         shown = set(stub.conflict_event_ids)
-        # As at prepare, a series' own occurrences are not a conflict with it; singles are.
-        return any(c.series_id is None and c.id not in targets and c.id not in shown for c in found)
+        # The offer records the single events it showed, so a single one not among them is new.
+        return any(c.series_id is None and c.id not in shown for c in found)
