@@ -10,22 +10,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from calagent.commands.domain.changes import (
+    after_payload,
+    asked_in,
+    carry,
+    change_payload,
+    exdates_before,
+    master_values,
+    own_values,
+    series_move,
+)
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.series import (
     InexpressibleChangeError,
-    MovedRule,
     expand,
     live_count,
-    move_rule,
-    remaining_rule,
     split_occurrence_id,
     until_before,
-    wall,
     zone_of,
 )
 from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
+from calagent.commands.pending import Pending
+from calagent.commands.people.attendees import AttendeeRules
+from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
@@ -34,11 +43,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     StubSlots,
 )
-from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
-
-if TYPE_CHECKING:
-    from calagent.commands.writes import Writes
 
 REMOVED_PREVIEW = 5  # starts a series delete lists before "and N more"
 NOT_FOUND = "no event with that id"
@@ -55,8 +60,10 @@ class Target:
 
 
 class Changes:
-    def __init__(self, writes: Writes) -> None:
-        self.writes = writes
+    def __init__(self, pending: Pending, placing: Placing, people: AttendeeRules) -> None:
+        self.pending = pending
+        self.placing = placing
+        self.people = people
 
     # ---- finding the target ------------------------------------------------------------------
 
@@ -107,11 +114,11 @@ class Changes:
         conflicts: tuple[Event, ...] = ()
         hold = command.hold or "change_confirmation"
         after_values: dict[str, Any] | None = None
-        recipients = await self.writes.people.invited(txn, target.row, target.master)
+        recipients = await self.people.invited(txn, target.row, target.master)
         if command.action == "update":
             if command.update is None:
                 return error_result("invalid_arguments", "an update needs the fields to change")
-            people = await self.writes.people.for_update(txn, target.occurrence, command.update)
+            people = await self.people.for_update(txn, target.occurrence, command.update)
             if isinstance(people, CommandResult):
                 return people
             after = await self._after(txn, target.occurrence, command.update)
@@ -120,35 +127,24 @@ class Changes:
             if people is not None:
                 after = after.evolve(attendees=people.attendees, organizer=people.organizer)
                 recipients = people.recipients(recipients)
-            ignore = {target.occurrence.id, target.row.id}
-            conflicts = await self.writes.conflicts(
-                txn, after.start, after.end, after.all_day, ignore_ids=frozenset(ignore)
+            conflicts = await self.conflicts(
+                txn,
+                after.start,
+                after.end,
+                after.all_day,
+                own_ids=frozenset({target.occurrence.id, target.row.id}),
+                master_id=target.master.id if target.master else None,
+                scope=scope,
             )
-            if target.master is not None and scope != "this":
-                # The series' own other occurrences are not a conflict with itself.
-                conflicts = tuple(c for c in conflicts if c.series_id != target.master.id)
             if after.start < txn.spoken_at and not after.all_day:
                 hold = command.hold or "past_start"
             view = ChangeOut(
                 action="update", scope=scope, before=before, after=event_out(after, txn.tz)
             ).model_dump(mode="json")
-            after_values = {
-                "title": after.title,
-                "start": after.start.isoformat(),
-                "end": after.end.isoformat(),
-                "all_day": after.all_day,
-                "calendar": after.calendar,
-                "reminder_minutes": after.reminder_minutes,
-                "location": after.location,
-                "notes": after.notes,
-                "url": after.url,
-                "attendees": [a.model_dump(mode="json") for a in after.attendees],
-                "organizer": after.organizer,
-                "asked": sorted(_asked(command.update, target.occurrence)),
-            }
+            after_values = after_payload(after, asked_in(command.update, target.occurrence))
             if target.master is not None and scope != "this" and target.occurrence_start is not None:
                 try:
-                    _series_move(target.master, target.occurrence_start, scope, after_values)
+                    series_move(target.master, target.occurrence_start, scope, after_values)
                 except InexpressibleChangeError as exc:
                     return error_result("inexpressible_change", str(exc))
             proposed = (after.start, after.end)
@@ -163,17 +159,17 @@ class Changes:
             # The change sends mail (an update or a cancellation) to the people invited.
             hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.writes.pending.supersede(txn, active)
-        change = {
-            "view": view,
-            "action": command.action,
-            "scope": scope,
-            "row_id": target.row.id,
-            "master_id": target.master.id if target.master else None,
-            "occurrence_start": target.occurrence_start.isoformat() if target.occurrence_start else None,
-            "after": after_values,
-        }
-        stub = await self.writes.pending.save(
+        superseded = await self.pending.supersede(txn, active)
+        change = change_payload(
+            view=view,
+            action=command.action,
+            scope=scope,
+            row_id=target.row.id,
+            master_id=target.master.id if target.master else None,
+            occurrence_start=target.occurrence_start,
+            after=after_values,
+        )
+        stub = await self.pending.save(
             txn,
             None,
             title=target.occurrence.title,
@@ -195,6 +191,24 @@ class Changes:
             superseded=superseded,
         )
 
+    async def conflicts(
+        self,
+        txn: Txn,
+        start: datetime,
+        end: datetime,
+        all_day: bool,
+        *,
+        own_ids: frozenset[str],
+        master_id: str | None,
+        scope: Scope,
+    ) -> tuple[Event, ...]:
+        """What a change moving the event to [start, end) would meet: never the event itself, and,
+        when the change reaches past one occurrence, not the series' own other occurrences."""
+        found = await self.placing.conflicts(txn, start, end, all_day, ignore_ids=own_ids)
+        if master_id is None or scope == "this":
+            return found
+        return tuple(c for c in found if c.series_id != master_id)
+
     async def _after(self, txn: Txn, current: Event, update: UpdateSchedule) -> Event | CommandResult:
         """The occurrence as it would be after the update: date and times resolved by the time
         service, the length kept unless a new end or duration is given."""
@@ -202,14 +216,14 @@ class Changes:
         local_start = current.start.astimezone(tz)
         day: date = local_start.date()
         if update.date:
-            resolved = await self.writes.resolve_day(txn, update.date)
+            resolved = await self.placing.resolve_day(txn, update.date)
             if isinstance(resolved, CommandResult):
                 return resolved
             day = resolved
         all_day = current.all_day if update.all_day is None else update.all_day
         last_day = None
         if update.end_date:
-            resolved_last = await self.writes.resolve_day(txn, update.end_date)
+            resolved_last = await self.placing.resolve_day(txn, update.end_date)
             if isinstance(resolved_last, CommandResult):
                 return resolved_last
             last_day = resolved_last
@@ -243,7 +257,7 @@ class Changes:
             return error_result("invalid_time", "the event must end after it starts")
         calendar = current.calendar
         if update.calendar:
-            calendars = await txn.uow.calendars(txn.user_id, self.writes.config.calendars)
+            calendars = await self.placing.calendars(txn)
             calendar = update.calendar if update.calendar in calendars else current.calendar
         return current.evolve(
             title=update.title or current.title,
@@ -280,13 +294,13 @@ class Changes:
         target = await self._stored_target(txn, change)
         if target is None:
             # The event went away meanwhile (removed elsewhere): nothing to change.
-            await self.writes.pending.move(txn, stub, "cancelled")
+            await self.pending.move(txn, stub, "cancelled")
             return error_result("not_found", NOT_FOUND)
         scope: Scope = change["scope"]
         before = event_out(target.occurrence, txn.tz)
         if change["action"] == "delete":
             removed = await self._delete(txn, target, scope)
-            done = await self.writes.pending.move(txn, stub, "deleted")
+            done = await self.pending.move(txn, stub, "deleted")
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -302,7 +316,7 @@ class Changes:
         new = await self._read_back(txn, *written)
         if new is None:
             return error_result("not_found", NOT_FOUND)
-        done = await self.writes.pending.move(txn, stub, "updated")
+        done = await self.pending.move(txn, stub, "updated")
         return CommandResult(
             status="updated",
             persisted=True,
@@ -353,7 +367,8 @@ class Changes:
         await uow.delete_events(txn.user_id, later)
         await uow.update_event(
             master.evolve(
-                rrule=until_before(master.rrule, slot, zone_of(master)), exdates=_before(master.exdates, slot)
+                rrule=until_before(master.rrule, slot, zone_of(master)),
+                exdates=exdates_before(master.exdates, slot),
             )
         )
         return gone
@@ -366,7 +381,7 @@ class Changes:
         uow = txn.uow
         start = datetime.fromisoformat(after["start"])
         end = datetime.fromisoformat(after["end"])
-        values = _own_values(after)
+        values = own_values(after)
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
             await uow.update_event(target.row.evolve(start=start, end=end, **values))
@@ -389,9 +404,9 @@ class Changes:
             await uow.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
             return override.id, None
         assert master.rrule is not None
-        moved, origin = _series_move(master, slot, scope, after)
+        moved, origin = series_move(master, slot, scope, after)
         overrides = await uow.series_overrides(txn.user_id, master.id)
-        changed = _master_values(master, after)
+        changed = master_values(master, after)
         duration = changed.pop("duration")
         assert isinstance(duration, timedelta)
         new_start = moved.slot(origin)
@@ -409,7 +424,7 @@ class Changes:
             await uow.update_event(
                 master.evolve(
                     rrule=until_before(master.rrule, origin, moved.tz),
-                    exdates=_before(master.exdates, origin),
+                    exdates=exdates_before(master.exdates, origin),
                 )
             )
             await uow.insert_event(series, turn_id=txn.envelope.turn_id, key=None)
@@ -421,112 +436,6 @@ class Changes:
                 # The occurrence the user pointed at takes the change as they were shown it.
                 carried = override.evolve(start=start, end=end, **values)
             else:
-                carried = _carry(override, master, series, moved)
+                carried = carry(override, master, series, moved)
             await uow.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
         return series.id, moved.slot(slot)
-
-
-def _before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:
-    return tuple(d for d in exdates if d < moment)
-
-
-# Besides its start and length, what an occurrence may have of its own.
-# The fields a change may set, each of which an occurrence may also have of its own. Place, notes,
-# address and people were added after the first changes were held: a stub without them leaves
-# them as they are.
-OWN_FIELDS = (
-    "title",
-    "all_day",
-    "calendar",
-    "reminder_minutes",
-    "location",
-    "notes",
-    "url",
-    "attendees",
-    "organizer",
-)
-
-
-def _asked(update: UpdateSchedule, current: Event) -> set[str]:
-    """What the user asked to change: only these reach a series' master and the occurrences that
-    inherit them; anything else an occurrence shows stays where it is."""
-    asked = {
-        name
-        for name in ("title", "calendar", "reminder_minutes", "location", "notes", "attendees")
-        if getattr(update, name) is not None
-    }
-    if "attendees" in asked:
-        asked.add("organizer")  # the organizer is set with the people it invites
-    if update.all_day is not None and update.all_day != current.all_day:
-        asked |= {"all_day", "date", "time", "duration"}
-    if update.date:
-        asked.add("date")
-    if update.time:
-        asked.add("time")
-    if update.end_time or update.duration_minutes or update.end_date:
-        asked.add("duration")
-    return asked
-
-
-def _asked_of(after: dict[str, Any]) -> set[str]:
-    # A change held before `asked` was recorded applies everything it shows, as it did then.
-    asked = after.get("asked")
-    return set(asked) if asked is not None else {*OWN_FIELDS, "date", "time", "duration"}
-
-
-def _value(after: dict[str, Any], name: str) -> Any:
-    if name == "attendees":
-        return tuple(Attendee.model_validate(a) for a in after[name])
-    return after[name]
-
-
-def _own_values(after: dict[str, Any]) -> dict[str, Any]:
-    return {name: _value(after, name) for name in OWN_FIELDS if name in after}
-
-
-def _series_move(
-    master: Event, slot: datetime, scope: Scope, after: dict[str, Any]
-) -> tuple[MovedRule, datetime]:
-    """The rule moved by what the user asked, measured from the occurrence's original slot (never
-    from a time it was moved to before), and the first slot it applies from."""
-    assert master.rrule is not None
-    tz = zone_of(master)
-    asked = _asked_of(after)
-    first = master.start.astimezone(UTC)
-    origin = first if scope == "all" or slot <= first else slot
-    old = wall(slot, tz)
-    new = wall(datetime.fromisoformat(after["start"]), tz)
-    moved_to = datetime.combine(
-        new.date() if "date" in asked else old.date(), new.time() if "time" in asked else old.time()
-    )
-    rule = master.rrule
-    if origin != first:
-        rule = remaining_rule(rule, master.start, tz, origin)
-    return move_rule(rule, origin, tz, moved_to - old), origin
-
-
-def _master_values(master: Event, after: dict[str, Any]) -> dict[str, Any]:
-    """The master's fields after the change: only what was asked, and its length."""
-    asked = _asked_of(after)
-    values: dict[str, Any] = {
-        name: _value(after, name) for name in OWN_FIELDS if name in asked and name in after
-    }
-    duration = master.end - master.start
-    if "duration" in asked:
-        duration = datetime.fromisoformat(after["end"]) - datetime.fromisoformat(after["start"])
-    values["duration"] = duration
-    return values
-
-
-def _carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
-    """An override after its series changed, field by field: a value equal to what the series gave
-    its slot before is inherited and follows the series; a value of its own stays."""
-    rid = override.recurrence_id
-    assert rid is not None
-    old_length, new_length = old.end - old.start, new.end - new.start
-    start = moved.slot(rid) if override.start == rid else override.start
-    length = new_length if override.end - override.start == old_length else override.end - override.start
-    inherited = {
-        name: getattr(new, name) for name in OWN_FIELDS if getattr(override, name) == getattr(old, name)
-    }
-    return override.evolve(start=start, end=start + length, **inherited)

@@ -11,16 +11,15 @@ that writes its change, so a write that fails leaves it held.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from calagent.commands.changes import Changes
 from calagent.commands.domain.changelog import version_of
 from calagent.commands.domain.model import Stub
+from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn
 from calagent.contracts.commands import CommandResult, PrepareChange
 from calagent.contracts.tools import UpdateSchedule
-
-if TYPE_CHECKING:
-    from calagent.commands.writes import Writes
 
 
 def _target_ids(change: dict[str, Any]) -> list[str]:
@@ -28,8 +27,9 @@ def _target_ids(change: dict[str, Any]) -> list[str]:
 
 
 class Offers:
-    def __init__(self, writes: Writes) -> None:
-        self.writes = writes
+    def __init__(self, changes: Changes, placing: Placing) -> None:
+        self.changes = changes
+        self.placing = placing
 
     async def _version(self, txn: Txn, change: dict[str, Any]) -> str | None:
         rows = await txn.uow.current_rows(txn.user_id, _target_ids(change), series=True)
@@ -75,7 +75,7 @@ class Offers:
             hold=request.get("hold"),
         )
         # The stale offer gives way to the fresh one (superseded by it, not told as a new request).
-        fresh = await self.bind(txn, again, await self.writes.changes.prepare(txn, again))
+        fresh = await self.bind(txn, again, await self.changes.prepare(txn, again))
         if fresh.status == "error":
             return fresh
         return fresh.model_copy(update={"superseded": None, "reoffered": True})
@@ -86,14 +86,15 @@ class Offers:
         after = change.get("after")
         if change.get("action") != "update" or not after:
             return False
-        targets = frozenset(_target_ids(change))
-        found = await self.writes.conflicts(
+        found = await self.changes.conflicts(
             txn,
             datetime.fromisoformat(after["start"]),
             datetime.fromisoformat(after["end"]),
             bool(after["all_day"]),
-            ignore_ids=targets,
+            own_ids=frozenset(_target_ids(change)),
+            master_id=change.get("master_id"),
+            scope=change["scope"],
         )
         shown = set(stub.conflict_event_ids)
-        # As at prepare, a series' own occurrences are not a conflict with it; singles are.
-        return any(c.series_id is None and c.id not in targets and c.id not in shown for c in found)
+        # The offer records the single events it showed, so a single one not among them is new.
+        return any(c.series_id is None and c.id not in shown for c in found)

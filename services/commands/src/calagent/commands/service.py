@@ -8,10 +8,11 @@ from datetime import time, timedelta
 
 from calagent.commands.domain.freetime import parse_working_hours
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
+from calagent.commands.placing import WriteConfig
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, QueryConfig, query_error
 from calagent.commands.txn import error_result
-from calagent.commands.writes import Command, WriteConfig, Writes
+from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import CommandResult, FeedCalendar, QueryResult
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings

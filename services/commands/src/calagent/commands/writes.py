@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -22,7 +21,6 @@ from calagent.commands.changes import Changes
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.overlap import find_conflicts
 from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
@@ -37,12 +35,10 @@ from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
 from calagent.commands.pending import Pending
 from calagent.commands.people.attendees import AttendeeRules
-from calagent.commands.people.contacts import new_mail_address
 from calagent.commands.people.inbox import InvitationAnswers
+from calagent.commands.placing import Placing, WriteConfig, resolved_within_supported_years
 from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
-from calagent.commands.queries import ALL_DAY_SLACK
-from calagent.commands.reads import events_in
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
@@ -60,21 +56,12 @@ from calagent.contracts.commands import (
     StubOut,
     StubSlots,
 )
-from calagent.contracts.envelope import Envelope
-from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
+from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE
 from calagent.contracts.people import Attendee
 from calagent.contracts.time import ResolveRequest, ResolveResult
 from calagent.runtime.clock import Clock
 
 Command = AnyCommand
-
-
-@dataclass(frozen=True)
-class WriteConfig:
-    calendars: tuple[str, ...]
-    stub_ttl: timedelta
-    holiday_country: str
-    mail_domain: str = "calagent.localhost"
 
 
 class Writes:
@@ -84,11 +71,12 @@ class Writes:
         self.config = config
         self.clock = clock
         self.pending = Pending(config.stub_ttl)
-        self.changes = Changes(self)
+        self.placing = Placing(time_port, config)
+        self.people = AttendeeRules(self.pending, self.placing)
+        self.changes = Changes(self.pending, self.placing, self.people)
         self.plans = Plans(self.pending)
-        self.offers = Offers(self)
+        self.offers = Offers(self.changes, self.placing)
         self.undo = Undo(self)
-        self.people = AttendeeRules(self)
         self.answers = InvitationAnswers(self)
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
@@ -132,22 +120,10 @@ class Writes:
         if not isinstance(command, PrepareOrCreate):
             return None
         slots = merge_slots(StubSlots(), slots_from_args(command.args), command.patch)
-        request = self._resolve_request(slots, command.envelope)
+        request = self.placing.resolve_request(slots, command.envelope)
         if request is None:
             return None
         return request, asyncio.ensure_future(self.time.resolve(request))
-
-    def _resolve_request(self, slots: StubSlots, envelope: Envelope) -> ResolveRequest | None:
-        if not slots.date:
-            return None
-        return ResolveRequest(
-            date=slots.date,
-            time=None if slots.all_day else slots.time,
-            end_time=None if slots.all_day else slots.end_time,
-            now=envelope.occurred_at,
-            tz=envelope.tz,
-            holiday_country=self.config.holiday_country,
-        )
 
     async def _run(self, txn: Txn, command: Command) -> CommandResult:
         uow = txn.uow
@@ -269,10 +245,10 @@ class Writes:
         confirmed: bool,
         allow_conflict: bool,
     ) -> CommandResult:
-        calendars = await txn.uow.calendars(txn.user_id, self.config.calendars)
+        calendars = await self.placing.calendars(txn)
         calendar, requested = pick_calendar(slots.calendar, calendars)
         fallback = CalendarFallback(requested=requested, used=calendar) if requested is not None else None
-        request = self._resolve_request(slots, txn.envelope)
+        request = self.placing.resolve_request(slots, txn.envelope)
         if request is None:
             return error_result("invalid_arguments", "a date symbol is required")
         early = txn.prefetched.pop(request, None)
@@ -283,7 +259,7 @@ class Writes:
             return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
         last_day = None
         if slots.end_date:
-            last = await self.resolve_day(txn, slots.end_date)
+            last = await self.placing.resolve_day(txn, slots.end_date)
             if isinstance(last, CommandResult):
                 return last
             last_day = last
@@ -339,7 +315,7 @@ class Writes:
                 return error_result("invalid_recurrence", str(exc))
             # A series is shown as a plan (rule in words, next occurrences) before it exists.
             hold = hold or "recurrence_plan"
-        conflicts = await self.conflicts(txn, planned.start, planned.end, planned.all_day)
+        conflicts = await self.placing.conflicts(txn, planned.start, planned.end, planned.all_day)
         # The override is an answer to the conflict question about *this* time; a new time is a new
         # question (its conflicts are checked again).
         same_time = (
@@ -403,7 +379,7 @@ class Writes:
             location=slots.location,
             notes=slots.notes,
             attendees=people,
-            organizer=await self.organizer(txn) if people else None,
+            organizer=await self.placing.organizer(txn) if people else None,
         )
         await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         # The receipt is read back: what the row says once written, not what was asked for.
@@ -430,49 +406,6 @@ class Writes:
             stub=out_stub,
             calendar_fallback=fallback,
         )
-
-    async def organizer(self, txn: Txn) -> str:
-        """The user's private address, made on first need: the ORGANIZER of what is sent."""
-        address = await txn.uow.mailbox(txn.user_id, new_mail_address(self.config.mail_domain), txn.now)
-        assert address is not None
-        return address
-
-    async def conflicts(
-        self,
-        txn: Txn,
-        start: datetime,
-        end: datetime,
-        all_day: bool,
-        ignore_ids: frozenset[str] = frozenset(),
-    ) -> tuple[Event, ...]:
-        nearby = await events_in(
-            txn.uow, txn.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
-        )
-        return tuple(find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids))
-
-    async def resolve_day(self, txn: Txn, symbol: str) -> date | CommandResult:
-        """A date symbol to the local day it names, or the error result to answer with."""
-        request = self._resolve_request(StubSlots(date=symbol), txn.envelope)
-        if request is None:
-            return error_result("invalid_symbol", "a date symbol is required")
-        resolved = await self.time.resolve(request)
-        if resolved.error is not None:
-            return error_result(resolved.error.code, resolved.error.message)
-        if not resolved_within_supported_years(resolved):
-            return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
-        if resolved.date is not None:
-            return resolved.date
-        if len(resolved.candidates) == 1:
-            return resolved.candidates[0]
-        return error_result("invalid_symbol", f"{symbol!r} does not name one day")
-
-
-def resolved_within_supported_years(resolved: ResolveResult) -> bool:
-    """Every day and instant the resolver named lies in the years a calendar entry may have: an
-    event at 9999-12-31 23:30 would overflow when its end is computed, one in year 1 when it is
-    converted to UTC."""
-    values = [v for v in (resolved.start, resolved.end, resolved.date) if v is not None]
-    return all(within_supported_years(v) for v in (*values, *resolved.candidates))
 
 
 def first_occurrence(proposal: Proposal, rule: str, tz: ZoneInfo) -> Proposal:

@@ -9,18 +9,16 @@ someone else sent never mails that meeting's people in the user's name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import Unresolved, keep_answers, normal_address, resolve_attendees
+from calagent.commands.pending import Pending
+from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn
 from calagent.commands.views import stub_out
 from calagent.contracts.commands import CommandResult, StubSlots
 from calagent.contracts.people import Attendee
 from calagent.contracts.tools import UpdateSchedule
-
-if TYPE_CHECKING:
-    from calagent.commands.writes import Writes
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,9 @@ class PeopleChange:
 
 
 class AttendeeRules:
-    def __init__(self, writes: Writes) -> None:
-        self.writes = writes
+    def __init__(self, pending: Pending, placing: Placing) -> None:
+        self.pending = pending
+        self.placing = placing
 
     async def invited(self, txn: Txn, row: Event, master: Event | None) -> tuple[Attendee, ...]:
         """The people a change of this event mails: its attendees, when the user organizes it."""
@@ -58,8 +57,8 @@ class AttendeeRules:
         found = resolve_attendees(update.attendees, await txn.uow.contacts(txn.user_id))
         if isinstance(found, Unresolved):
             active = await txn.uow.active_stub(txn.user_id)
-            superseded = await self.writes.pending.supersede(txn, active)
-            stub = await self.writes.pending.save(
+            superseded = await self.pending.supersede(txn, active)
+            stub = await self.pending.save(
                 txn,
                 None,
                 title=current.title,
@@ -74,5 +73,5 @@ class AttendeeRules:
         attendees = keep_answers(found, current.attendees)
         organizer = current.organizer
         if attendees and organizer is None:
-            organizer = await self.writes.organizer(txn)
+            organizer = await self.placing.organizer(txn)
         return PeopleChange(attendees, organizer)

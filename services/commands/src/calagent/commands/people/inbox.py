@@ -343,7 +343,7 @@ class InvitationAnswers:
                 status="cancelled", persisted=current is not None, stub=stub_out(done, (), txn.tz)
             )
         kept = _answered(received, attendee, partstat)
-        calendars = await txn.uow.calendars(txn.user_id, self.writes.config.calendars)
+        calendars = await self.writes.placing.calendars(txn)
         calendar = current.calendar if current is not None else pick_calendar(None, calendars)[0]
         master_id = current.id if current is not None else new_id()
         new_rows = parse_resource(

@@ -1,0 +1,158 @@
+"""A held change's payload and the pure rules that apply it: the event after the change as the
+stub stores it, what the user asked to change, and how a series and its overrides take it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.series import MovedRule, move_rule, remaining_rule, wall, zone_of
+from calagent.contracts.people import Attendee
+from calagent.contracts.tools import Scope, UpdateSchedule
+
+
+def exdates_before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:
+    return tuple(d for d in exdates if d < moment)
+
+
+# Besides its start and length, what an occurrence may have of its own.
+# The fields a change may set, each of which an occurrence may also have of its own. Place, notes,
+# address and people were added after the first changes were held: a stub without them leaves
+# them as they are.
+OWN_FIELDS = (
+    "title",
+    "all_day",
+    "calendar",
+    "reminder_minutes",
+    "location",
+    "notes",
+    "url",
+    "attendees",
+    "organizer",
+)
+
+
+def asked_in(update: UpdateSchedule, current: Event) -> set[str]:
+    """What the user asked to change: only these reach a series' master and the occurrences that
+    inherit them; anything else an occurrence shows stays where it is."""
+    asked = {
+        name
+        for name in ("title", "calendar", "reminder_minutes", "location", "notes", "attendees")
+        if getattr(update, name) is not None
+    }
+    if "attendees" in asked:
+        asked.add("organizer")  # the organizer is set with the people it invites
+    if update.all_day is not None and update.all_day != current.all_day:
+        asked |= {"all_day", "date", "time", "duration"}
+    if update.date:
+        asked.add("date")
+    if update.time:
+        asked.add("time")
+    if update.end_time or update.duration_minutes or update.end_date:
+        asked.add("duration")
+    return asked
+
+
+def asked_of(after: dict[str, Any]) -> set[str]:
+    # A change held before `asked` was recorded applies everything it shows, as it did then.
+    asked = after.get("asked")
+    return set(asked) if asked is not None else {*OWN_FIELDS, "date", "time", "duration"}
+
+
+def value_of(after: dict[str, Any], name: str) -> Any:
+    if name == "attendees":
+        return tuple(Attendee.model_validate(a) for a in after[name])
+    return after[name]
+
+
+def own_values(after: dict[str, Any]) -> dict[str, Any]:
+    return {name: value_of(after, name) for name in OWN_FIELDS if name in after}
+
+
+def series_move(
+    master: Event, slot: datetime, scope: Scope, after: dict[str, Any]
+) -> tuple[MovedRule, datetime]:
+    """The rule moved by what the user asked, measured from the occurrence's original slot (never
+    from a time it was moved to before), and the first slot it applies from."""
+    assert master.rrule is not None
+    tz = zone_of(master)
+    asked = asked_of(after)
+    first = master.start.astimezone(UTC)
+    origin = first if scope == "all" or slot <= first else slot
+    old = wall(slot, tz)
+    new = wall(datetime.fromisoformat(after["start"]), tz)
+    moved_to = datetime.combine(
+        new.date() if "date" in asked else old.date(), new.time() if "time" in asked else old.time()
+    )
+    rule = master.rrule
+    if origin != first:
+        rule = remaining_rule(rule, master.start, tz, origin)
+    return move_rule(rule, origin, tz, moved_to - old), origin
+
+
+def master_values(master: Event, after: dict[str, Any]) -> dict[str, Any]:
+    """The master's fields after the change: only what was asked, and its length."""
+    asked = asked_of(after)
+    values: dict[str, Any] = {
+        name: value_of(after, name) for name in OWN_FIELDS if name in asked and name in after
+    }
+    duration = master.end - master.start
+    if "duration" in asked:
+        duration = datetime.fromisoformat(after["end"]) - datetime.fromisoformat(after["start"])
+    values["duration"] = duration
+    return values
+
+
+def carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
+    """An override after its series changed, field by field: a value equal to what the series gave
+    its slot before is inherited and follows the series; a value of its own stays."""
+    rid = override.recurrence_id
+    assert rid is not None
+    old_length, new_length = old.end - old.start, new.end - new.start
+    start = moved.slot(rid) if override.start == rid else override.start
+    length = new_length if override.end - override.start == old_length else override.end - override.start
+    inherited = {
+        name: getattr(new, name) for name in OWN_FIELDS if getattr(override, name) == getattr(old, name)
+    }
+    return override.evolve(start=start, end=start + length, **inherited)
+
+
+def after_payload(after: Event, asked_fields: set[str]) -> dict[str, Any]:
+    """The event after an update as the stub holds it until confirm, with what the user asked."""
+    return {
+        "title": after.title,
+        "start": after.start.isoformat(),
+        "end": after.end.isoformat(),
+        "all_day": after.all_day,
+        "calendar": after.calendar,
+        "reminder_minutes": after.reminder_minutes,
+        "location": after.location,
+        "notes": after.notes,
+        "url": after.url,
+        "attendees": [a.model_dump(mode="json") for a in after.attendees],
+        "organizer": after.organizer,
+        "asked": sorted(asked_fields),
+    }
+
+
+def change_payload(
+    *,
+    view: dict[str, Any],
+    action: str,
+    scope: Scope,
+    row_id: str,
+    master_id: str | None,
+    occurrence_start: datetime | None,
+    after: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A change stub's payload: what the user was shown, and where the change lands."""
+    return {
+        "view": view,
+        "action": action,
+        "scope": scope,
+        "row_id": row_id,
+        "master_id": master_id,
+        "occurrence_start": occurrence_start.isoformat() if occurrence_start else None,
+        "after": after,
+    }

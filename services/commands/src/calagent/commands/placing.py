@@ -1,0 +1,93 @@
+"""Where an event may go: the user's day symbols resolved by the time service, the events a new
+place would overlap, the calendars and the organizer address a write uses. Built by `Writes` and
+handed to what prepares creates, changes and offers, so none of them reaches back into it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.overlap import find_conflicts
+from calagent.commands.people.contacts import new_mail_address
+from calagent.commands.ports import TimePort
+from calagent.commands.queries import ALL_DAY_SLACK
+from calagent.commands.reads import events_in
+from calagent.commands.txn import Txn, error_result
+from calagent.contracts.commands import CommandResult, StubSlots
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_years
+from calagent.contracts.time import ResolveRequest, ResolveResult
+
+
+@dataclass(frozen=True)
+class WriteConfig:
+    calendars: tuple[str, ...]
+    stub_ttl: timedelta
+    holiday_country: str
+    mail_domain: str = "calagent.localhost"
+
+
+class Placing:
+    def __init__(self, time_port: TimePort, config: WriteConfig) -> None:
+        self.time = time_port
+        self.config = config
+
+    def resolve_request(self, slots: StubSlots, envelope: Envelope) -> ResolveRequest | None:
+        if not slots.date:
+            return None
+        return ResolveRequest(
+            date=slots.date,
+            time=None if slots.all_day else slots.time,
+            end_time=None if slots.all_day else slots.end_time,
+            now=envelope.occurred_at,
+            tz=envelope.tz,
+            holiday_country=self.config.holiday_country,
+        )
+
+    async def resolve_day(self, txn: Txn, symbol: str) -> date | CommandResult:
+        """A date symbol to the local day it names, or the error result to answer with."""
+        request = self.resolve_request(StubSlots(date=symbol), txn.envelope)
+        if request is None:
+            return error_result("invalid_symbol", "a date symbol is required")
+        resolved = await self.time.resolve(request)
+        if resolved.error is not None:
+            return error_result(resolved.error.code, resolved.error.message)
+        if not resolved_within_supported_years(resolved):
+            return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
+        if resolved.date is not None:
+            return resolved.date
+        if len(resolved.candidates) == 1:
+            return resolved.candidates[0]
+        return error_result("invalid_symbol", f"{symbol!r} does not name one day")
+
+    async def conflicts(
+        self,
+        txn: Txn,
+        start: datetime,
+        end: datetime,
+        all_day: bool,
+        ignore_ids: frozenset[str] = frozenset(),
+    ) -> tuple[Event, ...]:
+        nearby = await events_in(
+            txn.uow, txn.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
+        )
+        return tuple(find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids))
+
+    async def calendars(self, txn: Txn) -> list[str]:
+        """The user's calendar names, the configured ones on first use."""
+        return await txn.uow.calendars(txn.user_id, self.config.calendars)
+
+    async def organizer(self, txn: Txn) -> str:
+        """The user's private address, made on first need: the ORGANIZER of what is sent."""
+        address = await txn.uow.mailbox(txn.user_id, new_mail_address(self.config.mail_domain), txn.now)
+        assert address is not None
+        return address
+
+
+def resolved_within_supported_years(resolved: ResolveResult) -> bool:
+    """Every day and instant the resolver named lies in the years a calendar entry may have: an
+    event at 9999-12-31 23:30 would overflow when its end is computed, one in year 1 when it is
+    converted to UTC."""
+    values = [v for v in (resolved.start, resolved.end, resolved.date) if v is not None]
+    return all(within_supported_years(v) for v in (*values, *resolved.candidates))
