@@ -28,6 +28,7 @@ from calagent.contracts.caldav import (
 )
 from calagent.contracts.text import NUL
 from calagent.gateway.auth import Principal
+from calagent.gateway.errors import error_json
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
 
@@ -44,10 +45,6 @@ class PatchBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     default_calendar: StrictStr = Field(min_length=1, max_length=2000)
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def account_view(account: AccountOut) -> dict[str, Any]:
@@ -78,14 +75,14 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             raw = json.loads(await request.body())
             body = ConnectBody.model_validate(raw)
         except (UnicodeDecodeError, json.JSONDecodeError):
-            return _error(422, "invalid_request", "the body is not valid JSON")
+            return error_json(422, "the body is not valid JSON", "invalid_request")
         except ValidationError as exc:
             fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors())
-            return _error(
-                422, "invalid_request", f"url, username and password are required strings ({fields})"
+            return error_json(
+                422, f"url, username and password are required strings ({fields})", "invalid_request"
             )
         if any(NUL in value for value in (body.url, body.username, body.password)):
-            return _error(422, "invalid_request", "NUL characters are not accepted")
+            return error_json(422, "NUL characters are not accepted", "invalid_request")
         gateway = request.app.state.gateway
         answer = await ask(
             request,
@@ -98,7 +95,7 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         )
         if answer.error is not None or answer.account is None:
             error = answer.error
-            return _error(422, error.code if error else "refused", error.message if error else "refused")
+            return error_json(422, error.message if error else "refused", error.code if error else "refused")
         view = account_view(answer.account)
         return JSONResponse({"id": view["id"], "calendars": view["calendars"]}, status_code=201)
 
@@ -113,15 +110,15 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)], account_id: str
     ) -> Response:
         if not 0 < len(account_id) <= 64 or NUL in account_id:
-            return _error(404, "not_found", "no connected account with this id")
+            return error_json(404, "no connected account with this id", "not_found")
         try:
             body = PatchBody.model_validate(json.loads(await request.body()))
         except (UnicodeDecodeError, json.JSONDecodeError):
-            return _error(422, "invalid_request", "the body is not valid JSON")
+            return error_json(422, "the body is not valid JSON", "invalid_request")
         except ValidationError:
-            return _error(422, "invalid_request", 'the body is {"default_calendar": "<calendar url>"}')
+            return error_json(422, 'the body is {"default_calendar": "<calendar url>"}', "invalid_request")
         if NUL in body.default_calendar:
-            return _error(422, "invalid_request", "NUL characters are not accepted")
+            return error_json(422, "NUL characters are not accepted", "invalid_request")
         gateway = request.app.state.gateway
         answer = await ask(
             request,
@@ -134,8 +131,8 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if answer.error is not None or answer.account is None:
             error = answer.error
             if error is not None and error.code == "not_found":
-                return _error(404, "not_found", error.message)
-            return _error(422, error.code if error else "refused", error.message if error else "refused")
+                return error_json(404, error.message, "not_found")
+            return error_json(422, error.message if error else "refused", error.code if error else "refused")
         return JSONResponse(account_view(answer.account))
 
     @router.delete("/v1/accounts/{account_id}", response_model=None)
@@ -143,13 +140,13 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)], account_id: str
     ) -> Response:
         if not 0 < len(account_id) <= 64 or NUL in account_id:
-            return _error(404, "not_found", "no connected account with this id")
+            return error_json(404, "no connected account with this id", "not_found")
         gateway = request.app.state.gateway
         answer = await ask(
             request, DisconnectAccount(envelope=gateway.envelope(principal), account_id=account_id)
         )
         if not answer.deleted:
-            return _error(404, "not_found", "no connected account with this id")
+            return error_json(404, "no connected account with this id", "not_found")
         return Response(status_code=204)
 
     return router

@@ -22,6 +22,7 @@ from calagent.contracts.text import refuse_unstorable
 from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import MAX_MESSAGE_CHARS, DirectCall, DirectTool
 from calagent.gateway.auth import Principal
+from calagent.gateway.errors import error_json
 from calagent.gateway.turns import ChatTurn, TurnOutcome
 from calagent.gateway.web.i18n import LANG_COOKIE, negotiate
 from calagent.runtime.timeline import epoch_ms
@@ -36,10 +37,6 @@ class CommandBody(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     conversation_id: StrictStr | None = Field(default=None, min_length=1, max_length=128)
     client_message_id: StrictStr | None = Field(default=None, min_length=1, max_length=200)
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def described(call: DirectCall) -> str:
@@ -98,17 +95,17 @@ def commands_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             text = described(DirectCall(tool=body.tool, arguments=body.arguments))
             refuse_unstorable(text)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            return _error(422, "invalid_request", "the body is not valid JSON")
+            return error_json(422, "the body is not valid JSON", "invalid_request")
         except ValidationError as exc:
             fields = "; ".join(
                 f"body.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
-            return _error(422, "invalid_request", fields)
+            return error_json(422, fields, "invalid_request")
         except ValueError as exc:
-            return _error(422, "invalid_request", str(exc))
+            return error_json(422, str(exc), "invalid_request")
         if len(text) >= MAX_MESSAGE_CHARS:
-            return _error(422, "invalid_request", "the arguments are too long")
+            return error_json(422, "the arguments are too long", "invalid_request")
         outcome = await run_direct(
             request,
             principal,

@@ -48,8 +48,16 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **extra}}
 
 
-def error_json(status: int, message: str, code: str | None = None, **extra: Any) -> JSONResponse:
-    return JSONResponse(error_body(code or error_code(status), message, **extra), status_code=status)
+# An answer about a credential or a sign-in flow is never kept by a cache on the way.
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def error_json(
+    status: int, message: str, code: str | None = None, *, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(code or error_code(status), message, **extra), status_code=status, headers=headers
+    )
 
 
 class DownstreamError(Exception):

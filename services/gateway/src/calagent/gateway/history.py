@@ -16,14 +16,11 @@ from calagent.contracts import wire
 from calagent.contracts.text import NUL
 from calagent.contracts.turns import MAX_HISTORY_PAGE, HistoryMessage, HistoryRequest
 from calagent.gateway.auth import Principal
+from calagent.gateway.errors import error_json
 
 HISTORY_TIMEOUT_S = 10.0
 DEFAULT_CONVERSATION = "default"  # the gateway's conversation when a chat names none
 DEFAULT_PAGE = 50
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def message_view(message: HistoryMessage) -> dict[str, Any]:
@@ -38,7 +35,7 @@ def _int_param(name: str, raw: str | None, low: int, high: int) -> int | JSONRes
     if raw is None or raw == "":
         return None
     if not raw.isascii() or not raw.isdigit() or len(raw) > 18 or not low <= int(raw) <= high:
-        return _error(422, "invalid_request", f"query.{name}: a whole number from {low} to {high}")
+        return error_json(422, f"query.{name}: a whole number from {low} to {high}", "invalid_request")
     return int(raw)
 
 
@@ -55,7 +52,7 @@ def history_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
     ) -> JSONResponse:
         conversation = conversation_id or DEFAULT_CONVERSATION
         if len(conversation) > 128 or NUL in conversation:
-            return _error(422, "invalid_request", "query.conversation_id: at most 128 characters")
+            return error_json(422, "query.conversation_id: at most 128 characters", "invalid_request")
         page_end = _int_param("before", before, 1, 2**62)
         if isinstance(page_end, JSONResponse):
             return page_end

@@ -31,7 +31,7 @@ import httpx
 import jwt
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from joserfc import jwt as jose_jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -39,6 +39,7 @@ from joserfc.jwt import JWTClaimsRegistry
 
 from calagent.contracts.settings import valid_zone_name
 from calagent.gateway.auth import ALGORITHM, MAX_USER_ID_CHARS, AuthError
+from calagent.gateway.errors import NO_STORE, error_json
 from calagent.gateway.session import (
     SESSION_COOKIE,
     SESSION_TTL,
@@ -81,14 +82,6 @@ class Flow:
     state: str
     nonce: str
     verifier: str
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"code": code, "message": message}},
-        status_code=status,
-        headers={"Cache-Control": "no-store"},
-    )
 
 
 def _secure(request: Request) -> bool:
@@ -212,7 +205,9 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
     @router.get("/auth/oidc/start")
     async def start(request: Request) -> Response:
         if not settings.oidc_enabled:
-            return _error(404, "not_found", "sign-in with OpenID Connect is not configured")
+            return error_json(
+                404, "sign-in with OpenID Connect is not configured", "not_found", headers=NO_STORE
+            )
         secret = settings.require_auth_secret()
         flow = Flow(
             state=secrets.token_urlsafe(24),
@@ -223,7 +218,7 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             async with http() as client:
                 meta = await issuer.metadata(client)
         except IssuerError as exc:
-            return _error(502, "bad_gateway", str(exc))
+            return error_json(502, str(exc), "bad_gateway", headers=NO_STORE)
         async with issuer.client(str(request.url_for("oidc_callback"))) as oauth:
             url, _state = oauth.create_authorization_url(
                 meta["authorization_endpoint"],
@@ -246,7 +241,9 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
     @router.get("/auth/oidc/callback", name="oidc_callback")
     async def callback(request: Request) -> Response:
         if not settings.oidc_enabled:
-            return _error(404, "not_found", "sign-in with OpenID Connect is not configured")
+            return error_json(
+                404, "sign-in with OpenID Connect is not configured", "not_found", headers=NO_STORE
+            )
         secret = settings.require_auth_secret()
         params = request.query_params
         try:
@@ -260,7 +257,7 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             if not code:
                 raise AuthError("the issuer sent no code")
         except AuthError as exc:
-            return _error(401, "unauthorized", str(exc))
+            return error_json(401, str(exc), "unauthorized", headers=NO_STORE)
         try:
             async with http() as client:
                 meta = await issuer.metadata(client)
@@ -276,15 +273,16 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
                     raise AuthError("the issuer sent no ID token")
                 claims = await issuer.verify_id_token(client, meta, id_token, flow.nonce, clock.now())
         except IssuerError as exc:
-            return _error(502, "bad_gateway", str(exc))
+            return error_json(502, str(exc), "bad_gateway", headers=NO_STORE)
         except AuthError as exc:
-            return _error(401, "unauthorized", str(exc))
+            return error_json(401, str(exc), "unauthorized", headers=NO_STORE)
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub.strip() or len(sub) > MAX_USER_ID_CHARS:
-            return _error(
+            return error_json(
                 401,
-                "unauthorized",
                 f"the issuer's subject is not a user id of 1 to {MAX_USER_ID_CHARS} characters",
+                "unauthorized",
+                headers=NO_STORE,
             )
         zone = claims.get("zoneinfo")
         tz = zone if isinstance(zone, str) and valid_zone_name(zone) else None
@@ -313,7 +311,7 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             try:
                 check_csrf(request, session, settings.require_auth_secret())
             except CsrfError as exc:
-                return _error(403, "csrf_failed", str(exc))
+                return error_json(403, str(exc), "csrf_failed", headers=NO_STORE)
         response = Response(status_code=204, headers={"Cache-Control": "no-store"})
         response.delete_cookie(
             SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request)

@@ -32,6 +32,7 @@ from calagent.contracts.people import (
 )
 from calagent.contracts.text import unstorable_in
 from calagent.gateway.auth import Principal
+from calagent.gateway.errors import error_json
 from calagent.gateway.limits import plain_id
 
 PEOPLE_TIMEOUT_S = 10.0
@@ -45,10 +46,6 @@ class ContactBody(BaseModel):
     aliases: list[Annotated[StrictStr, Field(min_length=1, max_length=NAME_MAX)]] = Field(
         default_factory=list, max_length=ALIASES_MAX
     )
-
-
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def contact_view(contact: ContactOut) -> dict[str, Any]:
@@ -85,14 +82,14 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             raw = json.loads(await request.body())
             body = ContactBody.model_validate(raw)
         except (UnicodeDecodeError, json.JSONDecodeError):
-            return error_response(422, "invalid_request", "the body is not valid JSON")
+            return error_json(422, "the body is not valid JSON", "invalid_request")
         except ValidationError:
-            return error_response(
-                422, "invalid_request", 'the body is {"name": "…", "email": "…", "aliases": ["…"]}'
+            return error_json(
+                422, 'the body is {"name": "…", "email": "…", "aliases": ["…"]}', "invalid_request"
             )
         reason = unstorable_in(raw)
         if reason:
-            return error_response(422, "invalid_request", reason)
+            return error_json(422, reason, "invalid_request")
         answer = await ask(
             request,
             AddContact(
@@ -104,7 +101,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         )
         if answer.error is not None or answer.contact is None:
             message = answer.error.message if answer.error else "refused"
-            return error_response(422, answer.error.code if answer.error else "invalid_request", message)
+            return error_json(422, message, answer.error.code if answer.error else "invalid_request")
         return JSONResponse(contact_view(answer.contact), status_code=201)
 
     @router.delete("/v1/contacts/{contact_id}", response_model=None)
@@ -112,15 +109,15 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)], contact_id: str
     ) -> Response:
         if not plain_id(contact_id):
-            return error_response(404, "not_found", "no contact with this id")
+            return error_json(404, "no contact with this id", "not_found")
         answer = await ask(
             request,
             DeleteContact(envelope=request.app.state.gateway.envelope(principal), contact_id=contact_id),
         )
         if answer.error is not None and answer.error.code == "read_only":
-            return error_response(409, "read_only", answer.error.message)
+            return error_json(409, answer.error.message, "read_only")
         if not answer.deleted:
-            return error_response(404, "not_found", "no contact with this id")
+            return error_json(404, "no contact with this id", "not_found")
         return Response(status_code=204)
 
     @router.post("/v1/mail-address", response_model=None)

@@ -33,7 +33,8 @@ from calagent.contracts.settings import (
 )
 from calagent.contracts.text import unstorable_in
 from calagent.gateway.auth import Principal
-from calagent.gateway.people import ask_people, error_response
+from calagent.gateway.errors import error_json
+from calagent.gateway.people import ask_people
 
 SettingsField = Literal["tz", "email", "language", "work_hours"]
 FIELDS: tuple[SettingsField, ...] = ("tz", "email", "language", "work_hours")
@@ -75,12 +76,12 @@ def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
-        return error_response(422, "invalid_request", "the body is not valid JSON")
+        return error_json(422, "the body is not valid JSON", "invalid_request")
     if not isinstance(data, dict):
-        return error_response(422, "invalid_request", "the body must be a JSON object")
+        return error_json(422, "the body must be a JSON object", "invalid_request")
     reason = unstorable_in(data)
     if reason:
-        return error_response(422, "invalid_request", reason)
+        return error_json(422, reason, "invalid_request")
     return cast(dict[str, Any], data)
 
 
@@ -96,7 +97,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         answer = await ask_people(request, command)
         if answer.error is not None:
             status = 404 if answer.error.code == "not_found" else 422
-            return error_response(status, answer.error.code, answer.error.message)
+            return error_json(status, answer.error.message, answer.error.code)
         return answer
 
     @router.get("/v1/settings", response_model=None)
@@ -105,7 +106,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if isinstance(answer, JSONResponse):
             return answer
         if answer.settings is None:
-            return error_response(502, "bad_gateway", "the commands service returned no settings")
+            return error_json(502, "the commands service returned no settings", "bad_gateway")
         return JSONResponse(settings_view(answer.settings))
 
     @router.put("/v1/settings", response_model=None)
@@ -115,17 +116,17 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
             return data
         unknown = sorted(set(data) - set(FIELDS))
         if unknown:
-            return error_response(
+            return error_json(
                 422,
-                "invalid_request",
                 f"unknown setting {', '.join(unknown)}; settings are {', '.join(FIELDS)}",
+                "invalid_request",
             )
         if not data:
-            return error_response(422, "invalid_request", f"name at least one of {', '.join(FIELDS)}")
+            return error_json(422, f"name at least one of {', '.join(FIELDS)}", "invalid_request")
         try:
             patch = SettingsPatch.model_validate(data)
         except ValidationError as exc:
-            return error_response(422, "invalid_request", _validation_message(exc))
+            return error_json(422, _validation_message(exc), "invalid_request")
         fields = tuple(f for f in FIELDS if f in data)
         answer = await ask(
             request, PutSettings(envelope=envelope(request, principal), patch=patch, fields=fields)
@@ -133,7 +134,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if isinstance(answer, JSONResponse):
             return answer
         if answer.settings is None:
-            return error_response(502, "bad_gateway", "the commands service returned no settings")
+            return error_json(502, "the commands service returned no settings", "bad_gateway")
         if "tz" in fields:
             request.app.state.gateway.zones.remember(
                 principal.user_id, answer.settings.tz if answer.settings.tz_saved else None
@@ -145,7 +146,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         if isinstance(answer, JSONResponse):
             return answer
         if answer.sharing is None:
-            return error_response(502, "bad_gateway", "the commands service returned no sharing")
+            return error_json(502, "the commands service returned no sharing", "bad_gateway")
         return JSONResponse(sharing_view(answer.sharing), status_code=status)
 
     @router.get("/v1/sharing", response_model=None)
@@ -160,11 +161,11 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         try:
             body = ShareBody.model_validate(data)
         except ValidationError:
-            return error_response(
-                422, "invalid_request", 'the body is {"with": "<user id>", "level": "freebusy"}'
+            return error_json(
+                422, 'the body is {"with": "<user id>", "level": "freebusy"}', "invalid_request"
             )
         if body.with_user == principal.user_id:
-            return error_response(422, "invalid_request", "free/busy is shared with another user")
+            return error_json(422, "free/busy is shared with another user", "invalid_request")
         command = Share(envelope=envelope(request, principal), with_user=body.with_user, level=body.level)
         return await sharing_answer(request, command, status=201)
 
@@ -173,7 +174,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         request: Request, principal: Annotated[Principal, Depends(authenticate)], with_user: str
     ) -> Response:
         if not 1 <= len(with_user) <= USER_ID_MAX or unstorable_in(with_user):
-            return error_response(404, "not_found", "you do not share with this user")
+            return error_json(404, "you do not share with this user", "not_found")
         answer = await ask(request, Unshare(envelope=envelope(request, principal), with_user=with_user))
         if isinstance(answer, JSONResponse):
             return answer

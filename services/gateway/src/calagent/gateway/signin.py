@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from calagent.gateway.auth import AuthError, issue_token, verify_login_token
+from calagent.gateway.errors import NO_STORE, error_json
 from calagent.gateway.turns import AgentUnreachableError
 
 
@@ -23,14 +24,6 @@ class LoginRequest(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
     token: StrictStr = Field(min_length=1, max_length=4096)
-
-
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"code": code, "message": message}},
-        status_code=status,
-        headers={"Cache-Control": "no-store"},
-    )
 
 
 def signin_router() -> APIRouter:
@@ -42,19 +35,28 @@ def signin_router() -> APIRouter:
         try:
             body = LoginRequest.model_validate_json(await request.body())
         except ValidationError:
-            return _error(422, "invalid_request", 'the body is {"token": "<the sign-in link\'s credential>"}')
+            return error_json(
+                422,
+                'the body is {"token": "<the sign-in link\'s credential>"}',
+                "invalid_request",
+                headers=NO_STORE,
+            )
         secret = gateway.settings.require_auth_secret()
         try:
             grant = verify_login_token(body.token, secret, gateway.clock.now())
         except AuthError as exc:
-            return _error(401, "unauthorized", str(exc))
+            return error_json(401, str(exc), "unauthorized", headers=NO_STORE)
         try:
             # A fresh value per redemption: only the first create of the link's key succeeds.
             claimed = await gateway.runner.claims.claim(f"login.{grant.link_id}", uuid.uuid4().hex)
         except AgentUnreachableError:
-            return _error(503, "service_unavailable", "sign-in is not available right now; try again")
+            return error_json(
+                503, "sign-in is not available right now; try again", "service_unavailable", headers=NO_STORE
+            )
         if claimed != "new":
-            return _error(401, "unauthorized", "this sign-in link was already used; ask for a new one")
+            return error_json(
+                401, "this sign-in link was already used; ask for a new one", "unauthorized", headers=NO_STORE
+            )
         token = issue_token(grant.user_id, secret, tz=grant.tz)
         return JSONResponse({"token": token}, headers={"Cache-Control": "no-store"})
 
