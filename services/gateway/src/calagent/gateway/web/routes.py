@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from calagent.contracts.settings import valid_zone_name
 from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token
+from calagent.gateway.errors import error_json
 from calagent.gateway.session import cookie_session, csrf_token, principal_from_request
 from calagent.gateway.web.i18n import LANG_COOKIE, catalog, catalogs, negotiate
 from calagent.runtime.clock import Clock
@@ -95,13 +96,6 @@ def dev_mode(settings: Settings) -> bool:
     return settings.web_dev_signin
 
 
-def _error(status: int, code: str, message: str) -> JSONResponse:
-    response = JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
-    if status == 401:
-        response.headers["WWW-Authenticate"] = "Bearer"
-    return response
-
-
 def page_router(settings: Settings, clock: Clock) -> APIRouter:
     """The page's routes, for `app.include_router`."""
     router = APIRouter(include_in_schema=False)
@@ -134,7 +128,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
     async def static(name: str) -> Response:
         media_type = STATIC_FILES.get(name)
         if media_type is None:
-            return _error(404, "not_found", "no such file")
+            return error_json(404, "no such file", "not_found")
         return FileResponse(STATIC / name, media_type=media_type, headers=ASSET_HEADERS)
 
     @router.get("/web/i18n.json")
@@ -150,7 +144,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
                 None if request.headers.get("authorization") else cookie_session(request, settings, clock)
             )
         except AuthError as exc:
-            return _error(401, "unauthorized", str(exc))
+            return error_json(401, str(exc), "unauthorized", headers={"WWW-Authenticate": "Bearer"})
         now = clock.now().astimezone(ZoneInfo(principal.tz))
         body: dict[str, str] = {"user_id": principal.user_id, "tz": principal.tz, "now": now.isoformat()}
         if session is not None:
@@ -161,7 +155,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
     async def dev_token(request: Request) -> JSONResponse:
         if not dev_mode(settings):
             # Not offered at all once a real secret is configured.
-            return _error(404, "not_found", "not found")
+            return error_json(404, "not found", "not_found")
         try:
             body = DevTokenRequest.model_validate_json(await request.body())
         except ValidationError as exc:
@@ -169,12 +163,12 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
                 f"body.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
-            return _error(422, "invalid_request", message)
+            return error_json(422, message, "invalid_request")
         user = body.user.strip()
         if not user:
-            return _error(422, "invalid_request", "body.user: the user name is empty")
+            return error_json(422, "body.user: the user name is empty", "invalid_request")
         if body.tz is not None and not valid_zone_name(body.tz):
-            return _error(422, "invalid_request", "body.tz: not an IANA time zone")
+            return error_json(422, "body.tz: not an IANA time zone", "invalid_request")
         token = issue_token(user, settings.require_auth_secret(), tz=body.tz)
         return JSONResponse({"token": token}, headers={"Cache-Control": "no-store"})
 
