@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
+from calagent.contracts.turns import turn_key
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, count_events, event_rows, on_user, script
@@ -393,6 +394,30 @@ async def test_client_retries_are_idempotent(
     assert len(scripted.requests) == 2  # one model call per distinct client message
     # m-2 met the event m-1 created: a conflict stub, not a second row.
     assert await count_events(db, user) == 1
+
+
+async def test_a_keyed_turn_has_one_key_from_the_request_to_the_database(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    """The key derived once from (user, client_message_id) is the turn's id, the agent's claim and
+    the prefix of the write's idempotency key in commands: no layer keys the turn by anything else."""
+    scripted.set_script(script(CREATE_ZHANG))
+    answer = (await stack.chat(user, "明天下午三点和张三开会", client_message_id="one-key")).json()
+    key = turn_key(user, "one-key")
+    assert answer["turn_id"] == key
+    async with db.connect() as conn:
+        claims = (
+            (await conn.execute(text("SELECT turn_key FROM agent.turns WHERE user_id = :u"), {"u": user}))
+            .scalars()
+            .all()
+        )
+        writes = (
+            (await conn.execute(text("SELECT key FROM commands.idempotency WHERE user_id = :u"), {"u": user}))
+            .scalars()
+            .all()
+        )
+    assert list(claims) == [key]
+    assert writes and all(k.startswith(f"{key}:") for k in writes)
 
 
 async def test_second_write_in_one_response_is_refused(

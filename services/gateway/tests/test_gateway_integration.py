@@ -85,7 +85,7 @@ class FakeAgent:
 
     async def on_turn(self, turn: TurnRequested) -> None:
         env = turn.envelope
-        key = (env.user_id, turn.client_message_id) if turn.client_message_id else None
+        key = (env.user_id, env.turn_id) if turn.client_message_id else None
         if key is not None and key in self.answers:
             stored = self.answers[key]
             if stored is not None:  # a redelivery outside the dedup window: answer again, run nothing
@@ -121,7 +121,7 @@ class FakeAgent:
         await self.emit(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer))
 
     async def on_lookup(self, request: TurnLookup) -> TurnLookupResult:
-        key = (request.user_id, request.client_message_id)
+        key = (request.user_id, request.turn_key)
         result = TurnLookupResult()
         if key in self.answers:
             answer = self.answers[key]

@@ -14,7 +14,7 @@ from nats.js.api import PubAck
 
 from calagent.contracts import subjects
 from calagent.contracts.transport import Unwrapped
-from calagent.contracts.turns import TurnAnswer, TurnRequested
+from calagent.contracts.turns import TurnAnswer, TurnRequested, turn_key
 from calagent.gateway import turns
 from calagent.gateway.auth import Principal
 from calagent.gateway.inprocess import AnswerCache, UserLocks
@@ -22,7 +22,6 @@ from calagent.gateway.turns import (
     AgentUnreachableError,
     ChatTurn,
     TurnRunner,
-    turn_id_for,
 )
 from calagent.runtime.bus import Bus, StreamPublisher
 from calagent.runtime.clock import FrozenClock
@@ -34,12 +33,12 @@ pytestmark = pytest.mark.unit
 
 
 def test_keyed_turn_ids_are_stable_per_user_and_key() -> None:
-    assert turn_id_for("alice", "m1") == turn_id_for("alice", "m1")
-    assert turn_id_for("alice", "m1") != turn_id_for("bob", "m1")
-    assert turn_id_for("alice", "m1") != turn_id_for("alice", "m2")
+    assert turn_key("alice", "m1") == turn_key("alice", "m1")
+    assert turn_key("alice", "m1") != turn_key("bob", "m1")
+    assert turn_key("alice", "m1") != turn_key("alice", "m2")
     # No key: every turn is new.
-    assert turn_id_for("alice", None) != turn_id_for("alice", None)
-    assert len(turn_id_for("alice", "m1")) == 32
+    assert turn_key("alice", None) != turn_key("alice", None)
+    assert len(turn_key("alice", "m1")) == 32
 
 
 async def test_user_locks_serialise_one_user_and_are_dropped_when_idle() -> None:
@@ -73,12 +72,12 @@ def test_answer_cache_expires_and_is_bounded() -> None:
     )
     cache = AnswerCache(ttl_s=60, size=2)
     for key in ("a", "b", "c"):
-        cache.put(("u", key), answer)
-    assert cache.get(("u", "a")) is None  # the oldest went first
-    assert cache.get(("u", "c")) == answer
+        cache.put(key, answer)
+    assert cache.get("a") is None  # the oldest went first
+    assert cache.get("c") == answer
     expired = AnswerCache(ttl_s=-1)
-    expired.put(("u", "a"), answer)
-    assert expired.get(("u", "a")) is None
+    expired.put("a", answer)
+    assert expired.get("a") is None
 
 
 @dataclass

@@ -164,8 +164,8 @@ def test_a_nul_character_in_any_text_field_is_a_422_not_a_dead_letter(field: str
 
 
 def test_keyed_turn_ids_of_two_users_never_collide_however_ids_and_keys_are_spelled() -> None:
-    from calagent.gateway.turns import turn_id_for
+    from calagent.contracts.turns import turn_key
 
-    assert turn_id_for("eve:x", "y") != turn_id_for("eve", "x:y")
-    assert turn_id_for("a\nb", "c") != turn_id_for("a", "b\nc")
-    assert turn_id_for("eve", "k") == turn_id_for("eve", "k")
+    assert turn_key("eve:x", "y") != turn_key("eve", "x:y")
+    assert turn_key("a\nb", "c") != turn_key("a", "b\nc")
+    assert turn_key("eve", "k") == turn_key("eve", "k")

@@ -3,6 +3,7 @@ the agent streams back, and the record the eval recorder keeps."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import date, datetime
 from typing import Any, Literal
 
@@ -14,6 +15,19 @@ from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, InvitationOut
 
 MAX_MESSAGE_CHARS = 4000
+_TURN_KEY_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
+
+
+def turn_key(user_id: str, client_message_id: str | None) -> str:
+    """The one key of a turn, derived once by the gateway: the turn's id, its JetStream message
+    id, the agent's claim, the prefix of its writes' idempotency keys in commands and the answer
+    cache's key. A message without a `client_message_id` gets a fresh key; a keyed one always the
+    same, so every retry names the same turn and no layer needs the raw client key again."""
+    if client_message_id is None:
+        return uuid.uuid4().hex
+    # Length-prefixed, so no (user, key) pair can spell another's: "eve:x"+"y" ≠ "eve"+"x:y".
+    return uuid.uuid5(_TURN_KEY_NAMESPACE, f"{len(user_id)}:{user_id}{client_message_id}").hex
+
 
 Outcome = Literal[
     "created",
@@ -343,10 +357,10 @@ class TurnDelivered(WireModel):
 
 
 class TurnLookup(WireModel):
-    """Gateway → agent: the stored answer of an earlier turn with this client message id."""
+    """Gateway → agent: the stored answer of an earlier turn with this key (`turn_key`)."""
 
     user_id: str
-    client_message_id: str
+    turn_key: str
 
 
 class TurnLookupResult(WireModel):

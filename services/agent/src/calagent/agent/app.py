@@ -127,7 +127,7 @@ class AgentService:
 
     async def on_lookup(self, request: TurnLookup) -> TurnLookupResult:
         assert self.store is not None
-        claim = await self.store.lookup_turn(request.user_id, request.client_message_id)
+        claim = await self.store.lookup_turn(request.user_id, request.turn_key)
         if claim is None:
             return TurnLookupResult()
         # `pending` only while someone works on it: a stalled claim asks the caller to publish again.
@@ -145,7 +145,9 @@ class AgentService:
         assert self.events is not None and self.records is not None
         events, records, store = self.events, self.records, self.store
         env = turn.envelope
-        turn_key = turn.client_message_id or env.turn_id
+        # The gateway derived the turn's id from (user, client_message_id) when it has one: the one
+        # key of the claim, of the writes' idempotency keys and of the lookup.
+        turn_key = env.turn_id
 
         async def sink(event: TurnEvent) -> None:
             await events.publish(env.turn_id, event)

@@ -54,14 +54,14 @@ class UserLocks:
 
 
 class AnswerCache:
-    """Answers already given for (user, client_message_id), for retries to the same process."""
+    """Answers already given under a turn key (`turn_key`), for retries to the same process."""
 
     def __init__(self, ttl_s: float = ANSWER_CACHE_TTL_S, size: int = ANSWER_CACHE_SIZE) -> None:
         self._ttl = ttl_s
         self._size = size
-        self._items: OrderedDict[tuple[str, str], tuple[float, TurnAnswer]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[float, TurnAnswer]] = OrderedDict()
 
-    def get(self, key: tuple[str, str]) -> TurnAnswer | None:
+    def get(self, key: str) -> TurnAnswer | None:
         item = self._items.get(key)
         if item is None:
             return None
@@ -71,7 +71,7 @@ class AnswerCache:
             return None
         return answer
 
-    def put(self, key: tuple[str, str], answer: TurnAnswer) -> None:
+    def put(self, key: str, answer: TurnAnswer) -> None:
         self._items[key] = (time.monotonic() + self._ttl, answer)
         self._items.move_to_end(key)
         while len(self._items) > self._size:

@@ -66,6 +66,7 @@ from calagent.contracts.turns import (
     TurnLookup,
     TurnLookupResult,
     TurnRequested,
+    turn_key,
 )
 from calagent.gateway.auth import Principal
 from calagent.gateway.inprocess import ANSWER_CACHE_TTL_S, AnswerCache, UserLocks
@@ -87,18 +88,9 @@ PUBLISH_TIMEOUT_S = 5.0
 PUBLISH_ATTEMPT_S = 1.0
 KEY_CLAIMS_BUCKET = subjects.GATEWAY_KEYS_BUCKET
 KEY_CLAIM_TTL_S = ANSWER_CACHE_TTL_S
-_TURN_ID_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
 
 EventSink = Callable[[TurnEvent], None]
 ClaimResult = Literal["new", "same", "other"]
-
-
-def turn_id_for(user_id: str, client_message_id: str | None) -> str:
-    """A fresh id per turn; a keyed turn's id is stable so every retry names the same turn."""
-    if client_message_id is None:
-        return uuid.uuid4().hex
-    # Length-prefixed, so no (user, key) pair can spell another's: "eve:x"+"y" ≠ "eve"+"x:y".
-    return uuid.uuid5(_TURN_ID_NAMESPACE, f"{len(user_id)}:{user_id}{client_message_id}").hex
 
 
 def request_fingerprint(raw_text: str, conversation_id: str) -> str:
@@ -154,7 +146,7 @@ class ChatTurn:
 
     def __post_init__(self) -> None:
         if not self.turn_id:
-            self.turn_id = turn_id_for(self.principal.user_id, self.client_message_id)
+            self.turn_id = turn_key(self.principal.user_id, self.client_message_id)
 
     def end_receive(self) -> None:
         span, self.receive_span = self.receive_span, None
@@ -243,7 +235,7 @@ class TurnRunner:
         self.claims = KeyClaims(bus)
         self.quotas = Quotas(bus, settings, clock)
         self.turns = bus.stream_publisher(wire.TURN_REQUESTED)
-        self._inflight: dict[tuple[str, str], asyncio.Future[TurnOutcome]] = {}
+        self._inflight: dict[str, asyncio.Future[TurnOutcome]] = {}
         self._waiting: dict[str, asyncio.Queue[TurnEvent]] = {}
         bus.listen(wire.TURN_EVENTS, self.on_event)
 
@@ -258,12 +250,10 @@ class TurnRunner:
         if turn.client_message_id is None:
             return await self._publish_and_wait(turn, deadline, sink, poll=False)
 
-        key = (turn.principal.user_id, turn.client_message_id)
-        # The claim is keyed by the turn id, which is derived from (user, key): subject-safe, and one
-        # user's key never meets another's.
-        claimed = await self.claims.claim(
-            turn.turn_id, request_fingerprint(turn.raw_text, turn.conversation_id)
-        )
+        # Every layer below is keyed by the turn's key, derived from (user, client_message_id):
+        # subject-safe, and one user's key never meets another's.
+        key = turn.turn_id
+        claimed = await self.claims.claim(key, request_fingerprint(turn.raw_text, turn.conversation_id))
         if claimed == "other":
             raise IdempotencyKeyReusedError(turn.client_message_id)
         first = self._inflight.get(key)
@@ -284,7 +274,7 @@ class TurnRunner:
         self._inflight[key] = fut
         try:
             # A retry of a message already admitted is not counted against the user's rate again.
-            outcome = await self._keyed(turn, key, deadline, sink, admit=claimed == "new")
+            outcome = await self._keyed(turn, deadline, sink, admit=claimed == "new")
         except asyncio.CancelledError:
             fut.cancel()
             raise
@@ -303,9 +293,9 @@ class TurnRunner:
             self._inflight.pop(key, None)
 
     async def _keyed(
-        self, turn: ChatTurn, key: tuple[str, str], deadline: float, sink: EventSink | None, *, admit: bool
+        self, turn: ChatTurn, deadline: float, sink: EventSink | None, *, admit: bool
     ) -> TurnOutcome:
-        found = await self._lookup(key, deadline)
+        found = await self._lookup(turn, deadline)
         if found is not None and found.answer is not None:
             turn.accepted.set()
             return TurnOutcome(answer=found.answer, replayed=True)
@@ -315,14 +305,14 @@ class TurnRunner:
         idle = found is not None and not found.pending
         return await self._publish_and_wait(turn, deadline, sink, poll=pending, idle=idle, admit=admit)
 
-    async def _lookup(self, key: tuple[str, str], deadline: float) -> TurnLookupResult | None:
+    async def _lookup(self, turn: ChatTurn, deadline: float) -> TurnLookupResult | None:
         timeout = min(LOOKUP_TIMEOUT_S, deadline - asyncio.get_running_loop().time())
         if timeout <= 0:
             return None
         try:
             return await self.bus.request(
                 wire.AGENT_TURN_LOOKUP,
-                TurnLookup(user_id=key[0], client_message_id=key[1]),
+                TurnLookup(user_id=turn.principal.user_id, turn_key=turn.turn_id),
                 timeout=timeout,
             )
         except BusRequestError as exc:
@@ -386,7 +376,7 @@ class TurnRunner:
                     )
                 except TimeoutError:
                     if poll and turn.client_message_id is not None:
-                        found = await self._lookup((turn.principal.user_id, turn.client_message_id), deadline)
+                        found = await self._lookup(turn, deadline)
                         if found is not None and found.answer is not None:
                             return TurnOutcome(answer=found.answer, replayed=True)
                         if duplicate and not republished and found is not None and not found.pending:
