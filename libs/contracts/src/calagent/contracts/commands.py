@@ -72,21 +72,21 @@ ChangeKind = Literal["created", "updated", "deleted"]
 WriteSource = Literal["chat", "api"]
 
 
-class EventOut(WireModel):
+class EventFields(WireModel):
+    """An event as every door shows it (contract §4): the fields the client's view
+    (`turns.EventView`) and the service's answer (`EventOut`) share, declared once."""
+
     id: str
     title: str
     start: datetime  # in the user's zone (offset included)
     end: datetime
-    all_day: bool = False
     calendar: str
     completed: bool = False
-    weekday: int = Field(ge=1, le=7, description="ISO weekday of `start` in `tz`")
-    tz: str
-    # An occurrence of a series: `id` names the occurrence, `series_id` the series (its master),
-    # `occurrence_start` the start the rule gives it (an override may have moved it).
+    all_day: bool = False
+    # A series occurrence names its series (its master) and rule (RRULE); a reminder its minutes
+    # before the start.
     series_id: str | None = None
-    occurrence_start: datetime | None = None
-    recurrence: str | None = None  # the RRULE, on a master or an occurrence of one
+    recurrence: str | None = None
     reminder_minutes: int | None = None
     # 'rejected': the connected CalDAV server refused the last delivery of this event.
     sync_state: str | None = None
@@ -95,8 +95,19 @@ class EventOut(WireModel):
     location: str | None = None
     notes: str | None = None
     url: str | None = None
+    # The people invited, with their answers, and the organizer's address (mailto: stripped, §16).
     attendees: tuple[Attendee, ...] = ()
-    organizer: str | None = None  # an address (mailto: stripped)
+    organizer: str | None = None
+
+
+class EventOut(EventFields):
+    """An event as the commands service answers it: what code needs beyond the client's view."""
+
+    weekday: int = Field(ge=1, le=7, description="ISO weekday of `start` in `tz`")
+    tz: str
+    # An occurrence of a series: `id` names the occurrence, `occurrence_start` the start the rule
+    # gives it (an override may have moved it).
+    occurrence_start: datetime | None = None
 
 
 class StubSlots(WireModel):
@@ -137,20 +148,20 @@ class PlanOut(WireModel):
     created_at: datetime
 
 
-class StubOut(WireModel):
+class StubFields(WireModel):
+    """The pending command as every door shows it (contract §4): the fields the client's view
+    (`turns.StubView`) and the service's answer (`StubOut`) share, declared once."""
+
     id: str
     status: StubStatus
     title: str
-    slots: StubSlots
     candidates: tuple[date, ...] = ()
-    conflicts_with: tuple[EventOut, ...] = ()
+    expires_at: datetime
+    kind: StubKind = "create"
     hold_reason: HoldReason | None = None
     proposed_start: datetime | None = None
     proposed_end: datetime | None = None
-    expires_at: datetime
-    kind: StubKind = "create"
     change: ChangeOut | None = None
-    plan: PlanOut | None = None
     # A repeating create held as a plan: the next occurrences the rule gives (local starts).
     next_occurrences: tuple[datetime, ...] = ()
     # `needs_attendee`: the name asked for and the contacts it matched (empty: none did).
@@ -160,6 +171,15 @@ class StubOut(WireModel):
     recipients: tuple[Attendee, ...] = ()
     # An invitation received by mail (kind `invitation`): what it asks, and from whom.
     invitation: InvitationOut | None = None
+
+
+class StubOut(StubFields):
+    """The pending command as the commands service answers it: its slots, the events it meets and
+    its plan, beyond the client's view."""
+
+    slots: StubSlots
+    conflicts_with: tuple[EventOut, ...] = ()
+    plan: PlanOut | None = None
 
 
 class ChangedRow(WireModel):

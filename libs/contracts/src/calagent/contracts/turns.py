@@ -4,15 +4,14 @@ the agent streams back, and the record the eval recorder keeps."""
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from calagent.contracts.base import WireModel
-from calagent.contracts.commands import ChangeOut, EventOut, StubOut
+from calagent.contracts.commands import EventFields, EventOut, StubFields, StubOut
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import Attendee, InvitationOut
 
 MAX_MESSAGE_CHARS = 4000
 _TURN_KEY_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
@@ -156,105 +155,38 @@ def _drop_empty(data: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-class StubView(WireModel):
-    """The client's view of the pending command (contract §4), plus what a client needs to show it:
-    what is known, the proposed time, why it is held, and a held change's before and after."""
+class StubView(StubFields):
+    """The client's view of the pending command (contract §4): the shared fields, and the rule of
+    a repeating create so a client shows a series as one."""
 
-    id: str
-    status: str
-    title: str
-    candidates: tuple[date, ...] = ()
-    expires_at: datetime
-    kind: str = "create"
-    hold_reason: str | None = None
-    proposed_start: datetime | None = None
-    proposed_end: datetime | None = None
-    change: ChangeOut | None = None
-    next_occurrences: tuple[datetime, ...] = ()
-    # A repeating create: its rule (RRULE), so a client shows a series as one.
     recurrence: str | None = None
-    # needs_attendee: the name asked for and the contacts it matched; a held invitation's recipients.
-    attendee_query: str | None = None
-    attendee_candidates: tuple[Attendee, ...] = ()
-    recipients: tuple[Attendee, ...] = ()
-    # An invitation received by mail: what it asks (organizer, times, people), to answer it.
-    invitation: InvitationOut | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _drop_empty(handler(self), _STUB_EXTRAS)
 
 
-class EventView(WireModel):
-    id: str
-    title: str
-    start: datetime
-    end: datetime
-    calendar: str
-    completed: bool = False
-    all_day: bool = False
-    # A series occurrence names its series and rule; a reminder its minutes before the start.
-    series_id: str | None = None
-    recurrence: str | None = None
-    reminder_minutes: int | None = None
-    # 'rejected': the connected CalDAV server refused the last delivery of this event.
-    sync_state: str | None = None
-    # The UID the event was born with (contract §14); place, notes and address when it has them.
-    uid: str | None = None
-    location: str | None = None
-    notes: str | None = None
-    url: str | None = None
-    # The people invited, with their answers, and the organizer's address (contract §16).
-    attendees: tuple[Attendee, ...] = ()
-    organizer: str | None = None
+class EventView(EventFields):
+    """The client's view of an event (contract §4): the shared fields, with empty extras left out."""
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _drop_empty(handler(self), _EVENT_EXTRAS)
 
 
+_EVENT_FIELDS = tuple(EventFields.model_fields)
+_STUB_FIELDS = tuple(StubFields.model_fields)
+
+
 def event_view(event: EventOut) -> EventView:
-    """The client's view of an event row (contract §4), shared by every door that shows events."""
-    return EventView(
-        id=event.id,
-        title=event.title,
-        start=event.start,
-        end=event.end,
-        calendar=event.calendar,
-        completed=event.completed,
-        all_day=event.all_day,
-        series_id=event.series_id,
-        recurrence=event.recurrence,
-        reminder_minutes=event.reminder_minutes,
-        sync_state=event.sync_state,
-        uid=event.uid,
-        location=event.location,
-        notes=event.notes,
-        url=event.url,
-        attendees=event.attendees,
-        organizer=event.organizer,
-    )
+    """The client's view of an event row (contract §4), shared by every door that shows events.
+    Built without validating again: every field comes from an `EventOut` of the same types."""
+    return EventView.model_construct(**{name: getattr(event, name) for name in _EVENT_FIELDS})
 
 
 def stub_view(stub: StubOut) -> StubView:
-    return StubView(
-        id=stub.id,
-        status=stub.status,
-        title=stub.title,
-        candidates=stub.candidates,
-        expires_at=stub.expires_at,
-        kind=stub.kind,
-        hold_reason=stub.hold_reason,
-        proposed_start=stub.proposed_start,
-        proposed_end=stub.proposed_end,
-        change=stub.change,
-        next_occurrences=stub.next_occurrences,
-        recurrence=stub.slots.recurrence,
-        attendee_query=stub.attendee_query,
-        attendee_candidates=stub.attendee_candidates,
-        recipients=stub.recipients,
-        invitation=stub.invitation,
-    )
+    view = {name: getattr(stub, name) for name in _STUB_FIELDS}
+    return StubView.model_construct(**view, recurrence=stub.slots.recurrence)
 
 
 class ModelUsage(WireModel):
