@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import pytest
+from pydantic import BaseModel
 
 from calagent.contracts.commands import EventOut, StubOut, StubSlots
 from calagent.contracts.people import Attendee
@@ -18,7 +19,9 @@ START = datetime(2026, 9, 25, 7, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(("view", "source"), [(EventView, EventOut), (StubView, StubOut)])
-def test_a_view_declares_no_field_the_service_types_differently(view: type, source: type) -> None:
+def test_a_view_declares_no_field_the_service_types_differently(
+    view: type[BaseModel], source: type[BaseModel]
+) -> None:
     shared = set(view.model_fields) & set(source.model_fields)
     assert shared, "the view shares no field with the service's type"
     for name in shared:
