@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from calagent.contracts.base import WireModel
+from calagent.contracts.limits import MAX_RANGE_DAYS
 from calagent.contracts.turns import Segment
 
 
@@ -38,7 +39,7 @@ class UsageRequest(WireModel):
     """Tokens used over the last `days` days (today included, in `tz`), for one user or all."""
 
     user_id: str | None = None
-    days: int = Field(default=7, ge=1, le=366)
+    days: int = Field(default=7, ge=1, le=MAX_RANGE_DAYS)
     by: Literal["day", "user", "model"] = "day"
     tz: str = "UTC"
 

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse
 
 from calagent.contracts import wire
 from calagent.contracts.evalrec import TimelineRequest, UsageRequest
+from calagent.contracts.limits import MAX_RANGE_DAYS
 from calagent.gateway.errors import UnprocessableError, error_json
 from calagent.gateway.limits import plain_id
 from calagent.gateway.state import AuthPrincipal, CurrentGateway
@@ -32,8 +33,10 @@ def records_router() -> APIRouter:
     @router.get("/v1/usage", response_model=None)
     async def usage(principal: AuthPrincipal, gw: CurrentGateway, days: str = "7") -> dict[str, Any]:
         """The caller's model tokens over the last `days` days, per day in the caller's zone (§17)."""
-        if not days.isdigit() or not 1 <= int(days) <= 366:
-            raise UnprocessableError.one(["query", "days"], "days must be a whole number from 1 to 366")
+        if not days.isdigit() or not 1 <= int(days) <= MAX_RANGE_DAYS:
+            raise UnprocessableError.one(
+                ["query", "days"], f"days must be a whole number from 1 to {MAX_RANGE_DAYS}"
+            )
         result = await gw.call(
             "evalrec",
             wire.EVALREC_USAGE,
