@@ -48,7 +48,7 @@ browser:
 	fi
 
 pytest: $(STAMP) browser
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=30
 
 test: lint typecheck pytest
 

@@ -144,6 +144,10 @@ async def test_a_saved_zone_is_the_zone_of_the_next_turn_on_every_gateway(
     [event] = await read_events(stack, user)
     # Wednesday evening in Los Angeles: tomorrow is the 24th, at 15:00 there.
     assert event["start"] == "2026-09-24T15:00:00-07:00"
+    # The page asks its session for the zone it shows times in: the saved one, not the token's.
+    session = (await stack.client.get("/web/session", headers=stack.headers(user))).json()
+    assert session["tz"] == "America/Los_Angeles"
+    assert session["now"].endswith("-07:00")
 
     # Another gateway replica learns the zone from the bucket, not from the PUT it never saw.
     other_bus = Bus(stack.settings.require_nats(), "gateway", stack.clock)

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from calagent.gateway.auth import issue_token, verify_token
+from calagent.gateway.state import Gateway
 from calagent.gateway.web import page_router
 from calagent.gateway.web.i18n import CATALOG, LANGS, PLACEHOLDER, negotiate
 from calagent.gateway.web.routes import SCRIPT_MODULES, STATIC, STATIC_FILES, TEMPLATES
@@ -32,8 +33,12 @@ def page_script() -> str:
 
 def client(secret: str = SECRET, *, dev_signin: bool = False) -> TestClient:
     settings = Settings(CALAGENT_AUTH_SECRET=secret, CALAGENT_WEB_DEV_SIGNIN=dev_signin)
+    clock = FrozenClock(NOW)
     app = FastAPI()
-    app.include_router(page_router(settings, FrozenClock(NOW)))
+    # The page's session is the gateway's signed-in user, in their saved zone: a gateway without a
+    # bus knows no saved zone, so the token's zone stands.
+    app.state.gateway = Gateway(settings, clock, None)
+    app.include_router(page_router(settings, clock))
     return TestClient(app)
 
 

@@ -8,10 +8,9 @@ the PROPFIND, stores the sealed password and answers. No response carries the pa
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
 import json
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -27,8 +26,8 @@ from calagent.contracts.caldav import (
     SetDefaultCalendar,
 )
 from calagent.contracts.text import NUL
-from calagent.gateway.auth import Principal
 from calagent.gateway.errors import error_json
+from calagent.gateway.state import AuthPrincipal
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
 
@@ -60,7 +59,7 @@ def account_view(account: AccountOut) -> dict[str, Any]:
     }
 
 
-def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+def accounts_router() -> APIRouter:
     router = APIRouter()
 
     async def ask(request: Request, command: AnyAccountCommand) -> AccountResult:
@@ -70,7 +69,7 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return result
 
     @router.post("/v1/accounts/caldav", response_model=None)
-    async def connect(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def connect(request: Request, principal: AuthPrincipal) -> Response:
         try:
             raw = json.loads(await request.body())
             body = ConnectBody.model_validate(raw)
@@ -100,15 +99,13 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return JSONResponse({"id": view["id"], "calendars": view["calendars"]}, status_code=201)
 
     @router.get("/v1/accounts", response_model=None)
-    async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def listing(request: Request, principal: AuthPrincipal) -> Response:
         gateway = request.app.state.gateway
         answer = await ask(request, ListAccounts(envelope=gateway.envelope(principal)))
         return JSONResponse({"accounts": [account_view(a) for a in answer.accounts]})
 
     @router.patch("/v1/accounts/{account_id}", response_model=None)
-    async def patch(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)], account_id: str
-    ) -> Response:
+    async def patch(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
         if not 0 < len(account_id) <= 64 or NUL in account_id:
             return error_json(404, "no connected account with this id", "not_found")
         try:
@@ -136,9 +133,7 @@ def accounts_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return JSONResponse(account_view(answer.account))
 
     @router.delete("/v1/accounts/{account_id}", response_model=None)
-    async def disconnect(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)], account_id: str
-    ) -> Response:
+    async def disconnect(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
         if not 0 < len(account_id) <= 64 or NUL in account_id:
             return error_json(404, "no connected account with this id", "not_found")
         gateway = request.app.state.gateway

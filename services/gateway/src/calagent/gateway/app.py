@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.calendar import calendar_router
@@ -31,27 +30,13 @@ from calagent.gateway.people import people_router
 from calagent.gateway.records import records_router
 from calagent.gateway.settings import settings_router
 from calagent.gateway.signin import signin_router
-from calagent.gateway.state import AuthPrincipal, Gateway, authenticate
+from calagent.gateway.state import AuthPrincipal, Gateway
 from calagent.gateway.web import page_router
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
 
 SHUTDOWN_GRACE_S = 5.0
-
-
-class FollowZones:
-    """Starts the watch of the users' saved zones at the first request, in the event loop (the
-    routes' `authenticate` runs in a worker thread), whoever started the bus."""
-
-    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
-        self.app = app
-        self.gateway = gateway
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            self.gateway.follow_zones()
-        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -100,7 +85,6 @@ def create_app(
     )
     app.state.gateway = gw
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
-    app.add_middleware(FollowZones, gateway=gw)
     app.include_router(page_router(settings, clock))  # the page at `/` (services/gateway/web)
 
     add_error_handlers(app)
@@ -115,14 +99,14 @@ def create_app(
     async def openapi(_principal: AuthPrincipal) -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    app.include_router(accounts_router(authenticate))  # connected calendars (contract §12)
-    app.include_router(history_router(authenticate))  # the conversation (contract §18)
-    app.include_router(commands_router(authenticate))  # commands without the model (contract §18)
-    app.include_router(changes_router(authenticate))  # the change log and undo (contract §15)
+    app.include_router(accounts_router())  # connected calendars (contract §12)
+    app.include_router(history_router())  # the conversation (contract §18)
+    app.include_router(commands_router())  # commands without the model (contract §18)
+    app.include_router(changes_router())  # the change log and undo (contract §15)
     app.include_router(signin_router())  # one-time sign-in links (contract §18)
     app.include_router(oidc_router(settings, clock))  # sign-in with OpenID Connect (contract §18)
-    app.include_router(people_router(authenticate))  # contacts and the mail address (contract §16)
-    app.include_router(settings_router(authenticate))  # settings and free/busy sharing (contract §16)
+    app.include_router(people_router())  # contacts and the mail address (contract §16)
+    app.include_router(settings_router())  # settings and free/busy sharing (contract §16)
 
     # Feed addresses are credentials: no span records them.
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")

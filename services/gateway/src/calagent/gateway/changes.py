@@ -8,29 +8,28 @@ that is not the caller's is answered 404, exactly like one that does not exist.
 """
 
 # No `from __future__ import annotations`: FastAPI must see the dependency as an object.
-from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from calagent.contracts.commands import ListChanges
 from calagent.contracts.turns import DirectCall
-from calagent.gateway.auth import Principal
 from calagent.gateway.commands import described, run_direct
 from calagent.gateway.limits import plain_id
+from calagent.gateway.state import AuthPrincipal
 from calagent.runtime.timeline import epoch_ms
 
 NOT_FOUND = {"error": {"code": "not_found", "message": "no change with that id"}}
 
 
-def changes_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+def changes_router() -> APIRouter:
     router = APIRouter()
 
     @router.get("/v1/changes")
     async def changes(
         request: Request,
-        principal: Annotated[Principal, Depends(authenticate)],
+        principal: AuthPrincipal,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         before: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     ) -> dict[str, list[dict[str, Any]]]:
@@ -41,9 +40,7 @@ def changes_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return {"changes": [c.model_dump(mode="json") for c in result.changes]}
 
     @router.post("/v1/changes/{change_id}/undo", response_model=None)
-    async def undo(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)], change_id: str
-    ) -> JSONResponse:
+    async def undo(request: Request, principal: AuthPrincipal, change_id: str) -> JSONResponse:
         received_ms = epoch_ms()
         if not plain_id(change_id):
             return JSONResponse(NOT_FOUND, status_code=404)

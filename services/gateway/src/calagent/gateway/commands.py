@@ -11,10 +11,9 @@ takes (argument models, commands, holds, receipts) and calls no model; the answe
 # No `from __future__ import annotations`: FastAPI must see the dependency as an object.
 import asyncio
 import json
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -23,6 +22,7 @@ from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import MAX_MESSAGE_CHARS, DirectCall, DirectTool
 from calagent.gateway.auth import Principal
 from calagent.gateway.errors import error_json
+from calagent.gateway.state import AuthPrincipal
 from calagent.gateway.turns import ChatTurn, TurnOutcome
 from calagent.gateway.web.i18n import LANG_COOKIE, negotiate
 from calagent.runtime.timeline import epoch_ms
@@ -81,13 +81,11 @@ async def run_direct(
     return outcome
 
 
-def commands_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+def commands_router() -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/commands", response_model=None)
-    async def command(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)]
-    ) -> JSONResponse:
+    async def command(request: Request, principal: AuthPrincipal) -> JSONResponse:
         received_ms = epoch_ms()
         try:
             raw = json.loads(await request.body())

@@ -6,17 +6,16 @@ reloaded in the browser shows the conversation and the card's explanation again.
 """
 
 # No `from __future__ import annotations`: FastAPI must see the dependency as an object.
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from calagent.contracts import wire
 from calagent.contracts.text import NUL
 from calagent.contracts.turns import MAX_HISTORY_PAGE, HistoryMessage, HistoryRequest
-from calagent.gateway.auth import Principal
 from calagent.gateway.errors import error_json
+from calagent.gateway.state import AuthPrincipal
 
 HISTORY_TIMEOUT_S = 10.0
 DEFAULT_CONVERSATION = "default"  # the gateway's conversation when a chat names none
@@ -39,13 +38,13 @@ def _int_param(name: str, raw: str | None, low: int, high: int) -> int | JSONRes
     return int(raw)
 
 
-def history_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+def history_router() -> APIRouter:
     router = APIRouter()
 
     @router.get("/v1/messages", response_model=None)
     async def messages(
         request: Request,
-        principal: Annotated[Principal, Depends(authenticate)],
+        principal: AuthPrincipal,
         conversation_id: str | None = None,
         before: str | None = None,
         limit: str | None = None,

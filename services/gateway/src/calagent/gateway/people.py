@@ -9,10 +9,9 @@ a card of a connected address book (`"source": "carddav"`) is listed but not del
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
 import json
-from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -31,9 +30,9 @@ from calagent.contracts.people import (
     PeopleResult,
 )
 from calagent.contracts.text import unstorable_in
-from calagent.gateway.auth import Principal
 from calagent.gateway.errors import error_json
 from calagent.gateway.limits import plain_id
+from calagent.gateway.state import AuthPrincipal
 
 PEOPLE_TIMEOUT_S = 10.0
 
@@ -67,17 +66,17 @@ async def ask_people(request: Request, command: AnyPeopleCommand) -> PeopleResul
     return result
 
 
-def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+def people_router() -> APIRouter:
     router = APIRouter()
     ask = ask_people
 
     @router.get("/v1/contacts", response_model=None)
-    async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def listing(request: Request, principal: AuthPrincipal) -> Response:
         answer = await ask(request, ListContacts(envelope=request.app.state.gateway.envelope(principal)))
         return JSONResponse({"contacts": [contact_view(c) for c in answer.contacts]})
 
     @router.post("/v1/contacts", response_model=None)
-    async def add(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def add(request: Request, principal: AuthPrincipal) -> Response:
         try:
             raw = json.loads(await request.body())
             body = ContactBody.model_validate(raw)
@@ -105,9 +104,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return JSONResponse(contact_view(answer.contact), status_code=201)
 
     @router.delete("/v1/contacts/{contact_id}", response_model=None)
-    async def remove(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)], contact_id: str
-    ) -> Response:
+    async def remove(request: Request, principal: AuthPrincipal, contact_id: str) -> Response:
         if not plain_id(contact_id):
             return error_json(404, "no contact with this id", "not_found")
         answer = await ask(
@@ -121,9 +118,7 @@ def people_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return Response(status_code=204)
 
     @router.post("/v1/mail-address", response_model=None)
-    async def mail_address(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)]
-    ) -> Response:
+    async def mail_address(request: Request, principal: AuthPrincipal) -> Response:
         answer = await ask(request, GetMailAddress(envelope=request.app.state.gateway.envelope(principal)))
         return JSONResponse({"address": answer.address})
 

@@ -9,10 +9,9 @@ zone is remembered by this replica at once (`UserZones.remember`): the caller's 
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
 import json
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, cast
+from typing import Any, Literal, cast
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -35,6 +34,7 @@ from calagent.contracts.text import unstorable_in
 from calagent.gateway.auth import Principal
 from calagent.gateway.errors import error_json
 from calagent.gateway.people import ask_people
+from calagent.gateway.state import AuthPrincipal
 
 SettingsField = Literal["tz", "email", "language", "work_hours"]
 FIELDS: tuple[SettingsField, ...] = ("tz", "email", "language", "work_hours")
@@ -85,7 +85,7 @@ def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
     return cast(dict[str, Any], data)
 
 
-def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
+def settings_router() -> APIRouter:
     router = APIRouter()
 
     def envelope(request: Request, principal: Principal) -> Envelope:
@@ -101,7 +101,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return answer
 
     @router.get("/v1/settings", response_model=None)
-    async def read(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def read(request: Request, principal: AuthPrincipal) -> Response:
         answer = await ask(request, GetSettings(envelope=envelope(request, principal)))
         if isinstance(answer, JSONResponse):
             return answer
@@ -110,7 +110,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return JSONResponse(settings_view(answer.settings))
 
     @router.put("/v1/settings", response_model=None)
-    async def write(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def write(request: Request, principal: AuthPrincipal) -> Response:
         data = _json_object(await request.body())
         if isinstance(data, JSONResponse):
             return data
@@ -150,11 +150,11 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return JSONResponse(sharing_view(answer.sharing), status_code=status)
 
     @router.get("/v1/sharing", response_model=None)
-    async def listing(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def listing(request: Request, principal: AuthPrincipal) -> Response:
         return await sharing_answer(request, ListSharing(envelope=envelope(request, principal)))
 
     @router.post("/v1/sharing", response_model=None)
-    async def share(request: Request, principal: Annotated[Principal, Depends(authenticate)]) -> Response:
+    async def share(request: Request, principal: AuthPrincipal) -> Response:
         data = _json_object(await request.body())
         if isinstance(data, JSONResponse):
             return data
@@ -170,9 +170,7 @@ def settings_router(authenticate: Callable[[Request], Principal]) -> APIRouter:
         return await sharing_answer(request, command, status=201)
 
     @router.delete("/v1/sharing/{with_user:path}", response_model=None)
-    async def unshare(
-        request: Request, principal: Annotated[Principal, Depends(authenticate)], with_user: str
-    ) -> Response:
+    async def unshare(request: Request, principal: AuthPrincipal, with_user: str) -> Response:
         if not 1 <= len(with_user) <= USER_ID_MAX or unstorable_in(with_user):
             return error_json(404, "you do not share with this user", "not_found")
         answer = await ask(request, Unshare(envelope=envelope(request, principal), with_user=with_user))

@@ -173,15 +173,28 @@ class Gateway:
             log.warning("could not publish the delivery record of %s", turn.turn_id, exc_info=True)
 
 
-def current_gateway(request: Request) -> Gateway:
+def _gateway(request: Request) -> Gateway:
     gw: Gateway = request.app.state.gateway
     return gw
 
 
-def authenticate(request: Request) -> Principal:
-    """The bearer token's user, else the session cookie's (contract §18, `session.py`)."""
-    gw = current_gateway(request)
+# The dependencies are coroutines, though they never wait: FastAPI runs a plain function
+# dependency in its thread pool, one thread hand-off per request for a dictionary lookup.
+async def current_gateway(request: Request) -> Gateway:
+    return _gateway(request)
+
+
+def signed_in(request: Request) -> Principal:
+    """The bearer token's user, else the session cookie's (contract §18, `session.py`), in the
+    zone they saved (contract §16); raises `AuthError`. Runs in the event loop, where the watch of
+    the saved zones starts at the first request whoever started the bus."""
+    gw = _gateway(request)
+    gw.follow_zones()
     return gw.zones.apply_to(principal_from_request(request, gw.settings, gw.clock))
+
+
+async def authenticate(request: Request) -> Principal:
+    return signed_in(request)
 
 
 AuthPrincipal = Annotated[Principal, Depends(authenticate)]

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from calagent.contracts.settings import valid_zone_name
 from calagent.gateway.auth import MAX_USER_ID_CHARS, AuthError, issue_token
 from calagent.gateway.errors import error_json
-from calagent.gateway.session import cookie_session, csrf_token, principal_from_request
+from calagent.gateway.session import cookie_session, csrf_token
+from calagent.gateway.state import signed_in
 from calagent.gateway.web.i18n import LANG_COOKIE, catalog, catalogs, negotiate
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -138,7 +139,7 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
     @router.get("/web/session")
     async def session(request: Request) -> JSONResponse:
         try:
-            principal = principal_from_request(request, settings, clock)
+            principal = signed_in(request)
             # Signed in by the cookie (no bearer): the page learns the CSRF token it must send.
             session = (
                 None if request.headers.get("authorization") else cookie_session(request, settings, clock)
