@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.payloads import ChangeAfter
+from calagent.commands.domain.payloads import AskedField, ChangeAfter
 from calagent.commands.domain.series import MovedRule, move_rule, remaining_rule, wall, zone_of
 from calagent.contracts.tools import Scope, UpdateSchedule
 
@@ -33,14 +33,21 @@ OWN_FIELDS = (
 )
 
 
-def asked_in(update: UpdateSchedule, current: Event) -> set[str]:
+# The fields an update names directly; time parts and the organizer follow from them.
+UPDATE_FIELDS: tuple[AskedField, ...] = (
+    "title",
+    "calendar",
+    "reminder_minutes",
+    "location",
+    "notes",
+    "attendees",
+)
+
+
+def asked_in(update: UpdateSchedule, current: Event) -> set[AskedField]:
     """What the user asked to change: only these reach a series' master and the occurrences that
     inherit them; anything else an occurrence shows stays where it is."""
-    asked = {
-        name
-        for name in ("title", "calendar", "reminder_minutes", "location", "notes", "attendees")
-        if getattr(update, name) is not None
-    }
+    asked = {name for name in UPDATE_FIELDS if getattr(update, name) is not None}
     if "attendees" in asked:
         asked.add("organizer")  # the organizer is set with the people it invites
     if update.all_day is not None and update.all_day != current.all_day:
@@ -112,7 +119,7 @@ def carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
     return override.evolve(start=start, end=start + length, **inherited)
 
 
-def held_after(after: Event, asked_fields: set[str]) -> ChangeAfter:
+def held_after(after: Event, asked_fields: set[AskedField]) -> ChangeAfter:
     """The event after an update as the stub holds it until confirm, with what the user asked."""
     return ChangeAfter(
         title=after.title,
