@@ -14,6 +14,7 @@ import pytest
 
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.service import CommandConfig, CommandService
@@ -212,11 +213,11 @@ class FakeUnitOfWork:
         verdict: str,
         reason: str | None,
         method: str | None,
-        offer: dict[str, Any] | None = None,
+        offer: HeldInvitation | None = None,
     ) -> None:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
 
-    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+    async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         return None  # no mail reaches the fake
 
     async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:

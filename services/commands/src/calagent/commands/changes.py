@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
 
 from calagent.commands.domain.changes import (
-    after_payload,
     asked_in,
     carry,
-    change_payload,
     exdates_before,
+    held_after,
     master_values,
     own_values,
     series_move,
 )
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.payloads import ChangeAfter, HeldChange
 from calagent.commands.domain.series import (
     InexpressibleChangeError,
     expand,
@@ -108,12 +107,12 @@ class Changes:
             return error_result("not_found", NOT_FOUND)
         scope: Scope = command.scope if target.master is not None else "this"
         before = event_out(target.occurrence, txn.tz)
-        view: dict[str, Any]
+        view: ChangeOut
         status: str
         proposed: tuple[datetime, datetime] | None = None
         conflicts: tuple[Event, ...] = ()
         hold = command.hold or "change_confirmation"
-        after_values: dict[str, Any] | None = None
+        after_values: ChangeAfter | None = None
         recipients = await self.people.invited(txn, target.row, target.master)
         if command.action == "update":
             if command.update is None:
@@ -138,10 +137,8 @@ class Changes:
             )
             if after.start < txn.spoken_at and not after.all_day:
                 hold = command.hold or "past_start"
-            view = ChangeOut(
-                action="update", scope=scope, before=before, after=event_out(after, txn.tz)
-            ).model_dump(mode="json")
-            after_values = after_payload(after, asked_in(command.update, target.occurrence))
+            view = ChangeOut(action="update", scope=scope, before=before, after=event_out(after, txn.tz))
+            after_values = held_after(after, asked_in(command.update, target.occurrence))
             if target.master is not None and scope != "this" and target.occurrence_start is not None:
                 try:
                     series_move(target.master, target.occurrence_start, scope, after_values)
@@ -153,14 +150,14 @@ class Changes:
             removed, count = await self._removed(txn, target, scope)
             view = ChangeOut(
                 action="delete", scope=scope, before=before, removed_starts=removed, removed_count=count
-            ).model_dump(mode="json")
+            )
             status = "held"
         if recipients and not command.hold:
             # The change sends mail (an update or a cancellation) to the people invited.
             hold = "sends_invitations"
         active = await txn.uow.active_stub(txn.user_id)
         superseded = await self.pending.supersede(txn, active)
-        change = change_payload(
+        change = HeldChange(
             view=view,
             action=command.action,
             scope=scope,
@@ -181,7 +178,7 @@ class Changes:
                 "conflict_event_ids": tuple(c.id for c in conflicts if c.series_id is None),
                 "proposed_start": proposed[0] if proposed else None,
                 "proposed_end": proposed[1] if proposed else None,
-                "change": change,
+                "payload": change,
                 "recipients": recipients,
             },
         )
@@ -290,15 +287,15 @@ class Changes:
     # ---- confirm: run the change ------------------------------------------------------------
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
-        change = stub.change or {}
-        target = await self._stored_target(txn, change)
-        if target is None:
+        change = stub.payload
+        target = await self._stored_target(txn, change) if isinstance(change, HeldChange) else None
+        if target is None or not isinstance(change, HeldChange):
             # The event went away meanwhile (removed elsewhere): nothing to change.
             await self.pending.move(txn, stub, "cancelled")
             return error_result("not_found", NOT_FOUND)
-        scope: Scope = change["scope"]
+        scope = change.scope
         before = event_out(target.occurrence, txn.tz)
-        if change["action"] == "delete":
+        if change.action == "delete":
             removed = await self._delete(txn, target, scope)
             done = await self.pending.move(txn, stub, "deleted")
             return CommandResult(
@@ -309,7 +306,7 @@ class Changes:
                 stub=stub_out(done, (), txn.tz),
             )
         try:
-            written = await self._update(txn, target, scope, change["after"])
+            written = await self._update(txn, target, scope, change.after)
         except InexpressibleChangeError as exc:
             return error_result("inexpressible_change", str(exc))
         # The receipt is read back: the occurrence the user pointed at, as the rows now give it.
@@ -334,13 +331,13 @@ class Changes:
         target = await self._occurrence(txn, row, slot)
         return target.occurrence if target is not None else None
 
-    async def _stored_target(self, txn: Txn, change: dict[str, Any]) -> Target | None:
-        if change.get("master_id") and change.get("occurrence_start"):
-            master = await txn.uow.get_event(txn.user_id, change["master_id"])
+    async def _stored_target(self, txn: Txn, change: HeldChange) -> Target | None:
+        if change.master_id and change.occurrence_start:
+            master = await txn.uow.get_event(txn.user_id, change.master_id)
             if master is None or master.rrule is None:
                 return None
-            return await self._occurrence(txn, master, datetime.fromisoformat(change["occurrence_start"]))
-        row = await txn.uow.get_event(txn.user_id, change["row_id"])
+            return await self._occurrence(txn, master, change.occurrence_start)
+        row = await txn.uow.get_event(txn.user_id, change.row_id)
         return Target(row, None, row, None) if row is not None else None
 
     async def _delete(self, txn: Txn, target: Target, scope: Scope) -> int | None:
@@ -374,13 +371,13 @@ class Changes:
         return gone
 
     async def _update(
-        self, txn: Txn, target: Target, scope: Scope, after: dict[str, Any]
+        self, txn: Txn, target: Target, scope: Scope, after: ChangeAfter | None
     ) -> tuple[str, datetime | None]:
         """Write the change; returns where the occurrence the user pointed at now lives (its row,
         and its slot when that row is a series)."""
         uow = txn.uow
-        start = datetime.fromisoformat(after["start"])
-        end = datetime.fromisoformat(after["end"])
+        assert after is not None, "a held update keeps the event after it (HeldChange)"
+        start, end = after.start, after.end
         values = own_values(after)
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:

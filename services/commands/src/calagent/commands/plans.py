@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from calagent.commands.domain.model import Stub
+from calagent.commands.domain.payloads import HeldPlan
 from calagent.commands.pending import Pending
 from calagent.commands.txn import Txn, new_id
 from calagent.commands.views import stub_out
@@ -26,15 +27,14 @@ class Plans:
             title=command.trigger[:200],
             reason="automation_plan",
             kind="plan",
-            fields={"change": {"plan": plan.model_dump(mode="json")}},
+            fields={"payload": HeldPlan(plan=plan)},
         )
         superseded = stub_out(ended, (), txn.tz) if ended is not None else None
         await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
         return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
-        payload = (stub.change or {}).get("plan")
-        if payload is not None:
-            await txn.uow.set_plan_status(txn.user_id, payload["id"], "confirmed", txn.now)
+        if isinstance(stub.payload, HeldPlan):
+            await txn.uow.set_plan_status(txn.user_id, stub.payload.plan.id, "confirmed", txn.now)
         done = await self.pending.move(txn, stub, "planned")
         return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
@@ -158,10 +159,10 @@ class PeopleRows(Protocol):
         verdict: str,
         reason: str | None,
         method: str | None,
-        offer: dict[str, Any] | None = None,
+        offer: HeldInvitation | None = None,
     ) -> None: ...
 
-    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+    async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         """The oldest invitation of the user still waiting to be offered: (record id, offer)."""
         ...
 

@@ -15,9 +15,9 @@ from calagent.commands.caldav.objects import UnreadableObject, ics_rule
 from calagent.commands.caldav.patch import patch_object
 from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid
+from calagent.commands.domain.payloads import HeldChange, HeldInvitation, HeldPlan
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
-from calagent.contracts.commands import ChangedRow, ChangeOut, EventOut, LoggedChangeOut, PlanOut, StubOut
-from calagent.contracts.people import InvitationOut
+from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
@@ -90,12 +90,7 @@ def _next_occurrences(stub: Stub, tz: ZoneInfo) -> tuple[datetime, ...]:
 
 
 def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
-    # A change stub keeps its before/after view, a plan stub its plan, in `change`.
-    payload = stub.change or {}
-    change = (
-        ChangeOut.model_validate(payload["view"]) if stub.kind == "change" and "view" in payload else None
-    )
-    plan = PlanOut.model_validate(payload["plan"]) if stub.kind == "plan" and "plan" in payload else None
+    payload = stub.payload
     return StubOut(
         id=stub.id,
         status=stub.status,
@@ -108,17 +103,13 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         proposed_end=stub.proposed_end.astimezone(tz) if stub.proposed_end else None,
         expires_at=stub.expires_at.astimezone(tz),
         kind=stub.kind,
-        change=change,
-        plan=plan,
+        change=payload.view if isinstance(payload, HeldChange) else None,
+        plan=payload.plan if isinstance(payload, HeldPlan) else None,
         next_occurrences=_next_occurrences(stub, tz),
         attendee_query=stub.attendee_query,
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
-        invitation=(
-            InvitationOut.model_validate(payload["invitation"])
-            if stub.kind == "invitation" and "invitation" in payload
-            else None
-        ),
+        invitation=payload.invitation if isinstance(payload, HeldInvitation) else None,
     )
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_core import SqlCore
 from calagent.commands.adapters.tables import caldav_cards, contacts, inbound_mail, mail_outbox, mailboxes
+from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact
 
 
@@ -98,15 +99,20 @@ class SqlPeople(SqlCore):
         verdict: str,
         reason: str | None,
         method: str | None,
-        offer: dict[str, Any] | None = None,
+        offer: HeldInvitation | None = None,
     ) -> None:
         await self._run(
             update(inbound_mail)
             .where(inbound_mail.c.id == record_id)
-            .values(verdict=verdict, reason=reason, method=method, offer=offer)
+            .values(
+                verdict=verdict,
+                reason=reason,
+                method=method,
+                offer=offer.model_dump(mode="json") if offer is not None else None,
+            )
         )
 
-    async def next_waiting(self, user_id: str) -> tuple[int, dict[str, Any]] | None:
+    async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         row = (
             await self._run(
                 select(inbound_mail.c.id, inbound_mail.c.offer)
@@ -116,7 +122,7 @@ class SqlPeople(SqlCore):
                 .with_for_update(skip_locked=True)
             )
         ).first()
-        return (int(row.id), dict(row.offer)) if row is not None else None
+        return (int(row.id), HeldInvitation.model_validate(row.offer)) if row is not None else None
 
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]

@@ -10,6 +10,7 @@ from sqlalchemy import Row, select, text, update
 from calagent.commands.adapters.sql_core import SqlCore
 from calagent.commands.adapters.tables import ACTIVE_SQL, plans, stubs
 from calagent.commands.domain.model import Stub
+from calagent.commands.domain.payloads import payload_json, payload_of
 from calagent.contracts.commands import PlanOut, StubSlots
 from calagent.contracts.people import Attendee
 
@@ -33,7 +34,7 @@ def _stub(row: Row[Any]) -> Stub:
         proposed_end=row.proposed_end,
         created_by_turn=row.created_by_turn,
         kind=row.kind,
-        change=row.change,
+        payload=payload_of(row.kind, row.change),
         attendee_query=row.attendee_query,
         attendee_candidates=tuple(Attendee.model_validate(a) for a in row.attendee_candidates),
         recipients=tuple(Attendee.model_validate(a) for a in row.recipients),
@@ -55,7 +56,7 @@ def _stub_values(stub: Stub) -> dict[str, object]:
         "expires_at": stub.expires_at,
         "updated_at": stub.updated_at,
         "kind": stub.kind,
-        "change": stub.change,
+        "change": payload_json(stub.kind, stub.payload),
         "attendee_query": stub.attendee_query,
         "attendee_candidates": [a.model_dump(mode="json") for a in stub.attendee_candidates],
         "recipients": [a.model_dump(mode="json") for a in stub.recipients],

@@ -34,6 +34,7 @@ from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, fingerprint, parse_resource
 from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.domain.payloads import ChangeAfter, HeldChange
 from calagent.commands.pending import BackgroundTxn, Pending
 from calagent.commands.views import event_out, render_resource
 from calagent.contracts.commands import ChangeOut
@@ -373,20 +374,21 @@ class Deliverer:
             view = ChangeOut(
                 action="delete", scope="this", before=before, removed_starts=(kept.start,), removed_count=1
             )
-            after_values = None
+            after_values: ChangeAfter | None = None
         else:
             view = ChangeOut(action="update", scope="this", before=before, after=event_out(mine, tz))
-            after_values = {
-                "title": mine.title,
-                "start": mine.start.isoformat(),
-                "end": mine.end.isoformat(),
-                "all_day": mine.all_day,
-                "calendar": kept.calendar,
-                "reminder_minutes": mine.reminder_minutes,
-                "location": mine.location,
-                "notes": mine.notes,
-                "url": mine.url,
-            }
+            # The people are left as they are: a sync conflict offers the user's edit of the event.
+            after_values = ChangeAfter(
+                title=mine.title,
+                start=mine.start,
+                end=mine.end,
+                all_day=mine.all_day,
+                calendar=kept.calendar,
+                reminder_minutes=mine.reminder_minutes,
+                location=mine.location,
+                notes=mine.notes,
+                url=mine.url,
+            )
         # A sync conflict is a new request of its own: the user's pending one is superseded.
         await Pending(self.stub_ttl).hold(
             BackgroundTxn(uow, now, kept.user_id, tz),
@@ -396,15 +398,15 @@ class Deliverer:
             fields={
                 "proposed_start": mine.start if mine else None,
                 "proposed_end": mine.end if mine else None,
-                "change": {
-                    "view": view.model_dump(mode="json"),
-                    "action": "delete" if mine is None else "update",
-                    "scope": "this",
-                    "row_id": kept.id,
-                    "master_id": None,
-                    "occurrence_start": None,
-                    "after": after_values,
-                },
+                "payload": HeldChange(
+                    view=view,
+                    action="delete" if mine is None else "update",
+                    scope="this",
+                    row_id=kept.id,
+                    master_id=None,
+                    occurrence_start=None,
+                    after=after_values,
+                ),
             },
         )
 

@@ -1,5 +1,5 @@
-"""A held change's payload and the pure rules that apply it: the event after the change as the
-stub stores it, what the user asked to change, and how a series and its overrides take it."""
+"""The pure rules that apply a held change (`payloads.HeldChange`): the event after the change as
+the stub holds it, what the user asked to change, and how a series and its overrides take it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.payloads import AskedField, ChangeAfter
 from calagent.commands.domain.series import MovedRule, move_rule, remaining_rule, wall, zone_of
-from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 
@@ -33,14 +33,21 @@ OWN_FIELDS = (
 )
 
 
-def asked_in(update: UpdateSchedule, current: Event) -> set[str]:
+# The fields an update names directly; time parts and the organizer follow from them.
+UPDATE_FIELDS: tuple[AskedField, ...] = (
+    "title",
+    "calendar",
+    "reminder_minutes",
+    "location",
+    "notes",
+    "attendees",
+)
+
+
+def asked_in(update: UpdateSchedule, current: Event) -> set[AskedField]:
     """What the user asked to change: only these reach a series' master and the occurrences that
     inherit them; anything else an occurrence shows stays where it is."""
-    asked = {
-        name
-        for name in ("title", "calendar", "reminder_minutes", "location", "notes", "attendees")
-        if getattr(update, name) is not None
-    }
+    asked = {name for name in UPDATE_FIELDS if getattr(update, name) is not None}
     if "attendees" in asked:
         asked.add("organizer")  # the organizer is set with the people it invites
     if update.all_day is not None and update.all_day != current.all_day:
@@ -54,24 +61,20 @@ def asked_in(update: UpdateSchedule, current: Event) -> set[str]:
     return asked
 
 
-def asked_of(after: dict[str, Any]) -> set[str]:
+def asked_of(after: ChangeAfter) -> set[str]:
     # A change held before `asked` was recorded applies everything it shows, as it did then.
-    asked = after.get("asked")
-    return set(asked) if asked is not None else {*OWN_FIELDS, "date", "time", "duration"}
+    if after.asked is not None:
+        return set(after.asked)
+    return {*OWN_FIELDS, "date", "time", "duration"}
 
 
-def value_of(after: dict[str, Any], name: str) -> Any:
-    if name == "attendees":
-        return tuple(Attendee.model_validate(a) for a in after[name])
-    return after[name]
-
-
-def own_values(after: dict[str, Any]) -> dict[str, Any]:
-    return {name: value_of(after, name) for name in OWN_FIELDS if name in after}
+def own_values(after: ChangeAfter) -> dict[str, Any]:
+    """The fields the change sets, each as the stored payload has it (an absent one is kept)."""
+    return {name: getattr(after, name) for name in OWN_FIELDS if after.given(name)}
 
 
 def series_move(
-    master: Event, slot: datetime, scope: Scope, after: dict[str, Any]
+    master: Event, slot: datetime, scope: Scope, after: ChangeAfter
 ) -> tuple[MovedRule, datetime]:
     """The rule moved by what the user asked, measured from the occurrence's original slot (never
     from a time it was moved to before), and the first slot it applies from."""
@@ -81,7 +84,7 @@ def series_move(
     first = master.start.astimezone(UTC)
     origin = first if scope == "all" or slot <= first else slot
     old = wall(slot, tz)
-    new = wall(datetime.fromisoformat(after["start"]), tz)
+    new = wall(after.start, tz)
     moved_to = datetime.combine(
         new.date() if "date" in asked else old.date(), new.time() if "time" in asked else old.time()
     )
@@ -91,15 +94,13 @@ def series_move(
     return move_rule(rule, origin, tz, moved_to - old), origin
 
 
-def master_values(master: Event, after: dict[str, Any]) -> dict[str, Any]:
+def master_values(master: Event, after: ChangeAfter) -> dict[str, Any]:
     """The master's fields after the change: only what was asked, and its length."""
     asked = asked_of(after)
-    values: dict[str, Any] = {
-        name: value_of(after, name) for name in OWN_FIELDS if name in asked and name in after
-    }
+    values = {name: value for name, value in own_values(after).items() if name in asked}
     duration = master.end - master.start
     if "duration" in asked:
-        duration = datetime.fromisoformat(after["end"]) - datetime.fromisoformat(after["start"])
+        duration = after.end - after.start
     values["duration"] = duration
     return values
 
@@ -118,41 +119,19 @@ def carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
     return override.evolve(start=start, end=start + length, **inherited)
 
 
-def after_payload(after: Event, asked_fields: set[str]) -> dict[str, Any]:
+def held_after(after: Event, asked_fields: set[AskedField]) -> ChangeAfter:
     """The event after an update as the stub holds it until confirm, with what the user asked."""
-    return {
-        "title": after.title,
-        "start": after.start.isoformat(),
-        "end": after.end.isoformat(),
-        "all_day": after.all_day,
-        "calendar": after.calendar,
-        "reminder_minutes": after.reminder_minutes,
-        "location": after.location,
-        "notes": after.notes,
-        "url": after.url,
-        "attendees": [a.model_dump(mode="json") for a in after.attendees],
-        "organizer": after.organizer,
-        "asked": sorted(asked_fields),
-    }
-
-
-def change_payload(
-    *,
-    view: dict[str, Any],
-    action: str,
-    scope: Scope,
-    row_id: str,
-    master_id: str | None,
-    occurrence_start: datetime | None,
-    after: dict[str, Any] | None,
-) -> dict[str, Any]:
-    """A change stub's payload: what the user was shown, and where the change lands."""
-    return {
-        "view": view,
-        "action": action,
-        "scope": scope,
-        "row_id": row_id,
-        "master_id": master_id,
-        "occurrence_start": occurrence_start.isoformat() if occurrence_start else None,
-        "after": after,
-    }
+    return ChangeAfter(
+        title=after.title,
+        start=after.start,
+        end=after.end,
+        all_day=after.all_day,
+        calendar=after.calendar,
+        reminder_minutes=after.reminder_minutes,
+        location=after.location,
+        notes=after.notes,
+        url=after.url,
+        attendees=after.attendees,
+        organizer=after.organizer,
+        asked=tuple(sorted(asked_fields)),
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date, datetime
-from typing import Any
 
+from calagent.commands.domain.payloads import PendingChange
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
 from calagent.contracts.people import Attendee
 
@@ -82,8 +82,8 @@ class Stub:
     proposed_end: datetime | None = None
     created_by_turn: str | None = None
     kind: StubKind = "create"
-    # A change stub's payload (action, target, scope, the resolved new values); a plan stub's id.
-    change: dict[str, Any] | None = None
+    # What a change, plan or invitation stub keeps until it is answered (`domain/payloads.py`).
+    payload: PendingChange | None = None
     # needs_attendee: the name asked for and the contacts it matched (none, or several).
     attendee_query: str | None = None
     attendee_candidates: tuple[Attendee, ...] = ()

@@ -14,7 +14,6 @@ with its reason on record (`inbound_mail`) and never becomes a write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +24,7 @@ from calagent.commands.caldav.attendees import address_of, attendees_of
 from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
+from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.people import imip
@@ -109,10 +109,10 @@ class Inbox:
                 channel="email",
             )
             txn = Txn(uow, envelope, f"mail-{record}", zone(tz), now)
-            waiting: dict[str, Any] | None = None
+            waiting: HeldInvitation | None = None
             try:
                 method, verdict = await self._judge(txn, mail)
-                if isinstance(verdict, Offer):
+                if isinstance(verdict, HeldInvitation):
                     verdict, waiting = await self.writes.answers.place(txn, verdict)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 # An object icalendar reads but that is no event we can take (no DTSTART, …): on
@@ -122,7 +122,7 @@ class Inbox:
             await uow.commit()
             return verdict.model_copy(update={"user_id": user_id, "tz": tz})
 
-    async def _judge(self, txn: Txn, mail: ReceiveMail) -> tuple[str | None, InboundVerdict | Offer]:
+    async def _judge(self, txn: Txn, mail: ReceiveMail) -> tuple[str | None, InboundVerdict | HeldInvitation]:
         if mail.defect is not None:
             return None, _dropped(mail.defect)
         sender = normal_address(mail.from_address or "")
@@ -186,7 +186,7 @@ class Inbox:
 
     async def _offer(
         self, txn: Txn, cal: Calendar, master: Component, method: str, organizer: str, me: Attendee
-    ) -> InboundVerdict | Offer:
+    ) -> InboundVerdict | HeldInvitation:
         uid = str(master["UID"])
         # Read before anything is written: an object that is no event we can take fails here.
         parsed = parse_resource(
@@ -205,20 +205,8 @@ class Inbox:
         refused = await still_refused(txn, offer)
         if refused is not None:
             return _dropped(refused)
-        return Offer(
-            {"invitation": offer.model_dump(mode="json"), "ical": mail_text(cal), "attendee": me.email}
-        )
-
-
-@dataclass(frozen=True)
-class Offer:
-    """An invitation that passed every check, as its stub keeps it (`Stub.change`)."""
-
-    payload: dict[str, Any]
-
-    @property
-    def invitation(self) -> InvitationOut:
-        return InvitationOut.model_validate(self.payload["invitation"])
+        # An invitation that passed every check, as its stub keeps it (or its record, waiting).
+        return HeldInvitation(invitation=offer, ical=mail_text(cal), attendee=me.email)
 
 
 async def still_refused(txn: Txn, offer: InvitationOut) -> str | None:
@@ -242,13 +230,6 @@ def mail_text(cal: Calendar) -> str:
     return bytes(cal.to_ical()).decode("utf-8")
 
 
-def invitation_of(stub: Stub) -> InvitationOut | None:
-    payload = stub.change or {}
-    if stub.kind != "invitation" or "invitation" not in payload:
-        return None
-    return InvitationOut.model_validate(payload["invitation"])
-
-
 class InvitationAnswers:
     """Invitation offers: placed as the user's held stub (or waiting their turn), and the user's
     answer: the event added (accepted, tentative), left out or taken away (declined, a confirmed
@@ -258,7 +239,7 @@ class InvitationAnswers:
     def __init__(self, writes: Writes) -> None:
         self.writes = writes
 
-    async def place(self, txn: Txn, offer: Offer) -> tuple[InboundVerdict, dict[str, Any] | None]:
+    async def place(self, txn: Txn, offer: HeldInvitation) -> tuple[InboundVerdict, HeldInvitation | None]:
         """The offer as the user's held stub, or, while another request waits for the user (their
         own, or an earlier invitation), kept waiting on its record (the payload returned): mail
         never ends a request the user has not answered, and is never lost behind one."""
@@ -268,7 +249,7 @@ class InvitationAnswers:
             await self.offer_waiting(txn)
             active = await txn.uow.active_stub(txn.user_id)
         if active is not None:
-            return InboundVerdict(verdict="waiting"), offer.payload
+            return InboundVerdict(verdict="waiting"), offer
         stub = await self._stub(txn, offer)
         return InboundVerdict(verdict="offered", command_id=stub.id), None
 
@@ -278,8 +259,7 @@ class InvitationAnswers:
         if await txn.uow.active_stub(txn.user_id) is not None:
             return
         while (found := await txn.uow.next_waiting(txn.user_id)) is not None:
-            record_id, payload = found
-            offer = Offer(payload)
+            record_id, offer = found
             refused = await still_refused(txn, offer.invitation)
             if refused is not None:
                 await txn.uow.settle_inbound(record_id, "dropped", refused, offer.invitation.method, None)
@@ -288,7 +268,7 @@ class InvitationAnswers:
             await txn.uow.settle_inbound(record_id, "offered", None, offer.invitation.method, None)
             return
 
-    async def _stub(self, txn: Txn, offer: Offer) -> Stub:
+    async def _stub(self, txn: Txn, offer: HeldInvitation) -> Stub:
         invitation = offer.invitation
         rows = await txn.uow.events_by_uid(txn.user_id, invitation.uid)
         shown = invitation.model_copy(
@@ -308,16 +288,16 @@ class InvitationAnswers:
                 "expires_at": txn.now + INVITATION_TTL,
                 "proposed_start": invitation.start,
                 "proposed_end": invitation.end,
-                "change": {**offer.payload, "invitation": shown.model_dump(mode="json")},
+                "payload": offer.model_copy(update={"invitation": shown}),
             },
         )
         return held
 
     async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
-        offer = invitation_of(stub)
-        payload: dict[str, Any] = stub.change or {}
-        if offer is None:
+        held = stub.payload
+        if not isinstance(held, HeldInvitation):
             return CommandResult(status="error")
+        offer = held.invitation
         rows = await txn.uow.events_by_uid(txn.user_id, offer.uid)
         current = rows[0] if rows else None
         if offer.method == "CANCEL":
@@ -332,8 +312,8 @@ class InvitationAnswers:
                 before=event_out(current, txn.tz),
                 stub=stub_out(done, (), txn.tz),
             )
-        received = Calendar.from_ical(payload["ical"])
-        attendee: str = payload["attendee"]
+        received = Calendar.from_ical(held.ical)
+        attendee = held.attendee
         await self._reply(txn, received, attendee, offer.organizer, partstat)
         if partstat == "DECLINED":
             if current is not None:

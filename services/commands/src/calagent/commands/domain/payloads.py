@@ -1,0 +1,187 @@
+"""What a pending command keeps until the user answers it, one type per stub kind.
+
+A `create` stub keeps its request in its own columns (title, slots, candidates); the other kinds
+keep a payload: a `change` the event before and after and where the change lands, a `plan` the
+plan offered, an `invitation` the iMIP message received. The payload is parsed once when a stub is
+read and dumped once when it is written (`payload_of`, `payload_json`), so every step works on
+attributes and a misspelt or mistyped key is refused at the storage boundary.
+
+Stored payloads keep their keys: a key a row was written without (one added to the payload since)
+stays absent on the way back, so an old row reads as it always did and is written back as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from calagent.contracts.commands import ChangeAction, ChangeOut, HoldReason, PlanOut, StubKind
+from calagent.contracts.people import Attendee, InvitationOut
+from calagent.contracts.tools import Scope, UpdateSchedule
+
+
+def _from_iso(value: object) -> object:
+    # The standard library's reading of the stored text: the same value the rules always compared.
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def _to_iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+# A moment as the payload stores it: ISO 8601 with its offset, read back to the same value.
+StoredMoment = Annotated[
+    AwareDatetime, BeforeValidator(_from_iso), PlainSerializer(_to_iso, return_type=str, when_used="json")
+]
+
+# What the user asked an update to change: the fields a series' master takes, and its time parts.
+AskedField = Literal[
+    "title",
+    "all_day",
+    "calendar",
+    "reminder_minutes",
+    "location",
+    "notes",
+    "url",
+    "attendees",
+    "organizer",
+    "date",
+    "time",
+    "duration",
+]
+
+
+class StoredPayload(BaseModel):
+    """A payload's part as stored: no unknown key, and only the keys it was given are written."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_serializer(mode="wrap")
+    def _given_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
+
+    def given(self, name: str) -> bool:
+        """Whether the stored payload has this key (a row older than the key has not)."""
+        return name in self.model_fields_set
+
+
+class ChangeAfter(StoredPayload):
+    """The event after an update, as held until confirm. A field absent (a row held before it
+    existed, a sync conflict that leaves the people alone) is left as the event has it."""
+
+    title: str
+    start: StoredMoment
+    end: StoredMoment
+    all_day: bool
+    calendar: str
+    reminder_minutes: int | None
+    location: str | None = None
+    notes: str | None = None
+    url: str | None = None
+    attendees: tuple[Attendee, ...] = ()
+    organizer: str | None = None
+    # None: held before what was asked was recorded; such a change applies everything it shows.
+    asked: tuple[AskedField, ...] | None = None
+
+
+class ChangeRequest(StoredPayload):
+    """The request that prepared a change, to prepare it again when its target changed since."""
+
+    action: ChangeAction
+    event_id: str
+    update: UpdateSchedule | None = None
+    scope: Scope = "this"
+    hold: HoldReason | None = None
+
+
+class HeldChange(StoredPayload):
+    """A held update or delete (kind `change`): what the user was shown and where it lands."""
+
+    view: ChangeOut
+    action: ChangeAction
+    scope: Scope
+    row_id: str
+    master_id: str | None
+    occurrence_start: StoredMoment | None
+    after: ChangeAfter | None
+    # Bound to the offer (contract §15): the target's version when offered, and the request. A
+    # change held before offers were bound, or one a sync conflict offers, has neither.
+    version: str | None = None
+    request: ChangeRequest | None = None
+
+    @model_validator(mode="after")
+    def _update_has_after(self) -> HeldChange:
+        if self.action == "update" and self.after is None:
+            raise ValueError("a held update keeps the event after it")
+        return self
+
+    @property
+    def bound(self) -> bool:
+        return self.version is not None
+
+    @property
+    def target_ids(self) -> tuple[str, ...]:
+        return tuple(i for i in (self.row_id, self.master_id) if i)
+
+
+class HeldPlan(StoredPayload):
+    """An automation plan offered (kind `plan`)."""
+
+    plan: PlanOut
+
+
+class HeldInvitation(StoredPayload):
+    """An iMIP REQUEST or CANCEL received (kind `invitation`): as shown, the message itself, and
+    the user's address it was sent to (the attendee who answers)."""
+
+    invitation: InvitationOut
+    ical: str
+    attendee: str
+
+
+PendingChange = HeldChange | HeldPlan | HeldInvitation
+
+_KINDS: Mapping[str, type[HeldChange] | type[HeldPlan] | type[HeldInvitation]] = {
+    "change": HeldChange,
+    "plan": HeldPlan,
+    "invitation": HeldInvitation,
+}
+
+
+class PayloadKindError(ValueError):
+    pass
+
+
+def payload_of(kind: str, stored: Mapping[str, Any] | None) -> PendingChange | None:
+    """A stored stub's payload as its kind's type; a kind without one, or a payload its kind does
+    not have, is refused (pydantic's ValidationError, a ValueError, for a wrong key or type)."""
+    if kind == "create":
+        if stored is not None:
+            raise PayloadKindError("a create stub keeps no payload")
+        return None
+    model = _KINDS.get(kind)
+    if model is None:
+        raise PayloadKindError(f"no payload for a stub of kind {kind!r}")
+    return model.model_validate(stored) if stored is not None else None
+
+
+def payload_json(kind: StubKind, payload: PendingChange | None) -> dict[str, Any] | None:
+    """The payload as stored: only the type its stub's kind keeps."""
+    if payload is None:
+        return None
+    if _KINDS.get(kind) is not type(payload):
+        raise PayloadKindError(f"a stub of kind {kind!r} cannot keep a {type(payload).__name__}")
+    return payload.model_dump(mode="json")
