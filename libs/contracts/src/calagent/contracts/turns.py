@@ -333,15 +333,6 @@ class TurnRecord(WireModel):
     repairs: tuple[str, ...] = ()
 
 
-class TurnDelivered(WireModel):
-    """What the gateway reports once it has answered the client (its own segments)."""
-
-    turn_id: str
-    user_id: str
-    segments: tuple[Segment, ...] = ()
-    total_ms: float = 0.0
-
-
 class TurnLookup(WireModel):
     """Gateway → agent: the stored answer of an earlier turn with this client message id."""
 
