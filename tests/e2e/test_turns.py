@@ -8,13 +8,16 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+import nats
 import pytest
+from nats.aio.msg import Msg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.asyncapi import document
 from calagent.cli.stack import Stack
 from calagent.contracts import subjects
+from calagent.contracts.turns import TurnEvent
 from calagent.runtime.streams import STREAM_CONFIGS
 from calagent.scriptedmodel import ScriptedModelServer
 
@@ -518,6 +521,32 @@ async def wait_for_record(db: AsyncEngine, turn_id: str) -> dict[str, Any]:
             return record
         await asyncio.sleep(0.05)
     raise AssertionError(f"no eval record for turn {turn_id}")
+
+
+async def test_a_turn_nobody_streams_sends_only_its_answer(
+    stack: Stack, scripted: ScriptedModelServer, user: str, nats_url: str
+) -> None:
+    scripted.set_script(script(CREATE_ZHANG))
+    seen: list[TurnEvent] = []
+
+    async def on_event(msg: Msg) -> None:
+        seen.append(TurnEvent.model_validate_json(msg.data))
+
+    listener = await nats.connect(nats_url)
+    try:
+        await listener.subscribe(f"{subjects.TURN_EVENTS_PREFIX}.>", cb=on_event)
+        await listener.flush()
+        answer = (await stack.chat(user, "明天下午三点和张三开会")).json()
+        # The turn started and called a tool: progress a streaming client would have been sent.
+        assert answer["outcome"] == "created" and answer["tool_calls"]
+        # One publisher, one subscriber: whatever came before `turn.done` has arrived with it.
+        for _ in range(100):
+            if any(e.turn_id == answer["turn_id"] and e.type == "turn.done" for e in seen):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await listener.close()
+    assert [e.type for e in seen if e.turn_id == answer["turn_id"]] == ["turn.done"]
 
 
 def test_no_second_record_of_a_turn_travels() -> None:

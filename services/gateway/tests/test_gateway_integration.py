@@ -99,11 +99,14 @@ class FakeAgent:
             return
         pause = 0.4 if "SLOW" in turn.text else 0.02
         tool = ToolCallOut(name="search_memory", arguments={"query": "x"}, result="ok")
-        await self.emit(TurnEvent(turn_id=env.turn_id, type="turn.started"))
+        # Like the agent: progress only for a turn a client follows as it runs.
+        if turn.stream:
+            await self.emit(TurnEvent(turn_id=env.turn_id, type="turn.started"))
         await asyncio.sleep(pause / 2)
-        await self.emit(TurnEvent(turn_id=env.turn_id, type="tool.called", tool=tool))
-        for part in ("echo: ", turn.text):
-            await self.emit(TurnEvent(turn_id=env.turn_id, type="reply.delta", delta=part))
+        if turn.stream:
+            await self.emit(TurnEvent(turn_id=env.turn_id, type="tool.called", tool=tool))
+            for part in ("echo: ", turn.text):
+                await self.emit(TurnEvent(turn_id=env.turn_id, type="reply.delta", delta=part))
         await asyncio.sleep(pause / 2)
         answer = TurnAnswer(
             turn_id=env.turn_id,
@@ -548,6 +551,17 @@ async def test_no_answer_in_time_is_504(nats_url: str, fake_agent: FakeAgent) ->
     }
     assert 0.7 < elapsed < 5
     assert after.status_code == 200
+
+
+async def test_only_a_streaming_client_asks_for_progress(nats_url: str, fake_agent: FakeAgent) -> None:
+    una = user()
+    async with gateway(nats_url) as client:
+        plain = await client.post("/v1/chat", json={"message": "hi"}, headers=auth(una))
+        streamed = await client.post(
+            "/v1/chat", json={"message": "hi again"}, headers={**auth(una), "Accept": "text/event-stream"}
+        )
+    assert plain.status_code == streamed.status_code == 200
+    assert [s.turn.stream for s in fake_agent.of(una)] == [False, True]
 
 
 # ---- health --------------------------------------------------------------------------------------

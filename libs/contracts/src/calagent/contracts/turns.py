@@ -91,6 +91,9 @@ class TurnRequested(WireModel):
     # Epoch milliseconds at which the gateway received the HTTP request (latency segments only).
     received_ms: float = 0.0
     published_ms: float = 0.0
+    # A client follows the turn as it runs (SSE): only then are `turn.started`, `tool.called` and
+    # `reply.delta` worth publishing. `turn.done` carries the answer and always goes.
+    stream: bool = False
 
 
 class ToolCallOut(WireModel):
