@@ -68,7 +68,7 @@ async def replicas(nats_url: str, count: int, limit: int) -> AsyncIterator[list[
     for bus in buses:
         await bus.start()
     try:
-        settings = Settings(CALAGENT_USER_TURNS_PER_MINUTE=limit)  # type: ignore[call-arg]
+        settings = Settings(CALAGENT_USER_TURNS_PER_MINUTE=limit)
         yield [Quotas(bus, settings, FrozenClock(NOW), wall=lambda: WALL) for bus in buses]
     finally:
         for bus in buses:
