@@ -8,12 +8,17 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+import nats
 import pytest
+from nats.aio.msg import Msg
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from calagent.cli.asyncapi import document
 from calagent.cli.stack import Stack
-from calagent.contracts.turns import turn_key
+from calagent.contracts import subjects
+from calagent.contracts.turns import TurnEvent, turn_key
+from calagent.runtime.streams import STREAM_CONFIGS
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, count_events, event_rows, on_user, script
@@ -501,16 +506,17 @@ async def test_timeline_has_the_segments(
     scripted.set_script(script(CREATE_ZHANG))
     answer = (await stack.chat(user, "明天下午三点和张三开会")).json()
     await wait_for_record(db, answer["turn_id"])
-    names: list[str] = []
-    for _ in range(50):
-        timeline = await stack.client.get(
-            f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers(user)
-        )
-        if timeline.status_code == 200:
-            names = [s["name"] for s in timeline.json()["segments"]]
-            if "gateway.done" in names:
-                break
-        await asyncio.sleep(0.1)
+    timeline = await stack.client.get(f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers(user))
+    assert timeline.status_code == 200
+    found = timeline.json()
+    segments = found["segments"]
+    names = [s["name"] for s in segments]
+    # It starts where the user's wait did, at the gateway's receipt, and the total counts from there:
+    # the agent's record carries the gateway's receive segment, no second record is needed.
+    assert names[0] == "gateway.receive" and segments[0]["start_ms"] == 0
+    bus_wait = segments[names.index("bus.wait")]
+    assert bus_wait["start_ms"] == pytest.approx(segments[0]["ms"], abs=0.01)
+    assert found["total_ms"] >= max(s["start_ms"] + s["ms"] for s in segments)
     for expected in (
         "bus.wait",
         "context.build",
@@ -539,6 +545,39 @@ async def wait_for_record(db: AsyncEngine, turn_id: str) -> dict[str, Any]:
             return record
         await asyncio.sleep(0.05)
     raise AssertionError(f"no eval record for turn {turn_id}")
+
+
+async def test_a_turn_nobody_streams_sends_only_its_answer(
+    stack: Stack, scripted: ScriptedModelServer, user: str, nats_url: str
+) -> None:
+    scripted.set_script(script(CREATE_ZHANG))
+    seen: list[TurnEvent] = []
+
+    async def on_event(msg: Msg) -> None:
+        seen.append(TurnEvent.model_validate_json(msg.data))
+
+    listener = await nats.connect(nats_url)
+    try:
+        await listener.subscribe(f"{subjects.TURN_EVENTS_PREFIX}.>", cb=on_event)
+        await listener.flush()
+        answer = (await stack.chat(user, "明天下午三点和张三开会")).json()
+        # The turn started and called a tool: progress a streaming client would have been sent.
+        assert answer["outcome"] == "created" and answer["tool_calls"]
+        # One publisher, one subscriber: whatever came before `turn.done` has arrived with it.
+        for _ in range(100):
+            if any(e.turn_id == answer["turn_id"] and e.type == "turn.done" for e in seen):
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        await listener.close()
+    assert [e.type for e in seen if e.turn_id == answer["turn_id"]] == ["turn.done"]
+
+
+def test_no_second_record_of_a_turn_travels() -> None:
+    """The gateway's share of a turn rides in the agent's record; nothing else goes to evalrec."""
+    records = next(c for c in STREAM_CONFIGS if c.name == subjects.RECORDS_STREAM)
+    assert records.subjects == [subjects.TURN_RECORDED]
+    assert "calagent.turn.delivered" not in json.dumps(document())
 
 
 async def test_sse_streams_the_turn_events_in_order(

@@ -569,7 +569,7 @@ async def test_an_assistant_message_unfolds_its_turns_timeline(
     timeline = (
         await stack.client.get(f"/v1/turns/{answer['turn_id']}/timeline", headers=stack.headers(user))
     ).json()
-    # The same segments `calagent timeline` prints (the gateway's own may land a moment later).
+    # The same segments `calagent timeline` prints, the gateway's receive segment among them.
     assert set(shown) <= {s["name"] for s in timeline["segments"]}
     assert {"model.request", "tool.prepare_or_create_schedule"} <= set(shown)
     assert await tab.low_contrast() == []

@@ -41,7 +41,6 @@ KV_STREAM = f"KV_{subjects.GATEWAY_KEYS_BUCKET}"
 CONSUMERS = (
     (subjects.TURNS_STREAM, subjects.AGENT_CONSUMER),
     (subjects.RECORDS_STREAM, subjects.EVALREC_CONSUMER),
-    (subjects.RECORDS_STREAM, subjects.EVALREC_DELIVERED_CONSUMER),
 )
 # The followers of a lost raft leader wait 4-9 s without a heartbeat (nats-server's election
 # timeout, not configurable) before one of them campaigns, and a turn needs every group it touches

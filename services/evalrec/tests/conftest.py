@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.contracts import subjects
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.turns import Segment, ToolCallOut, TurnDelivered, TurnRecord
+from calagent.contracts.turns import Segment, ToolCallOut, TurnRecord
 from calagent.evalrec.app import EvalrecService, create_app
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
@@ -61,35 +61,26 @@ def make_record(
     )
 
 
-def make_delivered(
-    turn_id: str, *, user_id: str = "u1", total_ms: float = 1200.0, segments: tuple[Segment, ...] = ()
-) -> TurnDelivered:
-    return TurnDelivered(turn_id=turn_id, user_id=user_id, total_ms=total_ms, segments=segments)
-
-
 @dataclass
 class Recorder:
     app: EvalrecService
     bus: Bus  # the recorder's own connection
-    client: Bus  # a producer's connection, as the agent or the gateway would hold
+    client: Bus  # a producer's connection, as the agent would hold
     raw: NatsClient  # a plain connection: consumer positions, and what no typed call may send
     engine: AsyncEngine
 
     async def drained(self, within_s: float = 20.0) -> None:
-        """Wait until both consumers have acknowledged everything published so far."""
+        """Wait until the consumer has acknowledged everything published so far."""
         deadline = time.monotonic() + within_s
         while True:
-            busy = False
-            for durable in (subjects.EVALREC_CONSUMER, subjects.EVALREC_DELIVERED_CONSUMER):
-                try:
-                    info = await self.raw.jetstream().consumer_info(subjects.RECORDS_STREAM, durable)
-                except NotFoundError:
-                    busy = True
-                    continue
-                if info.num_pending or info.num_ack_pending:
-                    busy = True
-            if not busy:
-                return
+            try:
+                info = await self.raw.jetstream().consumer_info(
+                    subjects.RECORDS_STREAM, subjects.EVALREC_CONSUMER
+                )
+                if not (info.num_pending or info.num_ack_pending):
+                    return
+            except NotFoundError:
+                pass
             if time.monotonic() > deadline:
                 raise AssertionError("the recorder did not drain its consumers in time")
             await asyncio.sleep(0.05)

@@ -13,7 +13,7 @@ from calagent.evalrec.domain.report import (
     TurnFacts,
     build_report,
     candidate_reasons,
-    effective_total,
+    measured_total,
     select_candidates,
 )
 from calagent.evalrec.domain.stats import mean, percentile, summarize
@@ -69,15 +69,13 @@ class TestPercentile:
         assert mean([1.0, 2.0]) == 1.5
 
 
-class TestEffectiveTotal:
-    def test_gateway_total_wins(self) -> None:
-        assert effective_total(1500.0, 1200.0) == 1500.0
-
-    def test_agent_total_when_gateway_unknown(self) -> None:
-        assert effective_total(None, 1200.0) == 1200.0
+class TestMeasuredTotal:
+    def test_the_records_total(self) -> None:
+        assert measured_total(1200.0) == 1200.0
 
     def test_zero_means_unknown(self) -> None:
-        assert effective_total(0.0, 0.0) is None
+        assert measured_total(0.0) is None
+        assert measured_total(None) is None
 
 
 class TestCandidateReasons:
@@ -203,13 +201,13 @@ class TestBuildReport:
 
 class TestAssembleTimeline:
     def test_nothing_recorded_is_none(self) -> None:
-        assert assemble_timeline("t", agent_total_ms=None, gateway_total_ms=None, segments=[]) is None
+        assert assemble_timeline("t", total_ms=None, segments=[]) is None
 
-    def test_merges_sources_sorted_by_start_and_prefers_gateway_total(self) -> None:
+    def test_merges_sources_sorted_by_start(self) -> None:
+        # Turns recorded before the record carried the gateway's segment have them as their own source.
         timeline = assemble_timeline(
             "t",
-            agent_total_ms=900.0,
-            gateway_total_ms=1000.0,
+            total_ms=1000.0,
             segments=[
                 ("agent", Segment(name="model.request", start_ms=50.0, ms=700.0)),
                 ("gateway", Segment(name="gateway.done", start_ms=960.0, ms=40.0)),
@@ -226,7 +224,7 @@ class TestAssembleTimeline:
             "gateway.done",
         ]
 
-    def test_agent_total_until_the_gateway_reports(self) -> None:
-        timeline = assemble_timeline("t", agent_total_ms=900.0, gateway_total_ms=None, segments=[])
+    def test_the_records_total(self) -> None:
+        timeline = assemble_timeline("t", total_ms=900.0, segments=[])
         assert timeline is not None
         assert timeline.total_ms == 900.0

@@ -12,7 +12,7 @@ from faststream.nats.message import NatsMessage
 
 from calagent.contracts import wire
 from calagent.contracts.evalrec import Timeline, TimelineRequest
-from calagent.contracts.turns import TurnDelivered, TurnRecord
+from calagent.contracts.turns import TurnRecord
 from calagent.evalrec.app import create_app
 from calagent.evalrec.domain.report import TurnFacts
 from calagent.evalrec.domain.usage import UsageFact
@@ -36,9 +36,6 @@ class FakeRepository:
         if self.down:
             raise OSError("database unreachable")
         self.turns.append(record)
-        return True
-
-    async def save_delivery(self, delivered: TurnDelivered, recorded_at: datetime) -> bool:
         return True
 
     async def timeline(self, turn_id: str, user_id: str | None = None) -> Timeline | None:

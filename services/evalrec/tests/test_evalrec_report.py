@@ -13,9 +13,9 @@ import pytest
 
 from calagent.contracts import wire
 from calagent.contracts.evalrec import ReportRequest
-from calagent.contracts.turns import Segment, ToolCallOut, TurnDelivered, TurnRecord
+from calagent.contracts.turns import Segment, ToolCallOut, TurnRecord
 
-from .conftest import RECORDED_AT, Recorder, make_delivered, make_record
+from .conftest import RECORDED_AT, Recorder, make_record
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +32,9 @@ INTENT_OF = {
 }
 
 
-def synthetic_turns() -> tuple[list[TurnRecord], list[TurnDelivered]]:
+def synthetic_turns() -> list[TurnRecord]:
     rng = random.Random(20260924)
     records: list[TurnRecord] = []
-    deliveries: list[TurnDelivered] = []
     for i in range(N_TURNS):
         outcome = rng.choice(OUTCOMES)
         flags: list[str] = []
@@ -53,6 +52,10 @@ def synthetic_turns() -> tuple[list[TurnRecord], list[TurnDelivered]]:
         agent_total = round(context_ms + model_ms + rng.uniform(5, 50), 1)
         if rng.random() < 0.02:
             agent_total += 12_000  # a few turns far slower than the rest
+        # Most turns came through the gateway, whose receive segment the record carries.
+        receive = (
+            (Segment(name="gateway.receive", start_ms=0.0, ms=round(rng.uniform(1, 9), 1)),) if i % 3 else ()
+        )
         records.append(
             make_record(
                 f"rep-{i:03d}",
@@ -66,21 +69,13 @@ def synthetic_turns() -> tuple[list[TurnRecord], list[TurnDelivered]]:
                 cold_start=rng.random() < 0.15,
                 tool_calls=(ToolCallOut(name="query_schedule_range", result=tool_result),),
                 segments=(
+                    *receive,
                     Segment(name="context.build", start_ms=10.0, ms=context_ms),
                     Segment(name="model.request", start_ms=10.0 + context_ms, ms=model_ms),
                 ),
             )
         )
-        if i % 3:
-            deliveries.append(
-                make_delivered(
-                    f"rep-{i:03d}",
-                    user_id=f"user-{i % 7}",
-                    total_ms=round(agent_total + 25.0, 1),
-                    segments=(Segment(name="gateway.receive", start_ms=0.0, ms=round(rng.uniform(1, 9), 1)),),
-                )
-            )
-    return records, deliveries
+    return records
 
 
 SAFETY_OR_HELD = {"unverified_create_claim", "unverified_read_claim", "read_only_write_attempt", "held"}
@@ -97,12 +92,11 @@ def expected_summary(values: list[float]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-async def report_data(recorder: Recorder) -> tuple[list[TurnRecord], list[TurnDelivered]]:
-    records, deliveries = synthetic_turns()
+async def report_data(recorder: Recorder) -> list[TurnRecord]:
+    records = synthetic_turns()
     await asyncio.gather(*(recorder.client.js_publish(wire.TURN_RECORDED, r) for r in records))
-    await asyncio.gather(*(recorder.client.js_publish(wire.TURN_DELIVERED, d) for d in deliveries))
     await recorder.drained(within_s=60)
-    return records, deliveries
+    return records
 
 
 async def fetch_report(recorder: Recorder, *, candidates: bool, limit: int = 200) -> dict[str, Any]:
@@ -112,13 +106,10 @@ async def fetch_report(recorder: Recorder, *, candidates: bool, limit: int = 200
     return result.report
 
 
-async def test_report_counts_and_latencies(
-    recorder: Recorder, report_data: tuple[list[TurnRecord], list[TurnDelivered]]
-) -> None:
-    records, deliveries = report_data
+async def test_report_counts_and_latencies(recorder: Recorder, report_data: list[TurnRecord]) -> None:
+    records = report_data
     report = await fetch_report(recorder, candidates=False)
-    gateway_total = {d.turn_id: d.total_ms for d in deliveries}
-    total = {r.envelope.turn_id: gateway_total.get(r.envelope.turn_id, r.total_ms) for r in records}
+    total = {r.envelope.turn_id: r.total_ms for r in records}
 
     assert report["turns"] == N_TURNS
     assert report["outcomes"] == dict(Counter(r.outcome for r in records))
@@ -133,7 +124,7 @@ async def test_report_counts_and_latencies(
         [s.ms for r in records for s in r.segments if s.name == "model.request"]
     )
     assert report["segments"]["gateway.receive"] == expected_summary(
-        [s.ms for d in deliveries for s in d.segments]
+        [s.ms for r in records for s in r.segments if s.name == "gateway.receive"]
     )
     assert list(report["segments"]) == ["gateway.receive", "context.build", "model.request"]
 
@@ -149,11 +140,10 @@ async def test_report_counts_and_latencies(
 
 
 async def test_candidates_are_the_turns_worth_a_case(
-    recorder: Recorder, report_data: tuple[list[TurnRecord], list[TurnDelivered]]
+    recorder: Recorder, report_data: list[TurnRecord]
 ) -> None:
-    records, deliveries = report_data
-    gateway_total = {d.turn_id: d.total_ms for d in deliveries}
-    total = {r.envelope.turn_id: gateway_total.get(r.envelope.turn_id, r.total_ms) for r in records}
+    records = report_data
+    total = {r.envelope.turn_id: r.total_ms for r in records}
     _, p95 = p50_p95(list(total.values()))
     worth = {
         r.envelope.turn_id

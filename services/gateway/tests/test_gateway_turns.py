@@ -125,7 +125,7 @@ async def test_a_publish_nobody_answers_is_asked_again_under_the_same_dedup_id(
     turn = _turn()
     loop = asyncio.get_running_loop()
     began = loop.time()
-    _, duplicate = await _runner(stream)._publish(turn, loop.time() + 30, turn.turn_id)
+    duplicate = await _runner(stream)._publish(turn, loop.time() + 30, turn.turn_id, stream=False)
     # Handed over on the first attempt after the stream answers again, long before the budget.
     assert not duplicate
     assert [msg_id for msg_id, _ in stream.attempts] == [turn.turn_id] * 4
@@ -143,7 +143,7 @@ async def test_a_stream_that_never_answers_is_unreachable_once_the_budget_is_spe
     loop = asyncio.get_running_loop()
     began = loop.time()
     with pytest.raises(AgentUnreachableError):
-        await _runner(stream)._publish(turn, loop.time() + 30, turn.turn_id)
+        await _runner(stream)._publish(turn, loop.time() + 30, turn.turn_id, stream=False)
     # Given up within an attempt of the budget, never before its last attempt.
     assert 0.4 <= loop.time() - began < 1.5
     assert len(stream.attempts) >= 3

@@ -18,10 +18,8 @@ TURN_EVENTS_PREFIX: Final = "calagent.turn.events"
 
 # JetStream: finished turn records for the eval recorder.
 TURN_RECORDED: Final = "calagent.turn.recorded"
-TURN_DELIVERED: Final = "calagent.turn.delivered"
 RECORDS_STREAM: Final = "CALAGENT_RECORDS"
 EVALREC_CONSUMER: Final = "evalrec"
-EVALREC_DELIVERED_CONSUMER: Final = "evalrec-delivered"
 
 # Request-reply, queue groups.
 TIME_RESOLVE: Final = "calagent.time.resolve"

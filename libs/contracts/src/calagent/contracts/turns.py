@@ -104,6 +104,9 @@ class TurnRequested(WireModel):
     # Epoch milliseconds at which the gateway received the HTTP request (latency segments only).
     received_ms: float = 0.0
     published_ms: float = 0.0
+    # A client follows the turn as it runs (SSE): only then are `turn.started`, `tool.called` and
+    # `reply.delta` worth publishing. `turn.done` carries the answer and always goes.
+    stream: bool = False
 
 
 class ToolCallOut(WireModel):
@@ -277,15 +280,6 @@ class TurnRecord(WireModel):
     # What was repaired in the model's tool calls, e.g. "text_tool_call", "almost_json",
     # "missing_call_id", "natural_date:date" (contract §17).
     repairs: tuple[str, ...] = ()
-
-
-class TurnDelivered(WireModel):
-    """What the gateway reports once it has answered the client (its own segments)."""
-
-    turn_id: str
-    user_id: str
-    segments: tuple[Segment, ...] = ()
-    total_ms: float = 0.0
 
 
 class TurnLookup(WireModel):

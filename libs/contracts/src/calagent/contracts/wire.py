@@ -39,7 +39,6 @@ from calagent.contracts.time import (
 from calagent.contracts.turns import (
     HistoryRequest,
     HistoryResult,
-    TurnDelivered,
     TurnEvent,
     TurnLookup,
     TurnLookupResult,
@@ -170,13 +169,6 @@ TURN_RECORDED: Stream[TurnRecord] = Stream(
     subjects.RECORDS_STREAM,
     "What the agent reports about a finished turn.",
     durable=subjects.EVALREC_CONSUMER,
-)
-TURN_DELIVERED: Stream[TurnDelivered] = Stream(
-    subjects.TURN_DELIVERED,
-    TurnDelivered,
-    subjects.RECORDS_STREAM,
-    "The gateway's latency segments of an answered turn.",
-    durable=subjects.EVALREC_DELIVERED_CONSUMER,
 )
 
 

@@ -38,7 +38,7 @@ STREAM_CONFIGS = (
     ),
     StreamConfig(
         name=subjects.RECORDS_STREAM,
-        subjects=[subjects.TURN_RECORDED, subjects.TURN_DELIVERED],
+        subjects=[subjects.TURN_RECORDED],
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.FILE,
         duplicate_window=600.0,

@@ -73,7 +73,6 @@ ENDPOINT_SIDES: Mapping[str, EndpointSides] = {
 STREAM_SIDES: Mapping[str, StreamSides] = {
     wire.TURN_REQUESTED.subject: StreamSides(("gateway",), "agent"),
     wire.TURN_RECORDED.subject: StreamSides(("agent",), "evalrec"),
-    wire.TURN_DELIVERED.subject: StreamSides(("gateway",), "evalrec"),
 }
 TOPIC_SIDES: Mapping[str, TopicSides] = {
     wire.TURN_EVENTS.prefix: TopicSides(("agent",), ("gateway",)),

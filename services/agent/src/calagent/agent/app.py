@@ -150,7 +150,9 @@ class AgentService:
         turn_key = env.turn_id
 
         async def sink(event: TurnEvent) -> None:
-            await events.publish(env.turn_id, event)
+            # Progress nobody follows is not sent: the gateway only waits for the answer.
+            if turn.stream or event.type == "turn.done":
+                await events.publish(env.turn_id, event)
 
         start = TurnStart(env.user_id, env.conversation_id, turn_key, env.turn_id, turn.text)
         async with self.store.turn(start, self.clock.now) as lease:

@@ -151,6 +151,10 @@ class TurnRunner:
             # The gateway stops waiting `turn_timeout_s` after it received the request.
             model_deadline_ms=origin + (self.turn_timeout_s - TURN_RESERVE_S) * 1000.0,
         )
+        if turn.received_ms and turn.published_ms:
+            # The gateway's share before the bus, so the record's timeline starts where the user's
+            # wait did. A segment only: the gateway traces its own receive span.
+            state.timeline.add("gateway.receive", turn.received_ms, turn.published_ms)
         if turn.published_ms:
             state.timeline.add_span("bus.wait", turn.published_ms, consumed)
         await sink(TurnEvent(turn_id=turn.envelope.turn_id, type="turn.started"))

@@ -1,7 +1,8 @@
 """The eval recorder: turn records in from JetStream, timelines and reports out over request-reply.
 
-It sits beside the hot path, never on it: the agent and the gateway publish and move on, and no
-online decision ever waits for or reads anything from here.
+It sits beside the hot path, never on it: the agent publishes each turn's record (the gateway's
+receive segment included, from the stamps the turn carried) and moves on, and no online decision
+ever waits for or reads anything from here.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from calagent.contracts.evalrec import (
     UsageRequest,
     UsageResult,
 )
-from calagent.contracts.turns import TurnDelivered, TurnRecord
+from calagent.contracts.turns import TurnRecord
 from calagent.evalrec.adapters.models import SCHEMA
 from calagent.evalrec.adapters.repository import SqlTurnRepository
 from calagent.evalrec.domain.ports import TurnRepository
@@ -55,7 +56,6 @@ class EvalrecService:
 
     def wire(self, bus: Bus) -> None:
         bus.consume(wire.TURN_RECORDED, self.on_turn_recorded, policy=RECORD_POLICY)
-        bus.consume(wire.TURN_DELIVERED, self.on_turn_delivered, policy=RECORD_POLICY)
         bus.serve(wire.EVALREC_TIMELINE, self.on_timeline)
         bus.serve(wire.EVALREC_REPORT, self.on_report)
         bus.serve(wire.EVALREC_USAGE, self.on_usage)
@@ -85,10 +85,6 @@ class EvalrecService:
         # idempotent insert makes that redelivery safe.
         if not await self._repo().save_turn(record, self.clock.now()):
             log.info("turn %s was already recorded", record.envelope.turn_id)
-
-    async def on_turn_delivered(self, delivered: TurnDelivered) -> None:
-        if not await self._repo().save_delivery(delivered, self.clock.now()):
-            log.info("delivery of turn %s was already recorded", delivered.turn_id)
 
     async def on_timeline(self, request: TimelineRequest) -> TimelineResult:
         return TimelineResult(timeline=await self._repo().timeline(request.turn_id, request.user_id))

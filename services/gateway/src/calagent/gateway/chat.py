@@ -113,7 +113,7 @@ async def _stream(gw: Gateway, turn: ChatTurn) -> Response:
         outcome: TurnOutcome = task.result()
         done_span = tracer.start_span("gateway.done", attributes={"calagent.turn_id": turn.turn_id})
         yield _sse("turn.done", outcome.answer.model_dump_json())
-        gw.spawn(gw.deliver(turn, outcome, done_span))
+        done_span.end()
 
     return StreamingResponse(
         body(),
@@ -187,9 +187,6 @@ def chat_router() -> APIRouter:
             )
             response.headers["Retry-After"] = str(math.ceil(refused_for))
             return response
-        return JSONResponse(
-            outcome.answer.model_dump(mode="json"),
-            background=BackgroundTask(gw.deliver, turn, outcome, done_span),
-        )
+        return JSONResponse(outcome.answer.model_dump(mode="json"), background=BackgroundTask(done_span.end))
 
     return router

@@ -77,7 +77,6 @@ async def run_direct(
     task = gateway.spawn(gateway.runner.run(turn))
     # Shielded like a chat turn: a client that hangs up does not cancel it.
     outcome: TurnOutcome = await asyncio.shield(task)
-    gateway.spawn(gateway.deliver(turn, outcome, None))
     return outcome
 
 

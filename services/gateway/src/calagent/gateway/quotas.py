@@ -7,6 +7,11 @@ for the first, `kv.update(last=revision)` after), so two replicas admitting the 
 at once cannot both take the last slot. Keys carry a digest of the user id (KV keys allow few
 characters) and the window they count.
 
+The rate check is one round trip: each process remembers the (revision, count) it last saw of
+this minute's counters and sets the next count against that revision directly; only when another
+replica moved the counter since is it read, and the set tried again. A count only grows within
+its minute, so one already at the limit is refused from memory.
+
 The minute window is wall time (operational, like latency stamps: a frozen business clock must not
 freeze the rate); the day is the user's calendar day by the injected clock. Tokens are charged when
 the turn's answer arrives, from what the agent measured, so a turn that starts under the budget may
@@ -66,6 +71,9 @@ class Quotas:
         self.turns_per_minute = settings.user_turns_per_minute
         self._clock = clock
         self._wall = wall
+        # The minute's counters as this process last saw them: key -> (revision, count).
+        self._seen: dict[str, tuple[int, int]] = {}
+        self._seen_minute = -1
 
     @property
     def enabled(self) -> bool:
@@ -107,9 +115,15 @@ class Quotas:
         if self.turns_per_minute > 0:
             now = self._wall()
             minute = int(now // 60)
+            if minute != self._seen_minute:
+                # A past minute's counter is never set again.
+                self._seen.clear()
+                self._seen_minute = minute
             try:
                 allowed = await asyncio.wait_for(
-                    _increment_below(await self._bucket(), f"turns.{digest}.{minute}", self.turns_per_minute),
+                    _increment_below(
+                        await self._bucket(), f"turns.{digest}.{minute}", self.turns_per_minute, self._seen
+                    ),
                     RATE_CHECK_S,
                 )
             except Exception as exc:
@@ -146,26 +160,40 @@ async def _read(kv: KeyValue, key: str) -> int:
     return int(entry.value or b"0")
 
 
-async def _increment_below(kv: KeyValue, key: str, limit: int) -> bool:
-    """Add one unless the count already reached `limit`; False (nothing added) when it had."""
+async def _increment_below(kv: KeyValue, key: str, limit: int, seen: dict[str, tuple[int, int]]) -> bool:
+    """Add one unless the count already reached `limit`; False (nothing added) when it had.
+
+    The compare-and-set goes against `seen[key]`, what this process last saw (nothing yet: create
+    the key), and the counter is read only when that turns out stale."""
+    known = seen.get(key)
     for _ in range(CAS_ATTEMPTS):
-        try:
-            entry = await kv.get(key)
-        except KeyNotFoundError:
-            try:
-                await kv.create(key, b"1")
-                return True
-            except KeyWrongLastSequenceError:
-                continue
-        count = int(entry.value or b"0")
-        if count >= limit:
+        if known is not None and known[1] >= limit:
             return False
         try:
-            await kv.update(key, str(count + 1).encode(), last=entry.revision)
-            return True
+            if known is None:
+                count = 1
+                revision = await kv.create(key, b"1")
+            else:
+                count = known[1] + 1
+                revision = await kv.update(key, str(count).encode(), last=known[0])
         except KeyWrongLastSequenceError:
+            try:
+                entry = await kv.get(key)
+            except KeyNotFoundError:
+                known = None
+                continue
+            known = (entry.revision or 0, int(entry.value or b"0"))
+            _remember(seen, key, known)
             continue
+        _remember(seen, key, (revision, count))
+        return True
     raise QuotaUnavailableError(f"the count {key} kept changing")
+
+
+def _remember(seen: dict[str, tuple[int, int]], key: str, state: tuple[int, int]) -> None:
+    # Concurrent turns of one process may finish out of order: the newest revision stays.
+    if key not in seen or seen[key][0] < state[0]:
+        seen[key] = state
 
 
 async def _add(kv: KeyValue, key: str, amount: int) -> None:

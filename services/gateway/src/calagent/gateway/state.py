@@ -11,24 +11,21 @@ from collections.abc import Awaitable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
-from opentelemetry.trace import Span
 from pydantic import BaseModel
 
 from calagent.contracts import wire
 from calagent.contracts.commands import QueryRequest, QueryResult
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.turns import Segment, TurnDelivered
 from calagent.contracts.wire import Endpoint
 from calagent.gateway.auth import Principal
 from calagent.gateway.errors import DownstreamError, downstream
 from calagent.gateway.mailbox import MailReceiver
 from calagent.gateway.session import principal_from_request
-from calagent.gateway.turns import ChatTurn, TurnOutcome, TurnRunner
+from calagent.gateway.turns import TurnRunner
 from calagent.gateway.zones import UserZones
-from calagent.runtime.bus import Bus, BusRequestError, StreamPublisher
+from calagent.runtime.bus import Bus, BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
-from calagent.runtime.timeline import epoch_ms
 
 log = logging.getLogger("calagent.gateway")
 
@@ -47,7 +44,6 @@ class Gateway:
         self.clock = clock
         self._bus: Bus | None = None
         self._runner: TurnRunner | None = None
-        self._delivered: StreamPublisher[TurnDelivered] | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._mail: MailReceiver | None = None
         # Users' saved zones, which win over their tokens' (contract §16).
@@ -93,7 +89,6 @@ class Gateway:
         """Wire the gateway's subscriptions and publishers on `bus`, before it starts."""
         self._bus = bus
         self._runner = TurnRunner(bus, self.settings, self.clock)
-        self._delivered = bus.stream_publisher(wire.TURN_DELIVERED)
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         # Kept referenced so a detached task (a turn whose client went away) is not collected.
@@ -140,37 +135,6 @@ class Gateway:
         if result.error is not None:
             raise DownstreamError(422 if result.error.code in CALLER_ERRORS else 502, result.error.message)
         return result
-
-    async def deliver(self, turn: ChatTurn, outcome: TurnOutcome, done_span: Span | None) -> None:
-        """Report this gateway's latency segments; never fails the request it describes."""
-        written_ms = epoch_ms()
-        if done_span is not None:
-            done_span.end()
-        if outcome.replayed:
-            return
-        start = turn.received_ms
-        record = TurnDelivered(
-            turn_id=turn.turn_id,
-            user_id=turn.principal.user_id,
-            segments=(
-                Segment(name="gateway.receive", start_ms=0.0, ms=outcome.published_ms - start),
-                Segment(
-                    name="gateway.wait",
-                    start_ms=outcome.published_ms - start,
-                    ms=outcome.done_ms - outcome.published_ms,
-                ),
-                Segment(
-                    name="gateway.done", start_ms=outcome.done_ms - start, ms=written_ms - outcome.done_ms
-                ),
-            ),
-            total_ms=written_ms - start,
-        )
-        if self._delivered is None:
-            return
-        try:
-            await self._delivered.publish(record, msg_id=f"delivered:{turn.turn_id}")
-        except Exception:
-            log.warning("could not publish the delivery record of %s", turn.turn_id, exc_info=True)
 
 
 def _gateway(request: Request) -> Gateway:

@@ -22,7 +22,9 @@ Idempotency (invariant 9) then has three layers, cheapest first:
 
 Progress events of every turn arrive through one subscription per process (`TURN_EVENTS`, no
 queue group, in order of arrival); each waiting turn registers its queue under its turn id before
-it publishes, so an agent that answers at once does not answer into the void.
+it publishes, so an agent that answers at once does not answer into the void. Only a turn a client
+follows as it runs (SSE: `run` was given a sink) is published with `stream`, and only such a turn
+gets `turn.started`, `tool.called` and `reply.delta`; every turn gets its `turn.done`.
 
 Per-user ordering: one `asyncio.Lock` per user in this process, held from publishing a turn until
 its `turn.done` (or the deadline), so one user's turns never interleave through one gateway. The
@@ -159,8 +161,6 @@ class TurnOutcome:
     answer: TurnAnswer
     # True when this request did not wait for a turn of its own (a retry answered from the first).
     replayed: bool = False
-    published_ms: float = 0.0
-    done_ms: float = 0.0
     tokens: int = 0  # what the turn's model calls used, as the agent measured
 
 
@@ -353,7 +353,8 @@ class TurnRunner:
         # Registered before publishing: an agent that answers at once must not answer into the void.
         self._waiting[turn.turn_id] = events
         try:
-            published_ms, duplicate = await self._publish(turn, deadline, turn.turn_id)
+            # A sink means a client follows the turn's progress; without one only `turn.done` comes.
+            duplicate = await self._publish(turn, deadline, turn.turn_id, stream=sink is not None)
             # Republished at most once per request, under a fresh dedup id, when JetStream says it
             # has this turn and the agent says nobody runs it: a turn dropped after an outage must
             # not stay "a duplicate" for the whole dedup window. A second copy is harmless: the
@@ -361,7 +362,7 @@ class TurnRunner:
             # other answers with the stored result.
             republished = False
             if duplicate and idle:
-                published_ms = await self._republish(turn, deadline)
+                await self._republish(turn, deadline, stream=sink is not None)
                 republished = True
             turn.end_receive()
             turn.accepted.set()
@@ -380,32 +381,26 @@ class TurnRunner:
                         if found is not None and found.answer is not None:
                             return TurnOutcome(answer=found.answer, replayed=True)
                         if duplicate and not republished and found is not None and not found.pending:
-                            await self._republish(turn, deadline)
+                            await self._republish(turn, deadline, stream=sink is not None)
                             republished = True
                     continue
                 if event.type == "turn.done":
                     if event.answer is None:
                         log.warning("turn.done without an answer for %s; still waiting", turn.turn_id)
                         continue
-                    return TurnOutcome(
-                        answer=event.answer,
-                        published_ms=published_ms,
-                        done_ms=epoch_ms(),
-                        tokens=event.tokens,
-                    )
+                    return TurnOutcome(answer=event.answer, tokens=event.tokens)
                 if sink is not None:
                     sink(event)
         finally:
             if self._waiting.get(turn.turn_id) is events:
                 del self._waiting[turn.turn_id]
 
-    async def _republish(self, turn: ChatTurn, deadline: float) -> float:
+    async def _republish(self, turn: ChatTurn, deadline: float, *, stream: bool) -> None:
         """Publish a turn JetStream holds but nobody runs once more, under a fresh dedup id."""
-        published_ms, _ = await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}")
-        return published_ms
+        await self._publish(turn, deadline, f"{turn.turn_id}.{uuid.uuid4().hex}", stream=stream)
 
-    async def _publish(self, turn: ChatTurn, deadline: float, msg_id: str) -> tuple[float, bool]:
-        """Publish the turn; returns when it was published and whether JetStream saw it before."""
+    async def _publish(self, turn: ChatTurn, deadline: float, msg_id: str, *, stream: bool) -> bool:
+        """Publish the turn; returns whether JetStream saw it before."""
         loop = asyncio.get_running_loop()
         # The turn's trace context, kept in the envelope for whoever reads the turn later (the
         # record); the message itself carries it in its headers.
@@ -421,6 +416,8 @@ class TurnRunner:
             trace_headers=trace_headers,
             lang=turn.lang,
         )
+        # Stamped here, once per publish: the agent's record takes the gateway's receive segment
+        # (received → published) from these two.
         published_ms = epoch_ms()
         request = TurnRequested(
             envelope=envelope,
@@ -435,6 +432,7 @@ class TurnRunner:
             direct=turn.direct,
             received_ms=turn.received_ms,
             published_ms=published_ms,
+            stream=stream,
         )
         give_up = loop.time() + max(0.1, min(PUBLISH_TIMEOUT_S, deadline - loop.time()))
         # The ack says whether this was a duplicate, and a duplicate means the answer may already
@@ -443,7 +441,7 @@ class TurnRunner:
             attempt = max(0.1, min(PUBLISH_ATTEMPT_S, give_up - loop.time()))
             try:
                 ack = await self.turns.publish(request, msg_id=msg_id, timeout=attempt)
-                return published_ms, bool(ack.duplicate)
+                return bool(ack.duplicate)
             except (TimeoutError, NoRespondersError, NoStreamResponseError, ServiceUnavailableError) as exc:
                 # Unanswered, or JetStream unavailable for the moment: again, until the budget is
                 # spent. An attempt that did land makes the next one a duplicate, which says so.

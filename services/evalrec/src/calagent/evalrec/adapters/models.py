@@ -52,15 +52,6 @@ turns = Table(
 
 # The gateway's side of a turn, kept apart from `turns` so either record can arrive first without
 # a half-filled turn row ever existing.
-deliveries = Table(
-    "deliveries",
-    metadata,
-    Column("turn_id", Text, primary_key=True),
-    Column("user_id", Text, nullable=False),
-    Column("total_ms", Float, nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False),
-)
-
 segments = Table(
     "segments",
     metadata,

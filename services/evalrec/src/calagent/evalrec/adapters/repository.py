@@ -12,9 +12,9 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.contracts.evalrec import Timeline
-from calagent.contracts.turns import Segment, TurnDelivered, TurnRecord
-from calagent.evalrec.adapters.models import deliveries, model_usage, segments, turns
-from calagent.evalrec.domain.report import SegmentFact, ToolCallFact, TurnFacts, effective_total
+from calagent.contracts.turns import Segment, TurnRecord
+from calagent.evalrec.adapters.models import model_usage, segments, turns
+from calagent.evalrec.domain.report import SegmentFact, ToolCallFact, TurnFacts, measured_total
 from calagent.evalrec.domain.timeline import assemble_timeline
 from calagent.evalrec.domain.usage import UsageFact
 
@@ -127,23 +127,6 @@ class SqlTurnRepository:
             for r in rows
         ]
 
-    async def save_delivery(self, delivered: TurnDelivered, recorded_at: datetime) -> bool:
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                insert(deliveries)
-                .on_conflict_do_nothing(index_elements=["turn_id"])
-                .returning(deliveries.c.turn_id),
-                {
-                    "turn_id": delivered.turn_id,
-                    "user_id": delivered.user_id,
-                    "total_ms": delivered.total_ms,
-                    "recorded_at": recorded_at,
-                },
-            )
-            inserted = result.first() is not None
-            await _insert_segments(conn, delivered.turn_id, "gateway", delivered.segments)
-        return inserted
-
     async def timeline(self, turn_id: str, user_id: str | None = None) -> Timeline | None:
         async with self.engine.connect() as conn:
             turn = (
@@ -151,17 +134,10 @@ class SqlTurnRepository:
                     select(turns.c.user_id, turns.c.total_ms).where(turns.c.turn_id == turn_id)
                 )
             ).first()
-            delivery = (
-                await conn.execute(
-                    select(deliveries.c.user_id, deliveries.c.total_ms).where(deliveries.c.turn_id == turn_id)
-                )
-            ).first()
-            if turn is None and delivery is None:
+            if turn is None:
                 return None
             # Another user's turn id is answered exactly like an unknown one: existence is not leaked.
-            if user_id is not None and any(
-                row is not None and row.user_id != user_id for row in (turn, delivery)
-            ):
+            if user_id is not None and turn.user_id != user_id:
                 return None
             rows = (
                 await conn.execute(
@@ -172,21 +148,16 @@ class SqlTurnRepository:
             ).all()
         return assemble_timeline(
             turn_id,
-            agent_total_ms=None if turn is None else turn.total_ms,
-            gateway_total_ms=None if delivery is None else delivery.total_ms,
+            total_ms=turn.total_ms,
             segments=[(r.source, Segment(name=r.name, start_ms=r.start_ms, ms=r.ms)) for r in rows],
         )
 
     async def recent_turns(self, max_turns: int) -> list[TurnFacts]:
-        """The newest `max_turns` turns with their gateway totals and every segment of both sources."""
+        """The newest `max_turns` turns with every segment of each."""
         window = select(turns.c.turn_id).order_by(turns.c.occurred_at.desc()).limit(max_turns).subquery()
         async with self.engine.connect() as conn:
             turn_rows = (
-                await conn.execute(
-                    select(turns, deliveries.c.total_ms.label("gateway_total_ms"))
-                    .join(window, window.c.turn_id == turns.c.turn_id)
-                    .outerjoin(deliveries, deliveries.c.turn_id == turns.c.turn_id)
-                )
+                await conn.execute(select(turns).join(window, window.c.turn_id == turns.c.turn_id))
             ).all()
             segment_rows = (
                 await conn.execute(
@@ -208,7 +179,7 @@ class SqlTurnRepository:
                 tz=r.tz,
                 flags=tuple(r.flags),
                 model_calls=r.model_calls,
-                total_ms=effective_total(r.gateway_total_ms, r.total_ms),
+                total_ms=measured_total(r.total_ms),
                 cold_start=r.cold_start,
                 tool_calls=tuple(
                     ToolCallFact(name=str(c.get("name", "")), result=str(c.get("result", "")))

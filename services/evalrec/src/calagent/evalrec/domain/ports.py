@@ -6,15 +6,13 @@ from datetime import date, datetime
 from typing import Protocol
 
 from calagent.contracts.evalrec import Timeline
-from calagent.contracts.turns import TurnDelivered, TurnRecord
+from calagent.contracts.turns import TurnRecord
 from calagent.evalrec.domain.report import TurnFacts
 from calagent.evalrec.domain.usage import UsageFact
 
 
 class TurnRepository(Protocol):
     async def save_turn(self, record: TurnRecord, recorded_at: datetime) -> bool: ...
-
-    async def save_delivery(self, delivered: TurnDelivered, recorded_at: datetime) -> bool: ...
 
     async def timeline(self, turn_id: str, user_id: str | None = None) -> Timeline | None: ...
 

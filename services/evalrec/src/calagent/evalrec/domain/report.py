@@ -56,7 +56,7 @@ class TurnFacts:
     tz: str
     flags: tuple[str, ...] = ()
     model_calls: int = 0
-    # The gateway's end-to-end total when it reported one, else the agent's; None when neither knew.
+    # The user's wait, from the gateway's receipt of the request; None when the record did not know it.
     total_ms: float | None = None
     cold_start: bool = False
     tool_calls: tuple[ToolCallFact, ...] = ()
@@ -66,12 +66,10 @@ class TurnFacts:
     repairs: tuple[str, ...] = ()
 
 
-def effective_total(gateway_total_ms: float | None, agent_total_ms: float | None) -> float | None:
-    """The user's wait is what the gateway measured; the agent's own total misses the transport."""
-    for value in (gateway_total_ms, agent_total_ms):
-        if value is not None and value > 0:
-            return value
-    return None
+def measured_total(total_ms: float | None) -> float | None:
+    """The user's wait as the record measured it (from the gateway's receipt of the request); a
+    record without the gateway's stamps says 0, which is unknown, not instant."""
+    return total_ms if total_ms is not None and total_ms > 0 else None
 
 
 def has_tool_error(turn: TurnFacts) -> bool:
