@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from calagent.contracts.time import ParsedReply, ParseReplyRequest, SlotPatch
+from calagent.contracts.time import ParsedReply, ParseReplyRequest, ResolveRequest, SlotPatch
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.settings import load_settings
 from calagent.timeparse.app import create_app
@@ -53,6 +53,23 @@ async def test_parse_reply_reads_a_day_of_the_month_with_now_and_tz_and_reports_
     assert series.recurrence_marker == "每周三"
     assert series.patch.is_empty()
     assert ParsedReply.model_validate_json(series.model_dump_json()) == series
+
+
+async def test_resolve_reports_the_marker_of_the_words_that_ask_for_the_write() -> None:
+    service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
+    now = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+    symbols = {"date": "W1+1", "time": "10:00", "now": now, "tz": "Asia/Shanghai"}
+    weekly = await service.on_resolve(ResolveRequest(**symbols, words="> 明天下午三点\n每周一上午十点开会"))
+    assert weekly.recurrence_marker == "每周一"
+    assert weekly.start == datetime.fromisoformat("2026-09-28T10:00:00+08:00")
+    once = await service.on_resolve(ResolveRequest(**symbols, words="下周一上午十点开会"))
+    assert once.recurrence_marker is None
+    # A quoted line is not the user's words; without words there is nothing to read.
+    quoted = await service.on_resolve(ResolveRequest(**symbols, words="> 每周一开会\n下周一上午十点开会"))
+    assert quoted.recurrence_marker is None
+    bare = await service.on_resolve(ResolveRequest(**symbols))
+    assert bare.recurrence_marker is None
+    assert bare.start == weekly.start
 
 
 def test_parse_reply_request_now_and_tz_are_optional_on_the_wire() -> None:

@@ -28,6 +28,7 @@ from calagent.contracts.commands import (
     PrepareOrCreate,
     QueryRange,
     SuggestFree,
+    TurnContext,
 )
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule
@@ -53,6 +54,7 @@ def create(
     hold: Any = None,
     idem: str | None = None,
     at: datetime = NOW,
+    words: str | None = None,
     **args: Any,
 ) -> PrepareOrCreate:
     args.setdefault("title", "会议")
@@ -63,6 +65,7 @@ def create(
         active_command_id=active,
         patch=patch,
         hold=hold,
+        words=words,
     )
 
 
@@ -278,6 +281,57 @@ async def test_third_party_content_is_held(system: System, user: str) -> None:
     assert done.status == "created"
     assert done.event is not None
     assert done.event.start.isoformat() == "2026-09-25T11:00:00+08:00"
+
+
+async def test_words_that_ask_for_a_repetition_hold_a_one_off_create(system: System, user: str) -> None:
+    # The rule of contract §9 lives here: the time service reads the words with the create's
+    # symbols, and a write without `recurrence` is held until the user's word.
+    held = await system.execute(
+        create(user, title="开会", date="W1+1", time="10:00", words="每周一上午十点开会")
+    )
+    assert held.status == "held"
+    assert held.stub is not None
+    assert held.stub.hold_reason == "recurrence_unclear"
+    assert await event_rows(system, user) == []
+    done = await system.execute(merge(user, held.stub.id, confirm=True))
+    assert (done.status, done.persisted) == ("created", True)
+    assert len(await event_rows(system, user)) == 1
+
+
+async def test_a_create_whose_words_carry_no_marker_or_that_has_its_rule_is_not_held_as_unclear(
+    system: System, user: str
+) -> None:
+    plain = await system.execute(
+        create(user, title="吃药", date="D+1", time="08:00", words="明天早上八点吃药")
+    )
+    assert plain.status == "created"
+    series = await system.execute(
+        create(
+            user,
+            title="开会",
+            date="W1+1",
+            time="10:00",
+            recurrence="FREQ=WEEKLY;BYDAY=MO",
+            words="每周一上午十点开会",
+        )
+    )
+    assert series.status == "held"
+    assert series.stub is not None
+    assert series.stub.hold_reason == "recurrence_plan"
+
+
+async def test_the_turn_context_reads_the_words_only_for_an_active_stub(system: System, user: str) -> None:
+    # No stub: no reading (a create needs none; its words are read with its resolution).
+    alone = await system.query(TurnContext(envelope=envelope(user), text="晚上七点"))
+    assert (alone.stub, alone.parsed) == (None, None)
+    asked = await system.execute(create(user, title="和老李吃饭", date="D+1"))
+    assert asked.status == "needs_time"
+    reply = await system.query(TurnContext(envelope=envelope(user), text="晚上七点"))
+    assert reply.stub is not None and reply.parsed is not None
+    assert (reply.parsed.patch, reply.parsed.complete) == (SlotPatch(time="19:00"), True)
+    # Without words (a direct call) there is nothing to read.
+    direct = await system.query(TurnContext(envelope=envelope(user)))
+    assert direct.stub is not None and direct.parsed is None
 
 
 async def test_a_stub_walks_needs_date_needs_time_conflict_held_then_cancelled(

@@ -43,6 +43,8 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import (
+    ParsedReply,
+    ParseReplyRequest,
     RangeRequest,
     RangeResult,
     ResolveRequest,
@@ -81,6 +83,9 @@ class IsoDates:
 
     async def resolve_range(self, request: RangeRequest) -> RangeResult:
         return RangeResult(error=SymbolError(code="invalid_symbol", message="not used"))
+
+    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
+        return ParsedReply(patch=SlotPatch(), complete=False)
 
 
 class Driver:

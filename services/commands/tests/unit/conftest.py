@@ -20,7 +20,16 @@ from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
-from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SymbolError
+from calagent.contracts.time import (
+    ParsedReply,
+    ParseReplyRequest,
+    RangeRequest,
+    RangeResult,
+    ResolveRequest,
+    ResolveResult,
+    SlotPatch,
+    SymbolError,
+)
 from calagent.runtime.clock import FrozenClock
 
 
@@ -321,6 +330,9 @@ class FakeTime:
         if start is None or end is None:
             return RangeResult(error=SymbolError(code="invalid_symbol", message="bad range"))
         return RangeResult(start=start, end=end)
+
+    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
+        return ParsedReply(patch=SlotPatch(), complete=False)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, InvitationAnswer, InvitationOut
 from calagent.contracts.suggestions import FreeSlot, NoSlotReason, SuggestionPeople
-from calagent.contracts.time import SlotPatch
+from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
 StubStatus = Literal[
@@ -256,6 +256,9 @@ class PrepareOrCreate(WireModel):
     # Set by the agent from envelope facts (forwarded/quoted content): the write is held, not run.
     hold: HoldReason | None = None
     source: WriteSource = "chat"
+    # The words of the turn that asks for the write: when they carry a recurrence or trigger
+    # marker and the write has no `recurrence`, commands holds it (`recurrence_unclear`, §9).
+    words: str | None = Field(default=None, max_length=4000)
 
 
 class MergeStub(WireModel):
@@ -405,10 +408,13 @@ class ListCalendars(WireModel):
 
 class TurnContext(WireModel):
     """What a turn needs to know before the model is asked, in one request: the active stub (with
-    the events it conflicts with) and the user's calendars."""
+    the events it conflicts with), the user's calendars and, when there is an active stub and
+    `text` is given, the time service's reading of `text` (`QueryResult.parsed`)."""
 
     kind: Literal["context"] = "context"
     envelope: Envelope
+    # The user's words, read only as an answer to an active stub (a reply merged with no model).
+    text: str | None = Field(default=None, max_length=4000)
 
 
 class ExportIcs(WireModel):
@@ -503,6 +509,8 @@ class QueryResult(WireModel):
     deleted: bool = False
     # With the turn's context: CalDAV deliveries since the last turn that need saying.
     sync_notices: tuple[SyncNotice, ...] = ()
+    # With the turn's context, when a stub is active: the time service's reading of the words.
+    parsed: ParsedReply | None = None
     changes: tuple[LoggedChangeOut, ...] = ()
     # A suggestion: with attendees, who counted; with no slot, why.
     people: SuggestionPeople | None = None

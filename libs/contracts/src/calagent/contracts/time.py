@@ -22,12 +22,16 @@ class SymbolError(WireModel):
 
 
 class ResolveRequest(WireModel):
+    """Symbols to resolve; `words`, when given, are the user's own words of the turn that asks for
+    the write: the answer then carries their recurrence marker (contract section 9's backstop)."""
+
     date: str = Field(max_length=64)
     time: str | None = Field(default=None, max_length=16)
     end_time: str | None = Field(default=None, max_length=16)
     now: dt.datetime
     tz: str
     holiday_country: str = "CN"
+    words: str | None = Field(default=None, max_length=4000)
 
 
 class ResolveResult(WireModel):
@@ -39,6 +43,9 @@ class ResolveResult(WireModel):
     date: dt.date | None = None
     candidates: tuple[dt.date, ...] = ()
     error: SymbolError | None = None
+    # The first recurrence / trigger marker of the request's `words` (as `ParsedReply`'s), None
+    # when there is none or no words were sent.
+    recurrence_marker: str | None = Field(default=None, max_length=32)
 
 
 class RangeRequest(WireModel):
@@ -137,5 +144,5 @@ class ParsedReply(WireModel):
     # The first word of the time service's bounded recurrence / trigger lexicon (contract section
     # 9) found anywhere in the user's own words (transport wrappers removed), as written: "每周",
     # "every", "自动". None when there is none. It does not depend on the message being a short
-    # reply: the agent holds a create without `recurrence` when this is set.
+    # reply; the create's hold reads the same marker from `ResolveResult`.
     recurrence_marker: str | None = Field(default=None, max_length=32)

@@ -8,7 +8,6 @@ model so it can issue that write in its next step (one write per model response,
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
@@ -221,16 +220,14 @@ class TurnRunner:
     async def _run(self, state: TurnState, sink: EventSink, history: Sequence[ArchivedMessage]) -> Finished:
         env = state.env
         with state.timeline.segment("context.build"):
-            # Independent requests, one round trip's worth of waiting: the stub and the calendars in
-            # one request, and the time service's reading of the message (the fast path needs its
-            # patch, a create needs to know whether the words carried a repetition marker).
+            # One request: the stub, the calendars and, only when a stub is active, the time
+            # service's reading of the words (the fast path merges its patch). A direct call is
+            # no answer to a stub: nothing to read.
             now = self.clock.now()
             # A new user's calendars are named in the language the turn is answered in.
             context_env = env if env.lang is not None else env.model_copy(update={"lang": state.lang})
-            context, parsed = await asyncio.gather(
-                self.commands.query(TurnContext(envelope=context_env)),
-                self.time.parse_reply(state.turn.text, env.occurred_at, env.tz),
-            )
+            words = None if state.turn.direct is not None else state.turn.text
+            context = await self.commands.query(TurnContext(envelope=context_env, text=words))
         state.stub = context.stub
         if state.turn.active_command_id and (
             state.stub is None or state.stub.id != state.turn.active_command_id
@@ -240,7 +237,7 @@ class TurnRunner:
         state.calendars = context.calendars
         state.sync_notices = context.sync_notices
         state.last_assistant = _last_assistant(history)
-        state.parsed = parsed
+        state.parsed = context.parsed
 
         if state.turn.direct is not None:
             return await self._run_direct(state, state.turn.direct, sink)

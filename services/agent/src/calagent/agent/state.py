@@ -40,7 +40,8 @@ class TurnState:
     # CalDAV deliveries since the last turn that did not go through as written (told once).
     sync_notices: tuple[SyncNotice, ...] = ()
     last_assistant: LastAssistant | None = None
-    parsed: ParsedReply | None = None  # the time service's reading of the user's words
+    # The time service's reading of the user's words, sent with the context only when a stub is active.
+    parsed: ParsedReply | None = None
     tool_calls: list[ToolCallOut] = field(default_factory=list)
     flags: list[Flag] = field(default_factory=list)
     model_calls: int = 0

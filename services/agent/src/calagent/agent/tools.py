@@ -21,7 +21,6 @@ from calagent.contracts.commands import (
     ChangeAction,
     CommandResult,
     FindEventsQuery,
-    HoldReason,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
@@ -187,20 +186,12 @@ class Tools:
                 idempotency_key=state.next_key(),
                 args=args,
                 active_command_id=state.stub.id if state.stub is not None else None,
-                hold=write_hold(state.turn.third_party) or self._recurrence_unclear(state, args),
+                hold=write_hold(state.turn.third_party),
                 source=state.source,
+                # Commands holds a one-off these words asked to repeat (contract §9).
+                words=state.turn.text,
             ),
         )
-
-    @staticmethod
-    def _recurrence_unclear(state: TurnState, args: PrepareOrCreateSchedule) -> HoldReason | None:
-        """Code's backstop (contract §9): the user's own words carry a repetition or trigger
-        marker the time service recognises, and the model wrote a one-off. Holding costs one "好";
-        a one-off where a series was meant is a silent miss."""
-        marker = state.parsed.recurrence_marker if state.parsed is not None else None
-        if marker and args.recurrence is None:
-            return "recurrence_unclear"
-        return None
 
     async def update(self, state: TurnState, args: UpdateSchedule) -> ToolResult:
         return await self._change(state, "update", args.event_id, args.scope, args)

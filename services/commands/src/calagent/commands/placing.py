@@ -33,7 +33,10 @@ class Placing:
         self.time = time_port
         self.config = config
 
-    def resolve_request(self, slots: StubSlots, envelope: Envelope) -> ResolveRequest | None:
+    def resolve_request(
+        self, slots: StubSlots, envelope: Envelope, words: str | None = None
+    ) -> ResolveRequest | None:
+        """`words`: the words that asked for the write, whose recurrence marker the answer carries."""
         if not slots.date:
             return None
         return ResolveRequest(
@@ -43,6 +46,7 @@ class Placing:
             now=envelope.occurred_at,
             tz=envelope.tz,
             holiday_country=self.config.holiday_country,
+            words=words,
         )
 
     async def resolve_day(self, txn: Txn, symbol: str) -> date | CommandResult:

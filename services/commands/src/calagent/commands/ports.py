@@ -18,7 +18,14 @@ from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
-from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
+from calagent.contracts.time import (
+    ParsedReply,
+    ParseReplyRequest,
+    RangeRequest,
+    RangeResult,
+    ResolveRequest,
+    ResolveResult,
+)
 
 
 class KeyInFlightError(Exception):
@@ -29,6 +36,8 @@ class TimePort(Protocol):
     async def resolve(self, request: ResolveRequest) -> ResolveResult: ...
 
     async def resolve_range(self, request: RangeRequest) -> RangeResult: ...
+
+    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply: ...
 
 
 class EventRows(Protocol):

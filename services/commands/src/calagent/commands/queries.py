@@ -44,7 +44,7 @@ from calagent.contracts.limits import (
     within_supported_years,
 )
 from calagent.contracts.suggestions import FreeSlot
-from calagent.contracts.time import RangeRequest
+from calagent.contracts.time import ParseReplyRequest, RangeRequest
 from calagent.runtime.clock import Clock
 
 # All-day events are stored as instants of the zone they were made in; widen the search so a
@@ -121,21 +121,33 @@ class Queries:
             return QueryResult(stub=await self._active(uow, query.envelope.user_id, tz), db_ms=uow.db_ms)
 
     async def _turn_context(self, query: TurnContext, tz: ZoneInfo) -> QueryResult:
-        user_id = query.envelope.user_id
+        envelope = query.envelope
+        user_id = envelope.user_id
         async with self.store.unit_of_work() as uow:
             stub = await self._active(uow, user_id, tz)
-            names = await uow.calendars(user_id, self.config.new_calendars(query.envelope.lang))
+            names = await uow.calendars(user_id, self.config.new_calendars(envelope.lang))
             notices = await uow.take_sync_notices(user_id)
             await uow.commit()  # a first turn creates the default calendars
-            return QueryResult(
-                stub=stub,
-                calendars=tuple(names),
-                sync_notices=tuple(
-                    SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
-                    for outcome, event in notices
-                ),
-                db_ms=uow.db_ms,
+        # Only an answer to an active stub is merged from its reading (the fast path): a turn with
+        # no stub costs the time service nothing here. Asked after the commit, so no transaction
+        # waits on the bus.
+        parsed = (
+            await self.time.parse_reply(
+                ParseReplyRequest(text=query.text, now=envelope.occurred_at, tz=envelope.tz)
             )
+            if stub is not None and query.text
+            else None
+        )
+        return QueryResult(
+            stub=stub,
+            calendars=tuple(names),
+            sync_notices=tuple(
+                SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
+                for outcome, event in notices
+            ),
+            parsed=parsed,
+            db_ms=uow.db_ms,
+        )
 
     async def _list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:

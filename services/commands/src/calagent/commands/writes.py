@@ -30,6 +30,7 @@ from calagent.commands.domain.stubs import (
     UnresolvableError,
     decide,
     plan,
+    unclear_recurrence,
 )
 from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
@@ -120,7 +121,7 @@ class Writes:
         if not isinstance(command, PrepareOrCreate):
             return None
         slots = merge_slots(StubSlots(), slots_from_args(command.args), command.patch)
-        request = self.placing.resolve_request(slots, command.envelope)
+        request = self.placing.resolve_request(slots, command.envelope, command.words)
         if request is None:
             return None
         return request, asyncio.ensure_future(self.time.resolve(request))
@@ -160,6 +161,7 @@ class Writes:
                 hold=command.hold or active.requested_hold,
                 confirmed=consent.confirmed,
                 allow_conflict=consent.override_conflict,
+                words=command.words,
             )
         if active is not None and command.hold == "third_party_content":
             # Someone else's words do not end the user's own pending request: superseding it is a
@@ -168,7 +170,14 @@ class Writes:
         superseded = await self.pending.supersede(txn, active)
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(
-            txn, args.title, slots, None, hold=command.hold, confirmed=False, allow_conflict=False
+            txn,
+            args.title,
+            slots,
+            None,
+            hold=command.hold,
+            confirmed=False,
+            allow_conflict=False,
+            words=command.words,
         )
         if superseded is None or result.status == "error":
             return result
@@ -244,11 +253,13 @@ class Writes:
         hold: HoldReason | None,
         confirmed: bool,
         allow_conflict: bool,
+        words: str | None = None,
     ) -> CommandResult:
+        """`words`: those of the turn that asked for this write (a create), read for the §9 hold."""
         calendars = await self.placing.calendars(txn)
         calendar, requested = pick_calendar(slots.calendar, calendars)
         fallback = CalendarFallback(requested=requested, used=calendar) if requested is not None else None
-        request = self.placing.resolve_request(slots, txn.envelope)
+        request = self.placing.resolve_request(slots, txn.envelope, words)
         if request is None:
             return error_result("invalid_arguments", "a date symbol is required")
         early = txn.prefetched.pop(request, None)
@@ -257,6 +268,10 @@ class Writes:
             return error_result(resolved.error.code, resolved.error.message)
         if not resolved_within_supported_years(resolved):
             return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
+        unclear = unclear_recurrence(resolved.recurrence_marker, slots)
+        if unclear is not None:
+            # A hold asked for now takes back an earlier confirmation, as any new hold does.
+            hold, confirmed = hold or unclear, False
         last_day = None
         if slots.end_date:
             last = await self.placing.resolve_day(txn, slots.end_date)

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from calagent.contracts import wire
-from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult
+from calagent.contracts.time import (
+    ParsedReply,
+    ParseReplyRequest,
+    RangeRequest,
+    RangeResult,
+    ResolveRequest,
+    ResolveResult,
+)
 from calagent.runtime.bus import Bus
 
 
@@ -17,3 +24,6 @@ class BusTimeClient:
 
     async def resolve_range(self, request: RangeRequest) -> RangeResult:
         return await self.bus.request(wire.TIME_RESOLVE_RANGE, request, timeout=self.timeout)
+
+    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
+        return await self.bus.request(wire.TIME_PARSE_REPLY, request, timeout=self.timeout)

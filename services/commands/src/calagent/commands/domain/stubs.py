@@ -87,6 +87,13 @@ class Decision:
     hold_reason: HoldReason | None = None
 
 
+def unclear_recurrence(marker: str | None, slots: StubSlots) -> HoldReason | None:
+    """Contract section 9's backstop: the words that asked for the write carry a repetition or
+    trigger marker (the time service's lexicon) and the write has no rule. Holding costs one "好";
+    a one-off where a series was meant is a silent miss."""
+    return "recurrence_unclear" if marker and not slots.recurrence else None
+
+
 def is_past(proposal: Proposal, now: datetime) -> bool:
     # An all-day entry for today is not "in the past" just because its midnight has gone by.
     if proposal.all_day:

@@ -2,9 +2,10 @@
 
 `recurrence_marker(text)` is the first word of `lexicon.RECURRENCE_MARKERS` (or a numbered interval,
 每两周 / 每3天) found anywhere in the user's own words, as written, or None. It reads whole messages,
-not only short replies: the agent asks on every turn and holds a create that lacks `recurrence` when
-a marker is present. Pure; transport wrappers (quotes, forwarded blocks) are not the user's words and
-are removed first, as for the reply parser.
+not only short replies: a create's resolution carries the marker of the words that asked for it,
+and commands holds a create that lacks `recurrence` when a marker is present. Pure; transport
+wrappers (quotes, forwarded blocks) are not the user's words and are removed first, as for the
+reply parser.
 
 Exclusions are only the cheap, obvious ones, because a missed marker costs more than a spurious one:
 
@@ -70,7 +71,7 @@ def _excluded(text: str, m: re.Match[str]) -> bool:
 
 
 # A cheap test that a message may hold a marker, so most messages skip the long alternation above
-# (the agent asks on every turn): a Chinese marker contains one of these (天天 is the only one
+# (every create's words are read): a Chinese marker contains one of these (天天 is the only one
 # starting otherwise), an English one starts with one of these words.
 _ZH_CUES = frozenset("每工隔自定")
 _EN_FIRST_WORDS = frozenset(m.split()[0].lower() for m in RECURRENCE_MARKERS if m.isascii())

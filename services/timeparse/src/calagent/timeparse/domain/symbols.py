@@ -61,6 +61,7 @@ from calagent.contracts.time import (
 from calagent.timeparse.domain.monthdays import month_plus, next_month_day
 from calagent.timeparse.domain.problems import InvalidSymbolError, SymbolProblem
 from calagent.timeparse.domain.public_holidays import HOLIDAY_ALIASES, holiday_date, holiday_names
+from calagent.timeparse.domain.recurrence import recurrence_marker
 
 __all__ = [
     "HOLIDAY_ALIASES",
@@ -269,8 +270,12 @@ def resolve_symbol(
 
 
 def resolve(req: ResolveRequest) -> ResolveResult:
-    """Exactly one of start (+end) / date / candidates / error; never raises on bad input."""
-    return resolve_symbol(req.date, req.time, req.end_time, req.now, req.tz, req.holiday_country)
+    """Exactly one of start (+end) / date / candidates / error; never raises on bad input. With
+    `words`, also their recurrence marker: the write they ask for is held without a rule."""
+    result = resolve_symbol(req.date, req.time, req.end_time, req.now, req.tz, req.holiday_country)
+    if req.words is None:
+        return result
+    return result.model_copy(update={"recurrence_marker": recurrence_marker(req.words)})
 
 
 def _range_point(symbol: str, today: date, tzinfo: ZoneInfo, country: str) -> datetime:
