@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any, get_args
 
@@ -22,9 +23,10 @@ from calagent.contracts.commands import (
     PrepareOrCreate,
     QueryRange,
     SuggestFree,
+    TurnContext,
 )
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.time import SlotPatch
+from calagent.contracts.time import ParsedReply, ParseReplyRequest, SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule
 
 pytestmark = pytest.mark.unit
@@ -436,3 +438,37 @@ async def test_confirming_a_conflict_keeps_the_proposed_time(harness: Any) -> No
     assert done.status == "created"
     assert done.event.start.isoformat() == "2026-09-25T15:30:00+08:00"
     assert sorted(e.title for e in harness.events()) == ["和张三开会", "评审"]
+
+
+async def test_a_reply_to_a_stub_is_read_while_its_context_is_still_read(
+    harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reading of a reply to an active stub is asked as soon as the stub is known, not after
+    the context's transaction: the two waits overlap instead of adding up."""
+    stub = (await harness.service.execute(create(title="修汽车轮毂", date="WE"))).stub
+    steps: list[str] = []
+    async with harness.store.unit_of_work() as uow:
+        unit_of_work = type(uow)
+    commit = unit_of_work.commit
+    parse_reply = harness.service.queries.time.parse_reply
+
+    async def committing(uow: Any) -> None:
+        steps.append("commit")
+        await commit(uow)
+
+    def reading(request: ParseReplyRequest) -> Coroutine[Any, Any, ParsedReply]:
+        # Marked when asked (the request leaves at the transaction's next wait), not when answered.
+        steps.append("reading")
+        coroutine: Coroutine[Any, Any, ParsedReply] = parse_reply(request)
+        return coroutine
+
+    monkeypatch.setattr(unit_of_work, "commit", committing)
+    monkeypatch.setattr(harness.service.queries.time, "parse_reply", reading)
+    context = await harness.service.query(TurnContext(envelope=env(), text="周日下午2点"))
+    assert context.stub is not None and context.stub.id == stub.id
+    assert context.parsed is not None
+    assert steps == ["reading", "commit"]
+    # No stub, no reading at all.
+    steps.clear()
+    await harness.service.query(TurnContext(envelope=env("bob"), text="明天三点开会"))
+    assert steps == ["commit"]

@@ -3,6 +3,7 @@ or stubs; an expired stub is simply not reported (commands end it on the next wr
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -44,7 +45,7 @@ from calagent.contracts.limits import (
     within_supported_years,
 )
 from calagent.contracts.suggestions import FreeSlot
-from calagent.contracts.time import ParseReplyRequest, RangeRequest
+from calagent.contracts.time import ParsedReply, ParseReplyRequest, RangeRequest
 from calagent.runtime.clock import Clock
 
 # All-day events are stored as instants of the zone they were made in; widen the search so a
@@ -123,21 +124,29 @@ class Queries:
     async def _turn_context(self, query: TurnContext, tz: ZoneInfo) -> QueryResult:
         envelope = query.envelope
         user_id = envelope.user_id
-        async with self.store.unit_of_work() as uow:
-            stub = await self._active(uow, user_id, tz)
-            names = await uow.calendars(user_id, self.config.new_calendars(envelope.lang))
-            notices = await uow.take_sync_notices(user_id)
-            await uow.commit()  # a first turn creates the default calendars
-        # Only an answer to an active stub is merged from its reading (the fast path): a turn with
-        # no stub costs the time service nothing here. Asked after the commit, so no transaction
-        # waits on the bus.
-        parsed = (
-            await self.time.parse_reply(
-                ParseReplyRequest(text=query.text, now=envelope.occurred_at, tz=envelope.tz)
-            )
-            if stub is not None and query.text
-            else None
-        )
+        reading: asyncio.Task[ParsedReply] | None = None
+        try:
+            async with self.store.unit_of_work() as uow:
+                stub = await self._active(uow, user_id, tz)
+                # Only an answer to an active stub is merged from its reading (the fast path): a
+                # turn with no stub costs the time service nothing here. Asked as soon as the stub
+                # is known, while the calendars are read, and awaited after the commit, so no
+                # transaction waits on the bus.
+                if stub is not None and query.text:
+                    reading = asyncio.create_task(
+                        self.time.parse_reply(
+                            ParseReplyRequest(text=query.text, now=envelope.occurred_at, tz=envelope.tz)
+                        )
+                    )
+                    # A reading left behind by a failed transaction is not an unretrieved error.
+                    reading.add_done_callback(lambda task: task.cancelled() or task.exception())
+                names = await uow.calendars(user_id, self.config.new_calendars(envelope.lang))
+                notices = await uow.take_sync_notices(user_id)
+                await uow.commit()  # a first turn creates the default calendars
+            parsed = None if reading is None else await reading
+        finally:
+            if reading is not None and not reading.done():
+                reading.cancel()
         return QueryResult(
             stub=stub,
             calendars=tuple(names),
