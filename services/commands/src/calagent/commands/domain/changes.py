@@ -7,30 +7,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.payloads import AskedField, ChangeAfter
+from calagent.commands.domain.payloads import OWN_FIELDS, AskedField, ChangeAfter
 from calagent.commands.domain.series import MovedRule, move_rule, remaining_rule, wall, zone_of
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 
 def exdates_before(exdates: tuple[datetime, ...], moment: datetime) -> tuple[datetime, ...]:
     return tuple(d for d in exdates if d < moment)
-
-
-# Besides its start and length, what an occurrence may have of its own.
-# The fields a change may set, each of which an occurrence may also have of its own. Place, notes,
-# address and people were added after the first changes were held: a stub without them leaves
-# them as they are.
-OWN_FIELDS = (
-    "title",
-    "all_day",
-    "calendar",
-    "reminder_minutes",
-    "location",
-    "notes",
-    "url",
-    "attendees",
-    "organizer",
-)
 
 
 # The fields an update names directly; time parts and the organizer follow from them.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AwareDatetime,
@@ -46,8 +46,10 @@ StoredMoment = Annotated[
     AwareDatetime, BeforeValidator(_from_iso), PlainSerializer(_to_iso, return_type=str, when_used="json")
 ]
 
-# What the user asked an update to change: the fields a series' master takes, and its time parts.
-AskedField = Literal[
+# The fields a change may set, each of which an occurrence may also have of its own. Place, notes,
+# address and people were added after the first changes were held: a stub without them leaves
+# them as they are.
+OwnField = Literal[
     "title",
     "all_day",
     "calendar",
@@ -57,10 +59,10 @@ AskedField = Literal[
     "url",
     "attendees",
     "organizer",
-    "date",
-    "time",
-    "duration",
 ]
+OWN_FIELDS: tuple[OwnField, ...] = get_args(OwnField)
+# What the user asked an update to change: the fields a series' master takes, and its time parts.
+AskedField = Literal[OwnField, "date", "time", "duration"]
 
 
 class StoredPayload(BaseModel):
