@@ -100,8 +100,9 @@ class FakeUnitOfWork:
     async def all_events(self, user_id: str) -> list[Event]:
         return self._user_events(user_id)
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
         self.state.events[event.id] = (event, key)
+        return event
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         found = self.state.events.get(event_id)

@@ -45,8 +45,9 @@ class EventRows(Protocol):
 
     async def all_events(self, user_id: str) -> list[Event]: ...
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
-        """`key` None for rows written besides the command's own (an override, a split tail)."""
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
+        """The row as stored (its defaults filled in). `key` None for rows written besides the
+        command's own (an override, a split tail)."""
         ...
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
@@ -224,8 +225,10 @@ class UnitOfWork(EventRows, StubRows, ChangeLog, PeopleRows, SettingsRows, SyncN
     def db_ms(self) -> float: ...
 
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
-        """Insert the idempotency row first. None: this transaction owns the key. Otherwise the
-        result the first owner stored (waiting for it to commit if it is still running)."""
+        """Insert the idempotency row first. None: this transaction owns the key and holds the
+        user's lock (`lock_user`), and the change named by `log_changes_as` is already the one its
+        event writes are logged as. Otherwise the result the first owner stored (waiting for it
+        to commit if it is still running)."""
         ...
 
     async def store_result(self, user_id: str, key: str, result: CommandResult) -> None: ...

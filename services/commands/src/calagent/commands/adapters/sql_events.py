@@ -143,13 +143,13 @@ class SqlEvents(SqlCore):
         )
         return [event_from_row(row) for row in rows]
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
         await self._log()
         self.touch(event.user_id, resource_of(event))
         self._may_invite(event)
         values = event_insert_values(event, turn_id=turn_id, key=key)
         values["uid"] = _series_uid(event) if event.series_id is not None else _born_uid(event)
-        await self._run(events.insert().values(**values))
+        return event_from_row((await self._run(events.insert().values(**values).returning(events))).one())
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         row = (

@@ -9,19 +9,41 @@ from __future__ import annotations
 import time as _time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, Select, func, null, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.sql_caldav import SqlCaldav
 from calagent.commands.adapters.sql_changes import SqlChanges
+from calagent.commands.adapters.sql_core import CHANGE_SETTING
 from calagent.commands.adapters.sql_people import SqlPeople
 from calagent.commands.adapters.sql_settings import SqlSettings
 from calagent.commands.adapters.sql_stubs import SqlStubs
 from calagent.commands.adapters.tables import idempotency
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult
+
+
+def _user_lock(user_id: str) -> ColumnElement[Any]:
+    return func.pg_advisory_xact_lock(func.hashtextextended(user_id, 0))
+
+
+def _claim(user_id: str, key: str, change: str | None) -> Select[Any]:
+    """The key's row inserted; for a claimed key (a row returned), the user's lock taken and
+    `change` set as the change context (each evaluated once, only for the returned row)."""
+    claimed = (
+        pg_insert(idempotency)
+        .values(user_id=user_id, key=key, result=None)
+        .on_conflict_do_nothing(index_elements=["user_id", "key"])
+        .returning(idempotency.c.key)
+        .cte("claimed")
+    )
+    context = (func.set_config(CHANGE_SETTING, change, True) if change is not None else null()).label(
+        "change"
+    )
+    return select(claimed.c.key, _user_lock(user_id), context).select_from(claimed)
 
 
 class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
@@ -34,13 +56,12 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         # The unique key is the lock: a concurrent duplicate's INSERT waits here for the first
         # transaction, then finds the row (committed) or inserts it itself (the first rolled back).
-        claimed = await self._run(
-            pg_insert(idempotency)
-            .values(user_id=user_id, key=key, result=None)
-            .on_conflict_do_nothing(index_elements=["user_id", "key"])
-            .returning(idempotency.c.key)
-        )
-        if claimed.first() is not None:
+        # Once the key is claimed, the same statement takes the user's lock and tells the log's
+        # trigger the change already named: one round trip, not three.
+        claimed = await self._run(_claim(user_id, key, self._change_to_send()))
+        row = claimed.first()
+        if row is not None:
+            self._change_sent = row.change
             return None
         stored = await self._run(
             select(idempotency.c.result).where(idempotency.c.user_id == user_id, idempotency.c.key == key)
@@ -58,7 +79,7 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
         )
 
     async def lock_user(self, user_id: str) -> None:
-        await self._run(select(func.pg_advisory_xact_lock(func.hashtextextended(user_id, 0))))
+        await self._run(select(_user_lock(user_id)))
 
     async def commit(self) -> None:
         if self.before_commit is not None:
