@@ -60,3 +60,27 @@ async def test_a_create_is_one_transaction_of_eight_statements(system: System, u
         "SELECT created_at FROM commands.events WHERE id = :id", id=result.event.id
     )
     assert created_at is not None
+
+
+async def test_a_create_runs_statements_built_once(system: System, user: str) -> None:
+    """SQLAlchemy keys each statement it is given for its compiled cache; a statement built anew
+    per call is traversed again on every execution, one built once is keyed once."""
+    engine = system.app.engine
+    assert engine is not None
+    await system.execute(create(user, title="开会", date="D+1", time="10:00"))
+    runs: list[list[object]] = []
+
+    def on_execute(conn: object, clause: object, *args: object) -> None:
+        runs[-1].append(clause)
+
+    event.listen(engine.sync_engine, "before_execute", on_execute)
+    try:
+        for hour in (15, 17):
+            runs.append([])
+            result = await system.execute(create(user, title="开会", date="D+1", time=f"{hour}:00"))
+            assert result.status == "created"
+    finally:
+        event.remove(engine.sync_engine, "before_execute", on_execute)
+    first, second = runs
+    assert len(first) == len(second) == 8
+    assert all(a is b for a, b in zip(first, second, strict=True))

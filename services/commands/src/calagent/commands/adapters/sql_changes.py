@@ -41,6 +41,18 @@ def _snapshot_values(snapshot: Snapshot) -> dict[str, object]:
     return values
 
 
+# Asked at the end of every write: built once, its parameter bound per call.
+_BOOKKEEPING = literal(sorted(BOOKKEEPING), ARRAY(String()))
+CHANGE_LOGGED = select(
+    exists().where(
+        change_rows.c.change_id == bindparam("change_id"),
+        change_rows.c.before.op("-")(_BOOKKEEPING).is_distinct_from(
+            change_rows.c.after.op("-")(_BOOKKEEPING)
+        ),
+    )
+)
+
+
 class SqlChanges(SqlEvents):
     async def _logged(self, found: Sequence[Row[Any]]) -> list[LoggedChange]:
         if not found:
@@ -103,18 +115,7 @@ class SqlChanges(SqlEvents):
     async def change_logged(self, change_id: str) -> bool:
         """Whether this transaction's change altered anything a user can see (the commit prunes
         rows that differ only in bookkeeping, and a change left without rows)."""
-        found = await self._run(
-            select(
-                exists().where(
-                    change_rows.c.change_id == change_id,
-                    change_rows.c.before.op("-")(
-                        literal(sorted(BOOKKEEPING), ARRAY(String()))
-                    ).is_distinct_from(
-                        change_rows.c.after.op("-")(literal(sorted(BOOKKEEPING), ARRAY(String())))
-                    ),
-                )
-            )
-        )
+        found = await self._run(CHANGE_LOGGED, {"change_id": change_id})
         return bool(found.scalar())
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:

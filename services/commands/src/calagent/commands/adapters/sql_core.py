@@ -80,9 +80,11 @@ class SqlCore:
     def add_seconds(self, seconds: float) -> None:
         self._seconds += seconds
 
-    async def _run(self, statement: Executable) -> Result[Any]:
+    async def _run(self, statement: Executable, parameters: dict[str, Any] | None = None) -> Result[Any]:
+        """Run `statement`; a statement built once (a module constant with `bindparam`s) takes its
+        values as `parameters`, so SQLAlchemy neither rebuilds nor re-keys it for its cache."""
         started = _time.perf_counter()
         try:
-            return await self._conn.execute(statement)
+            return await self._conn.execute(statement, parameters)
         finally:
             self._seconds += _time.perf_counter() - started

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, null, select, update
+from sqlalchemy import BindParameter, ColumnElement, Select, String, bindparam, func, null, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -26,24 +26,38 @@ from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult
 
 
-def _user_lock(user_id: str) -> ColumnElement[Any]:
+def _user_lock(user_id: str | BindParameter[str]) -> ColumnElement[Any]:
     return func.pg_advisory_xact_lock(func.hashtextextended(user_id, 0))
 
 
-def _claim(user_id: str, key: str, change: str | None) -> Select[Any]:
-    """The key's row inserted; for a claimed key (a row returned), the user's lock taken and
-    `change` set as the change context (each evaluated once, only for the returned row)."""
+def _claim(change: bool) -> Select[Any]:
+    """The key's row inserted; for a claimed key (a row returned), the user's lock taken and,
+    with `change`, the change context set (each evaluated once, only for the returned row)."""
+    user_id = bindparam("claim_user", type_=String)
     claimed = (
         pg_insert(idempotency)
-        .values(user_id=user_id, key=key, result=None)
+        .values(user_id=user_id, key=bindparam("claim_key", type_=String), result=None)
         .on_conflict_do_nothing(index_elements=["user_id", "key"])
         .returning(idempotency.c.key)
         .cte("claimed")
     )
-    context = (func.set_config(CHANGE_SETTING, change, True) if change is not None else null()).label(
-        "change"
-    )
+    context = (
+        func.set_config(CHANGE_SETTING, bindparam("change", type_=String), True) if change else null()
+    ).label("change")
     return select(claimed.c.key, _user_lock(user_id), context).select_from(claimed)
+
+
+# The statements every command runs, built once (their parameters bound per call).
+CLAIM = _claim(change=False)
+CLAIM_AS_CHANGE = _claim(change=True)
+STORED_RESULT = select(idempotency.c.result).where(
+    idempotency.c.user_id == bindparam("user_id"), idempotency.c.key == bindparam("key")
+)
+STORE_RESULT = (
+    update(idempotency)
+    .where(idempotency.c.user_id == bindparam("owner"), idempotency.c.key == bindparam("owned_key"))
+    .values(result=bindparam("stored_result", type_=idempotency.c.result.type))
+)
 
 
 class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
@@ -58,14 +72,17 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
         # transaction, then finds the row (committed) or inserts it itself (the first rolled back).
         # Once the key is claimed, the same statement takes the user's lock and tells the log's
         # trigger the change already named: one round trip, not three.
-        claimed = await self._run(_claim(user_id, key, self._change_to_send()))
+        change = self._change_to_send()
+        claim_params = {"claim_user": user_id, "claim_key": key}
+        if change is None:
+            claimed = await self._run(CLAIM, claim_params)
+        else:
+            claimed = await self._run(CLAIM_AS_CHANGE, {**claim_params, "change": change})
         row = claimed.first()
         if row is not None:
             self._change_sent = row.change
             return None
-        stored = await self._run(
-            select(idempotency.c.result).where(idempotency.c.user_id == user_id, idempotency.c.key == key)
-        )
+        stored = await self._run(STORED_RESULT, {"user_id": user_id, "key": key})
         value = stored.scalar_one_or_none()
         if value is None:
             raise KeyInFlightError(f"idempotency key {key!r} has no stored result yet")
@@ -73,9 +90,8 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
 
     async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
         await self._run(
-            update(idempotency)
-            .where(idempotency.c.user_id == user_id, idempotency.c.key == key)
-            .values(result=result.model_dump(mode="json"))
+            STORE_RESULT,
+            {"owner": user_id, "owned_key": key, "stored_result": result.model_dump(mode="json")},
         )
 
     async def lock_user(self, user_id: str) -> None:
