@@ -51,8 +51,12 @@ class FakeUnitOfWork:
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         return self.state.keys.get((user_id, key))
 
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        # The change log is empty here (see below): no change is ever logged.
         self.state.keys[(user_id, key)] = result
+        return result
 
     async def lock_user(self, user_id: str) -> None:
         return None
@@ -134,9 +138,6 @@ class FakeUnitOfWork:
 
     async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
         return None
-
-    async def change_logged(self, change_id: str) -> bool:
-        return False
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
         return None

@@ -111,10 +111,6 @@ class ChangeLog(Protocol):
         """The latest change by the assistant not undone yet (of that turn, when given)."""
         ...
 
-    async def change_logged(self, change_id: str) -> bool:
-        """Whether this transaction's change altered anything the log keeps."""
-        ...
-
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None: ...
 
     async def current_rows(
@@ -231,7 +227,13 @@ class UnitOfWork(EventRows, StubRows, ChangeLog, PeopleRows, SettingsRows, SyncN
         to commit if it is still running)."""
         ...
 
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None: ...
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        """Store the key's result, and return it. With `logged_as` (the result naming this
+        transaction's change), that one is stored and returned instead when the change altered
+        anything the log keeps."""
+        ...
 
     async def lock_user(self, user_id: str) -> None:
         """Serialise writes of one user (one active stub, conflict checks without races)."""

@@ -139,10 +139,12 @@ class Writes:
             await self.answers.offer_waiting(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
-        logged = result.persisted and result.change_id is None and txn.change is not None
-        if logged and txn.change is not None and await uow.change_logged(txn.change.id):
-            result = result.model_copy(update={"change_id": txn.change.id})
-        await uow.store_result(txn.user_id, txn.key, result)
+        logged_as = (
+            result.model_copy(update={"change_id": txn.change.id})
+            if result.persisted and result.change_id is None and txn.change is not None
+            else None
+        )
+        result = await uow.store_result(txn.user_id, txn.key, result, logged_as=logged_as)
         await uow.commit()
         return result.model_copy(update={"db_ms": uow.db_ms})
 

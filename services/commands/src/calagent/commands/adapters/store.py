@@ -11,12 +11,23 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Select, String, bindparam, func, null, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    String,
+    bindparam,
+    case,
+    func,
+    null,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.sql_caldav import SqlCaldav
-from calagent.commands.adapters.sql_changes import SqlChanges
+from calagent.commands.adapters.sql_changes import CHANGE_LOGGED, SqlChanges
 from calagent.commands.adapters.sql_core import CHANGE_SETTING
 from calagent.commands.adapters.sql_people import SqlPeople
 from calagent.commands.adapters.sql_settings import SqlSettings
@@ -53,10 +64,21 @@ CLAIM_AS_CHANGE = _claim(change=True)
 STORED_RESULT = select(idempotency.c.result).where(
     idempotency.c.user_id == bindparam("user_id"), idempotency.c.key == bindparam("key")
 )
-STORE_RESULT = (
+_RESULT = idempotency.c.result.type
+_OWN_KEY = (idempotency.c.user_id == bindparam("owner"), idempotency.c.key == bindparam("owned_key"))
+STORE_RESULT = update(idempotency).where(*_OWN_KEY).values(result=bindparam("stored_result", type_=_RESULT))
+# The change log's answer and the stored result in one statement: the result naming the change
+# when the change altered anything the log keeps, else the plain one; RETURNING says which.
+STORE_LOGGED_RESULT = (
     update(idempotency)
-    .where(idempotency.c.user_id == bindparam("owner"), idempotency.c.key == bindparam("owned_key"))
-    .values(result=bindparam("stored_result", type_=idempotency.c.result.type))
+    .where(*_OWN_KEY)
+    .values(
+        result=case(
+            (CHANGE_LOGGED, bindparam("logged_result", type_=_RESULT)),
+            else_=bindparam("stored_result", type_=_RESULT),
+        )
+    )
+    .returning(idempotency.c.result["change_id"].astext.is_not(None))
 )
 
 
@@ -88,11 +110,18 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
             raise KeyInFlightError(f"idempotency key {key!r} has no stored result yet")
         return CommandResult.model_validate(value)
 
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
-        await self._run(
-            STORE_RESULT,
-            {"owner": user_id, "owned_key": key, "stored_result": result.model_dump(mode="json")},
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        params = {"owner": user_id, "owned_key": key, "stored_result": result.model_dump(mode="json")}
+        if logged_as is None or logged_as.change_id is None:
+            await self._run(STORE_RESULT, params)
+            return result
+        found = await self._run(
+            STORE_LOGGED_RESULT,
+            {**params, "logged_result": logged_as.model_dump(mode="json"), "change_id": logged_as.change_id},
         )
+        return logged_as if found.scalar() else result
 
     async def lock_user(self, user_id: str) -> None:
         await self._run(select(_user_lock(user_id)))
