@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, date, datetime
 
 import pytest
 from nats.aio.msg import Msg
+from sqlalchemy import event, text
 
 from calagent.contracts import subjects, wire
 from calagent.contracts.bus import DeadLetter
 from calagent.contracts.evalrec import TimelineRequest, TimelineResult
-from calagent.contracts.turns import Segment, ToolCallOut
+from calagent.contracts.turns import ModelUsage, Segment, ToolCallOut
 
 from .conftest import RECORDED_AT, Recorder, make_record
 
@@ -142,3 +144,48 @@ async def test_migrations_match_the_table_definitions(recorder: Recorder) -> Non
 
     async with recorder.engine.connect() as conn:
         assert await conn.run_sync(diff) == []
+
+
+async def test_a_record_is_stored_in_one_statement_with_its_model_calls(recorder: Recorder) -> None:
+    engine = recorder.app._engine
+    assert engine is not None
+    statements: list[str] = []
+
+    def on_statement(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    usage = (
+        ModelUsage(model="m1", prompt_tokens=100, completion_tokens=20, cached_tokens=64),
+        ModelUsage(model="m2", reported=False),
+    )
+    # 23:30 UTC is the next morning in Shanghai: a model call is counted on the user's day.
+    late = datetime(2026, 9, 24, 23, 30, tzinfo=UTC)
+    record = make_record(
+        "rec-usage", user_id="u-usage", occurred_at=late, segments=AGENT_SEGMENTS, model_usage=usage
+    )
+    event.listen(engine.sync_engine, "before_cursor_execute", on_statement)
+    try:
+        await recorder.client.js_publish(wire.TURN_RECORDED, record)
+        await recorder.client.js_publish(wire.TURN_RECORDED, record)
+        await recorder.drained()
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", on_statement)
+
+    assert len(statements) == 2  # one per delivery: the turn, its segments and its model calls
+    async with recorder.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT seq, user_id, day, model, prompt_tokens, completion_tokens, cached_tokens,"
+                    " reported FROM evalrec.model_usage WHERE turn_id = 'rec-usage' ORDER BY seq"
+                )
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        (0, "u-usage", date(2026, 9, 25), "m1", 100, 20, 64, True),
+        (1, "u-usage", date(2026, 9, 25), "m2", 0, 0, 0, False),
+    ]
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.turns WHERE turn_id = 'rec-usage'") == 1
+    assert await recorder.scalar("SELECT count(*) FROM evalrec.segments WHERE turn_id = 'rec-usage'") == len(
+        AGENT_SEGMENTS
+    )

@@ -61,8 +61,12 @@ class FakeUnitOfWork:
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         return self.state.keys.get((user_id, key))
 
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        # The change log is empty here (see below): no change is ever logged.
         self.state.keys[(user_id, key)] = result
+        return result
 
     async def lock_user(self, user_id: str) -> None:
         return None
@@ -110,8 +114,9 @@ class FakeUnitOfWork:
     async def all_events(self, user_id: str) -> list[Event]:
         return self._user_events(user_id)
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
         self.state.events[event.id] = (event, key)
+        return event
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         found = self.state.events.get(event_id)
@@ -143,9 +148,6 @@ class FakeUnitOfWork:
 
     async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
         return None
-
-    async def change_logged(self, change_id: str) -> bool:
-        return False
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
         return None

@@ -55,8 +55,9 @@ class EventRows(Protocol):
 
     async def all_events(self, user_id: str) -> list[Event]: ...
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
-        """`key` None for rows written besides the command's own (an override, a split tail)."""
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
+        """The row as stored (its defaults filled in). `key` None for rows written besides the
+        command's own (an override, a split tail)."""
         ...
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
@@ -118,10 +119,6 @@ class ChangeLog(Protocol):
 
     async def latest_change(self, user_id: str, turn_id: str | None = None) -> LoggedChange | None:
         """The latest change by the assistant not undone yet (of that turn, when given)."""
-        ...
-
-    async def change_logged(self, change_id: str) -> bool:
-        """Whether this transaction's change altered anything the log keeps."""
         ...
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None: ...
@@ -234,11 +231,19 @@ class UnitOfWork(EventRows, StubRows, ChangeLog, PeopleRows, SettingsRows, SyncN
     def db_ms(self) -> float: ...
 
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
-        """Insert the idempotency row first. None: this transaction owns the key. Otherwise the
-        result the first owner stored (waiting for it to commit if it is still running)."""
+        """Insert the idempotency row first. None: this transaction owns the key and holds the
+        user's lock (`lock_user`), and the change named by `log_changes_as` is already the one its
+        event writes are logged as. Otherwise the result the first owner stored (waiting for it
+        to commit if it is still running)."""
         ...
 
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None: ...
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        """Store the key's result, and return it. With `logged_as` (the result naming this
+        transaction's change), that one is stored and returned instead when the change altered
+        anything the log keeps."""
+        ...
 
     async def lock_user(self, user_id: str) -> None:
         """Serialise writes of one user (one active stub, conflict checks without races)."""

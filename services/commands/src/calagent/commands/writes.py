@@ -95,17 +95,21 @@ class Writes:
         early = self._early_resolve(command)
         try:
             async with self.store.unit_of_work() as uow:
-                stored = await uow.claim_key(envelope.user_id, command.idempotency_key)
-                if stored is not None:
-                    return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
-                await uow.lock_user(envelope.user_id)
-                txn = Txn(uow, envelope, command.idempotency_key, tz, self.clock.now())
+                now = self.clock.now()
                 source = (
                     command.source
                     if isinstance(command, PrepareOrCreate | MergeStub | RevertChange)
                     else "chat"
                 )
-                txn.log_as(ChangeContext(new_id(), source, envelope.turn_id, txn.now))
+                change = ChangeContext(new_id(), source, envelope.turn_id, now)
+                # Named before the claim: claiming the key also takes the user's lock and tells the
+                # change log this change, in the same statement.
+                uow.log_changes_as(change)
+                stored = await uow.claim_key(envelope.user_id, command.idempotency_key)
+                if stored is not None:
+                    return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
+                txn = Txn(uow, envelope, command.idempotency_key, tz, now)
+                txn.log_as(change)
                 if early is not None:
                     txn.prefetched[early[0]] = early[1]
                 return await self._run(txn, command)
@@ -136,10 +140,12 @@ class Writes:
             await self.answers.offer_waiting(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
-        logged = result.persisted and result.change_id is None and txn.change is not None
-        if logged and txn.change is not None and await uow.change_logged(txn.change.id):
-            result = result.model_copy(update={"change_id": txn.change.id})
-        await uow.store_result(txn.user_id, txn.key, result)
+        logged_as = (
+            result.model_copy(update={"change_id": txn.change.id})
+            if result.persisted and result.change_id is None and txn.change is not None
+            else None
+        )
+        result = await uow.store_result(txn.user_id, txn.key, result, logged_as=logged_as)
         await uow.commit()
         return result.model_copy(update={"db_ms": uow.db_ms})
 
@@ -396,10 +402,8 @@ class Writes:
             attendees=people,
             organizer=await self.placing.organizer(txn) if people else None,
         )
-        await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
-        # The receipt is read back: what the row says once written, not what was asked for.
-        stored = await txn.uow.get_event(txn.user_id, event.id)
-        assert stored is not None
+        # The receipt is what the row says once written, not what was asked for.
+        stored = await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         out_stub: StubOut | None = None
         if stub is not None:
             done = await self.pending.move(

@@ -5,13 +5,23 @@ deliveries the server refused.
 from __future__ import annotations
 
 from opentelemetry import propagate
-from sqlalchemy import ARRAY, String, exists, func, literal, select, update
+from sqlalchemy import ARRAY, String, bindparam, exists, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox
 from calagent.commands.domain.model import Event
+
+# Run at the commit of every write: built once, its parameters bound per call.
+ENQUEUE_OUTBOUND = pg_insert(caldav_outbox).from_select(
+    ["user_id", "event_id", "trace_context"],
+    select(
+        bindparam("outbox_user", type_=String()),
+        func.unnest(bindparam("resources", type_=ARRAY(String()))),
+        bindparam("carrier", type_=JSONB()),
+    ).where(exists().where(caldav_accounts.c.user_id == bindparam("outbox_user"))),
+)
 
 
 class SqlCaldav(SqlEvents):
@@ -25,14 +35,7 @@ class SqlCaldav(SqlEvents):
         users: list[str] = []
         for user_id, resources in self.touched.items():
             inserted = await self._run(
-                pg_insert(caldav_outbox).from_select(
-                    ["user_id", "event_id", "trace_context"],
-                    select(
-                        literal(user_id),
-                        func.unnest(literal(sorted(resources), ARRAY(String()))),
-                        literal(carrier, JSONB()),
-                    ).where(exists().where(caldav_accounts.c.user_id == user_id)),
-                )
+                ENQUEUE_OUTBOUND, {"outbox_user": user_id, "resources": sorted(resources), "carrier": carrier}
             )
             if getattr(inserted, "rowcount", 0):
                 users.append(user_id)

@@ -41,6 +41,16 @@ def _snapshot_values(snapshot: Snapshot) -> dict[str, object]:
     return values
 
 
+# Whether the change `change_id` (bound per call) altered anything the log keeps: the commit
+# prunes rows that differ only in bookkeeping, and a change left without rows. Asked at the end
+# of every write, in the statement that stores its result (`store.STORE_LOGGED_RESULT`).
+_BOOKKEEPING = literal(sorted(BOOKKEEPING), ARRAY(String()))
+CHANGE_LOGGED = exists().where(
+    change_rows.c.change_id == bindparam("change_id"),
+    change_rows.c.before.op("-")(_BOOKKEEPING).is_distinct_from(change_rows.c.after.op("-")(_BOOKKEEPING)),
+)
+
+
 class SqlChanges(SqlEvents):
     async def _logged(self, found: Sequence[Row[Any]]) -> list[LoggedChange]:
         if not found:
@@ -99,23 +109,6 @@ class SqlChanges(SqlEvents):
         found = (await self._run(query.order_by(changes.c.seq.desc()).limit(1).with_for_update())).all()
         logged = await self._logged(found)
         return logged[0] if logged else None
-
-    async def change_logged(self, change_id: str) -> bool:
-        """Whether this transaction's change altered anything a user can see (the commit prunes
-        rows that differ only in bookkeeping, and a change left without rows)."""
-        found = await self._run(
-            select(
-                exists().where(
-                    change_rows.c.change_id == change_id,
-                    change_rows.c.before.op("-")(
-                        literal(sorted(BOOKKEEPING), ARRAY(String()))
-                    ).is_distinct_from(
-                        change_rows.c.after.op("-")(literal(sorted(BOOKKEEPING), ARRAY(String())))
-                    ),
-                )
-            )
-        )
-        return bool(found.scalar())
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
         await self._run(

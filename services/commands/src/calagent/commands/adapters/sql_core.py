@@ -16,6 +16,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event
 
+# The transaction-local setting the change log's trigger reads (migration 0007).
+CHANGE_SETTING = "calagent.change"
+
 
 def resource_of(event: Event) -> str:
     """The id of the calendar object an event row belongs to: an override lives in its series'."""
@@ -47,14 +50,19 @@ class SqlCore:
     def log_changes_as(self, context: ChangeContext) -> None:
         self.change = context
 
+    def _change_to_send(self) -> str | None:
+        """The change context the log's trigger has not been told yet, or None."""
+        if self.change is None:
+            return None
+        payload = self.change.as_json()
+        return payload if payload != self._change_sent else None
+
     async def _log(self) -> None:
         """Tell the log's trigger, once per transaction (and again if it changed), which change
         the next row writes belong to."""
-        if self.change is None:
-            return
-        payload = self.change.as_json()
-        if payload != self._change_sent:
-            await self._run(select(func.set_config("calagent.change", payload, True)))
+        payload = self._change_to_send()
+        if payload is not None:
+            await self._run(select(func.set_config(CHANGE_SETTING, payload, True)))
             self._change_sent = payload
 
     def touch(self, user_id: str, resource_id: str) -> None:
@@ -72,9 +80,11 @@ class SqlCore:
     def add_seconds(self, seconds: float) -> None:
         self._seconds += seconds
 
-    async def _run(self, statement: Executable) -> Result[Any]:
+    async def _run(self, statement: Executable, parameters: dict[str, Any] | None = None) -> Result[Any]:
+        """Run `statement`; a statement built once (a module constant with `bindparam`s) takes its
+        values as `parameters`, so SQLAlchemy neither rebuilds nor re-keys it for its cache."""
         started = _time.perf_counter()
         try:
-            return await self._conn.execute(statement)
+            return await self._conn.execute(statement, parameters)
         finally:
             self._seconds += _time.perf_counter() - started

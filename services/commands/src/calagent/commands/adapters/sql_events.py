@@ -6,7 +6,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, case, exists, func, literal, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    Select,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from calagent.commands.adapters.sql_core import SqlCore, resource_of
 from calagent.commands.adapters.tables import events
@@ -104,6 +117,29 @@ def _born_uid(event: Event) -> ColumnElement[Any] | str:
     return case((taken, literal(own)), else_=literal(event.uid))
 
 
+def _overlapping(*, incomplete_only: bool) -> Select[Any]:
+    query = select(events).where(
+        events.c.user_id == bindparam("user_id"),
+        or_(
+            and_(
+                events.c.start_at < bindparam("end"),
+                or_(events.c.end_at > bindparam("start"), events.c.rrule.is_not(None)),
+            ),
+            and_(events.c.series_id.is_not(None), events.c.recurrence_id < bindparam("end")),
+        ),
+    )
+    if incomplete_only:
+        query = query.where(events.c.completed.is_(False))
+    return query.order_by(events.c.start_at, events.c.id)
+
+
+# Every conflict check and range read runs one of these: built once, parameters bound per call.
+OVERLAPPING = _overlapping(incomplete_only=False)
+INCOMPLETE_OVERLAPPING = _overlapping(incomplete_only=True)
+# A new row whose UID is a plain value (the common case): its columns come as parameters.
+INSERT_EVENT = events.insert().returning(events)
+
+
 class SqlEvents(SqlCore):
     async def events_overlapping(
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
@@ -112,19 +148,8 @@ class SqlEvents(SqlCore):
         # later occurrences may fall inside; the caller expands them. An override whose slot comes
         # before the window's end is returned wherever it was moved to: without it, a slot whose
         # occurrence moved out of the window would show at its old time.
-        query = select(events).where(
-            events.c.user_id == user_id,
-            or_(
-                and_(
-                    events.c.start_at < end,
-                    or_(events.c.end_at > start, events.c.rrule.is_not(None)),
-                ),
-                and_(events.c.series_id.is_not(None), events.c.recurrence_id < end),
-            ),
-        )
-        if incomplete_only:
-            query = query.where(events.c.completed.is_(False))
-        rows = await self._run(query.order_by(events.c.start_at, events.c.id))
+        query = INCOMPLETE_OVERLAPPING if incomplete_only else OVERLAPPING
+        rows = await self._run(query, {"user_id": user_id, "start": start, "end": end})
         return [event_from_row(row) for row in rows]
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
@@ -143,13 +168,17 @@ class SqlEvents(SqlCore):
         )
         return [event_from_row(row) for row in rows]
 
-    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> None:
+    async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
         await self._log()
         self.touch(event.user_id, resource_of(event))
         self._may_invite(event)
         values = event_insert_values(event, turn_id=turn_id, key=key)
         values["uid"] = _series_uid(event) if event.series_id is not None else _born_uid(event)
-        await self._run(events.insert().values(**values))
+        if isinstance(values["uid"], str):
+            inserted = await self._run(INSERT_EVENT, values)
+        else:
+            inserted = await self._run(events.insert().values(**values).returning(events))
+        return event_from_row(inserted.one())
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         row = (

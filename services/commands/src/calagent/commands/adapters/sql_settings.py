@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_core import SqlCore
@@ -13,15 +13,17 @@ from calagent.commands.adapters.tables import calendars, feeds, sharing, user_se
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.settings import ShareEntry
 
+# Read by every turn's context and every create: built once, its parameter bound per call.
+CALENDARS = (
+    select(calendars.c.name)
+    .where(calendars.c.user_id == bindparam("user_id"))
+    .order_by(calendars.c.position, calendars.c.name)
+)
+
 
 class SqlSettings(SqlCore):
     async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
-        query = (
-            select(calendars.c.name)
-            .where(calendars.c.user_id == user_id)
-            .order_by(calendars.c.position, calendars.c.name)
-        )
-        names = list((await self._run(query)).scalars())
+        names = list((await self._run(CALENDARS, {"user_id": user_id})).scalars())
         if names:
             return names
         await self._run(
@@ -29,7 +31,7 @@ class SqlSettings(SqlCore):
             .values([{"user_id": user_id, "name": name, "position": i} for i, name in enumerate(defaults)])
             .on_conflict_do_nothing()
         )
-        return list((await self._run(query)).scalars())
+        return list((await self._run(CALENDARS, {"user_id": user_id})).scalars())
 
     # ---- settings and sharing ----------------------------------------------------------------------
 

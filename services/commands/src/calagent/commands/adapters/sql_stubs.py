@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Row, select, text, update
+from sqlalchemy import Row, bindparam, select, text, update
 
 from calagent.commands.adapters.sql_core import SqlCore
 from calagent.commands.adapters.tables import ACTIVE_SQL, plans, stubs
@@ -13,6 +13,9 @@ from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import payload_json, payload_of
 from calagent.contracts.commands import PlanOut, StubSlots
 from calagent.contracts.people import Attendee
+
+# Read by every turn's context and every command: built once, its parameter bound per call.
+ACTIVE_STUB = select(stubs).where(stubs.c.user_id == bindparam("user_id"), text(ACTIVE_SQL)).with_for_update()
 
 
 def _stub(row: Row[Any]) -> Stub:
@@ -73,11 +76,7 @@ class SqlStubs(SqlCore):
         return _stub(row) if row is not None else None
 
     async def active_stub(self, user_id: str) -> Stub | None:
-        row = (
-            await self._run(
-                select(stubs).where(stubs.c.user_id == user_id, text(ACTIVE_SQL)).with_for_update()
-            )
-        ).first()
+        row = (await self._run(ACTIVE_STUB, {"user_id": user_id})).first()
         return _stub(row) if row is not None else None
 
     async def insert_stub(self, stub: Stub) -> None:

@@ -9,19 +9,77 @@ from __future__ import annotations
 import time as _time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    String,
+    bindparam,
+    case,
+    func,
+    null,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.sql_caldav import SqlCaldav
-from calagent.commands.adapters.sql_changes import SqlChanges
+from calagent.commands.adapters.sql_changes import CHANGE_LOGGED, SqlChanges
+from calagent.commands.adapters.sql_core import CHANGE_SETTING
 from calagent.commands.adapters.sql_people import SqlPeople
 from calagent.commands.adapters.sql_settings import SqlSettings
 from calagent.commands.adapters.sql_stubs import SqlStubs
 from calagent.commands.adapters.tables import idempotency
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult
+
+
+def _user_lock(user_id: str | BindParameter[str]) -> ColumnElement[Any]:
+    return func.pg_advisory_xact_lock(func.hashtextextended(user_id, 0))
+
+
+def _claim(change: bool) -> Select[Any]:
+    """The key's row inserted; for a claimed key (a row returned), the user's lock taken and,
+    with `change`, the change context set (each evaluated once, only for the returned row)."""
+    user_id = bindparam("claim_user", type_=String)
+    claimed = (
+        pg_insert(idempotency)
+        .values(user_id=user_id, key=bindparam("claim_key", type_=String), result=None)
+        .on_conflict_do_nothing(index_elements=["user_id", "key"])
+        .returning(idempotency.c.key)
+        .cte("claimed")
+    )
+    context = (
+        func.set_config(CHANGE_SETTING, bindparam("change", type_=String), True) if change else null()
+    ).label("change")
+    return select(claimed.c.key, _user_lock(user_id), context).select_from(claimed)
+
+
+# The statements every command runs, built once (their parameters bound per call).
+CLAIM = _claim(change=False)
+CLAIM_AS_CHANGE = _claim(change=True)
+STORED_RESULT = select(idempotency.c.result).where(
+    idempotency.c.user_id == bindparam("user_id"), idempotency.c.key == bindparam("key")
+)
+_RESULT = idempotency.c.result.type
+_OWN_KEY = (idempotency.c.user_id == bindparam("owner"), idempotency.c.key == bindparam("owned_key"))
+STORE_RESULT = update(idempotency).where(*_OWN_KEY).values(result=bindparam("stored_result", type_=_RESULT))
+# The change log's answer and the stored result in one statement: the result naming the change
+# when the change altered anything the log keeps, else the plain one; RETURNING says which.
+STORE_LOGGED_RESULT = (
+    update(idempotency)
+    .where(*_OWN_KEY)
+    .values(
+        result=case(
+            (CHANGE_LOGGED, bindparam("logged_result", type_=_RESULT)),
+            else_=bindparam("stored_result", type_=_RESULT),
+        )
+    )
+    .returning(idempotency.c.result["change_id"].astext.is_not(None))
+)
 
 
 class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
@@ -34,31 +92,39 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         # The unique key is the lock: a concurrent duplicate's INSERT waits here for the first
         # transaction, then finds the row (committed) or inserts it itself (the first rolled back).
-        claimed = await self._run(
-            pg_insert(idempotency)
-            .values(user_id=user_id, key=key, result=None)
-            .on_conflict_do_nothing(index_elements=["user_id", "key"])
-            .returning(idempotency.c.key)
-        )
-        if claimed.first() is not None:
+        # Once the key is claimed, the same statement takes the user's lock and tells the log's
+        # trigger the change already named: one round trip, not three.
+        change = self._change_to_send()
+        claim_params = {"claim_user": user_id, "claim_key": key}
+        if change is None:
+            claimed = await self._run(CLAIM, claim_params)
+        else:
+            claimed = await self._run(CLAIM_AS_CHANGE, {**claim_params, "change": change})
+        row = claimed.first()
+        if row is not None:
+            self._change_sent = row.change
             return None
-        stored = await self._run(
-            select(idempotency.c.result).where(idempotency.c.user_id == user_id, idempotency.c.key == key)
-        )
+        stored = await self._run(STORED_RESULT, {"user_id": user_id, "key": key})
         value = stored.scalar_one_or_none()
         if value is None:
             raise KeyInFlightError(f"idempotency key {key!r} has no stored result yet")
         return CommandResult.model_validate(value)
 
-    async def store_result(self, user_id: str, key: str, result: CommandResult) -> None:
-        await self._run(
-            update(idempotency)
-            .where(idempotency.c.user_id == user_id, idempotency.c.key == key)
-            .values(result=result.model_dump(mode="json"))
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        params = {"owner": user_id, "owned_key": key, "stored_result": result.model_dump(mode="json")}
+        if logged_as is None or logged_as.change_id is None:
+            await self._run(STORE_RESULT, params)
+            return result
+        found = await self._run(
+            STORE_LOGGED_RESULT,
+            {**params, "logged_result": logged_as.model_dump(mode="json"), "change_id": logged_as.change_id},
         )
+        return logged_as if found.scalar() else result
 
     async def lock_user(self, user_id: str) -> None:
-        await self._run(select(func.pg_advisory_xact_lock(func.hashtextextended(user_id, 0))))
+        await self._run(select(_user_lock(user_id)))
 
     async def commit(self) -> None:
         if self.before_commit is not None:

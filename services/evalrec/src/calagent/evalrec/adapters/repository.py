@@ -7,8 +7,8 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Boolean, Date, DateTime, Float, Integer, Text, bindparam, func, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.contracts.evalrec import Timeline
@@ -17,6 +17,68 @@ from calagent.evalrec.adapters.models import model_usage, segments, turns
 from calagent.evalrec.domain.report import SegmentFact, ToolCallFact, TurnFacts, measured_total
 from calagent.evalrec.domain.timeline import assemble_timeline
 from calagent.evalrec.domain.usage import UsageFact
+
+# A turn record in one statement (PostgreSQL runs each data-modifying CTE exactly once, all on one
+# snapshot). Segments go in even when the turn row already existed, and their unique key makes a
+# repeat a no-op: a redelivered record changes nothing. Segment and model-call lists arrive as
+# parallel arrays, so the statement's text, and its prepared plan, is the same for every record.
+SAVE_TURN = text(
+    """
+WITH turn AS (
+    INSERT INTO evalrec.turns (
+        turn_id, user_id, conversation_id, channel, tz, text, outcome, intent, flags, model_calls,
+        total_ms, cold_start, reply, replaced_reply, tool_calls, error, repairs, occurred_at,
+        recorded_at
+    ) VALUES (
+        :turn_id, :user_id, :conversation_id, :channel, :tz, :text, :outcome, :intent, :flags,
+        :model_calls, :total_ms, :cold_start, :reply, :replaced_reply, :tool_calls, :error, :repairs,
+        :occurred_at, :recorded_at
+    )
+    ON CONFLICT (turn_id) DO NOTHING
+    RETURNING turn_id
+), agent_segments AS (
+    INSERT INTO evalrec.segments (turn_id, source, name, start_ms, ms)
+    SELECT CAST(:turn_id AS text), 'agent', s.name, s.start_ms, s.ms
+    FROM unnest(
+        CAST(:segment_names AS text[]),
+        CAST(:segment_starts AS float8[]),
+        CAST(:segment_ms AS float8[])
+    ) AS s(name, start_ms, ms)
+    ON CONFLICT ON CONSTRAINT uq_segments_turn_source_name_start DO NOTHING
+), usage AS (
+    INSERT INTO evalrec.model_usage (
+        turn_id, seq, user_id, day, model, prompt_tokens, completion_tokens, cached_tokens, reported
+    )
+    SELECT
+        CAST(:turn_id AS text), u.seq - 1, CAST(:user_id AS text), CAST(:day AS date), u.model,
+        u.prompt, u.completion, u.cached, u.reported
+    FROM unnest(
+        CAST(:usage_models AS text[]),
+        CAST(:usage_prompt AS int[]),
+        CAST(:usage_completion AS int[]),
+        CAST(:usage_cached AS int[]),
+        CAST(:usage_reported AS boolean[])
+    ) WITH ORDINALITY AS u(model, prompt, completion, cached, reported, seq)
+    ON CONFLICT ON CONSTRAINT pk_model_usage DO NOTHING
+)
+SELECT count(*) FROM turn
+"""
+).bindparams(
+    bindparam("flags", type_=ARRAY(Text)),
+    bindparam("repairs", type_=ARRAY(Text)),
+    bindparam("tool_calls", type_=JSONB),
+    bindparam("occurred_at", type_=DateTime(timezone=True)),
+    bindparam("recorded_at", type_=DateTime(timezone=True)),
+    bindparam("day", type_=Date),
+    bindparam("segment_names", type_=ARRAY(Text)),
+    bindparam("segment_starts", type_=ARRAY(Float)),
+    bindparam("segment_ms", type_=ARRAY(Float)),
+    bindparam("usage_models", type_=ARRAY(Text)),
+    bindparam("usage_prompt", type_=ARRAY(Integer)),
+    bindparam("usage_completion", type_=ARRAY(Integer)),
+    bindparam("usage_cached", type_=ARRAY(Integer)),
+    bindparam("usage_reported", type_=ARRAY(Boolean)),
+)
 
 
 async def _insert_segments(
@@ -36,11 +98,19 @@ async def _insert_segments(
 class SqlTurnRepository:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        # A single statement is its own transaction: no BEGIN and COMMIT round trips around it.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     async def save_turn(self, record: TurnRecord, recorded_at: datetime) -> bool:
-        """Store the agent's record once; True when it was new. A redelivery changes nothing."""
+        """Store the agent's record once; True when it was new. A redelivery changes nothing.
+
+        One statement, outside an explicit transaction: the turn row, its segments and its model
+        calls go in together or not at all, in one round trip instead of a BEGIN, three inserts
+        and a COMMIT."""
         env = record.envelope
-        row: dict[str, Any] = {
+        day = env.occurred_at.astimezone(ZoneInfo(env.tz)).date()
+        usage = record.model_usage
+        params: dict[str, Any] = {
             "turn_id": env.turn_id,
             "user_id": env.user_id,
             "conversation_id": env.conversation_id,
@@ -60,36 +130,19 @@ class SqlTurnRepository:
             "repairs": list(record.repairs),
             "occurred_at": env.occurred_at,
             "recorded_at": recorded_at,
+            "segment_names": [s.name for s in record.segments],
+            "segment_starts": [s.start_ms for s in record.segments],
+            "segment_ms": [s.ms for s in record.segments],
+            "day": day,
+            "usage_models": [u.model for u in usage],
+            "usage_prompt": [u.prompt_tokens for u in usage],
+            "usage_completion": [u.completion_tokens for u in usage],
+            "usage_cached": [u.cached_tokens for u in usage],
+            "usage_reported": [u.reported for u in usage],
         }
-        async with self.engine.begin() as conn:
-            result = await conn.execute(
-                insert(turns).on_conflict_do_nothing(index_elements=["turn_id"]).returning(turns.c.turn_id),
-                row,
-            )
-            inserted = result.first() is not None
-            # Segments go in even when the turn row already existed: a crash between the two inserts
-            # is impossible inside one transaction, and the unique key makes the repeat a no-op.
-            await _insert_segments(conn, env.turn_id, "agent", record.segments)
-            if record.model_usage:
-                day = env.occurred_at.astimezone(ZoneInfo(env.tz)).date()
-                await conn.execute(
-                    insert(model_usage).on_conflict_do_nothing(constraint="pk_model_usage"),
-                    [
-                        {
-                            "turn_id": env.turn_id,
-                            "seq": seq,
-                            "user_id": env.user_id,
-                            "day": day,
-                            "model": u.model,
-                            "prompt_tokens": u.prompt_tokens,
-                            "completion_tokens": u.completion_tokens,
-                            "cached_tokens": u.cached_tokens,
-                            "reported": u.reported,
-                        }
-                        for seq, u in enumerate(record.model_usage)
-                    ],
-                )
-        return inserted
+        async with self._autocommit.connect() as conn:
+            inserted = (await conn.execute(SAVE_TURN, params)).scalar_one()
+        return bool(inserted)
 
     async def usage(self, since: date, user_id: str | None) -> list[UsageFact]:
         """Model calls from `since` on, summed per (day, user, model)."""
