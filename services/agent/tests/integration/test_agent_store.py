@@ -140,3 +140,57 @@ async def test_a_running_claim_nobody_holds_is_reported_stalled(engine: AsyncEng
     assert claim is not None and claim.status == "stalled"
     async with store.turn(start, lambda: now) as again:
         assert again.claim.status == "running"  # claimed but not done: the turn runs again
+
+
+async def test_a_turn_waiting_for_its_user_starts_after_the_reply_and_reads_it(engine: AsyncEngine) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from calagent.contracts.turns import TurnAnswer
+
+    store = AgentStore(engine)
+    now = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+    order: list[str] = []
+
+    async def first() -> None:
+        async with store.turn(TurnStart("fay", "c", "f1", "f1", "one"), lambda: now) as lease:
+            order.append("first in")
+            await asyncio.sleep(0.3)
+            answer = TurnAnswer(
+                turn_id="f1",
+                conversation_id="c",
+                outcome="answered",
+                reply="first reply",
+                intent="general.chat",
+            )
+            await store.finish_turn(lease, "f1", answer, now + timedelta(seconds=1))
+            order.append("first out")
+
+    async def second() -> list[str]:
+        await asyncio.sleep(0.05)
+        later = now + timedelta(seconds=2)
+        async with store.turn(TurnStart("fay", "c", "f2", "f2", "two"), lambda: later) as lease:
+            order.append("second in")
+            return [m.content for m in lease.history]
+
+    _, history = await asyncio.wait_for(asyncio.gather(first(), second()), timeout=20)
+    assert order == ["first in", "first out", "second in"]
+    assert history == ["one", "first reply"]
+
+
+async def test_a_turn_takes_over_a_crashed_holders_user(engine: AsyncEngine) -> None:
+    from datetime import UTC, datetime
+
+    async with engine.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO agent.user_leases (user_id, holder, expires_at)"
+                " VALUES ('gus', 'dead', clock_timestamp() + interval '0.3 seconds')"
+            )
+        )
+    store = AgentStore(engine)
+    now = datetime(2026, 9, 24, 2, 0, tzinfo=UTC)
+    began = asyncio.get_running_loop().time()
+    async with store.turn(TurnStart("gus", "c", "g1", "g1", "hi"), lambda: now) as lease:
+        waited = asyncio.get_running_loop().time() - began
+        assert lease.claim.status == "new"
+    assert 0.2 <= waited < 5

@@ -186,6 +186,27 @@ async def test_a_create_turn_costs_the_agent_two_transactions(
     assert await archived(engine, "t1") == [("user", "明天下午三点开会"), ("assistant", done[0].reply)]
 
 
+def count_statements(engine: AsyncEngine) -> list[str]:
+    run: list[str] = []
+    event.listen(
+        engine.sync_engine, "before_cursor_execute", lambda conn, cursor, statement, *a: run.append(statement)
+    )
+    return run
+
+
+async def test_a_create_turn_costs_the_agent_two_statements(
+    engine: AsyncEngine, observer: AsyncEngine
+) -> None:
+    # The start (lease, claim, the user's message, the history) is one round trip to the
+    # database, and so is the end (reply, answer, release): no BEGIN and COMMIT around either.
+    service, _ = agent(engine, CreatingModel(), observer)
+    await service.on_turn(turn("eve", "eve-1"))
+    run = count_statements(engine)
+    await service.on_turn(turn("eve", "eve-2", "后天下午三点开会"))
+    assert len(run) == 2, run
+    assert [role for role, _ in await archived(engine, "eve-2")] == ["user", "assistant"]
+
+
 async def test_the_answer_is_stored_before_the_client_is_told(
     engine: AsyncEngine, observer: AsyncEngine
 ) -> None:
@@ -205,7 +226,7 @@ async def test_a_start_that_fails_leaves_no_claim_and_no_lease(
     service, _ = agent(engine, CreatingModel(), observer)
 
     def lose_the_archive(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().startswith("INSERT INTO agent.messages"):
+        if "INSERT INTO agent.messages" in statement:
             raise ConnectionResetError("the database went away")
 
     event.listen(engine.sync_engine, "before_cursor_execute", lose_the_archive)

@@ -9,11 +9,12 @@ module builds the app; the routes live in one router module per concern.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, MutableMapping
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
-from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from calagent.gateway.accounts import accounts_router
 from calagent.gateway.calendar import calendar_router
@@ -37,6 +38,12 @@ from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
 
 SHUTDOWN_GRACE_S = 5.0
+# Feed addresses are credentials: no span records them; health probes are not traced either.
+_UNTRACED = re.compile(r"healthz|/feeds/")
+
+
+def _untraced(scope: MutableMapping[str, Any]) -> bool:
+    return _UNTRACED.search(scope.get("path", "")) is not None
 
 
 def create_app(
@@ -82,6 +89,10 @@ def create_app(
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        # FastAPI's own OpenTelemetry layer is the one HTTP telemetry middleware: a server span
+        # per request, without a span per dependency, serialization or ASGI message. Errors are
+        # logged by our handlers (`errors.py`), not recorded again as log records here.
+        telemetry={"exclude": _untraced, "operation_spans": False, "logs": False},
     )
     app.state.gateway = gw
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
@@ -107,7 +118,4 @@ def create_app(
     app.include_router(oidc_router(settings, clock))  # sign-in with OpenID Connect (contract §18)
     app.include_router(people_router())  # contacts and the mail address (contract §16)
     app.include_router(settings_router())  # settings and free/busy sharing (contract §16)
-
-    # Feed addresses are credentials: no span records them.
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,/feeds/")
     return app

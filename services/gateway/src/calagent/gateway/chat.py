@@ -11,7 +11,7 @@ import math
 from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from starlette.background import BackgroundTask
@@ -187,6 +187,13 @@ def chat_router() -> APIRouter:
             )
             response.headers["Retry-After"] = str(math.ceil(refused_for))
             return response
-        return JSONResponse(outcome.answer.model_dump(mode="json"), background=BackgroundTask(done_span.end))
+
+        async def sent() -> None:
+            # A coroutine, so it runs on the loop: a plain callable goes to a worker thread.
+            done_span.end()
+
+        return Response(
+            outcome.answer.model_dump_json(), media_type="application/json", background=BackgroundTask(sent)
+        )
 
     return router

@@ -7,6 +7,7 @@ One call is one attempt: the SDK's own retries are off, because retrying belongs
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,6 +128,28 @@ class OpenAIModelClient:
         # Some OpenAI-compatible servers reject `parallel_tool_calls`; after one refusal we stop
         # sending it and rely on the runtime's one-write-per-response rule alone.
         self.supports_parallel_flag = True
+        # The tool schemas are the same list on every call and most of a request's bytes: encoded
+        # once, for the list they were encoded from.
+        self._tools: Sequence[dict[str, Any]] | None = None
+        self._tools_json = ""
+
+    def _body(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]) -> bytes:
+        """The request body as JSON, encoded the way the SDK encodes one (compact, UTF-8)."""
+        if tools is not self._tools:
+            self._tools_json = json.dumps(tools, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            self._tools = tools
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "tool_choice": "auto",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0,
+        }
+        if self.supports_parallel_flag:
+            body["parallel_tool_calls"] = False
+        head = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return f'{head[:-1]},"tools":{self._tools_json}}}'.encode()
 
     async def close(self) -> None:
         await self.client.close()
@@ -166,17 +189,7 @@ class OpenAIModelClient:
     async def _complete(
         self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]], on_delta: DeltaSink | None
     ) -> ModelResponse:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "tools": tools,
-            "tool_choice": "auto",
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "temperature": 0,
-        }
-        if self.supports_parallel_flag:
-            body["parallel_tool_calls"] = False
+        body = self._body(messages, tools)
         start = epoch_ms()
         first = 0.0
         text_parts: list[str] = []
@@ -186,9 +199,13 @@ class OpenAIModelClient:
         # The SDK's own `chat.completions.create` walks every request body against its typed
         # parameters (the tool schemas are large and the same on every call) and builds a model
         # object for every streamed chunk; the same POST, its errors and its stream decoding,
-        # with the body sent as built and each chunk read as the JSON it is, costs a fraction.
+        # with the body sent as encoded here and each chunk read as the JSON it is, costs a fraction.
         stream = await self.client.post(
-            "/chat/completions", cast_to=object, body=body, stream=True, stream_cls=openai.AsyncStream[object]
+            "/chat/completions",
+            cast_to=object,
+            content=body,
+            stream=True,
+            stream_cls=openai.AsyncStream[object],
         )
         async for chunk in stream:
             if not isinstance(chunk, dict):

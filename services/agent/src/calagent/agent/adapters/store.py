@@ -12,9 +12,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, func, or_, select, text
-from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import Boolean, DateTime, String, bindparam, column, func, or_, select, text
+from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
 from calagent.agent.domain.search import rank, search_terms
@@ -63,55 +63,72 @@ def _claim(status: str, answer: Any) -> TurnClaim:
     return TurnClaim("running", None)
 
 
-# A turn's start, built once: each statement is compiled on first use and only bound after.
-_CLAIM = (
-    insert(turns)
-    .values(
-        user_id=bindparam("user_id"),
-        turn_key=bindparam("turn_key"),
-        turn_id=bindparam("turn_id"),
-        status="running",
-        created_at=bindparam("at"),
-        updated_at=bindparam("at"),
+HISTORY_LIMIT = 200
+# A turn's start, one statement (one round trip, its own transaction: all of it or none commits).
+# The user's lease is taken only when the statement's snapshot shows no live lease: the previous
+# turn's reply, committed with its release, is then in that snapshot, so the history read here is
+# the conversation up to this turn. Taken, it claims the turn (first delivery wins) and archives
+# the user's message once per turn and role (a redelivered turn writes it again); a turn answered
+# already reads no history. The history leaves out the turn's own messages, even those archived
+# by an earlier delivery of it.
+_START = (
+    text(
+        """
+    WITH held AS (
+        SELECT 1 FROM agent.user_leases
+        WHERE user_id = :user_id AND expires_at >= clock_timestamp()
+    ), lease AS (
+        INSERT INTO agent.user_leases (user_id, holder, expires_at)
+        SELECT :user_id, :holder, clock_timestamp() + make_interval(secs => :ttl)
+        WHERE NOT EXISTS (SELECT 1 FROM held)
+        ON CONFLICT (user_id) DO UPDATE
+            SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+            WHERE agent.user_leases.expires_at < clock_timestamp()
+        RETURNING holder
+    ), prior AS (
+        SELECT status, answer FROM agent.turns WHERE user_id = :user_id AND turn_key = :turn_key
+    ), replay AS (
+        SELECT 1 FROM prior WHERE status = 'done' AND answer IS NOT NULL
+    ), claim AS (
+        INSERT INTO agent.turns (user_id, turn_key, turn_id, status, created_at, updated_at)
+        SELECT :user_id, :turn_key, :turn_id, 'running', CAST(:at AS timestamptz), CAST(:at AS timestamptz)
+        FROM lease
+        ON CONFLICT ON CONSTRAINT pk_turns DO NOTHING
+        RETURNING turn_key
+    ), archive AS (
+        INSERT INTO agent.messages (user_id, conversation_id, role, content, turn_id, created_at)
+        SELECT :user_id, :conversation_id, 'user', :text, :turn_id, CAST(:at AS timestamptz)
+        FROM lease WHERE NOT EXISTS (SELECT 1 FROM replay)
+        ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
+    ), history AS (
+        SELECT id, role, content, created_at, offer_command_id, turn_id FROM agent.messages
+        WHERE user_id = :user_id AND conversation_id = :conversation_id AND turn_id != :turn_id
+            AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM replay)
+        ORDER BY created_at DESC, id DESC
+        LIMIT :history_limit
     )
-    .on_conflict_do_nothing(constraint="pk_turns")
-    .returning(turns.c.turn_key)
+    SELECT (SELECT holder FROM lease) AS holder, EXISTS (SELECT 1 FROM claim) AS claimed,
+        (SELECT status FROM prior) AS prior_status, (SELECT answer FROM prior) AS prior_answer,
+        h.role, h.content, h.created_at, h.offer_command_id, h.turn_id
+    FROM (SELECT 1) AS one LEFT JOIN history AS h ON true
+    ORDER BY h.created_at DESC, h.id DESC
+    """
+    )
+    .bindparams(bindparam("history_limit", HISTORY_LIMIT))
+    .columns(
+        column("holder", String),
+        column("claimed", Boolean),
+        column("prior_status", String),
+        column("prior_answer", JSONB),
+        column("role", String),
+        column("content", String),
+        column("created_at", DateTime(timezone=True)),
+        column("offer_command_id", String),
+        column("turn_id", String),
+    )
 )
 _CLAIMED = select(turns.c.status, turns.c.answer).where(
     turns.c.user_id == bindparam("user_id"), turns.c.turn_key == bindparam("turn_key")
-)
-# A turn's message of a role is archived once, whoever wrote it first (a redelivered turn writes
-# it again).
-_ARCHIVE_USER = (
-    insert(messages)
-    .values(
-        user_id=bindparam("user_id"),
-        conversation_id=bindparam("conversation_id"),
-        role="user",
-        content=bindparam("text"),
-        turn_id=bindparam("turn_id"),
-        created_at=bindparam("at"),
-    )
-    .on_conflict_do_nothing(constraint="uq_messages_turn_role")
-)
-HISTORY_LIMIT = 200
-# The conversation newest first, without the messages of the turn being run: its own user message
-# is not its history, even when archived by an earlier delivery of the same turn.
-_HISTORY = (
-    select(
-        messages.c.role,
-        messages.c.content,
-        messages.c.created_at,
-        messages.c.offer_command_id,
-        messages.c.turn_id,
-    )
-    .where(
-        messages.c.user_id == bindparam("user_id"),
-        messages.c.conversation_id == bindparam("conversation_id"),
-        messages.c.turn_id != bindparam("turn_id"),
-    )
-    .order_by(messages.c.created_at.desc(), messages.c.id.desc())
-    .limit(HISTORY_LIMIT)
 )
 
 
@@ -175,9 +192,9 @@ class AgentStore:
     @asynccontextmanager
     async def turn(self, start: TurnStart, now: Callable[[], datetime]) -> AsyncIterator[TurnLease]:
         """Hold the user's lease, claim the turn, archive the user's message and read the history
-        before it, in one transaction: a crash before its commit leaves nothing, after it the
-        redelivered turn finds its claim running and its message archived once (one message per
-        turn and role).
+        before it, in one statement (`_START`): a crash before its commit leaves nothing, after it
+        the redelivered turn finds its claim running and its message archived once (one message
+        per turn and role).
 
         A lease row, not a lock held on a connection: a turn spends most of its life waiting for
         the model, and a connection held all that time would cap the turns in flight at the pool
@@ -185,8 +202,8 @@ class AgentStore:
         already orders a user's turns). The lease expires on the database's own clock, so a
         crashed holder cannot block its user. `finish_turn` gives it back with the answer.
 
-        The claim and the message are stamped `now()` once the lease is held: after the reply of
-        the user's previous turn, however long this one waited for it.
+        The claim and the message are stamped `now()` as of the attempt that takes the lease,
+        which sees the user's previous turn ended: after its reply, however long this one waited.
         """
         lease = await self._acquire(start.user_id, start, now)
         async with self._renewed(lease):
@@ -229,43 +246,59 @@ class AgentStore:
         holder = uuid.uuid4().hex
         delay = 0.005
         while True:
-            async with self.engine.begin() as conn:
-                got = (
-                    await conn.execute(
-                        _ACQUIRE, {"user_id": user_id, "holder": holder, "ttl": self.lease_seconds}
-                    )
-                ).first()
+            if start is None or now is None:
+                async with self.engine.begin() as conn:
+                    got = (
+                        await conn.execute(
+                            _ACQUIRE, {"user_id": user_id, "holder": holder, "ttl": self.lease_seconds}
+                        )
+                    ).first()
                 if got is not None:
-                    if start is None or now is None:
-                        return TurnLease(user_id, holder, TurnClaim("new", None))
-                    params = {
-                        "user_id": start.user_id,
-                        "conversation_id": start.conversation_id,
-                        "turn_key": start.turn_key,
-                        "turn_id": start.turn_id,
-                        "text": start.text,
-                        "at": now(),
-                    }
-                    claim = await self._claim(conn, params)
-                    if claim.status == "done":
-                        # Answered already: replayed, nothing archived, no history needed.
-                        return TurnLease(user_id, holder, claim)
-                    await conn.execute(_ARCHIVE_USER, params)
-                    rows = (await conn.execute(_HISTORY, params)).all()
-                    history = [
-                        ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
-                        for r in reversed(rows)
-                    ]
-                    return TurnLease(user_id, holder, claim, history)
+                    return TurnLease(user_id, holder, TurnClaim("new", None))
+            else:
+                lease = await self._start(holder, start, now())
+                if lease is not None:
+                    return lease
             await asyncio.sleep(delay)
             delay = min(0.2, delay * 2)
 
-    @staticmethod
-    async def _claim(conn: AsyncConnection, params: dict[str, Any]) -> TurnClaim:
-        if (await conn.execute(_CLAIM, params)).first() is not None:
-            return TurnClaim("new", None)
-        row = (await conn.execute(_CLAIMED, params)).one()
-        return _claim(row.status, row.answer)
+    async def _start(self, holder: str, start: TurnStart, at: datetime) -> TurnLease | None:
+        """One attempt at a turn's start (`_START`): the lease with the turn's claim, its message
+        archived and the history before it; None while another turn holds the user."""
+        params = {
+            "user_id": start.user_id,
+            "holder": holder,
+            "ttl": self.lease_seconds,
+            "conversation_id": start.conversation_id,
+            "turn_key": start.turn_key,
+            "turn_id": start.turn_id,
+            "text": start.text,
+            "at": at,
+        }
+        async with self.engine.connect() as conn:
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            rows = (await auto.execute(_START, params)).all()
+            first = rows[0]
+            if first.holder is None:
+                return None
+            if first.claimed:
+                claim = TurnClaim("new", None)
+            elif first.prior_status is not None:
+                claim = _claim(first.prior_status, first.prior_answer)
+            else:
+                # Claimed by another delivery of the turn that committed after this statement's
+                # snapshot: read as it stands now.
+                row = (await auto.execute(_CLAIMED, params)).one()
+                claim = _claim(row.status, row.answer)
+        if claim.status == "done":
+            # Answered already: replayed, nothing archived, no history needed.
+            return TurnLease(start.user_id, holder, claim)
+        history = [
+            ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
+            for r in reversed(rows)
+            if r.role is not None
+        ]
+        return TurnLease(start.user_id, holder, claim, history)
 
     async def finish_turn(
         self,
