@@ -4,8 +4,8 @@ The bus is watched from outside with the admin's credentials: a subscription to 
 message the server routes — publishes to streams, the JetStream API and acknowledgements,
 requests and their replies, the turn's events — so the count is the bus's, not a service's idea
 of it. A message that carries a reply subject starts a round trip; its reply comes back on an
-inbox. PostgreSQL's own counters (`pg_stat_database.xact_commit` and `xact_rollback`, over every
-database of the system) count the transactions; they are flushed by each backend when it goes
+inbox. PostgreSQL's own counters (`pg_stat_database.xact_commit` and `xact_rollback` of the
+system's one database) count the transactions; they are flushed by each backend when it goes
 idle, at the latest `STATS_FLUSH_S` later, so the reading waits for them.
 
 Turns run one after another, each for a fresh user, so nothing but the turns is counted (the
@@ -73,7 +73,8 @@ async def _transactions(dsn: str) -> int:
     conn = await asyncpg.connect(dsn)
     try:
         total = await conn.fetchval(
-            "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database WHERE datname IS NOT NULL"
+            # The system's own database only: autovacuum in the others is not a turn's.
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
         )
         return int(total or 0)
     finally:
