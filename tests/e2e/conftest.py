@@ -5,6 +5,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -90,3 +94,20 @@ async def read_events(
     assert response.status_code == 200, response.text
     found: list[dict[str, Any]] = response.json()["events"]
     return found
+
+
+# The spans this process records while a test runs (the stack's services share its tracer).
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = trace.get_tracer_provider()
+    made_here = not isinstance(provider, TracerProvider)
+    if not isinstance(provider, TracerProvider):
+        # The services' tracers are proxies: from here on they record into this provider.
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
+    if made_here:
+        provider.shutdown()

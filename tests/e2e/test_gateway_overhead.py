@@ -3,14 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio.to_thread
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -23,21 +19,6 @@ pytestmark = pytest.mark.e2e
 CREATE = on_user(
     "开会", tool_calls=[call("prepare_or_create_schedule", title="开会", date="D+1", time="15:00")]
 )
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    made_here = not isinstance(provider, TracerProvider)
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
-    if made_here:
-        provider.shutdown()
 
 
 async def test_a_chat_request_has_one_server_span_and_no_span_per_message(

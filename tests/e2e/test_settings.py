@@ -11,14 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -302,22 +298,6 @@ async def test_sharing_is_refused_with_oneself_and_for_another_level(stack: Stac
         "shared_with": [],
         "shared_with_me": [],
     }
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = trace.get_tracer_provider()
-    made_here = not isinstance(provider, TracerProvider)
-    if not isinstance(provider, TracerProvider):
-        # The services' tracers are proxies: from here on they record into this provider.
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
-    if made_here:
-        provider.shutdown()
 
 
 @pytest.fixture
