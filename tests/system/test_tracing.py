@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import statistics
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -74,16 +72,6 @@ def model() -> Iterator[ScriptedModelServer]:
         yield server
 
 
-def _turn_medians(up: Up, turns: int, prefix: str) -> float:
-    timings = []
-    for i in range(turns):
-        began = time.perf_counter()
-        answer = up.call("POST", "/v1/chat", user=f"{prefix}-{i}", body={"message": "下周三下午三点开会"})
-        timings.append((time.perf_counter() - began) * 1000)
-        assert answer["outcome"] == "created"
-    return statistics.median(timings)
-
-
 def test_one_trace_spans_every_service_in_order(tmp_path: Path, model: ScriptedModelServer) -> None:
     with Receiver() as receiver:
         env = {
@@ -96,7 +84,10 @@ def test_one_trace_spans_every_service_in_order(tmp_path: Path, model: ScriptedM
         try:
             up.wait_ready()
             answer = up.call("POST", "/v1/chat", user="traced", body={"message": "下周三下午三点开会"})
-            traced_median = _turn_medians(up, 15, "on")
+            # Turns in a row while the exporter's batches go out: each still creates its event.
+            for i in range(15):
+                again = up.call("POST", "/v1/chat", user=f"on-{i}", body={"message": "下周三下午三点开会"})
+                assert again["outcome"] == "created"
         finally:
             up.stop()  # SIGTERM: every process flushes its finished spans before exiting
         spans = list(receiver.spans)
@@ -127,16 +118,3 @@ def test_one_trace_spans_every_service_in_order(tmp_path: Path, model: ScriptedM
     request_span = model_spans[0][1]
     keys = {a.key for a in request_span.attributes}
     assert {"gen_ai.request.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"} <= keys
-
-    # The cost of exporting: the same turns with no exporter configured (spans still produced).
-    up = Up(tmp_path / "off", extra={"OPENAI_BASE_URL": model.base_url, "OPENAI_API_KEY": "x"})
-    try:
-        up.wait_ready()
-        _turn_medians(up, 1, "warm")
-        untraced_median = _turn_medians(up, 15, "off")
-    finally:
-        up.stop()
-    print(
-        f"\ncreate turn over HTTP, median of 15: OTLP export on {traced_median:.1f} ms, "
-        f"off {untraced_median:.1f} ms, ratio {traced_median / untraced_median:.2f}"
-    )

@@ -393,6 +393,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--compare-ms", type=int, default=500, help="turns: model latency against pydantic-ai")
     bench.add_argument("--compare-n", type=int, default=20, help="turns: turns per side against pydantic-ai")
     bench.add_argument(
+        "--stats-flush-s",
+        type=float,
+        default=None,
+        help="turns: how long the path count waits for PostgreSQL's statistics (default: past its "
+        "idle flush; shorter undercounts the transactions)",
+    )
+    bench.add_argument(
         "--nats-cluster",
         type=int,
         default=1,

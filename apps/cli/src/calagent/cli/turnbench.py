@@ -33,7 +33,7 @@ import httpx
 import psutil
 
 from calagent.cli.system import System
-from calagent.cli.turnpath import PathCount, count_path, format_path
+from calagent.cli.turnpath import STATS_FLUSH_S, PathCount, count_path, format_path
 
 CREATE = "明天下午三点开会"
 WEEKEND = "这个周末去修汽车轮毂"
@@ -353,11 +353,16 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
 
         if getattr(args, "path", True):
             system.set_script(bench_script(0))
-            results["path"] = await measure_path(client, system, max(3, min(args.n, 20)))
+            flush_s = getattr(args, "stats_flush_s", None)
+            results["path"] = await measure_path(
+                client, system, max(3, min(args.n, 20)), STATS_FLUSH_S if flush_s is None else flush_s
+            )
     return results
 
 
-async def measure_path(client: httpx.AsyncClient, system: System, turns: int) -> dict[str, PathCount]:
+async def measure_path(
+    client: httpx.AsyncClient, system: System, turns: int, stats_flush_s: float = STATS_FLUSH_S
+) -> dict[str, PathCount]:
     """Messages, round trips and transactions of a create and of a merge, counted on the bus and
     in PostgreSQL (`calagent.cli.turnpath`). A merge is counted as its pair (the weekend request
     that leaves a stub, then the day) less the request alone."""
@@ -373,9 +378,9 @@ async def measure_path(client: httpx.AsyncClient, system: System, turns: int) ->
         await chat(client, system, user, MERGE)
 
     nats_url, dsn = system.nats_url, system.asyncpg_dsn
-    created = await count_path(nats_url, dsn, turns, create)
-    stubbed = await count_path(nats_url, dsn, turns, stub)
-    pair = await count_path(nats_url, dsn, turns, stub_and_merge)
+    created = await count_path(nats_url, dsn, turns, create, stats_flush_s)
+    stubbed = await count_path(nats_url, dsn, turns, stub, stats_flush_s)
+    pair = await count_path(nats_url, dsn, turns, stub_and_merge, stats_flush_s)
     merged = PathCount(
         turns=turns,
         messages=Counter({k: max(0, pair.messages[k] - stubbed.messages[k]) for k in pair.messages}),
