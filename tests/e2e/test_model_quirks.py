@@ -195,11 +195,17 @@ async def test_usage_is_recorded_per_call_and_read_back_by_its_user_only(
         ).json()
         other = (await stack.client.get("/v1/usage", headers=stack.headers("usage-b"))).json()
         bad = await stack.client.get("/v1/usage", params={"days": "0"}, headers=stack.headers("usage-a"))
+        # Digits that are not ASCII ("³", "٣") are no number of days either: a 4xx, never a 500.
+        unlike = [
+            await stack.client.get("/v1/usage", params={"days": days}, headers=stack.headers("usage-a"))
+            for days in ("³", "٣")
+        ]
     assert mine["total"]["prompt_tokens"] == rows[0]["prompt_tokens"]
     assert mine["total"]["completion_tokens"] == rows[0]["completion_tokens"]
     assert [r["key"] for r in mine["rows"]] == ["2026-09-24"]
     assert other["total"]["model_calls"] == 0
     assert bad.status_code == 422
+    assert [r.status_code for r in unlike] == [422, 422]
 
 
 async def test_an_endpoint_that_reports_no_usage_is_recorded_as_unreported(

@@ -15,6 +15,7 @@ from calagent.contracts import wire
 from calagent.contracts.text import NUL
 from calagent.contracts.turns import MAX_HISTORY_PAGE, HistoryMessage, HistoryRequest
 from calagent.gateway.errors import error_json
+from calagent.gateway.limits import whole_number
 from calagent.gateway.state import AuthPrincipal
 
 HISTORY_TIMEOUT_S = 10.0
@@ -33,9 +34,10 @@ def message_view(message: HistoryMessage) -> dict[str, Any]:
 def _int_param(name: str, raw: str | None, low: int, high: int) -> int | JSONResponse | None:
     if raw is None or raw == "":
         return None
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 18 or not low <= int(raw) <= high:
+    value = whole_number(raw, low, high)
+    if value is None:
         return error_json(422, f"query.{name}: a whole number from {low} to {high}", "invalid_request")
-    return int(raw)
+    return value
 
 
 def history_router() -> APIRouter:

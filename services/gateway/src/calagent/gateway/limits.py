@@ -36,6 +36,15 @@ def plain_id(value: str, max_chars: int = 64) -> bool:
     return len(value) <= max_chars and PLAIN_ID.fullmatch(value) is not None
 
 
+def whole_number(raw: str, low: int, high: int) -> int | None:
+    """A query parameter's whole number within [low, high], else None. ASCII digits only:
+    `str.isdigit` also accepts "³" and "٣", which `int` then refuses or reads as another number."""
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        return None
+    value = int(raw)
+    return value if low <= value <= high else None
+
+
 class BodyTooLargeError(Exception):
     pass
 

@@ -10,7 +10,7 @@ from calagent.contracts import wire
 from calagent.contracts.evalrec import TimelineRequest, UsageRequest
 from calagent.contracts.limits import MAX_RANGE_DAYS
 from calagent.gateway.errors import UnprocessableError, error_json
-from calagent.gateway.limits import plain_id
+from calagent.gateway.limits import plain_id, whole_number
 from calagent.gateway.state import AuthPrincipal, CurrentGateway
 
 
@@ -33,14 +33,15 @@ def records_router() -> APIRouter:
     @router.get("/v1/usage", response_model=None)
     async def usage(principal: AuthPrincipal, gw: CurrentGateway, days: str = "7") -> dict[str, Any]:
         """The caller's model tokens over the last `days` days, per day in the caller's zone (§17)."""
-        if not days.isdigit() or not 1 <= int(days) <= MAX_RANGE_DAYS:
+        window = whole_number(days, 1, MAX_RANGE_DAYS)
+        if window is None:
             raise UnprocessableError.one(
                 ["query", "days"], f"days must be a whole number from 1 to {MAX_RANGE_DAYS}"
             )
         result = await gw.call(
             "evalrec",
             wire.EVALREC_USAGE,
-            UsageRequest(user_id=principal.user_id, days=int(days), by="day", tz=principal.tz),
+            UsageRequest(user_id=principal.user_id, days=window, by="day", tz=principal.tz),
         )
         return result.model_dump(mode="json")
 
