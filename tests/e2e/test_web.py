@@ -210,6 +210,8 @@ class Tab:
         await self.page.press("#dev-user", "Enter")
         await expect(self.page.locator("#app")).to_be_visible()
         await expect(self.page.locator("#week-days .day")).to_have_count(7)
+        # The conversation so far is shown before anything is sent: an answer is counted after it.
+        await expect(self.page.locator("#messages")).to_have_attribute("data-loaded", "true")
 
     async def send(self, text: str) -> dict[str, str]:
         """Type a message and press Enter; the finished assistant message's facts."""

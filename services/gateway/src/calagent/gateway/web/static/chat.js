@@ -144,6 +144,7 @@ export async function loadHistory(before = null) {
       item.append(say(el("p", { cls: "text" }), "chat.history_error", { message: error.message }));
       $("messages").prepend(item);
     }
+    if (!before) $("messages").dataset.loaded = "true";
     return;
   }
   const items = (page.messages ?? []).map(historyItem);
@@ -154,6 +155,8 @@ export async function loadHistory(before = null) {
   state.historyBefore = page.before ?? null;
   $("history-more").hidden = state.historyBefore === null;
   if (!before) items.at(-1)?.scrollIntoView({ block: "end" });
+  // The newest page is in: what arrives from now on is appended after it, never put before it.
+  if (!before) $("messages").dataset.loaded = "true";
   renderCard();
 }
 

@@ -72,6 +72,7 @@ export function signOut(reasonKey) {
   clearInterval(state.countdown);
   setBusy(false);
   $("messages").replaceChildren();
+  delete $("messages").dataset.loaded;
   $("messages-empty").hidden = false;
   $("card").replaceChildren();
   $("card").hidden = true;
