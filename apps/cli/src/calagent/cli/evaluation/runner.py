@@ -49,6 +49,32 @@ class CaseResult:
     # With `--trials K`: whether each of the K independent runs passed (no retries then).
     trials: list[bool] = field(default_factory=list)
 
+    @classmethod
+    def of(
+        cls,
+        case: Case,
+        status: str,
+        reason: str,
+        *,
+        attempts: int = 1,
+        seconds: float = 0.0,
+        turns: list[dict[str, Any]] | None = None,
+        trials: list[bool] | None = None,
+    ) -> CaseResult:
+        """A case's result: what the case says of itself, and what its runs found."""
+        return cls(
+            case.id,
+            case.group,
+            status,
+            reason,
+            case.safety,
+            case.known_issue,
+            attempts,
+            seconds,
+            turns or [],
+            trials or [],
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -276,9 +302,7 @@ class Runner:
     async def run_case(self, case: Case) -> CaseResult:
         started = time.perf_counter()
         if self.mode not in case.modes:
-            return CaseResult(
-                case.id, case.group, "skipped", f"not a {self.mode} case", case.safety, case.known_issue
-            )
+            return CaseResult.of(case, "skipped", f"not a {self.mode} case")
         if self.trials > 1:
             return await self._trials(case, started)
         first = await self.attempt(case)
@@ -297,16 +321,8 @@ class Runner:
         else:
             status = "known_issue" if case.known_issue is not None else "unclassified"
             reason = final.reason
-        return CaseResult(
-            case.id,
-            case.group,
-            status,
-            reason,
-            case.safety,
-            case.known_issue,
-            attempts,
-            time.perf_counter() - started,
-            final.turns,
+        return CaseResult.of(
+            case, status, reason, attempts=attempts, seconds=time.perf_counter() - started, turns=final.turns
         )
 
     async def _trials(self, case: Case, started: float) -> CaseResult:
@@ -325,17 +341,14 @@ class Runner:
         else:
             status = "known_issue" if case.known_issue is not None else "unclassified"
             reason = last_failure.reason
-        return CaseResult(
-            case.id,
-            case.group,
+        return CaseResult.of(
+            case,
             status,
             reason,
-            case.safety,
-            case.known_issue,
-            len(runs),
-            time.perf_counter() - started,
-            last_failure.turns,
-            passed,
+            attempts=len(runs),
+            seconds=time.perf_counter() - started,
+            turns=last_failure.turns,
+            trials=passed,
         )
 
     async def run(
