@@ -13,8 +13,8 @@ from calagent.commands.domain.freetime import free_slots, parse_working_hours
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import blocked_span, find_conflicts, overlaps
 from calagent.commands.domain.pending import IllegalTransitionError, can_transition, check_transition
+from calagent.commands.domain.proposals import Incomplete, Proposal, UnresolvableError, plan
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots
-from calagent.commands.domain.stubs import Incomplete, Proposal, UnresolvableError, decide, plan
 from calagent.commands.domain.timeutil import end_from_clock, local_day_span
 from calagent.contracts.commands import StubSlots, StubStatus
 from calagent.contracts.time import ResolveResult, SlotPatch
@@ -125,30 +125,6 @@ def test_plan_end_is_end_time_then_duration_then_an_hour(slots: StubSlots, end: 
 def test_plan_with_nothing_resolved_is_refused() -> None:
     with pytest.raises(UnresolvableError):
         plan(ResolveResult(), StubSlots(), SH)
-
-
-def test_decide_order_held_then_conflict_then_created() -> None:
-    now = at(24, 10)
-    future = Proposal(at(25, 15), at(25, 16), False)
-    past = Proposal(at(23, 15), at(23, 16), False)
-    other = (ev("x", at(25, 15), at(25, 16)),)
-    assert decide(future, (), now).outcome == "created"
-    assert decide(future, other, now).outcome == "conflict"
-    assert decide(future, other, now, override_conflict=True).outcome == "created"
-    held = decide(past, other, now)
-    assert (held.outcome, held.hold_reason) == ("held", "past_start")
-    third = decide(future, (), now, hold="third_party_content")
-    assert (third.outcome, third.hold_reason) == ("held", "third_party_content")
-    # Confirmation lifts the hold only: conflicts are still checked.
-    assert decide(past, other, now, confirmed=True).outcome == "conflict"
-    assert decide(past, (), now, confirmed=True).outcome == "created"
-
-
-def test_all_day_today_is_not_in_the_past() -> None:
-    today = Proposal(*local_day_span(date(2026, 9, 24), SH), all_day=True)
-    yesterday = Proposal(*local_day_span(date(2026, 9, 23), SH), all_day=True)
-    assert decide(today, (), at(24, 10)).outcome == "created"
-    assert decide(yesterday, (), at(24, 10)).hold_reason == "past_start"
 
 
 # ---- the state machine ---------------------------------------------------------------------------

@@ -20,14 +20,16 @@ from calagent.contracts.commands import (
     GetActiveStub,
     ListCalendars,
     MergeStub,
+    PrepareChange,
     PrepareOrCreate,
+    ProposePlan,
     QueryRange,
     SuggestFree,
     TurnContext,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply, ParseReplyRequest, SlotPatch
-from calagent.contracts.tools import PrepareOrCreateSchedule
+from calagent.contracts.tools import PrepareOrCreateSchedule, UpdateSchedule
 
 pytestmark = pytest.mark.unit
 
@@ -472,3 +474,56 @@ async def test_a_reply_to_a_stub_is_read_while_its_context_is_still_read(
     steps.clear()
     await harness.service.query(TurnContext(envelope=env("bob"), text="明天三点开会"))
     assert steps == ["commit"]
+
+
+# ---- one rule for creates and changes (the pending command decides its steps) --------------------
+
+
+def change(event_id: str, hold: Any = None, **update: Any) -> PrepareChange:
+    return PrepareChange(
+        envelope=env(),
+        idempotency_key=key(),
+        action="update",
+        event_id=event_id,
+        update=UpdateSchedule(event_id=event_id, **update),
+        hold=hold,
+    )
+
+
+async def test_an_expired_stub_ends_expired_when_an_offer_takes_its_place(harness: Any) -> None:
+    """Every path that finds the user's stub ends a lapsed one `expired`: a plan offered after the
+    question lapsed once ended it `superseded` (a request it never met)."""
+    first = await harness.service.execute(create(date="WE"))
+    harness.clock.advance(timedelta(minutes=31))
+    plan = await harness.service.execute(
+        ProposePlan(envelope=env(), idempotency_key=key(), trigger="每天早上总结日程", steps=("总结",))
+    )
+    assert plan.status == "planned" and plan.superseded is None
+    assert harness.stubs()[first.stub.id] == "expired"
+
+
+async def test_a_change_to_all_of_yesterday_is_held_as_in_the_past_like_a_create(harness: Any) -> None:
+    made = await harness.service.execute(create(title="复盘", date="D+1", time="15:00"))
+    moved = await harness.service.execute(change(made.event.id, date="D-1", all_day=True))
+    assert (moved.status, moved.stub.hold_reason) == ("held", "past_start")
+    created = await harness.service.execute(create(title="复盘2", date="D-1", all_day=True))
+    assert (created.status, created.stub.hold_reason) == ("held", "past_start")
+
+
+async def test_a_change_from_someone_elses_words_onto_a_busy_slot_says_whose_words(harness: Any) -> None:
+    """Held beats conflict and the strongest reason is told, for a change as for a create: the
+    conflict once won and the third-party reason was dropped."""
+    busy = await harness.service.execute(create(title="面试", date="D+1", time="10:00"))
+    other = await harness.service.execute(create(title="复盘", date="D+1", time="15:00"))
+    moved = await harness.service.execute(change(other.event.id, hold="third_party_content", time="10:00"))
+    assert (moved.status, moved.stub.hold_reason) == ("held", "third_party_content")
+    assert [e.id for e in moved.stub.conflicts_with] == [busy.event.id]
+
+
+async def test_a_change_from_someone_elses_words_keeps_the_users_pending_request(harness: Any) -> None:
+    made = await harness.service.execute(create(title="复盘", date="D+1", time="15:00"))
+    mine = await harness.service.execute(create(title="面试", date="WE"))
+    moved = await harness.service.execute(change(made.event.id, hold="third_party_content", time="10:00"))
+    assert moved.status == "held" and moved.kept is not None and moved.kept.id == mine.stub.id
+    assert harness.stubs()[mine.stub.id] == "needs_date"
+    assert len(harness.stubs()) == 1

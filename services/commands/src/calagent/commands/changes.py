@@ -22,6 +22,9 @@ from calagent.commands.domain.changes import (
 )
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
+from calagent.commands.domain.pending import Ask, decide
+from calagent.commands.domain.people import Unresolved
+from calagent.commands.domain.proposals import Proposal
 from calagent.commands.domain.series import (
     InexpressibleChangeError,
     expand,
@@ -42,10 +45,22 @@ from calagent.contracts.commands import (
     PrepareChange,
     StubSlots,
 )
+from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 REMOVED_PREVIEW = 5  # starts a series delete lists before "and N more"
 NOT_FOUND = "no event with that id"
+
+
+@dataclass(frozen=True)
+class ChangeOffer:
+    """What confirming a change would do, as the offer shows it."""
+
+    view: ChangeOut
+    after: ChangeAfter | None  # an update's values (None: a delete)
+    proposal: Proposal | None  # where an update puts the occurrence
+    conflicts: tuple[Event, ...]
+    recipients: tuple[Attendee, ...]  # whom confirming mails
 
 
 @dataclass(frozen=True)
@@ -105,88 +120,128 @@ class Changes:
         target = await self.find(txn, command.event_id)
         if target is None:
             return error_result("not_found", NOT_FOUND)
+        way = await self.pending.make_way(txn, command.hold, await self.pending.active(txn))
+        if way.kept is not None:
+            return CommandResult(status="held", kept=stub_out(way.kept, (), txn.tz))
         scope: Scope = command.scope if target.master is not None else "this"
-        before = event_out(target.occurrence, txn.tz)
-        view: ChangeOut
-        status: str
-        proposed: tuple[datetime, datetime] | None = None
-        conflicts: tuple[Event, ...] = ()
-        hold = command.hold or "change_confirmation"
-        after_values: ChangeAfter | None = None
         recipients = await self.people.invited(txn, target.row, target.master)
         if command.action == "update":
-            if command.update is None:
-                return error_result("invalid_arguments", "an update needs the fields to change")
-            people = await self.people.for_update(txn, target.occurrence, command.update)
-            if isinstance(people, CommandResult):
-                return people
-            after = await self._after(txn, target.occurrence, command.update)
-            if isinstance(after, CommandResult):
-                return after
-            if people is not None:
-                after = after.evolve(attendees=people.attendees, organizer=people.organizer)
-                recipients = people.recipients(recipients)
-            conflicts = await self.conflicts(
-                txn,
-                after.start,
-                after.end,
-                after.all_day,
-                own_ids=frozenset({target.occurrence.id, target.row.id}),
-                master_id=target.master.id if target.master else None,
-                scope=scope,
-            )
-            if after.start < txn.spoken_at and not after.all_day:
-                hold = command.hold or "past_start"
-            view = ChangeOut(action="update", scope=scope, before=before, after=event_out(after, txn.tz))
-            after_values = held_after(after, asked_in(command.update, target.occurrence))
-            if target.master is not None and scope != "this" and target.occurrence_start is not None:
-                try:
-                    series_move(target.master, target.occurrence_start, scope, after_values)
-                except InexpressibleChangeError as exc:
-                    return error_result("inexpressible_change", str(exc))
-            proposed = (after.start, after.end)
-            status = "conflict" if conflicts else "held"
+            offer = await self._update_offer(txn, target, scope, command.update, recipients)
         else:
-            removed, count = await self._removed(txn, target, scope)
-            view = ChangeOut(
-                action="delete", scope=scope, before=before, removed_starts=removed, removed_count=count
+            offer = await self._delete_offer(txn, target, scope, recipients)
+        if isinstance(offer, CommandResult):
+            return offer
+        if isinstance(offer, Unresolved):
+            # A name no contact (or several) matches: the change waits for the person.
+            ask = Ask(
+                title=target.occurrence.title,
+                slots=StubSlots(attendees=tuple(command.update.attendees or ()) if command.update else ()),
+                attendee_query=offer.query,
+                attendee_candidates=offer.candidates,
             )
-            status = "held"
-        if recipients and not command.hold:
-            # The change sends mail (an update or a cancellation) to the people invited.
-            hold = "sends_invitations"
-        active = await txn.uow.active_stub(txn.user_id)
-        superseded = await self.pending.supersede(txn, active)
+            stub = await self.pending.open(txn, "needs_attendee", ask, kind="change")
+            return CommandResult(
+                status="needs_attendee", stub=stub_out(stub, (), txn.tz), superseded=way.superseded
+            )
+        decision = decide(
+            offer.proposal,
+            offer.conflicts,
+            txn.spoken_at,
+            reasons=(
+                command.hold,
+                # The change sends mail (an update or a cancellation) to the people invited.
+                "sends_invitations" if offer.recipients else None,
+                # Every update and delete waits for the user's word.
+                "change_confirmation",
+            ),
+        )
         change = HeldChange(
-            view=view,
+            view=offer.view,
             action=command.action,
             scope=scope,
             row_id=target.row.id,
             master_id=target.master.id if target.master else None,
             occurrence_start=target.occurrence_start,
-            after=after_values,
+            after=offer.after,
         )
-        stub = await self.pending.save(
-            txn,
-            None,
+        proposal = offer.proposal
+        ask = Ask(
             title=target.occurrence.title,
-            slots=StubSlots(),
-            status="conflict" if status == "conflict" else "held",
-            kind="change",
-            fields={
-                "hold_reason": hold if status == "held" else None,
-                "conflict_event_ids": tuple(c.id for c in conflicts if c.series_id is None),
-                "proposed_start": proposed[0] if proposed else None,
-                "proposed_end": proposed[1] if proposed else None,
-                "payload": change,
-                "recipients": recipients,
-            },
+            hold_reason=decision.hold_reason,
+            # The offer records the single events it shows (a series is shown by its occurrences).
+            conflict_event_ids=tuple(c.id for c in offer.conflicts if c.series_id is None),
+            proposed_start=proposal.start if proposal else None,
+            proposed_end=proposal.end if proposal else None,
+            payload=change,
+            recipients=offer.recipients,
         )
+        assert decision.outcome != "run", "a change is never run without the user's word"
+        stub = await self.pending.open(txn, decision.outcome, ask, kind="change")
         return CommandResult(
-            status="conflict" if status == "conflict" else "held",
-            stub=stub_out(stub, conflicts, txn.tz),
-            superseded=superseded,
+            status=decision.outcome,
+            stub=stub_out(stub, offer.conflicts, txn.tz),
+            superseded=way.superseded,
         )
+
+    async def _update_offer(
+        self,
+        txn: Txn,
+        target: Target,
+        scope: Scope,
+        update: UpdateSchedule | None,
+        recipients: tuple[Attendee, ...],
+    ) -> ChangeOffer | Unresolved | CommandResult:
+        if update is None:
+            return error_result("invalid_arguments", "an update needs the fields to change")
+        people = await self.people.for_update(txn, target.occurrence, update)
+        if isinstance(people, Unresolved):
+            return people
+        after = await self._after(txn, target.occurrence, update)
+        if isinstance(after, CommandResult):
+            return after
+        if people is not None:
+            after = after.evolve(attendees=people.attendees, organizer=people.organizer)
+            recipients = people.recipients(recipients)
+        conflicts = await self.conflicts(
+            txn,
+            after.start,
+            after.end,
+            after.all_day,
+            own_ids=frozenset({target.occurrence.id, target.row.id}),
+            master_id=target.master.id if target.master else None,
+            scope=scope,
+        )
+        after_values = held_after(after, asked_in(update, target.occurrence))
+        if target.master is not None and scope != "this" and target.occurrence_start is not None:
+            try:
+                series_move(target.master, target.occurrence_start, scope, after_values)
+            except InexpressibleChangeError as exc:
+                return error_result("inexpressible_change", str(exc))
+        return ChangeOffer(
+            view=ChangeOut(
+                action="update",
+                scope=scope,
+                before=event_out(target.occurrence, txn.tz),
+                after=event_out(after, txn.tz),
+            ),
+            after=after_values,
+            proposal=Proposal(after.start, after.end, after.all_day),
+            conflicts=conflicts,
+            recipients=recipients,
+        )
+
+    async def _delete_offer(
+        self, txn: Txn, target: Target, scope: Scope, recipients: tuple[Attendee, ...]
+    ) -> ChangeOffer:
+        removed, count = await self._removed(txn, target, scope)
+        view = ChangeOut(
+            action="delete",
+            scope=scope,
+            before=event_out(target.occurrence, txn.tz),
+            removed_starts=removed,
+            removed_count=count,
+        )
+        return ChangeOffer(view=view, after=None, proposal=None, conflicts=(), recipients=recipients)
 
     async def conflicts(
         self,
@@ -291,13 +346,13 @@ class Changes:
         target = await self._stored_target(txn, change) if isinstance(change, HeldChange) else None
         if target is None or not isinstance(change, HeldChange):
             # The event went away meanwhile (removed elsewhere): nothing to change.
-            await self.pending.move(txn, stub, "cancelled")
+            await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
             return error_result("not_found", NOT_FOUND)
         scope = change.scope
         before = event_out(target.occurrence, txn.tz)
         if change.action == "delete":
             removed = await self._delete(txn, target, scope)
-            done = await self.pending.move(txn, stub, "deleted")
+            done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -313,7 +368,7 @@ class Changes:
         new = await self._read_back(txn, *written)
         if new is None:
             return error_result("not_found", NOT_FOUND)
-        done = await self.pending.move(txn, stub, "updated")
+        done = await self.pending.store(txn, self.pending.of(stub).finish("updated", txn.now))
         return CommandResult(
             status="updated",
             persisted=True,

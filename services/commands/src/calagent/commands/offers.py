@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from calagent.commands.changes import Changes
 from calagent.commands.domain.changelog import version_of
-from calagent.commands.domain.model import Stub
+from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import ChangeRequest, HeldChange
 from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn
@@ -48,7 +48,7 @@ class Offers:
                 ),
             }
         )
-        await txn.uow.update_stub(stub.evolve(payload=bound))
+        await txn.uow.update_stub(self.changes.pending.of(stub).bound(bound))
         return result
 
     async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:
@@ -62,7 +62,9 @@ class Offers:
         now = await self._version(txn, change)
         if now is None:
             return None  # gone: confirming answers it as it always has (not found)
-        if now == change.version and not await self._new_conflicts(txn, stub, change):
+        if self.changes.pending.of(stub).offer_stands(
+            now, change.version, await self._conflicts_now(txn, change)
+        ):
             return None
         request = change.request
         again = PrepareChange(
@@ -80,13 +82,13 @@ class Offers:
             return fresh
         return fresh.model_copy(update={"superseded": None, "reoffered": True})
 
-    async def _new_conflicts(self, txn: Txn, stub: Stub, change: HeldChange) -> bool:
-        """Whether a move now lands on an event the offer did not show (one added since, by sync
-        or another command): the user said yes to a free slot, not to a double booking."""
+    async def _conflicts_now(self, txn: Txn, change: HeldChange) -> tuple[Event, ...]:
+        """What a move would meet now (one added since, by sync or another command, included): the
+        user said yes to the slot as the offer showed it, not to a double booking."""
         after = change.after
         if change.action != "update" or after is None:
-            return False
-        found = await self.changes.conflicts(
+            return ()
+        return await self.changes.conflicts(
             txn,
             after.start,
             after.end,
@@ -95,6 +97,3 @@ class Offers:
             master_id=change.master_id,
             scope=change.scope,
         )
-        shown = set(stub.conflict_event_ids)
-        # The offer records the single events it showed, so a single one not among them is new.
-        return any(c.series_id is None and c.id not in shown for c in found)

@@ -1,37 +1,25 @@
 """The pending command as stored: every write to a stub goes through here.
 
-The rules are `domain/pending.py`'s `PendingCommand`; this part reads the active stub, stores the
-step the rules return and notes when a stub ended (an invitation waiting its turn may be offered
-then). Whatever makes a new stub (a create, a change offer, a plan, an invitation, a sync
-conflict) opens it here, so the user's active one is always superseded first.
+The rules are `domain/pending.py`'s `PendingCommand`; this part loads the stub a command names (a
+stub whose time ran out is ended `expired` on the way, here only), makes way for a new request by
+the aggregate's rule, stores the step the aggregate returns and notes when a stub ended (an
+invitation waiting its turn may be offered then). Whatever makes a new stub (a create, a change
+offer, a plan, an invitation, a sync conflict) opens it here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from types import MappingProxyType
-from typing import Protocol
+from datetime import datetime, timedelta
+from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Stub
-from calagent.commands.domain.pending import PendingCommand
-from calagent.commands.domain.people import Unresolved
-from calagent.commands.domain.stubs import Decision, Proposal
+from calagent.commands.domain.pending import ActiveStatus, Ask, PendingCommand
 from calagent.commands.ports import UnitOfWork
-from calagent.commands.txn import new_id
+from calagent.commands.txn import error_result, new_id
 from calagent.commands.views import stub_out
-from calagent.contracts.commands import (
-    ACTIVE_STUB_STATUSES,
-    CommandResult,
-    HoldReason,
-    StubKind,
-    StubOut,
-    StubSlots,
-    StubStatus,
-)
-from calagent.contracts.people import Attendee
+from calagent.contracts.commands import CommandResult, HoldReason, StubKind, StubOut
 
 
 class StubTxn(Protocol):
@@ -61,6 +49,15 @@ class BackgroundTxn:
     ended_stub: bool = False
 
 
+@dataclass(frozen=True)
+class Way:
+    """What a new request found: the user's own request it must not end (`kept`: the new one is
+    answered as held, nothing written), or the one it ended (`superseded`, for the receipt)."""
+
+    kept: Stub | None = None
+    superseded: StubOut | None = None
+
+
 class Pending:
     def __init__(self, ttl: timedelta) -> None:
         self.ttl = ttl
@@ -72,119 +69,76 @@ class Pending:
         """The user's active stub; one whose time ran out is ended `expired` on the way."""
         active = await txn.uow.active_stub(txn.user_id)
         if active is not None and self.of(active).expired(txn.now):
-            await self.move(txn, active, "expired")
+            await self.store(txn, self.of(active).expire(txn.now))
             return None
         return active
 
-    async def move(
-        self,
-        txn: StubTxn,
-        stub: Stub,
-        status: StubStatus,
-        fields: Mapping[str, object] = MappingProxyType({}),
-    ) -> Stub:
-        moved = self.of(stub).move(status, txn.now, fields)
-        await txn.uow.update_stub(moved)
-        if status not in ACTIVE_STUB_STATUSES:
+    async def answered(self, txn: StubTxn, command_id: str | None) -> Stub | CommandResult:
+        """The active stub an answer names (its id, else the active one), or what to answer when
+        there is none: an error, or `expired` for one whose time ran out (ended so here)."""
+        stub = (
+            await txn.uow.get_stub(txn.user_id, command_id)
+            if command_id
+            else await txn.uow.active_stub(txn.user_id)
+        )
+        if stub is None or not stub.active:
+            return error_result("no_active_command", "no active schedule command with that id")
+        pending = self.of(stub)
+        if pending.expired(txn.now):
+            expired = await self.store(txn, pending.expire(txn.now))
+            return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))
+        return stub
+
+    async def store(self, txn: StubTxn, stub: Stub) -> Stub:
+        """Store a step the aggregate returned."""
+        await txn.uow.update_stub(stub)
+        if not stub.active:
             txn.ended_stub = True
-        return moved
+        return stub
 
-    async def supersede(self, txn: StubTxn, active: Stub | None) -> StubOut | None:
-        """A new request: the pending one is given up and says so; it never lends its title or
-        slots to the new one."""
+    async def make_way(self, txn: StubTxn, hold: HoldReason | None, active: Stub | None) -> Way:
+        """Before a new request (`hold`: the one it was asked with; `active`: the user's active
+        stub as `active` read it): that stub ends superseded, unless the aggregate says it does not
+        give way (`Way.kept`)."""
         if active is None:
-            return None
-        ended = await self.move(txn, active, "superseded")
-        return stub_out(ended, (), txn.tz)
+            return Way()
+        pending = self.of(active)
+        if not pending.gives_way_to(hold):
+            return Way(kept=active)
+        ended = await self.store(txn, pending.supersede(txn.now))
+        return Way(superseded=stub_out(ended, (), txn.tz))
 
-    async def expire(self, txn: StubTxn, stub: Stub) -> CommandResult:
-        expired = await self.move(txn, stub, "expired")
-        return CommandResult(status="expired", stub=stub_out(expired, (), txn.tz))
-
-    async def save(
+    async def open(
         self,
         txn: StubTxn,
-        stub: Stub | None,
-        *,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
-        fields: Mapping[str, object],
+        status: ActiveStatus | Literal["created"],
+        ask: Ask,
         kind: StubKind = "create",
     ) -> Stub:
-        """Insert a new stub or move an existing one to `status` with the given fields."""
-        if stub is not None:
-            return await self.move(txn, stub, status, {**fields, "title": title, "slots": slots})
+        """A new request's stub, inserted (after `make_way`)."""
         fresh = PendingCommand.open(
             stub_id=new_id(),
             user_id=txn.user_id,
-            title=title,
-            slots=slots,
             status=status,
+            ask=ask,
             now=txn.now,
             ttl=self.ttl,
             turn_id=txn.turn_id,
             kind=kind,
-            fields=fields,
         ).stub
         await txn.uow.insert_stub(fresh)
         return fresh
 
-    async def evaluated(
-        self,
-        txn: StubTxn,
-        stub: Stub | None,
-        *,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
-        hold: HoldReason | None,
-        confirmed: bool,
-        candidates: tuple[date, ...] = (),
-        decision: Decision | None = None,
-        proposal: Proposal | None = None,
-        unresolved: Unresolved | None = None,
-        recipients: tuple[Attendee, ...] = (),
-    ) -> Stub:
-        """A create's stub after an evaluation that did not create: what it lacks or why it waits."""
-        return await self.save(
-            txn,
-            stub,
-            title=title,
-            slots=slots,
-            status=status,
-            fields={
-                "candidates": candidates,
-                "conflict_event_ids": tuple(ev.id for ev in decision.conflicts) if decision else (),
-                "hold_reason": decision.hold_reason if decision else None,
-                # Only third-party content sticks to a stub across clarifications; the other holds
-                # are judged again on every evaluation (a past start, a rule, an unclear one).
-                "requested_hold": hold if hold == "third_party_content" else None,
-                "confirmed": confirmed,
-                "proposed_start": proposal.start if proposal else None,
-                "proposed_end": proposal.end if proposal else None,
-                "attendee_query": unresolved.query if unresolved else None,
-                "attendee_candidates": unresolved.candidates if unresolved else (),
-                "recipients": recipients,
-            },
-        )
+    async def step(self, txn: StubTxn, stub: Stub | None, status: ActiveStatus, ask: Ask) -> Stub:
+        """A create's stub asked (again): the stub it continues, or a new one."""
+        if stub is None:
+            return await self.open(txn, status, ask)
+        return await self.store(txn, self.of(stub).ask(status, ask, txn.now))
 
-    async def hold(
-        self, txn: StubTxn, *, title: str, reason: HoldReason, kind: StubKind, fields: Mapping[str, object]
-    ) -> tuple[Stub, Stub | None]:
-        """A new held stub in place of the user's active one (superseded); both returned."""
-        active = await txn.uow.active_stub(txn.user_id)
-        ended = await self.move(txn, active, "superseded") if active is not None else None
-        held = PendingCommand.hold(
-            stub_id=new_id(),
-            user_id=txn.user_id,
-            title=title,
-            reason=reason,
-            now=txn.now,
-            ttl=self.ttl,
-            turn_id=txn.turn_id,
-            kind=kind,
-            fields=fields,
-        ).stub
-        await txn.uow.insert_stub(held)
-        return held, ended
+    async def hold(self, txn: StubTxn, ask: Ask, kind: StubKind) -> tuple[Stub, StubOut | None]:
+        """An offer code makes (a plan the model proposed, an invitation offered while nothing
+        waits, a sync conflict), held in place of the user's active stub; the one it superseded is
+        returned for the receipt."""
+        way = await self.make_way(txn, None, await self.active(txn))
+        held = await self.open(txn, "held", ask, kind)
+        return held, way.superseded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldPlan
+from calagent.commands.domain.pending import Ask
 from calagent.commands.pending import Pending
 from calagent.commands.txn import Txn, new_id
 from calagent.commands.views import stub_out
@@ -22,19 +23,13 @@ class Plans:
             status="offered",
             created_at=txn.now,
         )
-        stub, ended = await self.pending.hold(
-            txn,
-            title=command.trigger[:200],
-            reason="automation_plan",
-            kind="plan",
-            fields={"payload": HeldPlan(plan=plan)},
-        )
-        superseded = stub_out(ended, (), txn.tz) if ended is not None else None
+        ask = Ask(title=command.trigger[:200], hold_reason="automation_plan", payload=HeldPlan(plan=plan))
+        stub, superseded = await self.pending.hold(txn, ask, "plan")
         await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
         return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
         if isinstance(stub.payload, HeldPlan):
             await txn.uow.set_plan_status(txn.user_id, stub.payload.plan.id, "confirmed", txn.now)
-        done = await self.pending.move(txn, stub, "planned")
+        done = await self.pending.store(txn, self.pending.of(stub).finish("planned", txn.now))
         return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))

@@ -13,6 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import common_slots, why_none
+from calagent.commands.domain.pending import lapsed
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
@@ -188,7 +189,8 @@ class Queries:
 
     async def _active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:
         stub = await uow.active_stub(user_id)
-        if stub is None or stub.expired_at(self.clock.now()):
+        # A read ends nothing: a stub whose time ran out is left to the next write to end.
+        if stub is None or lapsed(stub, self.clock.now()):
             return None
         conflicts = await uow.events_by_ids(user_id, stub.conflict_event_ids)
         return stub_out(stub, conflicts, tz)

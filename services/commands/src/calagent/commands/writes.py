@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -21,17 +22,11 @@ from calagent.commands.changes import Changes
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.pending import Ask, decide, unclear_recurrence
 from calagent.commands.domain.people import Unresolved, resolve_attendees
+from calagent.commands.domain.proposals import Incomplete, Proposal, UnresolvableError, plan
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
-from calagent.commands.domain.stubs import (
-    Incomplete,
-    Proposal,
-    UnresolvableError,
-    decide,
-    plan,
-    unclear_recurrence,
-)
 from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
 from calagent.commands.pending import Pending
@@ -73,7 +68,7 @@ class Writes:
         self.clock = clock
         self.pending = Pending(config.stub_ttl)
         self.placing = Placing(time_port, config)
-        self.people = AttendeeRules(self.pending, self.placing)
+        self.people = AttendeeRules(self.placing)
         self.changes = Changes(self.pending, self.placing, self.people)
         self.plans = Plans(self.pending)
         self.offers = Offers(self.changes, self.placing)
@@ -169,11 +164,9 @@ class Writes:
                 allow_conflict=consent.override_conflict,
                 words=command.words,
             )
-        if active is not None and command.hold == "third_party_content":
-            # Someone else's words do not end the user's own pending request: superseding it is a
-            # cancel, and a cancel from third-party content is held like any other change.
-            return CommandResult(status="held", kept=stub_out(active, (), txn.tz))
-        superseded = await self.pending.supersede(txn, active)
+        way = await self.pending.make_way(txn, command.hold, active)
+        if way.kept is not None:
+            return CommandResult(status="held", kept=stub_out(way.kept, (), txn.tz))
         slots = merge_slots(StubSlots(), slots_from_args(args), command.patch)
         result = await self._evaluate(
             txn,
@@ -185,19 +178,17 @@ class Writes:
             allow_conflict=False,
             words=command.words,
         )
-        if superseded is None or result.status == "error":
+        if way.superseded is None or result.status == "error":
             return result
-        return result.model_copy(update={"superseded": superseded})
+        return result.model_copy(update={"superseded": way.superseded})
 
     async def _prepare_change(self, txn: Txn, command: PrepareChange) -> CommandResult:
         return await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
 
     async def _merge(self, txn: Txn, command: MergeStub) -> CommandResult:
-        stub = await txn.uow.get_stub(txn.user_id, command.command_id)
-        if stub is None or not stub.active:
-            return error_result("no_active_command", "no active schedule command with that id")
-        if stub.expired_at(txn.now):
-            return await self.pending.expire(txn, stub)
+        stub = await self.pending.answered(txn, command.command_id)
+        if isinstance(stub, CommandResult):
+            return stub
         if stub.kind == "invitation":
             if not command.confirm and command.partstat is None:
                 return error_result("invalid_arguments", "this invitation takes an answer")
@@ -233,18 +224,13 @@ class Writes:
         )
 
     async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
-        if command.command_id:
-            stub = await txn.uow.get_stub(txn.user_id, command.command_id)
-        else:
-            stub = await txn.uow.active_stub(txn.user_id)
-        if stub is None or not stub.active:
-            return error_result("no_active_command", "there is no active schedule command to cancel")
-        if stub.expired_at(txn.now):
-            return await self.pending.expire(txn, stub)
+        stub = await self.pending.answered(txn, command.command_id)
+        if isinstance(stub, CommandResult):
+            return stub
         if stub.kind == "invitation":
             # Turning an invitation down is declining it: the organizer is told.
             return await self.answers.answer(txn, stub, "DECLINED")
-        cancelled = await self.pending.move(txn, stub, "cancelled")
+        cancelled = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
     # ---- the shared path: resolve, plan, decide, write -----------------------------------------
@@ -265,6 +251,87 @@ class Writes:
         calendars = await self.placing.calendars(txn)
         calendar, requested = pick_calendar(slots.calendar, calendars)
         fallback = CalendarFallback(requested=requested, used=calendar) if requested is not None else None
+        placed = await self._place(txn, slots, words)
+        if isinstance(placed, CommandResult):
+            return placed
+        planned, marker = placed
+        # Only someone else's words stick to a stub across clarifications; the other holds are
+        # judged again on every evaluation (a past start, a rule, an unclear one).
+        ask = Ask(
+            title=title,
+            slots=slots,
+            requested_hold=hold if hold == "third_party_content" else None,
+            confirmed=confirmed,
+        )
+        unclear = unclear_recurrence(marker, slots.recurrence)
+        if unclear is not None:
+            # A hold asked for now takes back an earlier confirmation, as any new hold does.
+            confirmed = False
+            ask = replace(ask, confirmed=False)
+        if isinstance(planned, Incomplete):
+            if planned.pinned_date is not None:
+                slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})
+            ask = replace(ask, slots=slots, candidates=planned.candidates)
+            saved = await self.pending.step(txn, stub, planned.status, ask)
+            return CommandResult(
+                status=planned.status, stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
+            )
+        ask = replace(ask, proposed_start=planned.start, proposed_end=planned.end)
+        people: tuple[Attendee, ...] = ()
+        if slots.attendees:
+            found = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
+            if isinstance(found, Unresolved):
+                ask = replace(ask, attendee_query=found.query, attendee_candidates=found.candidates)
+                saved = await self.pending.step(txn, stub, "needs_attendee", ask)
+                return CommandResult(
+                    status="needs_attendee", stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
+                )
+            people = found
+        if slots.recurrence:
+            try:
+                validate_rule(slots.recurrence, planned.start, txn.tz)
+            except InvalidRecurrenceError as exc:
+                return error_result("invalid_recurrence", str(exc))
+        conflicts = await self.placing.conflicts(txn, planned.start, planned.end, planned.all_day)
+        decision = decide(
+            planned,
+            conflicts,
+            txn.spoken_at,
+            reasons=(
+                hold,
+                unclear,
+                # Inviting sends mail to other people: held until the user's word (contract §16).
+                "sends_invitations" if people else None,
+                # A series is shown as a plan (rule in words, next occurrences) before it exists.
+                "recurrence_plan" if slots.recurrence else None,
+            ),
+            confirmed=confirmed,
+            # The override is an answer to the conflict question about *this* time; a new time is
+            # a new question (its conflicts are checked again).
+            override_conflict=allow_conflict
+            and stub is not None
+            and self.pending.of(stub).same_time(planned),
+        )
+        if decision.outcome == "run":
+            return await self._create(txn, title, calendar, planned, slots, stub, fallback, people)
+        ask = replace(
+            ask,
+            conflict_event_ids=tuple(ev.id for ev in decision.conflicts),
+            hold_reason=decision.hold_reason,
+            recipients=people,
+        )
+        saved = await self.pending.step(txn, stub, decision.outcome, ask)
+        return CommandResult(
+            status=decision.outcome,
+            stub=stub_out(saved, decision.conflicts, txn.tz),
+            calendar_fallback=fallback,
+        )
+
+    async def _place(
+        self, txn: Txn, slots: StubSlots, words: str | None
+    ) -> tuple[Proposal | Incomplete, str | None] | CommandResult:
+        """The slots resolved and planned into a time (or what is still missing), with the
+        recurrence marker of the words; or the error to answer with."""
         request = self.placing.resolve_request(slots, txn.envelope, words)
         if request is None:
             return error_result("invalid_arguments", "a date symbol is required")
@@ -274,10 +341,6 @@ class Writes:
             return error_result(resolved.error.code, resolved.error.message)
         if not resolved_within_supported_years(resolved):
             return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
-        unclear = unclear_recurrence(resolved.recurrence_marker, slots)
-        if unclear is not None:
-            # A hold asked for now takes back an earlier confirmation, as any new hold does.
-            hold, confirmed = hold or unclear, False
         last_day = None
         if slots.end_date:
             last = await self.placing.resolve_day(txn, slots.end_date)
@@ -285,90 +348,11 @@ class Writes:
                 return last
             last_day = last
         try:
-            planned = plan(resolved, slots, txn.tz, last_day)
+            return plan(resolved, slots, txn.tz, last_day), resolved.recurrence_marker
         except UnresolvableError as exc:
             return error_result("invalid_symbol", str(exc))
         except (ValueError, OverflowError) as exc:
             return error_result("invalid_time", str(exc))
-
-        if isinstance(planned, Incomplete):
-            if planned.pinned_date is not None:
-                slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})
-            saved = await self.pending.evaluated(
-                txn,
-                stub,
-                title=title,
-                slots=slots,
-                status=planned.status,
-                candidates=planned.candidates,
-                hold=hold,
-                confirmed=confirmed,
-            )
-            return CommandResult(
-                status=planned.status, stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
-            )
-
-        people: tuple[Attendee, ...] = ()
-        if slots.attendees:
-            found = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
-            if isinstance(found, Unresolved):
-                saved = await self.pending.evaluated(
-                    txn,
-                    stub,
-                    title=title,
-                    slots=slots,
-                    status="needs_attendee",
-                    hold=hold,
-                    confirmed=confirmed,
-                    proposal=planned,
-                    unresolved=found,
-                )
-                return CommandResult(
-                    status="needs_attendee", stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
-                )
-            people = found
-            # Inviting sends mail to other people: held until the user's word (contract §16).
-            hold = hold or "sends_invitations"
-        if slots.recurrence:
-            try:
-                validate_rule(slots.recurrence, planned.start, txn.tz)
-            except InvalidRecurrenceError as exc:
-                return error_result("invalid_recurrence", str(exc))
-            # A series is shown as a plan (rule in words, next occurrences) before it exists.
-            hold = hold or "recurrence_plan"
-        conflicts = await self.placing.conflicts(txn, planned.start, planned.end, planned.all_day)
-        # The override is an answer to the conflict question about *this* time; a new time is a new
-        # question (its conflicts are checked again).
-        same_time = (
-            stub is not None and stub.proposed_start == planned.start and stub.proposed_end == planned.end
-        )
-        decision = decide(
-            planned,
-            conflicts,
-            txn.spoken_at,
-            hold=hold,
-            confirmed=confirmed,
-            override_conflict=allow_conflict and same_time,
-        )
-        if decision.outcome == "created":
-            return await self._create(txn, title, calendar, planned, slots, stub, fallback, people)
-        saved = await self.pending.evaluated(
-            txn,
-            stub,
-            title=title,
-            slots=slots,
-            status=decision.outcome,
-            hold=hold,
-            confirmed=confirmed,
-            decision=decision,
-            proposal=planned,
-            recipients=people,
-        )
-        return CommandResult(
-            status=decision.outcome,
-            stub=stub_out(saved, decision.conflicts, txn.tz),
-            calendar_fallback=fallback,
-        )
 
     async def _create(
         self,
@@ -406,17 +390,7 @@ class Writes:
         stored = await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         out_stub: StubOut | None = None
         if stub is not None:
-            done = await self.pending.move(
-                txn,
-                stub,
-                "created",
-                {
-                    "proposed_start": proposal.start,
-                    "proposed_end": proposal.end,
-                    "hold_reason": None,
-                    "conflict_event_ids": (),
-                },
-            )
+            done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))
             out_stub = stub_out(done, (), txn.tz)
         return CommandResult(
             status="created",

@@ -49,7 +49,7 @@ def change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
             if zh
             else f"Change {what}{scope_text}: {before} → {after}?"
         )
-        if stub.status == "conflict" and stub.conflicts_with:
+        if stub.conflicts_with:
             names = conflict_names(stub, view)
             text += f"新时间与 {names} 冲突。" if zh else f" The new time conflicts with {names}."
         if stub.hold_reason == "past_start":

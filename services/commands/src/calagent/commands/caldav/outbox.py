@@ -35,6 +35,7 @@ from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.objects import UnreadableObject, fingerprint, parse_resource
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
+from calagent.commands.domain.pending import Ask
 from calagent.commands.pending import BackgroundTxn, Pending
 from calagent.commands.views import event_out, render_resource
 from calagent.contracts.commands import ChangeOut
@@ -390,25 +391,22 @@ class Deliverer:
                 url=mine.url,
             )
         # A sync conflict is a new request of its own: the user's pending one is superseded.
-        await Pending(self.stub_ttl).hold(
-            BackgroundTxn(uow, now, kept.user_id, tz),
+        ask = Ask(
             title=(mine or kept).title,
-            reason="sync_conflict",
-            kind="change",
-            fields={
-                "proposed_start": mine.start if mine else None,
-                "proposed_end": mine.end if mine else None,
-                "payload": HeldChange(
-                    view=view,
-                    action="delete" if mine is None else "update",
-                    scope="this",
-                    row_id=kept.id,
-                    master_id=None,
-                    occurrence_start=None,
-                    after=after_values,
-                ),
-            },
+            hold_reason="sync_conflict",
+            proposed_start=mine.start if mine else None,
+            proposed_end=mine.end if mine else None,
+            payload=HeldChange(
+                view=view,
+                action="delete" if mine is None else "update",
+                scope="this",
+                row_id=kept.id,
+                master_id=None,
+                occurrence_start=None,
+                after=after_values,
+            ),
         )
+        await Pending(self.stub_ttl).hold(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
 
 
 async def pending(conn: AsyncConnection, user_id: str) -> int:

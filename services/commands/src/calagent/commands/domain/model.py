@@ -94,8 +94,5 @@ class Stub:
     def active(self) -> bool:
         return self.status in ACTIVE_STUB_STATUSES
 
-    def expired_at(self, now: datetime) -> bool:
-        return self.expires_at < now
-
     def evolve(self, **changes: object) -> Stub:
         return replace(self, **changes)  # type: ignore[arg-type]

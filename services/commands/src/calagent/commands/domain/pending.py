@@ -1,25 +1,61 @@
-"""The pending command: the life of a stored stub, as pure rules (contract §8, §9, §15).
+"""The pending command: every rule of a stub's life, as pure code (contract §8, §9, §15, §16).
 
     (new) ──> needs_date | needs_time | needs_attendee | conflict | held | created
-    an active stub ──> any status (clarified again, run, cancelled, expired, superseded)
+    an active stub ──> any status (asked again, run, cancelled, expired, superseded)
     created, updated, deleted, planned, cancelled, expired, superseded: final
 
-A user has at most one active pending command. A new request supersedes it (it never lends its
-title or slots to the new one); a create continues it only when facts say it answers it (the same
-title, or its id passed back). Each step of an active stub keeps it alive `ttl` from then; an
-ended stub keeps the moment it ended.
+A user has at most one active pending command. The rules, each decided here and nowhere else:
+
+- **Opening** a new request supersedes the active one (which never lends its title or slots), unless
+  the new request is someone else's words: those never end the user's own pending request
+  (`gives_way_to`).
+- **Continuing**: a create answers the stub only on facts — the same title, or its id passed back
+  (`continued_by`).
+- **Holding**: why a write waits is one list of reasons in one order for creates and changes alike
+  (`HOLD_PRECEDENCE`); a write held for a reason is held whatever else it meets, and shows the
+  conflicts it meets (`decide`). "In the past" is one rule (`is_past`).
+- **Consent**: only an explicit confirmation lifts a hold; the conflict override needs both code's
+  fact (the stub is in `conflict`) and the model's flag (`consent_of_reply`, `consent_of_create`).
+- **Binding** (§15): a held change runs only while its target is the version the offer showed and
+  nothing new stands where it would go (`offer_stands`).
+- **Ending**: run, cancelled, expired, superseded — each a method returning the stub to store. A step
+  of an active stub keeps it alive `ttl` from then (or until its own deadline); an ended stub keeps
+  the moment it ended.
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from types import MappingProxyType
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
+from typing import Literal
 
-from calagent.commands.domain.model import Stub
+from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.payloads import PendingChange
+from calagent.commands.domain.proposals import Proposal
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
+from calagent.contracts.people import Attendee
+
+# Why a write waits, strongest first: when several reasons hold, the user is told the first. Someone
+# else's words come before everything (the user must know whose request it is); then what came
+# from outside; then what the user's own words left unclear; then what the write would do beyond
+# the calendar (mail); then what the user is shown before it exists; "in the past" and the plain
+# confirmation every change waits for come last.
+HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
+    "third_party_content",
+    "invitation_received",
+    "sync_conflict",
+    "recurrence_unclear",
+    "sends_invitations",
+    "recurrence_plan",
+    "automation_plan",
+    "past_start",
+    "change_confirmation",
+)
+ActiveStatus = Literal["needs_date", "needs_time", "needs_attendee", "conflict", "held"]
+# How a stub ends when its write runs, or when the user answers it without one.
+Outcome = Literal["created", "updated", "deleted", "planned", "cancelled"]
 
 
 class IllegalTransitionError(ValueError):
@@ -44,6 +80,66 @@ def normalise_title(title: str) -> str:
     )
 
 
+def lapsed(stub: Stub, now: datetime) -> bool:
+    """Whether an active stub's time ran out: it no longer answers anything and ends `expired`."""
+    return stub.active and stub.expires_at < now
+
+
+def strongest(reasons: Iterable[HoldReason | None]) -> HoldReason | None:
+    """The reason the user is told among those that hold (`HOLD_PRECEDENCE`)."""
+    present = {r for r in reasons if r is not None}
+    return next((r for r in HOLD_PRECEDENCE if r in present), None)
+
+
+def is_past(start: datetime, end: datetime, all_day: bool, now: datetime) -> bool:
+    """Whether a write would put an event in the past, for a create and a change alike. An all-day
+    entry for today is not "in the past" just because its midnight has gone by."""
+    if all_day:
+        return end <= now
+    return start < now
+
+
+def unclear_recurrence(marker: str | None, rule: str | None) -> HoldReason | None:
+    """Contract §9's backstop: the words that asked for the write carry a repetition or trigger
+    marker (the time service's lexicon) and the write has no rule. Holding costs one "好"; a one-off
+    where a series was meant is a silent miss."""
+    return "recurrence_unclear" if marker and not rule else None
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Literal["run", "conflict", "held"]
+    conflicts: tuple[Event, ...] = ()
+    hold_reason: HoldReason | None = None
+
+
+def decide(
+    proposal: Proposal | None,
+    conflicts: tuple[Event, ...],
+    now: datetime,
+    *,
+    reasons: Iterable[HoldReason | None] = (),
+    confirmed: bool = False,
+    override_conflict: bool = False,
+) -> Decision:
+    """Held beats conflict beats run, for a create and a change alike: a write whose preconditions
+    code cannot prove is never run (and shows what it would meet), and a confirmation lifts only the
+    hold, never the conflict check of a time the user was not shown. `proposal`: where the write
+    puts an event (None: a delete, which puts nothing anywhere)."""
+    if not confirmed:
+        past: HoldReason | None = (
+            "past_start"
+            if proposal is not None and is_past(proposal.start, proposal.end, proposal.all_day, now)
+            else None
+        )
+        reason = strongest((*reasons, past))
+        if reason is not None:
+            return Decision("held", conflicts, reason)
+    if conflicts and not override_conflict:
+        return Decision("conflict", conflicts)
+    return Decision("run", conflicts)
+
+
 @dataclass(frozen=True)
 class Consent:
     """What the user's word lifts for the next evaluation of a stub: the hold (for good), or the
@@ -51,6 +147,30 @@ class Consent:
 
     confirmed: bool
     override_conflict: bool
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What an active stub asks the user and keeps until it is answered: one typed step."""
+
+    title: str
+    slots: StubSlots = field(default_factory=StubSlots)
+    candidates: tuple[date, ...] = ()
+    conflict_event_ids: tuple[str, ...] = ()
+    # Why the stub is `held` right now (None for every other status).
+    hold_reason: HoldReason | None = None
+    # A hold asked for by the caller (someone else's words) sticks to the stub across
+    # clarifications until the user confirms.
+    requested_hold: HoldReason | None = None
+    confirmed: bool = False
+    proposed_start: datetime | None = None
+    proposed_end: datetime | None = None
+    attendee_query: str | None = None
+    attendee_candidates: tuple[Attendee, ...] = ()
+    recipients: tuple[Attendee, ...] = ()
+    payload: PendingChange | None = None
+    # A deadline of its own (an invitation waits until its event starts); else `ttl` from the step.
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -66,62 +186,39 @@ class PendingCommand:
         *,
         stub_id: str,
         user_id: str,
-        title: str,
-        slots: StubSlots,
-        status: StubStatus,
+        status: ActiveStatus | Literal["created"],
+        ask: Ask,
         now: datetime,
         ttl: timedelta,
         turn_id: str | None,
         kind: StubKind = "create",
-        fields: Mapping[str, object] = MappingProxyType({}),
     ) -> PendingCommand:
-        """A new request's stub (the caller supersedes the active one first)."""
+        """A new request's stub (the active one, if any, is ended by `gives_way_to`'s rule first)."""
         check_transition(None, status)
         stub = Stub(
             id=stub_id,
             user_id=user_id,
             status=status,
-            # A stub lives `ttl` from its last change: a user still answering keeps it.
             expires_at=now + ttl,
             created_at=now,
             updated_at=now,
             created_by_turn=turn_id,
-            title=title,
-            slots=slots,
+            title=ask.title,
+            slots=ask.slots,
             kind=kind,
-        ).evolve(**fields)
-        return cls(stub, ttl)
-
-    @classmethod
-    def hold(
-        cls,
-        *,
-        stub_id: str,
-        user_id: str,
-        title: str,
-        reason: HoldReason,
-        now: datetime,
-        ttl: timedelta,
-        turn_id: str | None,
-        kind: StubKind,
-        fields: Mapping[str, object] = MappingProxyType({}),
-    ) -> PendingCommand:
-        """A write code will not run without the user's word: a new `held` stub saying why."""
-        return cls.open(
-            stub_id=stub_id,
-            user_id=user_id,
-            title=title,
-            slots=StubSlots(),
-            status="held",
-            now=now,
-            ttl=ttl,
-            turn_id=turn_id,
-            kind=kind,
-            fields={**fields, "hold_reason": reason},
         )
+        return cls(_asking(stub, ask, now, ttl), ttl)
+
+    # ---- facts about the stub --------------------------------------------------------------------
 
     def expired(self, now: datetime) -> bool:
-        return self.stub.active and self.stub.expired_at(now)
+        return lapsed(self.stub, now)
+
+    def gives_way_to(self, hold: HoldReason | None) -> bool:
+        """Whether a new request ends this one (superseded). Someone else's words never end the
+        user's own pending request: superseding it is a cancel, and a cancel from third-party
+        content is held like any other change."""
+        return hold != "third_party_content"
 
     def continued_by(self, title: str, command_id: str | None) -> bool:
         """Whether a create answers this stub rather than being a new request (contract §8).
@@ -148,21 +245,77 @@ class PendingCommand:
             override_conflict=self.stub.status == "conflict" and allow_conflict is True,
         )
 
-    def move(
-        self, status: StubStatus, now: datetime, fields: Mapping[str, object] = MappingProxyType({})
-    ) -> Stub:
-        """The stub at `status`: still active, it lives `ttl` from now; ended, it stays ended."""
+    def same_time(self, proposal: Proposal) -> bool:
+        """Whether a proposal is the time this stub asked about (an override answers only that)."""
+        return self.stub.proposed_start == proposal.start and self.stub.proposed_end == proposal.end
+
+    def offer_stands(
+        self, version_now: str | None, version_shown: str | None, conflicts: Iterable[Event]
+    ) -> bool:
+        """Contract §15: a confirmation runs the held change only while its target is the version
+        the offer was made from and no single event stands where it would go that the offer did
+        not show (a series' occurrences are shown by their series)."""
+        shown = set(self.stub.conflict_event_ids)
+        fresh = any(c.series_id is None and c.id not in shown for c in conflicts)
+        return version_now == version_shown and not fresh
+
+    # ---- steps -----------------------------------------------------------------------------------
+
+    def ask(self, status: ActiveStatus, ask: Ask, now: datetime) -> Stub:
+        """The stub asked again (still active): it lives `ttl` from now."""
         check_transition(self.stub.status, status)
-        changes: dict[str, object] = {**fields, "status": status, "updated_at": now}
-        if status in ACTIVE_STUB_STATUSES:
-            changes["expires_at"] = now + self.ttl
-        return self.stub.evolve(**changes)
+        return _asking(replace(self.stub, status=status), ask, now, self.ttl)
+
+    def finish(self, outcome: Outcome, now: datetime, proposal: Proposal | None = None) -> Stub:
+        """The stub ended by its answer: its write ran (the time it ran at), or the user said no."""
+        check_transition(self.stub.status, outcome)
+        ended = replace(self.stub, status=outcome, updated_at=now)
+        if proposal is None:
+            return ended
+        return replace(
+            ended,
+            proposed_start=proposal.start,
+            proposed_end=proposal.end,
+            hold_reason=None,
+            conflict_event_ids=(),
+        )
+
+    def bound(self, payload: PendingChange) -> Stub:
+        """The held change with the version of its target and the request that made it recorded
+        (the offer is not a new step: its deadline stays)."""
+        return replace(self.stub, payload=payload)
 
     def supersede(self, now: datetime) -> Stub:
-        return self.move("superseded", now)
+        return self._end("superseded", now)
 
     def cancel(self, now: datetime) -> Stub:
-        return self.move("cancelled", now)
+        return self._end("cancelled", now)
 
     def expire(self, now: datetime) -> Stub:
-        return self.move("expired", now)
+        return self._end("expired", now)
+
+    def _end(self, status: Literal["superseded", "cancelled", "expired"], now: datetime) -> Stub:
+        check_transition(self.stub.status, status)
+        return replace(self.stub, status=status, updated_at=now)
+
+
+def _asking(stub: Stub, ask: Ask, now: datetime, ttl: timedelta) -> Stub:
+    return replace(
+        stub,
+        updated_at=now,
+        # A stub lives `ttl` from its last step: a user still answering keeps it.
+        expires_at=ask.expires_at or now + ttl,
+        title=ask.title,
+        slots=ask.slots,
+        candidates=ask.candidates,
+        conflict_event_ids=ask.conflict_event_ids,
+        hold_reason=ask.hold_reason,
+        requested_hold=ask.requested_hold,
+        confirmed=ask.confirmed,
+        proposed_start=ask.proposed_start,
+        proposed_end=ask.proposed_end,
+        attendee_query=ask.attendee_query,
+        attendee_candidates=ask.attendee_candidates,
+        recipients=ask.recipients,
+        payload=ask.payload,
+    )

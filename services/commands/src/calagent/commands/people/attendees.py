@@ -12,11 +12,8 @@ from dataclasses import dataclass
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import Unresolved, keep_answers, normal_address, resolve_attendees
-from calagent.commands.pending import Pending
 from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn
-from calagent.commands.views import stub_out
-from calagent.contracts.commands import CommandResult, StubSlots
 from calagent.contracts.people import Attendee
 from calagent.contracts.tools import UpdateSchedule
 
@@ -35,8 +32,7 @@ class PeopleChange:
 
 
 class AttendeeRules:
-    def __init__(self, pending: Pending, placing: Placing) -> None:
-        self.pending = pending
+    def __init__(self, placing: Placing) -> None:
         self.placing = placing
 
     async def invited(self, txn: Txn, row: Event, master: Event | None) -> tuple[Attendee, ...]:
@@ -49,27 +45,14 @@ class AttendeeRules:
 
     async def for_update(
         self, txn: Txn, current: Event, update: UpdateSchedule
-    ) -> PeopleChange | CommandResult | None:
-        """None: the update leaves the people alone. A name no contact (or several) matches
-        leaves a `needs_attendee` stub with the candidates, answered as the result."""
+    ) -> PeopleChange | Unresolved | None:
+        """None: the update leaves the people alone; `Unresolved`: a name no contact (or several)
+        matches, which the change then asks about."""
         if update.attendees is None:
             return None
         found = resolve_attendees(update.attendees, await txn.uow.contacts(txn.user_id))
         if isinstance(found, Unresolved):
-            active = await txn.uow.active_stub(txn.user_id)
-            superseded = await self.pending.supersede(txn, active)
-            stub = await self.pending.save(
-                txn,
-                None,
-                title=current.title,
-                slots=StubSlots(attendees=tuple(update.attendees)),
-                status="needs_attendee",
-                kind="change",
-                fields={"attendee_query": found.query, "attendee_candidates": found.candidates},
-            )
-            return CommandResult(
-                status="needs_attendee", stub=stub_out(stub, (), txn.tz), superseded=superseded
-            )
+            return found
         attendees = keep_answers(found, current.attendees)
         organizer = current.organizer
         if attendees and organizer is None:

@@ -25,6 +25,7 @@ from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldInvitation
+from calagent.commands.domain.pending import Ask
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.people import imip
@@ -278,19 +279,16 @@ class InvitationAnswers:
                 "event_id": rows[0].id if rows else None,
             }
         )
-        held, _ = await self.writes.pending.hold(
-            txn,
+        ask = Ask(
             title=invitation.title,
-            reason="invitation_received",
-            kind="invitation",
-            fields={
-                "requested_hold": "invitation_received",
-                "expires_at": txn.now + INVITATION_TTL,
-                "proposed_start": invitation.start,
-                "proposed_end": invitation.end,
-                "payload": offer.model_copy(update={"invitation": shown}),
-            },
+            hold_reason="invitation_received",
+            requested_hold="invitation_received",
+            expires_at=txn.now + INVITATION_TTL,
+            proposed_start=invitation.start,
+            proposed_end=invitation.end,
+            payload=offer.model_copy(update={"invitation": shown}),
         )
+        held, _ = await self.writes.pending.hold(txn, ask, "invitation")
         return held
 
     async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
@@ -302,10 +300,12 @@ class InvitationAnswers:
         current = rows[0] if rows else None
         if offer.method == "CANCEL":
             if partstat == "DECLINED" or current is None:
-                done = await self.writes.pending.move(txn, stub, "cancelled")
+                done = await self.writes.pending.store(txn, self.writes.pending.of(stub).cancel(txn.now))
                 return CommandResult(status="cancelled", stub=stub_out(done, (), txn.tz))
             await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
-            done = await self.writes.pending.move(txn, stub, "deleted")
+            done = await self.writes.pending.store(
+                txn, self.writes.pending.of(stub).finish("deleted", txn.now)
+            )
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -318,7 +318,7 @@ class InvitationAnswers:
         if partstat == "DECLINED":
             if current is not None:
                 await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
-            done = await self.writes.pending.move(txn, stub, "cancelled")
+            done = await self.writes.pending.store(txn, self.writes.pending.of(stub).cancel(txn.now))
             return CommandResult(
                 status="cancelled", persisted=current is not None, stub=stub_out(done, (), txn.tz)
             )
@@ -335,7 +335,7 @@ class InvitationAnswers:
         for row in new_rows:
             await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=txn.key)
         status: Literal["created", "updated"] = "updated" if current is not None else "created"
-        done = await self.writes.pending.move(txn, stub, status)
+        done = await self.writes.pending.store(txn, self.writes.pending.of(stub).finish(status, txn.now))
         return CommandResult(
             status=status,
             persisted=True,

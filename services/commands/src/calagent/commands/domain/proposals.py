@@ -1,9 +1,5 @@
-"""The decision a complete or incomplete request leads to (the stub's own life: `pending.py`).
-
-A decision never looks at wording; it only combines bounded facts: what the resolver returned, the
-events the proposal meets, `now`, whether the stub really was in `conflict`, and whether a hold was
-confirmed.
-"""
+"""What a request proposes: the resolver's answer and the slots turned into a start and an end, or
+what is still missing (what the stub then does with it: `pending.py`)."""
 
 from __future__ import annotations
 
@@ -12,9 +8,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.model import Event
 from calagent.commands.domain.timeutil import at_local, end_from_clock, local_date, local_day_span, parse_hhmm
-from calagent.contracts.commands import HoldReason, StubSlots
+from calagent.contracts.commands import StubSlots
 from calagent.contracts.time import ResolveResult
 
 DEFAULT_DURATION = timedelta(minutes=60)
@@ -78,45 +73,3 @@ def plan(
     else:
         end = start + DEFAULT_DURATION
     return Proposal(start, end, all_day=False)
-
-
-@dataclass(frozen=True)
-class Decision:
-    outcome: Literal["created", "conflict", "held"]
-    conflicts: tuple[Event, ...] = ()
-    hold_reason: HoldReason | None = None
-
-
-def unclear_recurrence(marker: str | None, slots: StubSlots) -> HoldReason | None:
-    """Contract section 9's backstop: the words that asked for the write carry a repetition or
-    trigger marker (the time service's lexicon) and the write has no rule. Holding costs one "好";
-    a one-off where a series was meant is a silent miss."""
-    return "recurrence_unclear" if marker and not slots.recurrence else None
-
-
-def is_past(proposal: Proposal, now: datetime) -> bool:
-    # An all-day entry for today is not "in the past" just because its midnight has gone by.
-    if proposal.all_day:
-        return proposal.end <= now
-    return proposal.start < now
-
-
-def decide(
-    proposal: Proposal,
-    conflicts: tuple[Event, ...],
-    now: datetime,
-    *,
-    hold: HoldReason | None = None,
-    confirmed: bool = False,
-    override_conflict: bool = False,
-) -> Decision:
-    """Held beats conflict beats created: a write whose preconditions code cannot prove is never
-    run, and a confirmation lifts only the hold, never the conflict check."""
-    if not confirmed:
-        if hold is not None:
-            return Decision("held", conflicts, hold)
-        if is_past(proposal, now):
-            return Decision("held", conflicts, "past_start")
-    if conflicts and not override_conflict:
-        return Decision("conflict", conflicts)
-    return Decision("created", conflicts)
