@@ -666,3 +666,76 @@ async def test_a_waiting_invitation_comes_first_once_the_request_it_waited_behin
         assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered", "waiting"]
     finally:
         stack.clock.set(start)
+
+
+# ---- a series with a moved occurrence ---------------------------------------------------------------
+
+
+def series_with_a_moved_occurrence(
+    *, uid: str, organizer: str, attendees: list[tuple[str, str]], first: datetime, moved_to: datetime
+) -> Calendar:
+    """A weekly series of four and, as its own VEVENT (RECURRENCE-ID), the second occurrence
+    moved to `moved_to`: how an organizer's calendar sends a series with one exception."""
+    cal = calendar_of("REQUEST", uid=uid, organizer=organizer, attendees=attendees, sequence=1, start=first)
+    [master] = cal.walk("VEVENT")
+    master.add("rrule", {"freq": "weekly", "count": 4})
+    override = Event()
+    override.add("uid", uid)
+    override.add("dtstamp", datetime(2026, 9, 24, 1, 0, tzinfo=UTC))
+    override.add("sequence", 1)
+    override.add("recurrence-id", first + timedelta(weeks=1))
+    override.add("dtstart", moved_to)
+    override.add("dtend", moved_to + timedelta(hours=1))
+    override.add("summary", str(master["SUMMARY"]))
+    override.add("organizer", vCalAddress(f"mailto:{organizer}"))
+    for address, status in attendees:
+        person = vCalAddress(f"mailto:{address}")
+        person.params["PARTSTAT"] = status
+        person.params["RSVP"] = "TRUE"
+        override.add("attendee", person, encode=False)
+    cal.add_component(override)
+    return cal
+
+
+async def test_accepting_a_series_with_a_moved_occurrence_answers_at_once_and_keeps_both_rows(
+    stack: Stack, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
+) -> None:
+    address = await mail_address(stack, user)
+    organizer = f"boss-{user}@example.com"
+    await add_contact(stack, user, "老板", organizer)
+    uid = f"{uuid.uuid4()}@example.com"
+    first = datetime(2026, 9, 28, 14, 0, tzinfo=SHANGHAI)
+    moved_to = datetime(2026, 10, 6, 16, 0, tzinfo=SHANGHAI)  # the second Monday's, on Tuesday
+    cal = series_with_a_moved_occurrence(
+        uid=uid, organizer=organizer, attendees=[(address, "NEEDS-ACTION")], first=first, moved_to=moved_to
+    )
+    await send(receiver_port, message(organizer, address, cal=cal), mail_from=organizer, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 1), "the invitation on record")
+    offer = await active_stub(stack, user)
+    assert offer is not None and offer["invitation"]["uid"] == uid
+
+    # Answered within the turn, not after minutes of retries ending in a dead letter.
+    done = (await asyncio.wait_for(stack.chat(user, "接受"), timeout=30)).json()
+    assert (done["outcome"], done["model_calls"]) == ("created", 0), done
+    assert await active_stub(stack, user) is None
+    async with db.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "select id, series_id, rrule, recurrence_id, start_at from commands.events "
+                    "where user_id = :u and uid = :uid order by series_id nulls first"
+                ),
+                {"u": user, "uid": uid},
+            )
+        ).all()
+    [master, override] = rows
+    assert master.series_id is None and master.rrule is not None and master.start_at == first
+    assert override.series_id == master.id
+    assert (override.recurrence_id, override.start_at) == (first + timedelta(weeks=1), moved_to)
+    starts = [e["start"] for e in await read_events(stack, user)]
+    assert "2026-10-06T16:00:00+08:00" in starts and "2026-10-05T14:00:00+08:00" not in starts
+
+    await eventually(lambda: len(sink.to(organizer)) == 1, "the REPLY")
+    check_reply(
+        sink.to(organizer)[0], uid=uid, organizer=organizer, attendee=address, partstat="ACCEPTED", sequence=1
+    )

@@ -13,9 +13,11 @@ import nats
 import pytest
 from icalendar import Calendar
 from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.app import MIGRATIONS_DIR
+from calagent.commands.handlers import ConstraintDefect, broken_constraint, transient_failures
 from calagent.contracts import subjects
 from calagent.contracts.bus import DeadLetter
 from calagent.contracts.commands import (
@@ -32,7 +34,7 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule
-from calagent.runtime.bus import BusRequestError
+from calagent.runtime.bus import BusRequestError, TransientError
 from calagent.runtime.db import make_engine, upgrade_async
 
 from .conftest import NOW, System, envelope
@@ -603,6 +605,82 @@ async def test_database_failure_is_transient_and_the_retry_writes_once(system: S
     second = await system.execute(command)
     assert (first.status, first.replayed, second.replayed) == ("created", False, True)
     assert await system.scalar("SELECT count(*) FROM commands.events WHERE user_id = :u", u=user) == 1
+
+
+async def test_a_write_that_breaks_a_constraint_is_an_answered_error_not_a_retry(
+    system: System, user: str
+) -> None:
+    # An event already carries the command's key (its idempotency row is gone): the create's
+    # insert breaks uq_events_user_key, and no retry can get past that.
+    async with system.db.begin() as conn:
+        await conn.execute(
+            text(
+                "INSERT INTO commands.events (id, user_id, title, start_at, end_at, calendar, created_by_key)"
+                " VALUES (:i, :u, '旧的', :s, :e, '工作', 'kept-key')"
+            ),
+            {
+                "i": uuid.uuid4().hex,
+                "u": user,
+                "s": NOW + timedelta(days=3),
+                "e": NOW + timedelta(days=3, hours=1),
+            },
+        )
+    result = await system.execute(create(user, title="新的", date="D+1", time="10:00", idem="kept-key"))
+    assert result.status == "error"
+    assert result.error is not None and result.error.code == "internal_error"
+    assert "uq_events_user_key" in result.error.message
+    # Nothing of it is written, not even its key: the transaction is rolled back.
+    assert await system.scalar("SELECT count(*) FROM commands.events WHERE user_id = :u", u=user) == 1
+    assert await system.scalar("SELECT count(*) FROM commands.idempotency WHERE user_id = :u", u=user) == 0
+
+
+# Statements that break each kind of constraint, with what the handler makes of the violation.
+VIOLATIONS = {
+    # A claim raced past its ON CONFLICT by a concurrent writer of the same key: retried.
+    "pk_idempotency": ("INSERT INTO commands.idempotency (user_id, key) VALUES (:u, 'k')", TransientError),
+    "uq_inbound_mail_message": (
+        "INSERT INTO commands.inbound_mail (user_id, received_at, sender, message_id, verdict)"
+        " VALUES (:u, now(), 'a@example.com', '<m@example.com>', 'received')",
+        TransientError,
+    ),
+    # The code should have kept these: defects, answered at once.
+    "uq_events_user_key": (
+        "INSERT INTO commands.events (id, user_id, title, start_at, end_at, calendar, created_by_key)"
+        " VALUES (md5(random()::text), :u, 't', now(), now() + interval '1 hour', '工作', 'k')",
+        ConstraintDefect,
+    ),
+    "ck_events_end_after_start": (
+        "INSERT INTO commands.events (id, user_id, title, start_at, end_at, calendar)"
+        " VALUES (md5(random()::text), :u, 't', now(), now(), '工作')",
+        ConstraintDefect,
+    ),
+    "change_rows_change_id_fkey": (
+        "INSERT INTO commands.change_rows (change_id, event_id) VALUES ('no-such-change', 'e')",
+        ConstraintDefect,
+    ),
+}
+
+
+async def _violation(system: System, statement: str, user: str) -> IntegrityError:
+    """What the database raises for the statement run twice (a unique key: the second breaks it)."""
+    try:
+        async with system.db.begin() as conn:
+            for _ in range(2):
+                await conn.execute(text(statement), {"u": user})
+    except IntegrityError as exc:
+        return exc
+    raise AssertionError(f"no violation: {statement}")
+
+
+@pytest.mark.parametrize("constraint", list(VIOLATIONS))
+async def test_only_a_race_for_a_claim_is_a_transient_violation(
+    system: System, user: str, constraint: str
+) -> None:
+    statement, raised = VIOLATIONS[constraint]
+    violation = await _violation(system, statement, user)
+    assert broken_constraint(violation) == constraint
+    with pytest.raises(raised), transient_failures("merge"):
+        raise violation
 
 
 @pytest.mark.parametrize(

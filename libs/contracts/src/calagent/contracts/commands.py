@@ -235,6 +235,9 @@ class CommandError(WireModel):
         "changed_since",
         "already_undone",
         "nothing_to_undo",
+        # A write broke a constraint of the store: a defect, answered at once (never retried);
+        # nothing was written.
+        "internal_error",
     ]
     message: str
 

@@ -333,7 +333,10 @@ class InvitationAnswers:
         if rows:
             await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
         for row in new_rows:
-            await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=txn.key)
+            # One command key writes one event (`uq_events_user_key`): the master carries it, its
+            # overrides are rows of that event and carry none, as a series change writes them.
+            key = txn.key if row.id == master_id else None
+            await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=key)
         status: Literal["created", "updated"] = "updated" if current is not None else "created"
         done = await self.writes.pending.store(txn, self.writes.pending.of(stub).finish(status, txn.now))
         return CommandResult(
