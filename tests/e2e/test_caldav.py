@@ -299,6 +299,22 @@ async def test_create_move_and_delete_by_chat_reach_the_server_exactly_once(
     assert outcomes == ["delivered"]
 
 
+async def test_a_chat_create_on_a_connected_account_is_named_by_the_calendar_it_lands_in(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    """A write with no calendar named goes to the user's default — the connected one (§12) — and
+    the event says so: it once answered the first default name ("工作") while its object sat in
+    the server's "Personal"."""
+    await connect(stack, user, remote)
+    event = await create_by_chat(stack, scripted, user, "周报")
+    assert event["calendar"] == "Personal", event
+    await outbox_drained(db, user)
+    [(_, body)] = remote.objects()  # the object sits in the server's "Personal"
+    assert str(body.walk("VEVENT")[0]["SUMMARY"]) == "周报"
+    [stored] = [e for e in await read_events(stack, user) if e["id"] == event["id"]]
+    assert stored["calendar"] == "Personal"
+
+
 async def test_a_series_and_its_edits_by_scope_reach_the_server_as_one_object(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
 ) -> None:

@@ -32,6 +32,7 @@ from hypothesis.stateful import (
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.app import MIGRATIONS_DIR
+from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts.commands import (
     CommandResult,
@@ -96,7 +97,7 @@ class Driver:
         self.run(upgrade_async(database_url, MIGRATIONS_DIR, "commands"))
         self.engine = make_engine(database_url)
         config = CommandConfig(
-            calendars=("工作",),
+            calendars=NewCalendars(("工作",)),
             stub_ttl=timedelta(days=365),
             working_hours=(time(9), time(18)),
             holiday_country="CN",

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldInvitation
@@ -364,7 +365,7 @@ def harness() -> Harness:
     clock = FrozenClock(NOW)
     store = FakeStore()
     config = CommandConfig(
-        calendars=("工作", "家庭", "个人"),
+        calendars=NewCalendars(("工作", "家庭", "个人")),
         stub_ttl=timedelta(minutes=30),
         working_hours=(time(9), time(18)),
         holiday_country="CN",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import find_conflicts
 from calagent.commands.people.contacts import new_mail_address
@@ -22,7 +23,7 @@ from calagent.contracts.time import ResolveRequest, ResolveResult
 
 @dataclass(frozen=True)
 class WriteConfig:
-    calendars: tuple[str, ...]
+    calendars: NewCalendars
     stub_ttl: timedelta
     holiday_country: str
     mail_domain: str = "calagent.localhost"
@@ -79,8 +80,9 @@ class Placing:
         return tuple(find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids))
 
     async def calendars(self, txn: Txn) -> list[str]:
-        """The user's calendar names, the configured ones on first use."""
-        return await txn.uow.calendars(txn.user_id, self.config.calendars)
+        """The user's calendar names, the default first; made on first use in the language of the
+        request (the same rule as a read's)."""
+        return await txn.uow.calendars(txn.user_id, self.config.calendars.named_for(txn.envelope.lang))
 
     async def organizer(self, txn: Txn) -> str:
         """The user's private address, made on first need: the ORGANIZER of what is sent."""

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.freetime import common_slots, why_none
 from calagent.commands.domain.pending import lapsed
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
@@ -69,15 +70,10 @@ def title_matches(title: str, text: str | None) -> bool:
 
 @dataclass(frozen=True)
 class QueryConfig:
-    calendars: tuple[str, ...]
+    calendars: NewCalendars
     working_hours: tuple[time, time]
     holiday_country: str
-    calendars_by_lang: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     default_tz: str = "Asia/Shanghai"
-
-    def new_calendars(self, lang: str | None) -> tuple[str, ...]:
-        """A new user's calendars, named in the language of the request that makes them."""
-        return self.calendars_by_lang.get(lang or "", self.calendars)
 
 
 def query_error(code: str, message: str) -> QueryResult:
@@ -141,7 +137,7 @@ class Queries:
                     )
                     # A reading left behind by a failed transaction is not an unretrieved error.
                     reading.add_done_callback(lambda task: task.cancelled() or task.exception())
-                names = await uow.calendars(user_id, self.config.new_calendars(envelope.lang))
+                names = await uow.calendars(user_id, self.config.calendars.named_for(envelope.lang))
                 notices = await uow.take_sync_notices(user_id)
                 await uow.commit()  # a first turn creates the default calendars
             parsed = None if reading is None else await reading
@@ -162,7 +158,7 @@ class Queries:
     async def _list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
             names = await uow.calendars(
-                query.envelope.user_id, self.config.new_calendars(query.envelope.lang)
+                query.envelope.user_id, self.config.calendars.named_for(query.envelope.lang)
             )
             await uow.commit()
             return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)

@@ -3,9 +3,10 @@ built from the settings in one place."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import time, timedelta
 
+from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.freetime import parse_working_hours
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.placing import WriteConfig
@@ -20,12 +21,11 @@ from calagent.runtime.settings import Settings
 
 @dataclass(frozen=True)
 class CommandConfig:
-    calendars: tuple[str, ...]
+    # A new user's calendars, by the language of the request that makes them.
+    calendars: NewCalendars
     stub_ttl: timedelta
     working_hours: tuple[time, time]
     holiday_country: str
-    # A new user's calendars by the language of the request that makes them.
-    calendars_by_lang: dict[str, tuple[str, ...]] = field(default_factory=dict)
     mail_domain: str = "calagent.localhost"
     # The zone of a user who saved none, when their token's is not at hand (another person's).
     default_tz: str = "Asia/Shanghai"
@@ -33,8 +33,9 @@ class CommandConfig:
     @classmethod
     def from_settings(cls, settings: Settings) -> CommandConfig:
         return cls(
-            calendars=settings.calendars,
-            calendars_by_lang={lang: settings.calendars_for(lang) for lang in ("zh", "en")},
+            calendars=NewCalendars(
+                settings.calendars, {lang: settings.calendars_for(lang) for lang in ("zh", "en")}
+            ),
             stub_ttl=timedelta(minutes=settings.stub_ttl_minutes),
             working_hours=parse_working_hours(settings.working_hours),
             holiday_country=settings.holiday_country,
@@ -58,7 +59,6 @@ class CommandService:
                 config.calendars,
                 config.working_hours,
                 config.holiday_country,
-                config.calendars_by_lang,
                 default_tz=config.default_tz,
             ),
             clock,

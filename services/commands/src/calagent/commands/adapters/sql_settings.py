@@ -9,15 +9,35 @@ from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_core import SqlCore
-from calagent.commands.adapters.tables import calendars, feeds, sharing, user_settings
+from calagent.commands.adapters.tables import (
+    caldav_accounts,
+    caldav_calendars,
+    calendars,
+    feeds,
+    sharing,
+    user_settings,
+)
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.settings import ShareEntry
 
 # Read by every turn's context and every create: built once, its parameter bound per call.
+# The first name is the user's default (contract §1), for a read and a write alike: the connected
+# calendar marked default when an account is connected (where the assistant's events go, §12), else
+# the first of the list.
+_CONNECTED_DEFAULT = (
+    select(caldav_calendars.c.name)
+    .join(caldav_accounts, caldav_accounts.c.id == caldav_calendars.c.account_id)
+    .where(
+        caldav_accounts.c.user_id == calendars.c.user_id,
+        caldav_calendars.c.is_default,
+        caldav_calendars.c.name == calendars.c.name,
+    )
+    .exists()
+)
 CALENDARS = (
     select(calendars.c.name)
     .where(calendars.c.user_id == bindparam("user_id"))
-    .order_by(calendars.c.position, calendars.c.name)
+    .order_by(_CONNECTED_DEFAULT.desc(), calendars.c.position, calendars.c.name)
 )
 
 

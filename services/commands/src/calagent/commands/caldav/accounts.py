@@ -10,7 +10,7 @@ and resources, the events that came from it, and whatever still waited to be del
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 from sqlalchemy import delete, func, select, update
@@ -29,6 +29,7 @@ from calagent.commands.adapters.tables import (
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.txn import new_id
 from calagent.contracts.caldav import (
     AccountError,
@@ -64,12 +65,12 @@ def account_error(code: str, message: str) -> AccountResult:
 
 class Accounts:
     def __init__(
-        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: Sequence[str], guard: Guard
+        self, engine: AsyncEngine, vault: Vault, clock: Clock, default_calendars: NewCalendars, guard: Guard
     ) -> None:
         self.engine = engine
         self.vault = vault
         self.clock = clock
-        self.default_calendars = tuple(default_calendars)
+        self.default_calendars = default_calendars
         self.guard = guard
 
     async def connect(self, command: ConnectCalDav) -> AccountResult:
@@ -128,7 +129,7 @@ class Accounts:
                 )
             # The user's list exists (made from the defaults on first use) before the account's
             # names are added after it.
-            existing = await uow.calendars(user_id, self.default_calendars)
+            existing = await uow.calendars(user_id, self.default_calendars.named_for(command.envelope.lang))
             last = await conn.scalar(
                 select(func.max(calendars.c.position)).where(calendars.c.user_id == user_id)
             )
@@ -221,7 +222,7 @@ class Accounts:
                         )
                     )
                 )
-            unused = [n for n in names if n not in self.default_calendars]
+            unused = [n for n in names if not self.default_calendars.is_default_name(n)]
             if unused:
                 await conn.execute(
                     delete(calendars).where(calendars.c.user_id == user_id, calendars.c.name.in_(unused))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 
 def pick_calendar(requested: str | None, calendars: Sequence[str]) -> tuple[str, str | None]:
@@ -20,3 +21,19 @@ def pick_calendar(requested: str | None, calendars: Sequence[str]) -> tuple[str,
     if wanted.casefold() in folded:
         return folded[wanted.casefold()], None
     return default, requested
+
+
+@dataclass(frozen=True)
+class NewCalendars:
+    """The calendars a new user starts with, named in the language of the request that makes
+    them: one rule for every path that may be a user's first (a read, a write, a connection)."""
+
+    fallback: tuple[str, ...]
+    by_lang: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def named_for(self, lang: str | None) -> tuple[str, ...]:
+        return self.by_lang.get(lang or "", self.fallback)
+
+    def is_default_name(self, name: str) -> bool:
+        """Whether a name is one a new user may have started with, in any language."""
+        return name in self.fallback or any(name in names for names in self.by_lang.values())
