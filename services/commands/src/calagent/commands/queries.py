@@ -14,10 +14,11 @@ from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import common_slots, why_none
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
+from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.commands.suggestions import suggestion_people
-from calagent.commands.views import change_out, event_out, render_ics, stub_out
+from calagent.commands.views import change_out, event_out, stub_out
 from calagent.contracts.commands import (
     AnyQuery,
     CommandError,
