@@ -29,13 +29,15 @@ class Module:
     layer: str  # "lib", "service" or "app"
     owner: str  # the top package under `calagent`: gateway, runtime, cli, ...
 
-    def imports(self) -> Iterator[tuple[int, str]]:
+    def import_statements(self) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+        """Every import, under `if TYPE_CHECKING:` too: its line, the module it names (a relative
+        one resolved) and the names a `from` import takes from it (a name may be a module)."""
         tree = ast.parse(self.path.read_text(encoding="utf-8"), filename=str(self.path))
         package = self.name if self.path.name == "__init__.py" else self.name.rpartition(".")[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    yield node.lineno, alias.name
+                    yield node.lineno, alias.name, ()
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package.split(".")
@@ -43,11 +45,15 @@ class Module:
                     target = ".".join([*base, node.module] if node.module else base)
                 else:
                     target = node.module or ""
-                yield node.lineno, target
-                # `from calagent import gateway` names the package in the alias, not the module.
-                if target == "calagent":
-                    for alias in node.names:
-                        yield node.lineno, f"calagent.{alias.name}"
+                yield node.lineno, target, tuple(alias.name for alias in node.names)
+
+    def imports(self) -> Iterator[tuple[int, str]]:
+        for line, target, names in self.import_statements():
+            yield line, target
+            # `from calagent import gateway` names the package in the alias, not the module.
+            if target == "calagent":
+                for name in names:
+                    yield line, f"calagent.{name}"
 
 
 def source_modules() -> list[Module]:

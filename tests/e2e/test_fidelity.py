@@ -29,8 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
 from calagent.commands.adapters.store import SqlUnitOfWork
-from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.ical.parse import parse_resource
 from calagent.contracts import wire
 from calagent.contracts.commands import CommandRequest, MergeStub, PrepareChange
 from calagent.contracts.envelope import Envelope

@@ -11,9 +11,9 @@ import pytest
 from cryptography.fernet import Fernet
 
 from calagent.commands.caldav.credentials import CredentialsError, Vault, load_key
-from calagent.commands.caldav.objects import fingerprint, override_id, parse_resource
 from calagent.commands.domain.model import Event
-from calagent.commands.views import render_resource
+from calagent.commands.ical.parse import fingerprint, override_id, parse_resource
+from calagent.commands.ical.render import render_resource
 
 pytestmark = pytest.mark.unit
 

@@ -79,8 +79,11 @@ def merge(stub_id: str, user: str = "alice", confirm: bool = False, **patch: Any
 def test_every_command_and_query_of_the_contract_has_its_handler(harness: Any) -> None:
     # A contract type left out of a table would fail only once it is first sent.
     assert set(harness.service.writes.handlers) == set(get_args(AnyCommand))
-    # The feed names its user by a secret and has no envelope: the service serves it apart.
-    assert set(harness.service.queries.handlers) == set(get_args(AnyQuery)) - {FeedCalendar}
+    # The feed names its user by a secret and has no envelope: the service serves it apart. A
+    # query that writes is served by its own room, never also by the read-only `Queries`.
+    reads, writing = set(harness.service.queries.handlers), set(harness.service.writing_queries)
+    assert reads | writing == set(get_args(AnyQuery)) - {FeedCalendar}
+    assert not reads & writing
 
 
 async def test_create_writes_and_returns_the_event_in_the_users_zone(harness: Any) -> None:
@@ -452,7 +455,7 @@ async def test_a_reply_to_a_stub_is_read_while_its_context_is_still_read(
     async with harness.store.unit_of_work() as uow:
         unit_of_work = type(uow)
     commit = unit_of_work.commit
-    parse_reply = harness.service.queries.time.parse_reply
+    parse_reply = harness.service.calendars.time.parse_reply
 
     async def committing(uow: Any) -> None:
         steps.append("commit")
@@ -465,7 +468,7 @@ async def test_a_reply_to_a_stub_is_read_while_its_context_is_still_read(
         return coroutine
 
     monkeypatch.setattr(unit_of_work, "commit", committing)
-    monkeypatch.setattr(harness.service.queries.time, "parse_reply", reading)
+    monkeypatch.setattr(harness.service.calendars.time, "parse_reply", reading)
     context = await harness.service.query(TurnContext(envelope=env(), text="周日下午2点"))
     assert context.stub is not None and context.stub.id == stub.id
     assert context.parsed is not None

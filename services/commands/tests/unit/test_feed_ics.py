@@ -1,4 +1,4 @@
-"""The RFC 5545 feed (`views.render_ics`) against the series engine (`series.expand`): a calendar
+"""The RFC 5545 feed (`ical.render.render_ics`) against the series engine (`series.expand`): a calendar
 app that expands the feed (here `recurring_ical_events`, a third-party RFC 5545 expander) must see
 the occurrences the queries see. Plus the feed queries on the in-memory store."""
 
@@ -17,7 +17,7 @@ from icalendar import Calendar
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import expand, until_before
-from calagent.commands.views import render_ics
+from calagent.commands.ical.render import render_ics
 from calagent.contracts.commands import ExportIcs, FeedCalendar, RotateFeed
 from calagent.contracts.envelope import Envelope
 

@@ -10,7 +10,7 @@ import pytest
 from icalendar import Calendar
 
 from calagent.commands.domain.model import Event
-from calagent.commands.views import render_ics
+from calagent.commands.ical.render import render_ics
 
 pytestmark = pytest.mark.unit
 

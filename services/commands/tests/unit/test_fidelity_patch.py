@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from icalendar import Calendar
 
-from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event
-from calagent.commands.views import render_ics, render_resource
+from calagent.commands.ical.parse import parse_resource
+from calagent.commands.ical.render import render_ics, render_resource
 from calagent.devtools.testing.icalobjects import (
     STAMPS,
     alarm_lines,

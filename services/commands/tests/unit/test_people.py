@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from icalendar import Calendar, Component
 
-from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import Contact, Unresolved, keep_answers, resolve_attendees
-from calagent.commands.views import render_resource
+from calagent.commands.ical.parse import parse_resource
+from calagent.commands.ical.render import render_resource
 from calagent.contracts.people import Attendee
 from calagent.devtools.testing.icalobjects import property_lines, sequence
 

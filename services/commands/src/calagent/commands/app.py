@@ -23,8 +23,8 @@ from calagent.commands.people.contacts import People
 from calagent.commands.people.inbox import Inbox, SettingsDirectory
 from calagent.commands.people.invitations import Invitations
 from calagent.commands.people.mailer import MailOutbox, SmtpTarget
-from calagent.commands.people.settings import SETTINGS_COMMANDS, SettingsDesk
 from calagent.commands.service import CommandConfig, CommandService
+from calagent.commands.settings import SETTINGS_COMMANDS, SettingsDesk
 from calagent.contracts import wire
 from calagent.contracts.caldav import (
     AccountRequest,

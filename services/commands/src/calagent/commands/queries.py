@@ -1,43 +1,36 @@
-"""Reads: ranges, free time, the active stub, calendars and the feed. Nothing here writes events
-or stubs; an expired stub is simply not reported (commands end it on the next write)."""
+"""Reads: ranges, free time, found events, the active stub, the change log, plans and the export.
+Nothing here writes; an expired stub is simply not reported (commands end it on the next write).
+The requests on the query path that do write are served by the rooms that write (`service.py`):
+the calendars and a turn's context (`calendars.py`), the feed secret (`feeds.py`), deleting a
+plan (`plans.py`)."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.freetime import common_slots, why_none
 from calagent.commands.domain.pending import lapsed
-from calagent.commands.domain.timeutil import InvalidZoneError, zone
+from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.commands.suggestions import suggestion_people
-from calagent.commands.views import change_out, event_out, render_ics, stub_out
+from calagent.commands.views import change_out, event_out, stub_out
 from calagent.contracts.commands import (
     AnyQuery,
     CommandError,
-    DeletePlan,
     ExportIcs,
-    FeedCalendar,
     FindEventsQuery,
     GetActiveStub,
-    ListCalendars,
     ListChanges,
     ListPlans,
     QueryRange,
     QueryResult,
-    RotateFeed,
     StubOut,
     SuggestFree,
-    SyncNotice,
-    TurnContext,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import (
@@ -47,14 +40,12 @@ from calagent.contracts.limits import (
     within_supported_years,
 )
 from calagent.contracts.suggestions import FreeSlot
-from calagent.contracts.time import ParsedReply, ParseReplyRequest, RangeRequest
+from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
 
 # All-day events are stored as instants of the zone they were made in; widen the search so a
 # user who moved zones still sees the whole local day blocked.
 ALL_DAY_SLACK = timedelta(days=1)
-FEED_SECRET_BYTES = 32  # token_urlsafe: 43 characters, 256 random bits
-FEED_NOT_FOUND = "no feed at this address"
 
 Query = AnyQuery
 
@@ -70,7 +61,6 @@ def title_matches(title: str, text: str | None) -> bool:
 
 @dataclass(frozen=True)
 class QueryConfig:
-    calendars: NewCalendars
     working_hours: tuple[time, time]
     holiday_country: str
     default_tz: str = "Asia/Shanghai"
@@ -100,13 +90,9 @@ class Queries:
             QueryRange: self._query_range,
             SuggestFree: self._suggest_free,
             FindEventsQuery: self._find,
-            RotateFeed: self.rotate_feed,
             GetActiveStub: self._get_active,
-            TurnContext: self._turn_context,
-            ListCalendars: self._list_calendars,
             ListChanges: self._list_changes,
             ListPlans: self._list_plans,
-            DeletePlan: self._delete_plan,
             ExportIcs: self._export,
         }
 
@@ -116,52 +102,7 @@ class Queries:
 
     async def _get_active(self, query: GetActiveStub, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            return QueryResult(stub=await self._active(uow, query.envelope.user_id, tz), db_ms=uow.db_ms)
-
-    async def _turn_context(self, query: TurnContext, tz: ZoneInfo) -> QueryResult:
-        envelope = query.envelope
-        user_id = envelope.user_id
-        reading: asyncio.Task[ParsedReply] | None = None
-        try:
-            async with self.store.unit_of_work() as uow:
-                stub = await self._active(uow, user_id, tz)
-                # Only an answer to an active stub is merged from its reading (the fast path): a
-                # turn with no stub costs the time service nothing here. Asked as soon as the stub
-                # is known, while the calendars are read, and awaited after the commit, so no
-                # transaction waits on the bus.
-                if stub is not None and query.text:
-                    reading = asyncio.create_task(
-                        self.time.parse_reply(
-                            ParseReplyRequest(text=query.text, now=envelope.occurred_at, tz=envelope.tz)
-                        )
-                    )
-                    # A reading left behind by a failed transaction is not an unretrieved error.
-                    reading.add_done_callback(lambda task: task.cancelled() or task.exception())
-                names = await uow.calendars(user_id, self.config.calendars.named_for(envelope.lang))
-                notices = await uow.take_sync_notices(user_id)
-                await uow.commit()  # a first turn creates the default calendars
-            parsed = None if reading is None else await reading
-        finally:
-            if reading is not None and not reading.done():
-                reading.cancel()
-        return QueryResult(
-            stub=stub,
-            calendars=tuple(names),
-            sync_notices=tuple(
-                SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
-                for outcome, event in notices
-            ),
-            parsed=parsed,
-            db_ms=uow.db_ms,
-        )
-
-    async def _list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
-        async with self.store.unit_of_work() as uow:
-            names = await uow.calendars(
-                query.envelope.user_id, self.config.calendars.named_for(query.envelope.lang)
-            )
-            await uow.commit()
-            return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
+            return QueryResult(stub=await self.active(uow, query.envelope.user_id, tz), db_ms=uow.db_ms)
 
     async def _list_changes(self, query: ListChanges, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
@@ -172,18 +113,12 @@ class Queries:
         async with self.store.unit_of_work() as uow:
             return QueryResult(plans=tuple(await uow.plans(query.envelope.user_id)), db_ms=uow.db_ms)
 
-    async def _delete_plan(self, query: DeletePlan, tz: ZoneInfo) -> QueryResult:
-        async with self.store.unit_of_work() as uow:
-            deleted = await uow.delete_plan(query.envelope.user_id, query.plan_id, self.clock.now())
-            await uow.commit()
-            return QueryResult(deleted=deleted, db_ms=uow.db_ms)
-
     async def _export(self, query: ExportIcs, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
             events = await uow.all_events(query.envelope.user_id)
             return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
 
-    async def _active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:
+    async def active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:
         stub = await uow.active_stub(user_id)
         # A read ends nothing: a stub whose time ran out is left to the next write to end.
         if stub is None or lapsed(stub, self.clock.now()):
@@ -286,34 +221,3 @@ class Queries:
             range_end=end.astimezone(tz),
             db_ms=uow.db_ms,
         )
-
-    # ---- private feeds (contract §10) ---------------------------------------------------------
-    #
-    # The secret is the only identity of a feed request: calendar apps send no token. Only its
-    # SHA-256 is stored, one per user, with the zone the feed is served in; a new secret replaces
-    # the old one. The answer carries the calendar only, never whose it is.
-
-    async def rotate_feed(self, query: RotateFeed, tz: ZoneInfo) -> QueryResult:
-        secret = secrets.token_urlsafe(FEED_SECRET_BYTES)
-        async with self.store.unit_of_work() as uow:
-            await uow.replace_feed(query.envelope.user_id, feed_hash(secret), tz.key, self.clock.now())
-            await uow.commit()
-        return QueryResult(feed_secret=secret, db_ms=uow.db_ms)
-
-    async def feed(self, query: FeedCalendar) -> QueryResult:
-        async with self.store.unit_of_work() as uow:
-            owner = await uow.feed_owner(feed_hash(query.secret))
-            if owner is None:
-                return query_error("not_found", FEED_NOT_FOUND)
-            user_id, tz_name = owner
-            events = await uow.all_events(user_id)
-        try:
-            tz = zone(tz_name)
-        except InvalidZoneError:
-            tz = ZoneInfo("UTC")
-        # What ExportIcs gives the owner, in the zone saved with the secret.
-        return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
-
-
-def feed_hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()

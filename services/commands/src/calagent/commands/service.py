@@ -1,20 +1,36 @@
-"""The application layer: one entry for writes (`writes.py`) and one for reads (`queries.py`),
-built from the settings in one place."""
+"""The application layer: one entry for commands (`writes.py`) and one for queries, built from the
+settings in one place. A query is a read (`queries.py`) unless it writes: the calendars and a
+turn's context (`calendars.py`), the feed secret (`feeds.py`) and deleting a plan (`plans.py`)
+are served by their own rooms."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
 
+from calagent.commands.calendars import Calendars
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.freetime import parse_working_hours
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
+from calagent.commands.feeds import Feeds
 from calagent.commands.placing import WriteConfig
+from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, QueryConfig, query_error
 from calagent.commands.txn import error_result
 from calagent.commands.writes import Command, Writes
-from calagent.contracts.commands import CommandResult, FeedCalendar, QueryResult
+from calagent.contracts.commands import (
+    CommandResult,
+    DeletePlan,
+    FeedCalendar,
+    ListCalendars,
+    QueryResult,
+    RotateFeed,
+    TurnContext,
+)
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 
@@ -55,14 +71,19 @@ class CommandService:
         self.queries = Queries(
             store,
             time_port,
-            QueryConfig(
-                config.calendars,
-                config.working_hours,
-                config.holiday_country,
-                default_tz=config.default_tz,
-            ),
+            QueryConfig(config.working_hours, config.holiday_country, default_tz=config.default_tz),
             clock,
         )
+        self.calendars = Calendars(store, time_port, config.calendars, self.queries)
+        self.feeds = Feeds(store, clock)
+        plans = PlanDeletion(store, clock)
+        # The queries that write, each served by the room that holds what it writes.
+        self.writing_queries: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
+            TurnContext: self.calendars.turn_context,
+            ListCalendars: self.calendars.list_calendars,
+            RotateFeed: self.feeds.rotate_feed,
+            DeletePlan: plans.delete_plan,
+        }
 
     async def execute(self, command: Command) -> CommandResult:
         try:
@@ -74,9 +95,12 @@ class CommandService:
     async def query(self, query: Query) -> QueryResult:
         if isinstance(query, FeedCalendar):
             # No envelope: the secret names the user, and the feed is served in the zone saved with it.
-            return await self.queries.feed(query)
+            return await self.feeds.feed(query)
         try:
             tz = zone(query.envelope.tz)
         except InvalidZoneError as exc:
             return query_error("invalid_zone", str(exc))
+        writing = self.writing_queries.get(type(query))
+        if writing is not None:
+            return await writing(query, tz)
         return await self.queries.run(query, tz)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from email import message_from_bytes
 from email.message import EmailMessage, Message
 from email.policy import default as default_policy
 from email.utils import getaddresses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiosmtpd.smtp import SMTP
 from aiosmtpd.smtp import Envelope as SmtpEnvelope
@@ -43,12 +44,11 @@ from calagent.contracts.people import (
 from calagent.contracts.transport import Unwrapped
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
 from calagent.gateway.auth import Principal
-from calagent.gateway.turns import ChatTurn
-from calagent.runtime.bus import BusRequestError
+from calagent.gateway.turns import ChatTurn, TurnRunner
+from calagent.runtime.bus import Bus, BusRequestError
+from calagent.runtime.clock import Clock
+from calagent.runtime.settings import Settings
 from calagent.runtime.timeline import epoch_ms
-
-if TYPE_CHECKING:
-    from calagent.gateway.state import Gateway
 
 log = logging.getLogger("calagent.gateway.mailbox")
 
@@ -126,10 +126,29 @@ def read_mail(raw: bytes, mail_from: str | None) -> MailFacts:
     return MailFacts(from_address, message_id[:300], calendar, _text(message), defect)
 
 
+class MailHost(Protocol):
+    """What the receiver needs of the gateway that runs it (`state.Gateway`, which starts it): the
+    bus to commands, the clock, the default zone, the turn runner and its background tasks."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def bus(self) -> Bus: ...
+
+    @property
+    def runner(self) -> TurnRunner: ...
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]: ...
+
+
 class MailHandler:
     """aiosmtpd's handler: the RCPT check and the delivery of each accepted message."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: MailHost) -> None:
         self.gateway = gateway
 
     async def _ask(self, command: FindMailbox | ReceiveMail) -> PeopleResult | None:
@@ -215,7 +234,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 
 class MailReceiver:
-    def __init__(self, gateway: Gateway, listen: str, max_bytes: int) -> None:
+    def __init__(self, gateway: MailHost, listen: str, max_bytes: int) -> None:
         self.gateway = gateway
         self.host, self.port = parse_listen(listen)
         self.max_bytes = max_bytes

@@ -34,8 +34,8 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.objects import UnreadableObject, parse_resource
 from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.ical.parse import UnreadableObject, parse_resource
 from calagent.commands.txn import new_id
 
 log = logging.getLogger("calagent.commands.caldav")

@@ -32,12 +32,13 @@ from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, e
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.objects import UnreadableObject, fingerprint, parse_resource
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
 from calagent.commands.domain.pending import Ask
+from calagent.commands.ical.parse import UnreadableObject, fingerprint, parse_resource
+from calagent.commands.ical.render import render_resource
 from calagent.commands.pending import BackgroundTxn, Pending
-from calagent.commands.views import event_out, render_resource
+from calagent.commands.views import event_out
 from calagent.contracts.commands import ChangeOut
 from calagent.runtime.clock import Clock
 

@@ -21,7 +21,7 @@ from email.utils import format_datetime, formataddr
 from icalendar import Calendar, Component, vCalAddress
 from icalendar import Event as IcsEvent
 
-from calagent.commands.caldav.attendees import attendee_property, organizer_property
+from calagent.commands.ical.attendees import attendee_property, organizer_property
 from calagent.contracts.people import Attendee
 
 PRODID = "-//calagent//invitations//EN"

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from icalendar import Calendar, Component
 from opentelemetry import propagate
 
-from calagent.commands.caldav.attendees import address_of, attendees_of
-from calagent.commands.caldav.objects import parse_resource
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.pending import Ask
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.timeutil import zone
+from calagent.commands.ical.attendees import address_of, attendees_of
+from calagent.commands.ical.parse import parse_resource
 from calagent.commands.people import imip
 from calagent.commands.ports import UnitOfWork, UserDirectory
 from calagent.commands.txn import Txn, new_id

@@ -18,11 +18,11 @@ from icalendar import Calendar
 from opentelemetry import propagate
 
 from calagent.commands.adapters.store import SqlUnitOfWork
-from calagent.commands.caldav.attendees import attendees_of
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
+from calagent.commands.ical.attendees import attendees_of
+from calagent.commands.ical.render import render_resource
 from calagent.commands.people import imip
-from calagent.commands.views import render_resource
 from calagent.contracts.people import Attendee
 from calagent.runtime.clock import Clock
 

@@ -22,11 +22,11 @@ from icalendar import (
     vRecur,
 )
 
-from calagent.commands.caldav.attendees import address_of, attendees_of
-from calagent.commands.caldav.zones import series_zone, utc_instant
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import STAMP
+from calagent.commands.ical.attendees import address_of, attendees_of
+from calagent.commands.ical.zones import series_zone, utc_instant
 
 DEFAULT_LENGTH = timedelta(hours=1)
 ICS_UNTIL = "%Y%m%dT%H%M%S"

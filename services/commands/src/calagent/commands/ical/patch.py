@@ -29,13 +29,15 @@ from icalendar import (
 )
 from icalendar.parser import Parameters
 
-from calagent.commands.caldav.attendees import (
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.people import normal_address
+from calagent.commands.ical.attendees import (
     organizer_property,
     people_differ,
     set_attendees,
     with_series_people,
 )
-from calagent.commands.caldav.objects import (
+from calagent.commands.ical.parse import (
     DEFAULT_LENGTH,
     exdates_of,
     ics_rule,
@@ -45,9 +47,7 @@ from calagent.commands.caldav.objects import (
     reminder_alarm,
     text_of,
 )
-from calagent.commands.caldav.zones import add_new_zones, utc_instant, written_like, zone_named
-from calagent.commands.domain.model import Event
-from calagent.commands.domain.people import normal_address
+from calagent.commands.ical.zones import add_new_zones, utc_instant, written_like, zone_named
 
 # Rewritten by a change of time, rule or title; never copied from a master into a new override.
 _SERIES_ONLY = ("RRULE", "RDATE", "EXRULE", "EXDATE", "RECURRENCE-ID")

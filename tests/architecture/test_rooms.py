@@ -1,0 +1,180 @@
+"""No loops between rooms, read from the source trees like the layers (`test_layers`).
+
+A room is a top-level module of a service package (`commands/writes.py`, `gateway/state.py`) or
+one of its sub-packages taken whole (`commands/caldav/`, `commands/ical/`, `commands/domain/`).
+A room may import another only if that one does not import it back, through any number of rooms
+between: two rooms in a loop can be neither read, tested nor moved one without the other. A
+type-only import (under `if TYPE_CHECKING:`) counts: it is the same dependency, paid by the reader.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+
+import pytest
+from tests.architecture.test_layers import MODULES, ROOT, SERVICES, Module
+
+pytestmark = pytest.mark.unit
+
+# Loops found when this test was written, through rooms that were being rewritten then: each
+# import named here (the importing module, the room it imports) is left out of the graph until
+# the rewrite takes it away. An entry whose import is gone fails `test_every_known_loop_is_still_there`:
+# delete the entry, never add one.
+KNOWN_LOOPS: frozenset[tuple[str, str]] = frozenset(
+    {
+        # `Undo(writes: Writes)`, type-only: undo is built by `Writes` and reaches back into it
+        # (writes ↔ undo).
+        ("calagent.commands.undo", "calagent.commands.writes"),
+        # `Inbox(writes: Writes)`, type-only: the inbox answers mail through the writes, which
+        # import people/ for the attendee rules (writes ↔ people).
+        ("calagent.commands.people.inbox", "calagent.commands.writes"),
+        # `new_mail_address` from people/contacts.py, while people/attendees.py takes `Placing`
+        # (placing ↔ people; changes and offers, which import both, loop through it).
+        ("calagent.commands.placing", "calagent.commands.people"),
+    }
+)
+
+MODULE_NAMES = frozenset(module.name for module in MODULES)
+
+
+def room_of(module: str) -> str:
+    """`calagent.commands.caldav.outbox` is in the room `calagent.commands.caldav`."""
+    return ".".join(module.split(".")[:3])
+
+
+def _module_named(imported: str) -> str | None:
+    """The source module an import names: itself, or the module a name is taken from."""
+    while imported and imported not in MODULE_NAMES:
+        imported = imported.rpartition(".")[0]
+    return imported or None
+
+
+@dataclass(frozen=True)
+class RoomImport:
+    module: Module
+    line: int
+    room: str  # the room imported
+
+    @property
+    def known(self) -> bool:
+        return (self.module.name, self.room) in KNOWN_LOOPS
+
+    def __str__(self) -> str:
+        return f"{self.module.path.relative_to(ROOT)}:{self.line} imports {self.room}"
+
+
+def room_imports(service: str) -> list[RoomImport]:
+    """Every import by one of the service's rooms of another of its rooms."""
+    found: dict[tuple[str, int, str], RoomImport] = {}  # one per line and room imported
+    inside = f"calagent.{service}."
+    for module in MODULES:
+        if module.layer != "service" or module.owner != service:
+            continue
+        for line, target, names in module.import_statements():
+            # `from calagent.commands import views` imports the module `views`, not the package.
+            for imported in [f"{target}.{name}" for name in names] or [target]:
+                named = _module_named(imported)
+                if named is None or not named.startswith(inside):
+                    continue
+                if room_of(named) != room_of(module.name):
+                    found.setdefault(
+                        (module.name, line, room_of(named)), RoomImport(module, line, room_of(named))
+                    )
+    return list(found.values())
+
+
+def loops(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One loop per set of rooms that reach each other (Tarjan's strongly connected components),
+    as the shortest path from its first room back to itself: [a, b, c, a]."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(room: str) -> None:
+        index[room] = low[room] = len(index)
+        stack.append(room)
+        on_stack.add(room)
+        for other in graph.get(room, ()):
+            if other not in index:
+                visit(other)
+                low[room] = min(low[room], low[other])
+            elif other in on_stack:
+                low[room] = min(low[room], index[other])
+        if low[room] == index[room]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == room:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for room in sorted(graph):
+        if room not in index:
+            visit(room)
+    return [_shortest_loop(graph, component) for component in components]
+
+
+def _shortest_loop(graph: Mapping[str, Iterable[str]], component: set[str]) -> list[str]:
+    start = min(component)
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        room = queue.popleft()
+        for other in sorted(graph.get(room, ())):
+            if other == start:
+                path = [room]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if other in component and other not in came_from:
+                came_from[other] = room
+                queue.append(other)
+    raise AssertionError(f"no loop through {start}")  # a component of two or more always has one
+
+
+def _described(loop: list[str], imports: list[RoomImport]) -> str:
+    lines = [" -> ".join(loop)]
+    for room, other in pairwise(loop):
+        lines += [f"    {i}" for i in imports if room_of(i.module.name) == room and i.room == other]
+    return "\n".join(lines)
+
+
+def test_the_rooms_are_found() -> None:
+    # An import graph that missed the imports would find no loop and pass.
+    commands = {(room_of(i.module.name), i.room) for i in room_imports("commands")}
+    assert ("calagent.commands.caldav", "calagent.commands.ical") in commands
+    # `from calagent.commands.caldav import remote, rows`: a sub-package's module, by its name.
+    assert ("calagent.commands.caldav", "calagent.commands.adapters") in commands
+    assert any(i.known for i in room_imports("commands"))
+    gateway = {(room_of(i.module.name), i.room) for i in room_imports("gateway")}
+    assert ("calagent.gateway.state", "calagent.gateway.mailbox") in gateway
+
+
+def test_a_loop_is_found_through_every_room_in_it() -> None:
+    graph = {"a": ["b"], "b": ["c", "d"], "c": ["a"], "d": [], "e": ["e2"], "e2": ["e"]}
+    assert loops(graph) == [["a", "b", "c", "a"], ["e", "e2", "e"]]
+    assert loops({"a": ["b"], "b": ["c"], "c": []}) == []
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_no_room_of_a_service_imports_itself_back(service: str) -> None:
+    imports = room_imports(service)
+    graph: dict[str, set[str]] = defaultdict(set)
+    for found in imports:
+        if not found.known:
+            graph[room_of(found.module.name)].add(found.room)
+    described = [_described(loop, imports) for loop in loops(graph)]
+    assert not described, "rooms in a loop:\n" + "\n".join(described)
+
+
+def test_every_known_loop_is_still_there() -> None:
+    present = {(i.module.name, i.room) for service in SERVICES for i in room_imports(service)}
+    assert sorted(KNOWN_LOOPS - present) == []
