@@ -564,3 +564,99 @@ async def test_a_change_of_the_reminder_alone_sends_nothing_to_the_attendees(
     await asyncio.sleep(1.0)  # sweeps: a message would have left by now
     assert len(sink.to(a)) == 1
     assert [r["method"] for r in await mail_rows(db, user)] == ["REQUEST"]
+
+
+# ---- an undo tells the people what it gives back (§15 with §16) -----------------------------------
+
+
+async def event_rows(db: AsyncEngine, user: str) -> list[Any]:
+    """Every column of every row of the user's events but the time it was last written."""
+    async with db.connect() as conn:
+        rows = await conn.execute(
+            text("select to_jsonb(e) - 'updated_at' from commands.events e where user_id = :u order by id"),
+            {"u": user},
+        )
+        return [r[0] for r in rows]
+
+
+async def latest_change(stack: Stack, user: str) -> dict[str, Any]:
+    response = await stack.client.get("/v1/changes", headers=stack.headers(user))
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()["changes"][0]
+    return found
+
+
+async def next_message_writes_and_sends_nothing(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, user: str
+) -> None:
+    scripted.set_script(script(on_user("谢谢", text="不客气。")))
+    rows, mails, received = await event_rows(db, user), await mail_rows(db, user), sink.count()
+    thanks = (await stack.chat(user, "谢谢")).json()
+    assert thanks["outcome"] == "answered" and thanks["tool_calls"] == [], thanks
+    await asyncio.sleep(1.0)  # sweeps: a message would have left by now
+    assert await event_rows(db, user) == rows
+    assert await mail_rows(db, user) == mails and sink.count() == received
+
+
+async def test_an_undone_delete_invites_everyone_again_above_the_cancels_sequence(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, user: str
+) -> None:
+    a, b = (f"{n}-{user}@example.com" for n in ("a", "b"))
+    event = await invited(stack, scripted, db, user, a, b)
+    organizer = await mail_address(stack, user)
+    scripted.set_script(
+        script(on_user("取消周会", tool_calls=[call("delete_schedule", event_id=event["id"])]))
+    )
+    assert (await stack.chat(user, "取消周会")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "deleted"
+    await eventually(lambda: len(sink.to(a)) == 2 and len(sink.to(b)) == 2, "the cancellations")
+    cancel_sequence = int(sink.to(a)[1].event()["SEQUENCE"])
+    deletion = await latest_change(stack, user)
+
+    back = await stack.client.post(f"/v1/changes/{deletion['id']}/undo", headers=stack.headers(user))
+    assert back.status_code == 200 and back.json()["outcome"] == "created", back.text
+    [restored] = await read_events(stack, user)
+    assert (restored["id"], restored["uid"]) == (event["id"], event["uid"])
+    await eventually(lambda: len(sink.to(a)) == 3 and len(sink.to(b)) == 3, "the invitations again")
+    for address in (a, b):
+        again = sink.to(address)[2]
+        check_rfc5546(again, "REQUEST", event["uid"], organizer, cancel_sequence + 1)
+        assert again.event().decoded("DTSTART").isoformat() == event["start"]
+
+    # The undo is undone: the meeting goes again, and the people are told above the last REQUEST.
+    gone = await stack.client.post(
+        f"/v1/changes/{(await latest_change(stack, user))['id']}/undo", headers=stack.headers(user)
+    )
+    assert gone.status_code == 200 and gone.json()["outcome"] == "deleted", gone.text
+    await eventually(lambda: len(sink.to(a)) == 4 and len(sink.to(b)) == 4, "the second cancellation")
+    for address in (a, b):
+        check_rfc5546(sink.to(address)[3], "CANCEL", event["uid"], organizer, cancel_sequence + 2)
+    await eventually(lambda: all_sent(db, user), "every message to be sent")
+    await next_message_writes_and_sends_nothing(stack, scripted, db, sink, user)
+
+
+async def test_an_undone_move_mails_the_original_time_above_the_moves_sequence(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, user: str
+) -> None:
+    a = f"a-{user}@example.com"
+    event = await invited(stack, scripted, db, user, a)
+    organizer = await mail_address(stack, user)
+    scripted.set_script(
+        script(on_user("改到", tool_calls=[call("update_schedule", event_id=event["id"], time="11:00")]))
+    )
+    assert (await stack.chat(user, "改到十一点")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
+    await eventually(lambda: len(sink.to(a)) == 2, "the move")
+    move_sequence = int(sink.to(a)[1].event()["SEQUENCE"])
+
+    scripted.clear_requests()
+    undone = (await stack.chat(user, "撤销")).json()
+    assert (undone["outcome"], undone["model_calls"]) == ("updated", 0), undone
+    [back] = await read_events(stack, user)
+    assert back["start"] == event["start"]
+    await eventually(lambda: len(sink.to(a)) == 3, "the original time again")
+    again = sink.to(a)[2]
+    check_rfc5546(again, "REQUEST", event["uid"], organizer, move_sequence + 1)
+    assert again.event().decoded("DTSTART").isoformat() == event["start"]
+    await eventually(lambda: all_sent(db, user), "every message to be sent")
+    await next_message_writes_and_sends_nothing(stack, scripted, db, sink, user)

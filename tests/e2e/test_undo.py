@@ -49,6 +49,15 @@ async def undo(stack: Stack, user: str, change_id: str) -> Any:
     return await stack.client.post(f"/v1/changes/{change_id}/undo", headers=stack.headers(user))
 
 
+def refusal(response: Any) -> str:
+    """The code of an error answer, which carries §11's body: `{"error": {"code", "message"}}`."""
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert body["error"]["message"], body
+    code: str = body["error"]["code"]
+    return code
+
+
 async def unrelated_message_changes_nothing(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
 ) -> None:
@@ -250,10 +259,33 @@ async def test_an_undo_whose_event_changed_since_is_refused_and_writes_nothing(
     await confirmed(stack, scripted, user, "update_schedule", event_id=meeting["id"], time="17:00")
     state, log = await table(db, user), await changes(stack, user)
     response = await undo(stack, user, create["id"])
-    assert response.status_code == 200, response.text
-    assert response.json()["tool_calls"][0]["result"] == "error"
+    assert response.status_code == 409, response.text
+    assert refusal(response) == "changed_since"
     assert await table(db, user) == state
     assert await changes(stack, user) == log
+    await unrelated_message_changes_nothing(stack, scripted, db, user)
+
+
+async def test_an_undo_of_a_change_undone_already_is_refused_and_writes_nothing(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    meeting = await created_meeting(stack, scripted, user)
+    await confirmed(stack, scripted, user, "update_schedule", event_id=meeting["id"], time="17:00")
+    move = (await changes(stack, user))[0]
+    assert (await undo(stack, user, move["id"])).status_code == 200
+    state, log = await table(db, user), await changes(stack, user)
+    again = await undo(stack, user, move["id"])
+    assert again.status_code == 409, again.text
+    assert refusal(again) == "already_undone"
+    assert await table(db, user) == state
+    assert await changes(stack, user) == log
+    # Chat is answered in words: the same refusal, with a reply and no error status.
+    scripted.set_script(
+        script(on_user("撤销那次修改", tool_calls=[call("undo_change", change_id=move["id"])]))
+    )
+    said = await chat(stack, user, "撤销那次修改")
+    assert said["tool_calls"][0]["result"] == "error:already_undone" and said["reply"], said
+    assert await table(db, user) == state
     await unrelated_message_changes_nothing(stack, scripted, db, user)
 
 
@@ -266,7 +298,7 @@ async def test_another_users_change_id_is_404_and_changes_nothing(
     theirs = await undo(stack, stranger, create["id"])
     unknown = await undo(stack, user, uuid.uuid4().hex)
     assert (theirs.status_code, unknown.status_code) == (404, 404)
-    assert theirs.json() == unknown.json()
+    assert theirs.json() == unknown.json() and refusal(unknown) == "not_found"
     assert await changes(stack, stranger) == []
     assert len(await events(stack, user)) == 1
     await unrelated_message_changes_nothing(stack, scripted, db, user)

@@ -16,7 +16,7 @@ from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldInvitation
-from calagent.commands.domain.people import Contact
+from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.service import CommandConfig, CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
@@ -244,6 +244,9 @@ class FakeUnitOfWork:
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
     ) -> None:
         raise NotImplementedError("mail is tested against PostgreSQL")
+
+    async def last_told(self, user_id: str, uid: str) -> Told | None:
+        return None  # no mail is queued by the fake
 
     def quiet_people(self) -> None:
         return None

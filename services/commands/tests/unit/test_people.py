@@ -11,7 +11,14 @@ import pytest
 from icalendar import Calendar, Component
 
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.people import Contact, Unresolved, keep_answers, resolve_attendees
+from calagent.commands.domain.people import (
+    Contact,
+    Told,
+    Unresolved,
+    keep_answers,
+    next_sequence,
+    resolve_attendees,
+)
 from calagent.commands.ical.parse import parse_resource
 from calagent.commands.ical.render import render_resource
 from calagent.contracts.people import Attendee
@@ -93,6 +100,22 @@ def test_an_updated_list_keeps_the_answers_already_given() -> None:
 
 
 # ---- attendees in the object ------------------------------------------------------------------------
+
+
+def test_the_next_message_is_above_everything_the_people_were_sent() -> None:
+    assert next_sequence(0, None) == 0  # the first invitation
+    assert next_sequence(1, Told(0, cancelled=False)) == 1  # a change after it
+    # The object was kept at 0, and a CANCEL at 1 went out when the event was removed.
+    assert next_sequence(0, Told(1, cancelled=True)) == 2
+    assert next_sequence(5, Told(2, cancelled=False)) == 5
+
+
+def test_only_a_cancellation_above_the_kept_object_withdrew_the_event() -> None:
+    removed = Told(1, cancelled=True)
+    assert removed.withdrawn_after(0)
+    # A CANCEL of some occurrences or of some people keeps its object at its own sequence.
+    assert not removed.withdrawn_after(1)
+    assert not Told(3, cancelled=False).withdrawn_after(0)
 
 
 def test_the_people_of_an_object_are_read_with_their_answers_and_the_organizer() -> None:

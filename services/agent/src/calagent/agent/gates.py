@@ -19,6 +19,7 @@ from calagent.agent.tools import (
     apply_command_result,
     confirm_command,
     record_call,
+    result_label,
     undo_command,
 )
 from calagent.contracts.commands import CancelStub, CommandResult, MergeStub, RevertChange
@@ -46,7 +47,7 @@ async def answer_undo(
     call = ToolCallOut(
         name="undo_change",
         arguments={"change_id": result.undid.id} if result.undid is not None else {},
-        result=result.status if result.error is None else f"error:{result.error.code}",
+        result=result_label(result),
     )
     await record_call(state, sink, call)
     return apply_command_result(state, result)

@@ -371,7 +371,8 @@ class TurnRunner:
         arguments: dict[str, Any],
         result: ToolResult,
     ) -> None:
-        if result.label.startswith("error:"):
+        if result.label.startswith("error:") and result.finished is None:
+            # A refusal with a receipt (a terminal error) ends the turn; no retry is owed.
             state.tool_errors += 1
             state.flag("tool_error")
         await record_call(state, sink, ToolCallOut(name=call.name, arguments=arguments, result=result.label))

@@ -88,6 +88,12 @@ class ToolResult:
     finished: Finished | None = None
 
 
+def result_label(result: CommandResult) -> str:
+    """What a tool call's record says of a command's result: its status, or `error:<code>` for a
+    refusal (a terminal one too, told to the user by a receipt), so a client reads why."""
+    return result.status if result.error is None else f"error:{result.error.code}"
+
+
 def error_content(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
 
@@ -172,7 +178,7 @@ class Tools:
             return ToolResult(
                 f"error:{result.error.code}", error_content(result.error.code, result.error.message)
             )
-        return ToolResult(result.status, finished=apply_command_result(state, result))
+        return ToolResult(result_label(result), finished=apply_command_result(state, result))
 
     # ---- writes --------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldInvitation
-from calagent.commands.domain.people import Contact
+from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
@@ -175,6 +175,10 @@ class PeopleRows(Protocol):
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
     ) -> None: ...
+
+    async def last_told(self, user_id: str, uid: str) -> Told | None:
+        """What the people of the event `uid` were last sent; None before the first message."""
+        ...
 
     def quiet_people(self) -> None:
         """This transaction's changes mail no attendee (an attendee's own answer is recorded)."""

@@ -3,8 +3,10 @@
 
 The list is a read of the commands service (`ListChanges` on `calagent.command.query`, the
 caller's only). An undo is one more command: a turn carrying the client's own `undo_change` call,
-which the agent runs without the model like `POST /v1/commands`, answered with §4's JSON. An id
-that is not the caller's is answered 404, exactly like one that does not exist.
+which the agent runs without the model like `POST /v1/commands`, answered with §4's JSON. An undo
+that is refused is an error (§11's body; chat answers it in words instead): an id that is not the
+caller's is answered 404, exactly like one that does not exist, and a change undone already or
+whose event changed again since is 409. Nothing is written either way.
 """
 
 # No `from __future__ import annotations`: FastAPI must see the dependency as an object.
@@ -16,11 +18,19 @@ from fastapi.responses import JSONResponse
 from calagent.contracts.commands import ListChanges
 from calagent.contracts.turns import DirectCall
 from calagent.gateway.commands import described, run_direct
+from calagent.gateway.errors import error_json
 from calagent.gateway.limits import plain_id
 from calagent.gateway.state import AuthPrincipal
 from calagent.runtime.timeline import epoch_ms
 
-NOT_FOUND = {"error": {"code": "not_found", "message": "no change with that id"}}
+NOT_FOUND = "no change with that id"
+# The status and message of each refusal of an undo (the code of the tool call's `error:<code>`).
+REFUSED: dict[str, tuple[int, str]] = {
+    "not_found": (404, NOT_FOUND),
+    "nothing_to_undo": (404, "there is no change to undo"),
+    "already_undone": (409, "that change was undone already"),
+    "changed_since": (409, "the event was changed again after that change; nothing was undone"),
+}
 
 
 def changes_router() -> APIRouter:
@@ -43,7 +53,7 @@ def changes_router() -> APIRouter:
     async def undo(request: Request, principal: AuthPrincipal, change_id: str) -> JSONResponse:
         received_ms = epoch_ms()
         if not plain_id(change_id):
-            return JSONResponse(NOT_FOUND, status_code=404)
+            return error_json(404, NOT_FOUND)
         call = DirectCall(tool="undo_change", arguments={"change_id": change_id})
         outcome = await run_direct(
             request,
@@ -53,8 +63,11 @@ def changes_router() -> APIRouter:
             received_ms=received_ms,
         )
         answer = outcome.answer
-        if any(c.name == "undo_change" and c.result == "error:not_found" for c in answer.tool_calls):
-            return JSONResponse(NOT_FOUND, status_code=404)
+        for made in answer.tool_calls:
+            kind, _, code = made.result.partition(":")
+            if made.name == "undo_change" and kind == "error" and code in REFUSED:
+                status, message = REFUSED[code]
+                return error_json(status, message, code)
         return JSONResponse(answer.model_dump(mode="json"))
 
     return router

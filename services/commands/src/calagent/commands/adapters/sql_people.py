@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from calagent.commands.adapters.sql_core import SqlCore
 from calagent.commands.adapters.tables import caldav_cards, contacts, inbound_mail, mail_outbox, mailboxes
 from calagent.commands.domain.payloads import HeldInvitation
-from calagent.commands.domain.people import Contact
+from calagent.commands.domain.people import Contact, Told
 
 
 class SqlPeople(SqlCore):
@@ -150,6 +150,27 @@ class SqlPeople(SqlCore):
         )
         if mails and user_id not in self.mail_users:
             self.mail_users = (*self.mail_users, user_id)  # the outbox is woken after commit
+
+    async def last_told(self, user_id: str, uid: str) -> Told | None:
+        """What the people of the event `uid` were last sent (None: nothing yet): one rule for
+        the SEQUENCE of the next message, whatever write causes it."""
+        found = (
+            await self._run(
+                select(
+                    mail_outbox.c.sequence,
+                    func.bool_and(mail_outbox.c.method == "CANCEL").label("cancelled"),
+                )
+                .where(
+                    mail_outbox.c.user_id == user_id,
+                    mail_outbox.c.event_uid == uid,
+                    mail_outbox.c.method.in_(("REQUEST", "CANCEL")),
+                )
+                .group_by(mail_outbox.c.sequence)
+                .order_by(mail_outbox.c.sequence.desc())
+                .limit(1)
+            )
+        ).first()
+        return Told(int(found.sequence), bool(found.cancelled)) if found is not None else None
 
     def quiet_people(self) -> None:
         self.mail_people = False

@@ -128,3 +128,26 @@ def keep_answers(wanted: Sequence[Attendee], current: Sequence[Attendee]) -> tup
             person = person.model_copy(update={"status": before.status, "name": person.name or before.name})
         out.append(person)
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class Told:
+    """What the people invited to one event (one UID) were last sent, as the mail outbox has it:
+    the highest SEQUENCE of its REQUESTs and CANCELs, and whether every message of that sequence
+    was a cancellation."""
+
+    sequence: int
+    cancelled: bool
+
+    def withdrawn_after(self, kept: int) -> bool:
+        """Whether the event was cancelled for its people after its object of SEQUENCE `kept` was
+        kept: the CANCEL of a whole event is the one message whose object is not kept (the event
+        is gone), so it alone goes above the kept object's sequence."""
+        return self.cancelled and self.sequence > kept
+
+
+def next_sequence(sequence: int, told: Told | None) -> int:
+    """The SEQUENCE of the next message about an event: the object's with this change, and above
+    anything its people were sent (RFC 5546 §2.1.4: a message at or below the sequence a
+    recipient holds is stale, and a re-issued event after its CANCEL needs a higher one)."""
+    return sequence if told is None else max(sequence, told.sequence + 1)

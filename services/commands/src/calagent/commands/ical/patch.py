@@ -163,7 +163,7 @@ def _set_exdates(component: Component, wanted: Sequence[datetime], tz: ZoneInfo,
     component["EXDATE"] = values
 
 
-def _stamp(component: Component, stamp: datetime, sequence: int | None = None) -> None:
+def stamp_changed(component: Component, stamp: datetime, sequence: int | None = None) -> None:
     """A component that changed: SEQUENCE one higher (or `sequence`), modified now."""
     current = int(component.get("SEQUENCE", 0))
     component.pop("SEQUENCE", None)
@@ -276,10 +276,10 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
     if not changed and not added and not removed:
         return Patched(parsed, False, original)
     for component in changed.values():
-        _stamp(component, stamp)
+        stamp_changed(component, stamp)
     sequence = int(master.get("SEQUENCE", 0))
     for component in added:
-        _stamp(component, stamp, sequence)
+        stamp_changed(component, stamp, sequence)
         parsed.add_component(component)
     add_new_zones(parsed, missing_before, rows)
     return Patched(parsed, True, bytes(parsed.to_ical()).decode("utf-8"))

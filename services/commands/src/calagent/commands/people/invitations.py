@@ -8,6 +8,11 @@ the event gone → a CANCEL to everyone. The new object is kept as the event's `
 messages go into `mail_outbox`, all in the same transaction as the write: an outage of the mail
 server delays them, a rollback takes them back, and nothing is sent for a write that did not
 commit. Writes that came from the connected calendar (`outbound` off) send nothing.
+
+What the people were last told is the outbox's (`last_told`), whichever write told them: every
+message's SEQUENCE is above it (`next_sequence`), and an event cancelled for everyone since its
+object was kept (removed, then brought back by an undo) is news to them again, so a chat write, a
+confirmation and an undo send the same mail for the same change.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from opentelemetry import propagate
 
 from calagent.commands.adapters.store import SqlUnitOfWork
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.people import normal_address
+from calagent.commands.domain.people import Told, next_sequence, normal_address
 from calagent.commands.ical.attendees import attendees_of
+from calagent.commands.ical.patch import stamp_changed
 from calagent.commands.ical.render import render_resource
 from calagent.commands.people import imip
 from calagent.contracts.people import Attendee
@@ -48,7 +54,7 @@ class Invitations:
                 if owner is None:
                     gone = uow.deleted_objects.get(resource)
                     if gone is not None and normal_address(gone[0]) == normal_address(mailbox):
-                        mails += [(uid, m) for uid, m in self._cancel_all(gone[1], mailbox, stamp)]
+                        mails += await self._cancel_all(uow, user_id, gone[1], mailbox, stamp)
                     continue
                 if owner.organizer is None or normal_address(owner.organizer) != normal_address(mailbox):
                     continue
@@ -64,26 +70,32 @@ class Invitations:
             return []
         uid = owner.uid or f"{owner.id}@calagent"
         text = render_resource(rows, uid, stamp)
-        if text is None or text == before:
+        if text is None:
+            return []
+        told = await uow.last_told(owner.user_id, uid)
+        # The event was cancelled for everyone after `before` was kept (it was removed, and it is
+        # back): the people hold that CANCEL, not `before`, so all of the event is news to them.
+        withdrawn = (
+            before is not None
+            and told is not None
+            and told.withdrawn_after(imip.sequence_of(Calendar.from_ical(before)))
+        )
+        if text == before and not withdrawn:
             return []
         obj = Calendar.from_ical(text)
-        if before is not None:
-            told = Calendar.from_ical(before)
-            if _for_people(told) == _for_people(obj):
+        if before is not None and not withdrawn:
+            kept = Calendar.from_ical(before)
+            if _for_people(kept) == _for_people(obj):
                 # Only the user's own alarm (or bookkeeping) changed: nothing for the people.
                 return []
-            gone = _removed_occurrences(told, obj)
+            gone = _removed_occurrences(kept, obj)
             if gone:
-                return await self._cancel_occurrences(uow, owner, obj, text, gone, mailbox, stamp)
-        if before is None:
-            # The first version people get: SEQUENCE 0, said out loud (RFC 5546 wants it on REQUEST).
-            for component in obj.walk("VEVENT"):
-                if "SEQUENCE" not in component:
-                    component.add("sequence", 0)
+                return await self._cancel_occurrences(uow, owner, obj, text, gone, mailbox, stamp, told)
+        old_people = _people(before) if before is not None and not withdrawn else ()
+        sequence = next_sequence(imip.sequence_of(obj), told)
+        if _raise_sequence(obj, sequence, stamp, first=before is None):
             text = bytes(obj.to_ical()).decode("utf-8")
-        old_people = _people(before) if before is not None else ()
         await uow.keep_object(owner.user_id, owner.id, text)
-        sequence = imip.sequence_of(obj)
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
         now_people = {normal_address(a.email) for a in owner.attendees}
@@ -106,12 +118,15 @@ class Invitations:
         gone: list[date | datetime],
         mailbox: str,
         stamp: datetime,
+        told: Told | None,
     ) -> list[tuple[str, imip.Mail]]:
         """Occurrences of a series taken away and nothing else changed: a CANCEL naming each by
         its RECURRENCE-ID (RFC 5546 §3.2.5), not the whole series sent again."""
+        sequence = next_sequence(imip.sequence_of(obj), told)
+        if _raise_sequence(obj, sequence, stamp):
+            text = bytes(obj.to_ical()).decode("utf-8")
         await uow.keep_object(owner.user_id, owner.id, text)
         uid = owner.uid or f"{owner.id}@calagent"
-        sequence = imip.sequence_of(obj)
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
         for person in owner.attendees:
@@ -119,20 +134,38 @@ class Invitations:
             out.append(_mail("CANCEL", body, person, uid, sequence, mailbox, stamp, summary))
         return out
 
-    def _cancel_all(self, before: str, mailbox: str, stamp: datetime) -> list[tuple[str, imip.Mail]]:
+    async def _cancel_all(
+        self, uow: SqlUnitOfWork, user_id: str, before: str, mailbox: str, stamp: datetime
+    ) -> list[tuple[str, imip.Mail]]:
         obj = Calendar.from_ical(before)
         people = _people(before)
         masters = [c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c]
         if not people or not masters:
             return []
         uid = str(masters[0]["UID"])
-        sequence = imip.sequence_of(obj) + 1
+        # The object goes with the event: this CANCEL is the one message whose object is not kept.
+        sequence = next_sequence(imip.sequence_of(obj) + 1, await uow.last_told(user_id, uid))
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
         for person in people:
             body = imip.cancel_body(obj, sequence, mailbox, [person], stamp, whole=True)
             out.append(_mail("CANCEL", body, person, uid, sequence, mailbox, stamp, summary))
         return out
+
+
+def _raise_sequence(obj: Calendar, sequence: int, stamp: datetime, *, first: bool = False) -> bool:
+    """`obj` brought up to `sequence` when its people hold that one or a higher (every VEVENT below
+    it raised and stamped anew, so no occurrence reads as stale); `first`, the first version people
+    get: a VEVENT without SEQUENCE says it out loud (RFC 5546 wants it on a REQUEST). Whether any
+    component was raised; one the people are behind on is left as it is."""
+    behind = imip.sequence_of(obj) < sequence
+    raised = False
+    for component in obj.walk("VEVENT"):
+        own = component.get("SEQUENCE")
+        if (own is None and (first or behind)) or (own is not None and behind and int(own) < sequence):
+            stamp_changed(component, stamp, sequence)
+            raised = True
+    return raised
 
 
 def _mail(
