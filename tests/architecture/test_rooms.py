@@ -19,24 +19,6 @@ from tests.architecture.test_layers import MODULES, ROOT, SERVICES, Module
 
 pytestmark = pytest.mark.unit
 
-# Loops found when this test was written, through rooms that were being rewritten then: each
-# import named here (the importing module, the room it imports) is left out of the graph until
-# the rewrite takes it away. An entry whose import is gone fails `test_every_known_loop_is_still_there`:
-# delete the entry, never add one.
-KNOWN_LOOPS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # `Undo(writes: Writes)`, type-only: undo is built by `Writes` and reaches back into it
-        # (writes ↔ undo).
-        ("calagent.commands.undo", "calagent.commands.writes"),
-        # `Inbox(writes: Writes)`, type-only: the inbox answers mail through the writes, which
-        # import people/ for the attendee rules (writes ↔ people).
-        ("calagent.commands.people.inbox", "calagent.commands.writes"),
-        # `new_mail_address` from people/contacts.py, while people/attendees.py takes `Placing`
-        # (placing ↔ people; changes and offers, which import both, loop through it).
-        ("calagent.commands.placing", "calagent.commands.people"),
-    }
-)
-
 MODULE_NAMES = frozenset(module.name for module in MODULES)
 
 
@@ -57,10 +39,6 @@ class RoomImport:
     module: Module
     line: int
     room: str  # the room imported
-
-    @property
-    def known(self) -> bool:
-        return (self.module.name, self.room) in KNOWN_LOOPS
 
     def __str__(self) -> str:
         return f"{self.module.path.relative_to(ROOT)}:{self.line} imports {self.room}"
@@ -153,7 +131,6 @@ def test_the_rooms_are_found() -> None:
     assert ("calagent.commands.caldav", "calagent.commands.ical") in commands
     # `from calagent.commands.caldav import remote, rows`: a sub-package's module, by its name.
     assert ("calagent.commands.caldav", "calagent.commands.adapters") in commands
-    assert any(i.known for i in room_imports("commands"))
     gateway = {(room_of(i.module.name), i.room) for i in room_imports("gateway")}
     assert ("calagent.gateway.state", "calagent.gateway.mailbox") in gateway
 
@@ -169,12 +146,6 @@ def test_no_room_of_a_service_imports_itself_back(service: str) -> None:
     imports = room_imports(service)
     graph: dict[str, set[str]] = defaultdict(set)
     for found in imports:
-        if not found.known:
-            graph[room_of(found.module.name)].add(found.room)
+        graph[room_of(found.module.name)].add(found.room)
     described = [_described(loop, imports) for loop in loops(graph)]
     assert not described, "rooms in a loop:\n" + "\n".join(described)
-
-
-def test_every_known_loop_is_still_there() -> None:
-    present = {(i.module.name, i.room) for service in SERVICES for i in room_imports(service)}
-    assert sorted(KNOWN_LOOPS - present) == []

@@ -368,7 +368,9 @@ async def test_a_confirmation_onto_an_event_added_since_writes_nothing_and_offer
         )
     before = await table(db, user)
     again = await chat(stack, user, "确认")
-    assert (again["outcome"], again["model_calls"]) == ("conflict", 0), again
+    # Offered again, held as every change is (contract §9), with the new conflict shown.
+    assert (again["outcome"], again["model_calls"]) == ("held", 0), again
+    assert again["command"]["kind"] == "change", again
     assert await table(db, user) == before
     done = await chat(stack, user, "确认")  # now the user has seen the double booking
     assert done["outcome"] == "updated", done

@@ -82,7 +82,9 @@ class CommandsService:
         self.handlers = Handlers(self.service)
         self.people = People(store, self.clock, self.settings.mail_domain)
         self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
-        self.inbox = Inbox(self.service.writes, self.clock, SettingsDirectory(), self.settings.default_tz)
+        self.inbox = Inbox(
+            store, self.service.writes.answers, self.clock, SettingsDirectory(), self.settings.default_tz
+        )
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None

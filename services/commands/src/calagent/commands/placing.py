@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import find_conflicts
-from calagent.commands.people.contacts import new_mail_address
+from calagent.commands.domain.people import new_mail_address
 from calagent.commands.ports import TimePort
 from calagent.commands.queries import ALL_DAY_SLACK
 from calagent.commands.reads import events_in

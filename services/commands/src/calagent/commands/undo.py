@@ -10,15 +10,10 @@ their outbox rows like any write, so a connected calendar receives the same.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from calagent.commands.domain.changelog import changed_since, event_of, restore_plan
 from calagent.commands.txn import Txn, error_result
 from calagent.commands.views import change_out, event_out
 from calagent.contracts.commands import ChangeKind, CommandResult, RevertChange
-
-if TYPE_CHECKING:
-    from calagent.commands.writes import Writes
 
 NOT_FOUND = "no change with that id"
 # What an undo of each kind of change does to the calendar.
@@ -26,9 +21,6 @@ _INVERSE: dict[ChangeKind, ChangeKind] = {"created": "deleted", "deleted": "crea
 
 
 class Undo:
-    def __init__(self, writes: Writes) -> None:
-        self.writes = writes
-
     async def revert(self, txn: Txn, command: RevertChange) -> CommandResult:
         uow, user = txn.uow, txn.user_id
         if command.change_id is not None:

@@ -72,8 +72,8 @@ class Writes:
         self.changes = Changes(self.pending, self.placing, self.people)
         self.plans = Plans(self.pending)
         self.offers = Offers(self.changes, self.placing)
-        self.undo = Undo(self)
-        self.answers = InvitationAnswers(self)
+        self.undo = Undo()
+        self.answers = InvitationAnswers(self.pending, self.placing)
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,

@@ -10,6 +10,7 @@ it too), so one person is never two candidates. Pure: the contacts are passed in
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -151,3 +152,8 @@ def next_sequence(sequence: int, told: Told | None) -> int:
     anything its people were sent (RFC 5546 §2.1.4: a message at or below the sequence a
     recipient holds is stale, and a re-issued event after its CANCEL needs a higher one)."""
     return sequence if told is None else max(sequence, told.sequence + 1)
+
+
+def new_mail_address(domain: str) -> str:
+    """An unguessable address: whoever knows it can reach the user's assistant."""
+    return f"{secrets.token_hex(12)}@{domain}"

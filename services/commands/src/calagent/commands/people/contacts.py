@@ -7,9 +7,7 @@ beside the user's own contacts and are read-only here: they change in the addres
 
 from __future__ import annotations
 
-import secrets
-
-from calagent.commands.domain.people import Contact
+from calagent.commands.domain.people import Contact, new_mail_address
 from calagent.commands.ports import Store
 from calagent.commands.txn import new_id
 from calagent.contracts.address import is_address
@@ -23,11 +21,6 @@ from calagent.contracts.people import (
     PeopleResult,
 )
 from calagent.runtime.clock import Clock
-
-
-def new_mail_address(domain: str) -> str:
-    """An unguessable address: whoever knows it can reach the user's assistant."""
-    return f"{secrets.token_hex(12)}@{domain}"
 
 
 def _out(contact: Contact) -> ContactOut:

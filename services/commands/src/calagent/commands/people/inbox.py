@@ -15,7 +15,7 @@ with its reason on record (`inbound_mail`) and never becomes a write.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from icalendar import Calendar, Component
 from opentelemetry import propagate
@@ -28,8 +28,10 @@ from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.parse import parse_resource
+from calagent.commands.pending import Pending
 from calagent.commands.people import imip
-from calagent.commands.ports import UnitOfWork, UserDirectory
+from calagent.commands.placing import Placing
+from calagent.commands.ports import Store, UnitOfWork, UserDirectory
 from calagent.commands.txn import Txn, new_id
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import CommandResult
@@ -42,9 +44,6 @@ from calagent.contracts.people import (
     ReceiveMail,
 )
 from calagent.runtime.clock import Clock
-
-if TYPE_CHECKING:
-    from calagent.commands.writes import Writes
 
 # An invitation waits for the user's answer longer than a chat request: mail is read later.
 INVITATION_TTL = timedelta(days=7)
@@ -79,18 +78,26 @@ def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
 
 
 class Inbox:
-    def __init__(self, writes: Writes, clock: Clock, directory: UserDirectory, default_tz: str) -> None:
-        self.writes = writes
+    def __init__(
+        self,
+        store: Store,
+        answers: InvitationAnswers,
+        clock: Clock,
+        directory: UserDirectory,
+        default_tz: str,
+    ) -> None:
+        self.store = store
+        self.answers = answers
         self.clock = clock
         self.directory = directory
         self.default_tz = default_tz
 
     async def owner(self, address: str) -> str | None:
-        async with self.writes.store.unit_of_work() as uow:
+        async with self.store.unit_of_work() as uow:
             return await uow.mailbox_owner(address)
 
     async def receive(self, mail: ReceiveMail) -> InboundVerdict:
-        async with self.writes.store.unit_of_work() as uow:
+        async with self.store.unit_of_work() as uow:
             user_id = await uow.mailbox_owner(mail.recipient)
             if user_id is None:
                 return _dropped("unknown_recipient")
@@ -114,7 +121,7 @@ class Inbox:
             try:
                 method, verdict = await self._judge(txn, mail)
                 if isinstance(verdict, HeldInvitation):
-                    verdict, waiting = await self.writes.answers.place(txn, verdict)
+                    verdict, waiting = await self.answers.place(txn, verdict)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 # An object icalendar reads but that is no event we can take (no DTSTART, …): on
                 # record, not retried (the sender's retry would fail the same way).
@@ -237,14 +244,15 @@ class InvitationAnswers:
     CANCEL), and for a REQUEST the REPLY to the organizer, queued in the same transaction through
     the mail outbox."""
 
-    def __init__(self, writes: Writes) -> None:
-        self.writes = writes
+    def __init__(self, pending: Pending, placing: Placing) -> None:
+        self.pending = pending
+        self.placing = placing
 
     async def place(self, txn: Txn, offer: HeldInvitation) -> tuple[InboundVerdict, HeldInvitation | None]:
         """The offer as the user's held stub, or, while another request waits for the user (their
         own, or an earlier invitation), kept waiting on its record (the payload returned): mail
         never ends a request the user has not answered, and is never lost behind one."""
-        active = await self.writes.pending.active(txn)
+        active = await self.pending.active(txn)
         if active is None:
             # One that waited behind a request which lapsed since comes first.
             await self.offer_waiting(txn)
@@ -288,7 +296,7 @@ class InvitationAnswers:
             proposed_end=invitation.end,
             payload=offer.model_copy(update={"invitation": shown}),
         )
-        held, _ = await self.writes.pending.hold(txn, ask, "invitation")
+        held, _ = await self.pending.hold(txn, ask, "invitation")
         return held
 
     async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
@@ -300,12 +308,10 @@ class InvitationAnswers:
         current = rows[0] if rows else None
         if offer.method == "CANCEL":
             if partstat == "DECLINED" or current is None:
-                done = await self.writes.pending.store(txn, self.writes.pending.of(stub).cancel(txn.now))
+                done = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
                 return CommandResult(status="cancelled", stub=stub_out(done, (), txn.tz))
             await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
-            done = await self.writes.pending.store(
-                txn, self.writes.pending.of(stub).finish("deleted", txn.now)
-            )
+            done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
             return CommandResult(
                 status="deleted",
                 persisted=True,
@@ -318,12 +324,12 @@ class InvitationAnswers:
         if partstat == "DECLINED":
             if current is not None:
                 await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
-            done = await self.writes.pending.store(txn, self.writes.pending.of(stub).cancel(txn.now))
+            done = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
             return CommandResult(
                 status="cancelled", persisted=current is not None, stub=stub_out(done, (), txn.tz)
             )
         kept = _answered(received, attendee, partstat)
-        calendars = await self.writes.placing.calendars(txn)
+        calendars = await self.placing.calendars(txn)
         calendar = current.calendar if current is not None else pick_calendar(None, calendars)[0]
         master_id = current.id if current is not None else new_id()
         new_rows = parse_resource(
@@ -338,7 +344,7 @@ class InvitationAnswers:
             key = txn.key if row.id == master_id else None
             await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=key)
         status: Literal["created", "updated"] = "updated" if current is not None else "created"
-        done = await self.writes.pending.store(txn, self.writes.pending.of(stub).finish(status, txn.now))
+        done = await self.pending.store(txn, self.pending.of(stub).finish(status, txn.now))
         return CommandResult(
             status=status,
             persisted=True,
