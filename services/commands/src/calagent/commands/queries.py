@@ -40,6 +40,7 @@ from calagent.contracts.limits import (
     range_too_long,
     within_supported_years,
 )
+from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.contracts.suggestions import FreeSlot
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
@@ -64,7 +65,7 @@ def title_matches(title: str, text: str | None) -> bool:
 class QueryConfig:
     working_hours: tuple[time, time]
     holiday_country: str
-    default_tz: str = "Asia/Shanghai"
+    default_tz: str = DEFAULT_ZONE
 
 
 def query_error(code: str, message: str) -> QueryResult:
