@@ -26,8 +26,6 @@ from calagent.contracts.envelope import Envelope
 # Monday first, as ISO weekdays are numbered (mon = 1 … sun = 7).
 WEEKDAY_KEYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 WeekdayKey = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-# The languages the page is written in.
-LANGUAGES: Final = ("zh", "en")
 Language = Literal["zh", "en"]
 SharingLevel = Literal["freebusy"]
 USER_ID_MAX = 128
