@@ -12,7 +12,7 @@ import pytest
 from nats.errors import Error as NatsError
 
 from calagent.commands.adapters.zones import KvZones
-from calagent.contracts.settings import zone_key
+from calagent.contracts.settings import user_key
 from calagent.devtools.nats_server import EmbeddedNats
 from calagent.gateway.auth import Principal
 from calagent.gateway.zones import UserZones
@@ -64,7 +64,7 @@ async def test_a_zone_commands_saves_reaches_every_gateway_and_only_commands_wri
         # A gateway's credential reads the bucket and cannot write it.
         kv = await open_zones_bucket(gateway_bus)
         with pytest.raises((NatsError, TimeoutError)):
-            await kv.put(zone_key("mallory"), b'{"tz": "UTC"}')
+            await kv.put(user_key("mallory"), b'{"tz": "UTC"}')
         assert zones.zone_of("mallory") is None
     finally:
         await zones.stop()

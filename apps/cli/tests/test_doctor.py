@@ -12,6 +12,8 @@ from calagent.cli.main import main
 from calagent.devtools.processes import free_port
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
+pytestmark = pytest.mark.unit
+
 PROBE = {
     "when": {"user_contains": "tomorrow"},
     "respond": {

@@ -36,10 +36,12 @@ def quotas(**settings: object) -> Quotas:
     return UnreachableCounters(bus, Settings(**settings), FrozenClock(NOW))  # type: ignore[arg-type]
 
 
+@pytest.mark.unit
 async def test_a_rate_whose_counter_is_unreachable_lets_the_turn_through() -> None:
     await quotas(CALAGENT_USER_TURNS_PER_MINUTE=30).admit("u-1", "Asia/Shanghai")
 
 
+@pytest.mark.unit
 async def test_a_token_budget_whose_counter_is_unreachable_does_not_run_the_turn() -> None:
     gate = quotas(CALAGENT_USER_TURNS_PER_MINUTE=30, CALAGENT_USER_DAILY_TOKENS=1000)
     with pytest.raises(QuotaUnavailableError):

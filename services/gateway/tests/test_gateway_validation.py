@@ -116,6 +116,24 @@ async def test_events_range_422(query: str) -> None:
     assert response.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        # In New York 2026-03-09 is summer time and 2027-03-10 winter time: 366 days on the clock,
+        # 366 days and an hour elapsed. The range is taken (and the missing bus answers 503).
+        ("?start=2026-03-09&end=2027-03-10", 503),
+        ("?start=2026-03-09T00:00:00-04:00&end=2027-03-10T00:00:00-05:00", 503),
+        ("?start=2026-03-09&end=2027-03-11", 422),
+    ],
+)
+async def test_the_events_range_is_counted_in_days_of_the_users_clock(query: str, status: int) -> None:
+    headers = {"Authorization": "Bearer " + issue_token("val-user", SECRET, tz="America/New_York")}
+    app = create_app_without_bus()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+        response = await client.get(f"/v1/events{query}", headers=headers)
+    assert response.status_code == status, response.json()
+
+
 async def test_without_a_bus_reads_are_503_not_500() -> None:
     app = create_app_without_bus()
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:

@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import json
 import uuid
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import nats
@@ -504,6 +504,19 @@ async def test_bad_ranges_are_refused(system: System, user: str) -> None:
     missing = await system.query(QueryRange(envelope=envelope(user), start_symbol="M+0"))
     assert missing.error is not None
     assert missing.error.code == "invalid_range"
+
+
+async def test_a_year_the_time_service_resolves_across_a_dst_change_is_taken(
+    system: System, user: str
+) -> None:
+    # In New York 2026-03-09 is summer time and 2027-03-10 winter time: D..D+366 is 366 days on the
+    # clock, as the time service counts them, and 366 days and an hour elapsed.
+    ny = envelope(user, datetime(2026, 3, 9, 16, 0, tzinfo=UTC), tz="America/New_York")
+    year = await system.query(QueryRange(envelope=ny, start_symbol="D", end_symbol="D+366"))
+    assert year.error is None
+    longer = await system.query(QueryRange(envelope=ny, start_symbol="D", end_symbol="D+367"))
+    assert longer.error is not None
+    assert longer.error.code == "invalid_range"
 
 
 async def test_suggest_free_time(system: System, user: str) -> None:

@@ -17,6 +17,8 @@ from calagent.commands.caldav.addresses import (
     target_of,
 )
 
+pytestmark = pytest.mark.unit
+
 NO_LIST = AddressRule.from_setting("")
 HOME = AddressRule.from_setting("127.0.0.2/32, 192.168.1.0/24,fd00:1::/64")
 

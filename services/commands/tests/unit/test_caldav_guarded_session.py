@@ -26,6 +26,8 @@ from calagent.commands.caldav.addresses import (
 )
 from calagent.devtools.testing.listeners import Answer, Listener
 
+pytestmark = pytest.mark.unit
+
 ALLOWED = "127.0.0.2"
 REFUSED = "127.0.0.3"
 RULE = AddressRule.from_setting(f"{ALLOWED}/32")

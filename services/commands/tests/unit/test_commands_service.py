@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Coroutine
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, get_args
 
 import pytest
@@ -287,6 +287,24 @@ async def test_queries(harness: Any) -> None:
     ics = await harness.service.query(ExportIcs(envelope=env()))
     assert ics.ics is not None
     assert ics.ics.count("BEGIN:VEVENT") == 2
+
+
+async def test_a_range_is_counted_in_days_of_the_users_clock(harness: Any) -> None:
+    # In New York 2026-03-09 is summer time and 2027-03-10 winter time: D..D+366 is 366 days on
+    # the clock (what the time service resolves and accepts), 366 days and an hour elapsed.
+    ny = env(at=datetime(2026, 3, 9, 16, 0, tzinfo=UTC), tz="America/New_York")
+    year = await harness.service.query(QueryRange(envelope=ny, start_symbol="D", end_symbol="D+366"))
+    assert year.error is None
+    absolute = await harness.service.query(
+        QueryRange(
+            envelope=ny,
+            start_at=datetime.fromisoformat("2026-03-09T00:00:00-04:00"),
+            end_at=datetime.fromisoformat("2027-03-10T00:00:00-05:00"),
+        )
+    )
+    assert absolute.error is None
+    longer = await harness.service.query(QueryRange(envelope=ny, start_symbol="D", end_symbol="D+367"))
+    assert longer.error is not None and longer.error.code == "invalid_range"
 
 
 async def test_suggest_free(harness: Any) -> None:

@@ -26,6 +26,8 @@ from calagent.contracts.commands import ChangeOut, PlanOut
 from calagent.contracts.people import Attendee, InvitationOut
 from calagent.contracts.tools import UpdateSchedule
 
+pytestmark = pytest.mark.unit
+
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 START = datetime(2026, 9, 25, 6, 0, tzinfo=UTC)
 END = datetime(2026, 9, 25, 7, 0, tzinfo=UTC)

@@ -8,6 +8,8 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from calagent.contracts.settings import DEFAULT_ZONE
+
 BAR_WIDTH = 50
 BAR = "█"
 
@@ -211,7 +213,7 @@ def candidates_to_cases(report: Mapping[str, Any]) -> str:
             f"    source_turn_id: {_yaml_str(turn_id)}",
             f"    reasons: [{', '.join(_yaml_str(r) for r in reasons)}]",
             f"    now: {_yaml_str(c.get('occurred_at'))}",
-            f"    tz: {_yaml_str(c.get('tz') or 'Asia/Shanghai')}",
+            f"    tz: {_yaml_str(c.get('tz') or DEFAULT_ZONE)}",
             f"    safety: {'true' if safety else 'false'}",
             "    known_issue: null",
             "    turns:",

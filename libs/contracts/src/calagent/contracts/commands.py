@@ -7,7 +7,7 @@ idempotency key; no field anywhere can name a user other than the envelope's.
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeGuard, get_args
 
 from pydantic import Field
 
@@ -18,29 +18,44 @@ from calagent.contracts.suggestions import FreeSlot, NoSlotReason, SuggestionPeo
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
-StubStatus = Literal[
+# The stub and command-outcome vocabulary, each word declared once (issue 31): every set and
+# every wider Literal below is built from these, so a new status must be placed in one of them.
+# A stub waiting on the user.
+ActiveStubStatus = Literal[
     "needs_date",
     "needs_time",
     # A name among the attendees matched no contact, or several (contract §16).
     "needs_attendee",
     "conflict",
     "held",
-    "created",
-    "cancelled",
-    "expired",
-    "superseded",
-    "updated",
-    "deleted",
-    "planned",
 ]
-ACTIVE_STUB_STATUSES: frozenset[str] = frozenset(
-    {"needs_date", "needs_time", "needs_attendee", "conflict", "held"}
-)
-FINAL_STUB_STATUSES: frozenset[str] = frozenset(
-    {"created", "cancelled", "expired", "superseded", "updated", "deleted", "planned"}
-)
+# A stub that ended as the calendar or plan changed; each is also a turn's outcome.
+SettledStubStatus = Literal["created", "cancelled", "updated", "deleted", "planned"]
+# A stub that ended with nothing done: its time ran out, or a new request replaced it.
+LapsedStubStatus = Literal["expired", "superseded"]
+FinalStubStatus = Literal[SettledStubStatus, LapsedStubStatus]
+StubStatus = Literal[ActiveStubStatus, FinalStubStatus]
+# What a command answers (`CommandResult.status`): a stub's state, `expired` for a stub whose time
+# ran out on the way, or `error`. A new request's stub is never answered `superseded` (the
+# superseded one rides along in `CommandResult.superseded`).
+CommandOutcome = Literal[ActiveStubStatus, SettledStubStatus]
+CommandStatus = Literal[CommandOutcome, "expired", "error"]
+# Statuses that say the calendar really changed (sent by commands after its commit).
+WrittenStatus = Literal["created", "updated", "deleted"]
+
+ACTIVE_STUB_STATUSES: frozenset[StubStatus] = frozenset(get_args(ActiveStubStatus))
+FINAL_STUB_STATUSES: frozenset[StubStatus] = frozenset(get_args(FinalStubStatus))
+COMMAND_OUTCOMES: frozenset[CommandStatus] = frozenset(get_args(CommandOutcome))
+WRITTEN_STATUSES: frozenset[CommandStatus] = frozenset(get_args(WrittenStatus))
 # The stubs whose receipt ends with a proposed action a bare "好"/"yes" can accept (contract §8).
-OFFER_STUB_STATUSES: frozenset[str] = frozenset({"conflict", "held"})
+OFFER_STUB_STATUSES: frozenset[StubStatus] = frozenset({"conflict", "held"})
+
+
+def is_command_outcome(status: CommandStatus) -> TypeGuard[CommandOutcome]:
+    """A command's answer that is also its turn's outcome (not `expired`, not `error`)."""
+    return status in COMMAND_OUTCOMES
+
+
 HoldReason = Literal[
     "past_start",
     "third_party_content",
@@ -334,20 +349,7 @@ class CommandRequest(WireModel):
 
 
 class CommandResult(WireModel):
-    status: Literal[
-        "created",
-        "needs_date",
-        "needs_time",
-        "needs_attendee",
-        "conflict",
-        "held",
-        "cancelled",
-        "expired",
-        "updated",
-        "deleted",
-        "planned",
-        "error",
-    ]
+    status: CommandStatus
     # True only when this reply was sent after a commit that wrote the event row.
     persisted: bool = False
     event: EventOut | None = None

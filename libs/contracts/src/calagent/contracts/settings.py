@@ -26,15 +26,16 @@ from calagent.contracts.envelope import Envelope
 # Monday first, as ISO weekdays are numbered (mon = 1 … sun = 7).
 WEEKDAY_KEYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 WeekdayKey = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-# The languages the page is written in.
-LANGUAGES: Final = ("zh", "en")
 Language = Literal["zh", "en"]
 SharingLevel = Literal["freebusy"]
 USER_ID_MAX = 128
 ZONE_MAX = 64
-# The key of a user's zone in the `USER_ZONES_BUCKET` key-value bucket: a user id may hold
-# characters a key may not.
-ZONE_KEY_CHARS = 32
+# The zone of a user whose token names none and who saved none, unless the deployment names
+# another (CALAGENT_DEFAULT_TZ).
+DEFAULT_ZONE: Final = "Asia/Shanghai"
+# A user id as a key or a subject token (the `USER_ZONES_BUCKET` key-value bucket, the quota
+# counters, the outbox wake): a digest, since a user id may hold characters a key may not.
+USER_KEY_CHARS = 32
 
 # (start, end) as "HH:MM"; a day that is absent or null is a day off.
 WorkHours = dict[WeekdayKey, tuple[str, str]]
@@ -86,8 +87,8 @@ def default_work_hours(span: tuple[time, time]) -> WorkHours:
     return dict.fromkeys(WEEKDAY_KEYS[:5], clock)
 
 
-def zone_key(user_id: str) -> str:
-    return hashlib.sha256(user_id.encode()).hexdigest()[:ZONE_KEY_CHARS]
+def user_key(user_id: str) -> str:
+    return hashlib.sha256(user_id.encode()).hexdigest()[:USER_KEY_CHARS]
 
 
 class SettingsPatch(WireModel):

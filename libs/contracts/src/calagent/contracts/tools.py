@@ -276,7 +276,6 @@ WRITE_TOOLS: Final = frozenset(
         "save_memory",
     }
 )
-READ_TOOLS: Final = frozenset({"query_schedule_range", "suggest_free_time", "find_events"})
 
 
 def _strip_titles(schema: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from calagent.contracts.base import WireModel
-from calagent.contracts.commands import EventFields, EventOut, StubFields, StubOut
+from calagent.contracts.commands import CommandOutcome, EventFields, EventOut, StubFields, StubOut
 from calagent.contracts.envelope import Envelope
 
 MAX_MESSAGE_CHARS = 4000
@@ -28,19 +28,12 @@ def turn_key(user_id: str, client_message_id: str | None) -> str:
     return uuid.uuid5(_TURN_KEY_NAMESPACE, f"{len(user_id)}:{user_id}{client_message_id}").hex
 
 
+# A turn's outcome: what its command answered (the stub statuses, declared once in `commands`), or
+# what a turn without a write ended as.
 Outcome = Literal[
-    "created",
-    "needs_date",
-    "needs_time",
-    "needs_attendee",
-    "conflict",
-    "held",
+    CommandOutcome,
     "queried",
     "suggested",
-    "cancelled",
-    "updated",
-    "deleted",
-    "planned",
     "memory_saved",
     "answered",
     "claim_replaced",

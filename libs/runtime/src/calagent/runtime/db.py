@@ -13,7 +13,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import MetaData, text
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 
 def make_engine(database_url: str, *, pool_size: int = 10) -> AsyncEngine:
@@ -37,10 +37,6 @@ async def database_state(engine: AsyncEngine | None, timeout: float = HEALTH_PRO
     except Exception:
         return "down"
     return "ok"
-
-
-def make_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
-    return async_sessionmaker(engine, expire_on_commit=False)
 
 
 def alembic_config(database_url: str, migrations_dir: Path, schema: str) -> Config:

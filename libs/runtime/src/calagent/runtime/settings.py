@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from calagent.contracts.settings import DEFAULT_ZONE
+
 # Where `calagent up` keeps the token secret it generated when CALAGENT_AUTH_SECRET is unset (in
 # the data dir, 0600); `calagent token` and the services it starts use the same one.
 AUTH_SECRET_FILE = "auth-secret"
@@ -43,7 +45,7 @@ class Settings(BaseSettings):
     model: str = Field(default="qwen-max", alias="CALAGENT_MODEL")
     # None: taken from `<data_dir>/auth-secret` when that exists (see `require_auth_secret`).
     auth_secret: str | None = Field(default=None, alias="CALAGENT_AUTH_SECRET")
-    default_tz: str = Field(default="Asia/Shanghai", alias="CALAGENT_DEFAULT_TZ")
+    default_tz: str = Field(default=DEFAULT_ZONE, alias="CALAGENT_DEFAULT_TZ")
     # None: a new user's calendars are named in their language (`calendars_for`).
     default_calendars: str | None = Field(default=None, alias="CALAGENT_DEFAULT_CALENDARS")
     holiday_country: str = Field(default="CN", alias="CALAGENT_HOLIDAY_COUNTRY")

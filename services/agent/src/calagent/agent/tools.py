@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from calagent.agent.domain import fixed_replies, reads, receipts
 from calagent.agent.domain.pending import write_hold
 from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, StorePort
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
+    WRITTEN_STATUSES,
     CancelStub,
     ChangeAction,
     CommandResult,
@@ -29,6 +30,7 @@ from calagent.contracts.commands import (
     QueryResult,
     RevertChange,
     SuggestFree,
+    is_command_outcome,
 )
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
@@ -54,31 +56,11 @@ from calagent.runtime.clock import Clock
 from calagent.runtime.settle import is_transient
 from calagent.runtime.timeline import epoch_ms
 
-COMMAND_OUTCOMES: frozenset[str] = frozenset(
-    {
-        "created",
-        "needs_date",
-        "needs_time",
-        "needs_attendee",
-        "conflict",
-        "held",
-        "cancelled",
-        "updated",
-        "deleted",
-        "planned",
-    }
-)
 # Errors the user is told about by a receipt rather than sent back to the model to retry: there is
 # nothing a better argument would fix.
 TERMINAL_ERRORS: frozenset[str] = frozenset(
     {"no_active_command", "changed_since", "already_undone", "nothing_to_undo"}
 )
-# A failed answer from commands that is transient (`is_transient`: it could not serve the request
-# this time) makes the turn worth redelivering. Any other (`internal`, `malformed`) fails again on
-# every retry, so it goes back to the model as a tool error and the turn ends with an answer, not
-# a redelivery loop.
-# Statuses that say the calendar really changed (sent by commands after its commit).
-WRITTEN: frozenset[str] = frozenset({"created", "updated", "deleted"})
 
 
 @dataclass(frozen=True)
@@ -123,7 +105,7 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
     if result.event is not None:
         state.events.append(event_view(result.event))
     # The only source of "persisted": a commands reply sent after its commit.
-    state.persisted = state.persisted or (result.status in WRITTEN and result.persisted)
+    state.persisted = state.persisted or (result.status in WRITTEN_STATUSES and result.persisted)
     if result.persisted and result.change_id is not None and result.change_id not in state.change_ids:
         state.change_ids.append(result.change_id)
     if result.status == "held":
@@ -132,8 +114,8 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
         state.flag("stub_superseded")
     with state.timeline.segment("receipt"):
         reply = receipts.command_receipt(result, state.view)
-    outcome: Outcome = cast(Outcome, result.status) if result.status in COMMAND_OUTCOMES else "answered"
-    if result.status in WRITTEN and not result.persisted:
+    outcome: Outcome = result.status if is_command_outcome(result.status) else "answered"
+    if result.status in WRITTEN_STATUSES and not result.persisted:
         outcome = "answered"
     return Finished(outcome, reply)
 
@@ -169,6 +151,10 @@ class Tools:
         try:
             result = await self.commands.execute(command)
         except BusRequestError as exc:
+            # A transient failure (`is_transient`: commands could not serve the request this time)
+            # makes the turn worth redelivering. Any other (`internal`, `malformed`) fails again on
+            # every retry, so it goes back to the model as a tool error and the turn ends with an
+            # answer, not a redelivery loop.
             if is_transient(exc):
                 raise
             return ToolResult(f"error:{exc.code}", error_content("command_failed", exc.message))
@@ -295,6 +281,7 @@ class Tools:
         try:
             result = await self.commands.query(query)
         except BusRequestError as exc:
+            # As for a command (`execute`): a transient failure redelivers the turn.
             if is_transient(exc):
                 raise
             return ToolResult(f"error:{exc.code}", error_content("query_failed", exc.message))

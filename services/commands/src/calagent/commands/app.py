@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from calagent.contracts.caldav import (
 )
 from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
 from calagent.contracts.people import FindMailbox, PeopleRequest, PeopleResult, ReceiveMail
+from calagent.contracts.settings import user_key
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock
 from calagent.runtime.db import database_state, make_engine, upgrade_async
@@ -125,9 +125,7 @@ class CommandsService:
         if publisher is None:
             return
         for user_id in users:
-            # The key is a digest: a user id may hold characters a subject token may not.
-            key = hashlib.sha256(user_id.encode()).hexdigest()[:16]
-            task = asyncio.ensure_future(publisher.publish(key, OutboxWake(user_id=user_id)))
+            task = asyncio.ensure_future(publisher.publish(user_key(user_id), OutboxWake(user_id=user_id)))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
 

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import common_slots, why_none
 from calagent.commands.domain.pending import lapsed
+from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
@@ -34,11 +35,12 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import (
-    MAX_RANGE,
     OUT_OF_RANGE_MESSAGE,
     RANGE_TOO_LONG_MESSAGE,
+    range_too_long,
     within_supported_years,
 )
+from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.contracts.suggestions import FreeSlot
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
@@ -63,17 +65,17 @@ def title_matches(title: str, text: str | None) -> bool:
 class QueryConfig:
     working_hours: tuple[time, time]
     holiday_country: str
-    default_tz: str = "Asia/Shanghai"
+    default_tz: str = DEFAULT_ZONE
 
 
 def query_error(code: str, message: str) -> QueryResult:
     return QueryResult(error=CommandError.model_validate({"code": code, "message": message}))
 
 
-def check_range(start: datetime, end: datetime) -> QueryResult | None:
+def check_range(start: datetime, end: datetime, tz: ZoneInfo) -> QueryResult | None:
     if end <= start:
         return query_error("invalid_range", "the end of a range must be after its start")
-    if end - start > MAX_RANGE:
+    if range_too_long(start, end, tz):
         return query_error("invalid_range", RANGE_TOO_LONG_MESSAGE)
     if not (within_supported_years(start) and within_supported_years(end)):
         return query_error("invalid_range", OUT_OF_RANGE_MESSAGE)
@@ -145,14 +147,14 @@ class Queries:
             return query_error(resolved.error.code, resolved.error.message)
         if resolved.start is None or resolved.end is None:
             return query_error("invalid_range", "the range did not resolve")
-        return check_range(resolved.start, resolved.end) or (resolved.start, resolved.end)
+        return check_range(resolved.start, resolved.end, zone(envelope.tz)) or (resolved.start, resolved.end)
 
     async def _query_range(self, query: QueryRange, tz: ZoneInfo) -> QueryResult:
         if query.start_at is not None and query.end_at is not None:
             # Absolute bounds (the gateway's GET /v1/events); a naive one is read in the user's zone.
             start = query.start_at if query.start_at.tzinfo else query.start_at.replace(tzinfo=tz)
             end = query.end_at if query.end_at.tzinfo else query.end_at.replace(tzinfo=tz)
-            invalid = check_range(start, end)
+            invalid = check_range(start, end, tz)
             if invalid is not None:
                 return invalid
         else:

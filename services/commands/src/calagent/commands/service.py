@@ -31,6 +31,7 @@ from calagent.contracts.commands import (
     RotateFeed,
     TurnContext,
 )
+from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
 
@@ -44,7 +45,7 @@ class CommandConfig:
     holiday_country: str
     mail_domain: str = "calagent.localhost"
     # The zone of a user who saved none, when their token's is not at hand (another person's).
-    default_tz: str = "Asia/Shanghai"
+    default_tz: str = DEFAULT_ZONE
 
     @classmethod
     def from_settings(cls, settings: Settings) -> CommandConfig:

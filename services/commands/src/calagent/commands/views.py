@@ -9,7 +9,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
-from calagent.commands.domain.model import Event, Stub, local_uid
+from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
 from calagent.commands.domain.payloads import HeldChange, HeldInvitation, HeldPlan
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
@@ -34,7 +34,7 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         recurrence=event.rrule,
         reminder_minutes=event.reminder_minutes,
         sync_state=event.sync_state,
-        uid=event.uid or local_uid(event.series_id or event.id),
+        uid=event.uid or local_uid(resource_of(event)),
         location=event.location,
         notes=event.notes,
         url=event.url,

@@ -11,9 +11,9 @@ from fastapi.responses import Response
 
 from calagent.contracts.commands import DeletePlan, ExportIcs, GetActiveStub, ListPlans, QueryRange
 from calagent.contracts.limits import (
-    MAX_RANGE,
     OUT_OF_RANGE_MESSAGE,
     RANGE_TOO_LONG_MESSAGE,
+    range_too_long,
     within_supported_years,
 )
 from calagent.contracts.turns import event_view, stub_view
@@ -52,7 +52,7 @@ def calendar_router() -> APIRouter:
         end_at = parse_instant("end", end, principal.tz)
         if end_at <= start_at:
             raise UnprocessableError.one(["query", "end"], "'end' must be after 'start'")
-        if end_at - start_at > MAX_RANGE:
+        if range_too_long(start_at, end_at, ZoneInfo(principal.tz)):
             raise UnprocessableError.one(["query", "end"], RANGE_TOO_LONG_MESSAGE)
         result = await gw.query(
             principal, QueryRange(envelope=gw.envelope(principal), start_at=start_at, end_at=end_at)

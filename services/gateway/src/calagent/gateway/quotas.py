@@ -21,7 +21,6 @@ end a little over it; the next one is refused.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from calagent.contracts import subjects
+from calagent.contracts.settings import user_key
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock
 from calagent.runtime.settings import Settings
@@ -56,10 +56,6 @@ class QuotaExceededError(Exception):
 
 class QuotaUnavailableError(Exception):
     """The shared counters cannot be read: the turn is not admitted unchecked."""
-
-
-def _digest(user_id: str) -> str:
-    return hashlib.sha256(user_id.encode()).hexdigest()[:32]
 
 
 class Quotas:
@@ -97,7 +93,7 @@ class Quotas:
         else count this turn."""
         if not self.enabled:
             return
-        digest = _digest(user_id)
+        digest = user_key(user_id)
         if self.daily_tokens is not None:
             try:
                 day, until_midnight = self._day(tz)
@@ -147,7 +143,7 @@ class Quotas:
         try:
             kv = await self._bucket()
             day, _ = self._day(tz)
-            await _add(kv, f"tokens.{_digest(user_id)}.{day}", tokens)
+            await _add(kv, f"tokens.{user_key(user_id)}.{day}", tokens)
         except Exception:
             log.exception("could not charge %d tokens to a user's day", tokens)
 

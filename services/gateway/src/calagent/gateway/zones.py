@@ -17,7 +17,7 @@ import logging
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 from pydantic import ValidationError
 
-from calagent.contracts.settings import ZoneEntry, valid_zone_name, zone_key
+from calagent.contracts.settings import ZoneEntry, user_key, valid_zone_name
 from calagent.gateway.auth import Principal
 from calagent.runtime.bus import Bus
 from calagent.runtime.zones import open_zones_bucket
@@ -37,10 +37,10 @@ class UserZones:
         self.loaded = asyncio.Event()
 
     def zone_of(self, user_id: str) -> str | None:
-        return self._zones.get(zone_key(user_id))
+        return self._zones.get(user_key(user_id))
 
     def remember(self, user_id: str, tz: str | None) -> None:
-        self._apply(zone_key(user_id), tz)
+        self._apply(user_key(user_id), tz)
 
     def apply_to(self, principal: Principal) -> Principal:
         saved = self.zone_of(principal.user_id)

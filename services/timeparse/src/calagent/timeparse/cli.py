@@ -12,6 +12,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.contracts.time import ResolveResult, SlotPatch
 from calagent.timeparse.domain.replies import parse_reply
 from calagent.timeparse.domain.symbols import local_today, resolve_symbol, zone
@@ -25,7 +26,6 @@ __all__ = [
     "wall_clock_now",
 ]
 
-_DEFAULT_TZ = "Asia/Shanghai"
 _DEFAULT_COUNTRY = "CN"
 
 
@@ -73,7 +73,7 @@ def patch_json(patch: SlotPatch) -> dict[str, Any]:
 
 
 def _now_and_tz(now_text: str | None, tz_text: str | None) -> tuple[datetime, str]:
-    tz = tz_text or os.environ.get("CALAGENT_DEFAULT_TZ") or _DEFAULT_TZ
+    tz = tz_text or os.environ.get("CALAGENT_DEFAULT_TZ") or DEFAULT_ZONE
     try:
         tzinfo = zone(tz)
     except ValueError as exc:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.scriptedmodel import Quirks, Response, Rule, Script
 
 Mode = Literal["offline", "live"]
@@ -180,7 +181,7 @@ class Case(_Strict):
     group: str
     description: str = ""
     now: str | None = None
-    tz: str = "Asia/Shanghai"
+    tz: str = DEFAULT_ZONE
     safety: bool = False
     known_issue: str | None = None
     read_only: bool = False

@@ -48,10 +48,6 @@ def vevents(body: str | bytes) -> dict[str, Component]:
     return found
 
 
-def vtimezones(body: str | bytes) -> dict[str, bytes]:
-    return {str(c["TZID"]): bytes(c.to_ical()) for c in Calendar.from_ical(body).walk("VTIMEZONE")}
-
-
 # ---- generated objects ---------------------------------------------------------------------------
 
 _WORDS = (

@@ -25,13 +25,14 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, StubStatus
 from calagent.contracts.people import InvitationAnswer
 from calagent.contracts.time import ParsedReply, SlotPatch
 
 Route = Literal["fast_path", "model"]
 GateAnswer = Literal["confirm", "refuse"]
-MERGEABLE_STATUSES = frozenset({"needs_date", "needs_time", "conflict"})
+# The stubs a short reply's date or time can complete (contract §7).
+MERGEABLE_STATUSES: frozenset[StubStatus] = frozenset({"needs_date", "needs_time", "conflict"})
 
 # The bounded answers to an offer. Deliberately tiny: a word that needs context to mean yes
 # ("就这样吧", "go ahead and book it") is the model's to read, through `confirm_command`.

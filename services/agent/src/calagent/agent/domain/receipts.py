@@ -189,161 +189,182 @@ def command_receipt(result: CommandResult, view: View) -> str:
     return text
 
 
+# The texts of a command's receipt, (zh, en) by what happened: a status, a status and its reason
+# (`held.<hold_reason>`), or a clause added to one. Each is filled with the fields it names.
+_TEXTS: dict[str, tuple[str, str]] = {
+    "updated": ("已修改「{title}」：{before} → {after}。", 'Changed "{title}": {before} → {after}.'),
+    "deleted": ("已删除「{title}」（{when}）。", 'Deleted "{title}" ({when}).'),
+    "deleted.all": (
+        "已删除「{title}」整个重复系列（从 {when} 起{many}）。",
+        'Deleted "{title}", the whole series (from {when}{many}).',
+    ),
+    "deleted.following": (
+        "已删除「{title}」这一次及之后的重复（从 {when} 起{many}）。",
+        'Deleted "{title}", this and later occurrences (from {when}{many}).',
+    ),
+    "deleted.count": ("，共 {count} 次", ", {count} occurrences"),
+    "created": (
+        "已创建「{title}」：{span}，日历「{calendar}」。",
+        'Created "{title}": {span}, calendar "{calendar}".',
+    ),
+    "created.rule": ("（{rule}重复）", " (repeats {rule})"),
+    "created.reminder": ("（提前 {minutes} 分钟提醒）", " (reminder {minutes} min before)"),
+    "created.answered": ("（已答复 {who}）", " ({who} has your answer)"),
+    "created.invited": ("（邀请已交给邮件发送：{who}）", " (invitations on their way to {who})"),
+    "created.fallback": (
+        "（你没有名为「{requested}」的日历，已放入默认日历「{used}」。）",
+        ' (You have no calendar named "{requested}", so it went to the default "{used}".)',
+    ),
+    "cancelled.no_stub": ("好的，已取消。", "OK, cancelled."),
+    "no_active_command": ("现在没有待确认的日程。", "There is no pending schedule request."),
+    "not_found": ("没有找到这个日程，日历没有变化。", "I could not find that event; nothing changed."),
+    "nothing_written": ("这次没有写入日历。", "Nothing was written to your calendar."),
+    "needs_date": ("「{title}」要安排在哪一天？", 'Which day should "{title}" be on?'),
+    "needs_date.options": (
+        "「{title}」要安排在哪一天？可选：{options}。可以直接回复，例如“周日下午2点”。",
+        'Which day for "{title}"? Options: {options}. You can reply e.g. "Sunday 2pm".',
+    ),
+    "needs_time": ("「{title}」几点开始？例如“下午两点”。", 'What time should "{title}" start? e.g. "2pm".'),
+    "needs_time.day": (
+        "「{title}」{day}几点开始？例如“下午两点”。",
+        'What time should "{title}" on {day} start? e.g. "2pm".',
+    ),
+    "conflict": (
+        "「{title}」{when} 与 {names} 时间冲突。要换个时间，还是仍按原时间创建？",
+        '"{title}" {when} conflicts with {names}. Pick another time, or keep this time anyway?',
+    ),
+    "held.past_start": (
+        "「{title}」{when} 已经过去了，我没有写入日历。如果确实要记录下来，请回复“确认”。",
+        '"{title}" {when} is in the past, so I have not added it. Reply "confirm" if you want it recorded.',
+    ),
+    "held.recurrence_unclear": (
+        "你的话里像是要重复的日程，但这次只会建一次「{title}」{when}。要只建这一次，请回复“确认”；要重复，请告诉我怎么重复。",
+        'Your words sound like something that repeats, but this would create "{title}" {when} once. '
+        'Reply "confirm" for just this once, or tell me how it repeats.',
+    ),
+    "held.sends_invitations": (
+        "「{title}」{when}：确认后我会创建它并给 {who} 发送邀请邮件。现在还没有写入，也没有发出任何邮件，回复“确认”即可。",
+        '"{title}" {when}: once you confirm, I will add it and send invitations to {who}. '
+        'Nothing is written or sent yet; reply "confirm".',
+    ),
+    "held.third_party_content": (
+        "这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。",
+        'This comes from forwarded or quoted content, so I have not added it: "{title}" {when}. '
+        'Reply "confirm" to add it.',
+    ),
+    # An invitation received by mail (hold reason `invitation_received`), by its method.
+    "invitation.REQUEST": (
+        "{who} 邀请你参加「{title}」{when}。回复“接受”“拒绝”或“暂定”，我再回复对方；现在什么都没有写入或发出。",
+        '{who} invites you to "{title}" {when}. Reply "accept", "decline" or "tentative" and I will '
+        "answer them; nothing is written or sent yet.",
+    ),
+    "invitation.CANCEL": (
+        "{who} 取消了「{title}」{when}。要从日历中删除吗？回复“确认”即可。",
+        '{who} cancelled "{title}" {when}. Remove it from your calendar? Reply "confirm".',
+    ),
+    "cancelled": ("好的，已取消「{title}」。", 'OK, cancelled "{title}".'),
+    "cancelled.declined": ("已拒绝「{title}」，并告知了 {who}。", 'Declined "{title}"; {who} has been told.'),
+    "expired": (
+        "「{title}」的待确认请求已过期，没有创建。请重新告诉我。",
+        'The pending request for "{title}" expired and nothing was created. Please tell me again.',
+    ),
+}
+
+
+def _say(view: View, key: str, **fields: object) -> str:
+    zh_text, en_text = _TEXTS[key]
+    return (zh_text if view.zh else en_text).format(**fields)
+
+
 def _command_text(result: CommandResult, view: View) -> str:
-    zh = view.zh
     stub = result.stub
     if result.status == "updated" and result.event is not None and result.before is not None:
-        return (
-            f"已修改「{result.event.title}」：{view.when(result.before)} → {view.when(result.event)}。"
-            if zh
-            else f'Changed "{result.event.title}": {view.when(result.before)} → {view.when(result.event)}.'
-        )
+        before, after = view.when(result.before), view.when(result.event)
+        return _say(view, "updated", title=result.event.title, before=before, after=after)
     if result.status == "deleted" and result.before is not None:
-        scope = stub.change.scope if stub is not None and stub.change is not None else "this"
-        count = result.removed_count
-        if result.before.series_id is not None and scope != "this":
-            what = "整个重复系列" if scope == "all" else "这一次及之后的重复"
-            what_en = "the whole series" if scope == "all" else "this and later occurrences"
-            many = "" if count is None else (f"，共 {count} 次" if zh else f", {count} occurrences")
-            return (
-                f"已删除「{result.before.title}」{what}（从 {view.when(result.before)} 起{many}）。"
-                if zh
-                else f'Deleted "{result.before.title}", {what_en} (from {view.when(result.before)}{many}).'
-            )
-        return (
-            f"已删除「{result.before.title}」（{view.when(result.before)}）。"
-            if zh
-            else f'Deleted "{result.before.title}" ({view.when(result.before)}).'
-        )
+        return _deleted_text(result.before, stub, result.removed_count, view)
     if result.status == "planned" and stub is not None:
         return plan_text(stub, view, confirmed=stub.status == "planned")
     if result.status == "created" and result.event is not None:
-        event = result.event
-        span = view.span(event.start, event.end, event.all_day)
-        text = (
-            f"已创建「{event.title}」：{span}，日历「{event.calendar}」。"
-            if zh
-            else f'Created "{event.title}": {span}, calendar "{event.calendar}".'
-        )
-        if event.recurrence:
-            rule = describe_rule(event.recurrence, view.lang)
-            text += f"（{rule}重复）" if zh else f" (repeats {rule})"
-        if event.reminder_minutes is not None:
-            text += (
-                f"（提前 {event.reminder_minutes} 分钟提醒）"
-                if zh
-                else f" (reminder {event.reminder_minutes} min before)"
-            )
-        if stub is not None and stub.invitation is not None:
-            # Someone else's invitation, answered: the one message sent is the reply to its organizer.
-            who = stub.invitation.organizer
-            text += f"（已答复 {who}）" if zh else f" ({who} has your answer)"
-        elif event.attendees:
-            who = view.people(event.attendees)
-            text += f"（邀请已交给邮件发送：{who}）" if zh else f" (invitations on their way to {who})"
-        if result.calendar_fallback is not None:
-            fb = result.calendar_fallback
-            text += (
-                f"（你没有名为「{fb.requested}」的日历，已放入默认日历「{fb.used}」。）"
-                if zh
-                else f' (You have no calendar named "{fb.requested}", so it went to the default "{fb.used}".)'
-            )
-        return text
+        return _created_text(result, result.event, view)
     if stub is None:
-        if result.status == "cancelled":
-            return "好的，已取消。" if zh else "OK, cancelled."
-        if result.error is not None and result.error.code == "no_active_command":
-            return "现在没有待确认的日程。" if zh else "There is no pending schedule request."
-        if result.error is not None and result.error.code == "not_found":
-            return (
-                "没有找到这个日程，日历没有变化。" if zh else "I could not find that event; nothing changed."
-            )
-        return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
-    title = stub.title
-    if result.status == "needs_date":
-        if stub.candidates:
-            options = " / ".join(view.day(day) for day in stub.candidates)
-            return (
-                f"「{title}」要安排在哪一天？可选：{options}。可以直接回复，例如“周日下午2点”。"
-                if zh
-                else f'Which day for "{title}"? Options: {options}. You can reply e.g. "Sunday 2pm".'
-            )
-        return f"「{title}」要安排在哪一天？" if zh else f'Which day should "{title}" be on?'
-    if result.status == "needs_time":
-        day = ""
-        if stub.candidates:
-            day = view.day(stub.candidates[0])
-        return (
-            f"「{title}」{day}几点开始？例如“下午两点”。"
-            if zh
-            else f'What time should "{title}" {("on " + day + " ") if day else ""}start? e.g. "2pm".'
-        )
+        return _say(view, _stubless_key(result))
+    return _stub_text(result, stub, view)
+
+
+def _deleted_text(before: EventOut, stub: StubOut | None, count: int | None, view: View) -> str:
+    scope = stub.change.scope if stub is not None and stub.change is not None else "this"
+    when = view.when(before)
+    if before.series_id is None or scope == "this":
+        return _say(view, "deleted", title=before.title, when=when)
+    many = "" if count is None else _say(view, "deleted.count", count=count)
+    key = "deleted.all" if scope == "all" else "deleted.following"
+    return _say(view, key, title=before.title, when=when, many=many)
+
+
+def _created_text(result: CommandResult, event: EventOut, view: View) -> str:
+    text = _say(view, "created", title=event.title, span=view.when(event), calendar=event.calendar)
+    if event.recurrence:
+        text += _say(view, "created.rule", rule=describe_rule(event.recurrence, view.lang))
+    if event.reminder_minutes is not None:
+        text += _say(view, "created.reminder", minutes=event.reminder_minutes)
+    if result.stub is not None and result.stub.invitation is not None:
+        # Someone else's invitation, answered: the one message sent is the reply to its organizer.
+        text += _say(view, "created.answered", who=result.stub.invitation.organizer)
+    elif event.attendees:
+        text += _say(view, "created.invited", who=view.people(event.attendees))
+    if result.calendar_fallback is not None:
+        fallback = result.calendar_fallback
+        text += _say(view, "created.fallback", requested=fallback.requested, used=fallback.used)
+    return text
+
+
+def _stubless_key(result: CommandResult) -> str:
+    if result.status == "cancelled":
+        return "cancelled.no_stub"
+    code = result.error.code if result.error is not None else None
+    return code if code in ("no_active_command", "not_found") else "nothing_written"
+
+
+def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
+    """What the stub the command left still needs, offers, or how it ended."""
     if result.status == "needs_attendee":
         return attendee_question(stub, view)
     if stub.kind == "change" and stub.change is not None and result.status in ("held", "conflict"):
         return change_offer(stub, stub.change, view)
-    if result.status == "conflict":
-        when = _proposed(stub, view)
-        names = conflict_names(stub, view)
-        return (
-            f"「{title}」{when} 与 {names} 时间冲突。要换个时间，还是仍按原时间创建？"
-            if zh
-            else f'"{title}" {when} conflicts with {names}. Pick another time, or keep this time anyway?'
-        )
+    if result.status == "held" and stub.hold_reason == "recurrence_plan" and stub.slots.recurrence:
+        return series_plan(stub, view)
+    key = _stub_key(result, stub)
+    if key == "held.sends_invitations":
+        who = view.people(stub.recipients)
+    else:
+        who = stub.invitation.organizer if stub.invitation is not None else ""
+    return _say(
+        view,
+        key,
+        title=stub.title,
+        when=_proposed(stub, view),
+        options=" / ".join(view.day(day) for day in stub.candidates),
+        day=view.day(stub.candidates[0]) if stub.candidates else "",
+        names=conflict_names(stub, view) if key == "conflict" else "",
+        who=who,
+    )
+
+
+def _stub_key(result: CommandResult, stub: StubOut) -> str:
+    invitation = stub.invitation
+    if result.status in ("needs_date", "needs_time"):
+        suffix = ".options" if result.status == "needs_date" else ".day"
+        return result.status + suffix if stub.candidates else result.status
     if result.status == "held":
-        when = _proposed(stub, view)
-        if stub.hold_reason == "recurrence_plan" and stub.slots.recurrence:
-            return series_plan(stub, view)
-        if stub.hold_reason == "recurrence_unclear":
-            return (
-                f"你的话里像是要重复的日程，但这次只会建一次「{stub.title}」{when}。要只建这一次，请回复“确认”；要重复，请告诉我怎么重复。"
-                if zh
-                else f'Your words sound like something that repeats, but this would create "{stub.title}" {when} once. '
-                'Reply "confirm" for just this once, or tell me how it repeats.'
-            )
-        if stub.hold_reason == "sends_invitations":
-            who = view.people(stub.recipients)
-            return (
-                f"「{title}」{when}：确认后我会创建它并给 {who} 发送邀请邮件。现在还没有写入，也没有发出任何邮件，回复“确认”即可。"
-                if zh
-                else f'"{title}" {when}: once you confirm, I will add it and send invitations to {who}. '
-                'Nothing is written or sent yet; reply "confirm".'
-            )
-        if stub.hold_reason == "invitation_received" and stub.invitation is not None:
-            who = stub.invitation.organizer
-            if stub.invitation.method == "CANCEL":
-                return (
-                    f"{who} 取消了「{title}」{when}。要从日历中删除吗？回复“确认”即可。"
-                    if zh
-                    else f'{who} cancelled "{title}" {when}. Remove it from your calendar? Reply "confirm".'
-                )
-            return (
-                f"{who} 邀请你参加「{title}」{when}。回复“接受”“拒绝”或“暂定”，我再回复对方；现在什么都没有写入或发出。"
-                if zh
-                else f'{who} invites you to "{title}" {when}. Reply "accept", "decline" or "tentative" and I will '
-                "answer them; nothing is written or sent yet."
-            )
-        if stub.hold_reason == "third_party_content":
-            return (
-                f"这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。"
-                if zh
-                else f'This comes from forwarded or quoted content, so I have not added it: "{title}" {when}. '
-                'Reply "confirm" to add it.'
-            )
-        return (
-            f"「{title}」{when} 已经过去了，我没有写入日历。如果确实要记录下来，请回复“确认”。"
-            if zh
-            else f'"{title}" {when} is in the past, so I have not added it. Reply "confirm" if you want it recorded.'
-        )
-    if result.status == "cancelled" and stub.invitation is not None and stub.invitation.method == "REQUEST":
-        who = stub.invitation.organizer
-        return f"已拒绝「{title}」，并告知了 {who}。" if zh else f'Declined "{title}"; {who} has been told.'
+        if stub.hold_reason == "invitation_received" and invitation is not None:
+            return f"invitation.{invitation.method}"
+        key = f"held.{stub.hold_reason}"
+        # A hold whose reason has no words of its own is said as a start in the past.
+        return key if key in _TEXTS else "held.past_start"
     if result.status == "cancelled":
-        return f"好的，已取消「{title}」。" if zh else f'OK, cancelled "{title}".'
-    if result.status == "expired":
-        return (
-            f"「{title}」的待确认请求已过期，没有创建。请重新告诉我。"
-            if zh
-            else f'The pending request for "{title}" expired and nothing was created. Please tell me again.'
-        )
-    return "这次没有写入日历。" if zh else "Nothing was written to your calendar."
+        declined = invitation is not None and invitation.method == "REQUEST"
+        return "cancelled.declined" if declined else "cancelled"
+    if result.status in ("conflict", "expired"):
+        return result.status
+    return "nothing_written"

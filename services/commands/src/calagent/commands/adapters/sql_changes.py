@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.tables import change_rows, changes, events
 from calagent.commands.domain.changelog import BOOKKEEPING, LoggedChange, RowChange, Snapshot, event_of
+from calagent.commands.domain.model import resource_of
 
 # Kept as the row has them when an undo writes a row back: who it is, how it was made, and the
 # object the server holds (the outbox patches the restored values into it).
@@ -148,7 +149,7 @@ class SqlChanges(SqlEvents):
             if snap is None:
                 continue
             event = event_of(snap)
-            self.touch(user_id, event.series_id or event.id)
+            self.touch(user_id, resource_of(event))
             self._may_invite(event)
             values = _snapshot_values(snap)
             if event_id in current:

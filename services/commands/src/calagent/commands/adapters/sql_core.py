@@ -14,15 +14,10 @@ from sqlalchemy import Executable, Result, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from calagent.commands.domain.changelog import ChangeContext
-from calagent.commands.domain.model import Event
+from calagent.commands.domain.model import Event, resource_of
 
 # The transaction-local setting the change log's trigger reads (migration 0007).
 CHANGE_SETTING = "calagent.change"
-
-
-def resource_of(event: Event) -> str:
-    """The id of the calendar object an event row belongs to: an override lives in its series'."""
-    return event.series_id or event.id
 
 
 class SqlCore:

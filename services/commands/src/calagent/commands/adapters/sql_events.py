@@ -21,9 +21,9 @@ from sqlalchemy import (
     update,
 )
 
-from calagent.commands.adapters.sql_core import SqlCore, resource_of
+from calagent.commands.adapters.sql_core import SqlCore
 from calagent.commands.adapters.tables import events
-from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.domain.model import Event, local_uid, resource_of
 from calagent.contracts.people import Attendee
 
 
@@ -212,9 +212,9 @@ class SqlEvents(SqlCore):
         )
         gone = result.all()
         for row in gone:
-            self.touch(user_id, row.series_id or row.id)
+            self.touch(user_id, resource_of(row))
             if row.organizer or row.series_id:
-                self.invited.setdefault(user_id, set()).add(row.series_id or row.id)
+                self.invited.setdefault(user_id, set()).add(resource_of(row))
             if row.series_id is None and row.organizer and row.ical:
                 self.deleted_objects[row.id] = (row.organizer, row.ical)
         return len(gone)

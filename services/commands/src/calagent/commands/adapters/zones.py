@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from calagent.contracts.settings import ZoneEntry, zone_key
+from calagent.contracts.settings import ZoneEntry, user_key
 from calagent.runtime.bus import Bus
 from calagent.runtime.zones import open_zones_bucket
 
@@ -14,6 +14,6 @@ class KvZones:
     async def publish_zone(self, user_id: str, tz: str | None) -> None:
         kv = await open_zones_bucket(self._bus)
         if tz is None:
-            await kv.delete(zone_key(user_id))
+            await kv.delete(user_key(user_id))
         else:
-            await kv.put(zone_key(user_id), ZoneEntry(tz=tz).model_dump_json().encode())
+            await kv.put(user_key(user_id), ZoneEntry(tz=tz).model_dump_json().encode())

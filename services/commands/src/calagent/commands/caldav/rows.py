@@ -51,17 +51,6 @@ async def resource_by_event(conn: AsyncConnection, event_id: str) -> Resource | 
     return _resource(row) if row is not None else None
 
 
-async def resource_by_href(conn: AsyncConnection, account_id: str, href: str) -> Resource | None:
-    row = (
-        await conn.execute(
-            select(caldav_resources).where(
-                caldav_resources.c.account_id == account_id, caldav_resources.c.href == href
-            )
-        )
-    ).first()
-    return _resource(row) if row is not None else None
-
-
 async def resources_of(conn: AsyncConnection, account_id: str) -> list[Resource]:
     found = await conn.execute(select(caldav_resources).where(caldav_resources.c.account_id == account_id))
     return [_resource(r) for r in found]

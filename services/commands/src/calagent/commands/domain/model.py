@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date, datetime
+from typing import Protocol
 
 from calagent.commands.domain.payloads import PendingChange
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
@@ -13,6 +14,21 @@ from calagent.contracts.people import Attendee
 def local_uid(event_id: str) -> str:
     """The UID of an event the assistant made."""
     return f"{event_id}@calagent"
+
+
+class InSeries(Protocol):
+    """An event as a value or as a stored row: its id, and its series' when it is an override."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def series_id(self) -> str | None: ...
+
+
+def resource_of(event: InSeries) -> str:
+    """The id of the calendar object an event belongs to: an override lives in its series'."""
+    return event.series_id or event.id
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ moved override still names the slot it replaced.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
@@ -193,10 +193,6 @@ def remaining_rule(rule_text: str, first_start: datetime, tz: ZoneInfo, from_sta
         return rule_text
     left = occurrence_count(rule_text, first_start, tz, from_start) or 1
     return ";".join(f"COUNT={left}" if p.startswith("COUNT=") else p for p in parts)
-
-
-def exdates_after(exdates: Sequence[datetime], moment: datetime) -> tuple[datetime, ...]:
-    return tuple(d for d in exdates if d >= moment)
 
 
 def live_count(master: Event, from_start: datetime) -> int | None:

@@ -58,10 +58,6 @@ def local_date(instant: datetime, tz: ZoneInfo) -> date:
     return instant.astimezone(tz).date()
 
 
-def iso_weekday(instant: datetime, tz: ZoneInfo) -> int:
-    return instant.astimezone(tz).isoweekday()
-
-
 def end_from_clock(start: datetime, end_time: str, tz: ZoneInfo) -> datetime:
     """The end at `end_time` on the start's local day, or the next day when that is not after the
     start (23:00–01:00 is an event crossing midnight, not a negative one)."""

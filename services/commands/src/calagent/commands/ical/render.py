@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from icalendar import Alarm, Calendar
 from icalendar import Event as IcsEvent
 
-from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.domain.model import Event, local_uid, resource_of
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, rule_for, starts
 from calagent.commands.ical.attendees import attendee_property, organizer_property
 from calagent.commands.ical.parse import UnreadableObject, ics_rule
@@ -122,7 +122,7 @@ def _kept_objects(events: Sequence[Event], stamp: datetime) -> dict[str, Calenda
     calendar), each patched with its rows: resource id → object."""
     by_resource: dict[str, list[Event]] = {}
     for event in events:
-        by_resource.setdefault(event.series_id or event.id, []).append(event)
+        by_resource.setdefault(resource_of(event), []).append(event)
     kept: dict[str, Calendar] = {}
     for resource, rows in by_resource.items():
         owner = next((r for r in rows if r.id == resource), None)
@@ -182,7 +182,7 @@ def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
     cal.add("version", "2.0")
     cal.add("calscale", "GREGORIAN")
     kept = _kept_objects(events, stamp)
-    _add_fresh(cal, [e for e in events if (e.series_id or e.id) not in kept], tz, stamp)
+    _add_fresh(cal, [e for e in events if resource_of(e) not in kept], tz, stamp)
     _add_kept(cal, kept)
     if events:
         cal.add_missing_timezones(*_timezone_span(events, stamp))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import Boolean, Date, DateTime, Float, Integer, Text, bindparam, func, select, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.contracts.evalrec import Timeline
 from calagent.contracts.turns import Segment, TurnRecord
@@ -79,20 +78,6 @@ SELECT count(*) FROM turn
     bindparam("usage_cached", type_=ARRAY(Integer)),
     bindparam("usage_reported", type_=ARRAY(Boolean)),
 )
-
-
-async def _insert_segments(
-    conn: AsyncConnection, turn_id: str, source: str, items: Sequence[Segment]
-) -> None:
-    if not items:
-        return
-    rows = [
-        {"turn_id": turn_id, "source": source, "name": s.name, "start_ms": s.start_ms, "ms": s.ms}
-        for s in items
-    ]
-    await conn.execute(
-        insert(segments).on_conflict_do_nothing(constraint="uq_segments_turn_source_name_start"), rows
-    )
 
 
 class SqlTurnRepository:

@@ -49,7 +49,7 @@ from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from calagent.contracts.limits import MAX_RANGE, MAX_RANGE_DAYS
+from calagent.contracts.limits import MAX_RANGE_DAYS, range_too_long
 from calagent.contracts.time import (
     ErrorCode,
     RangeRequest,
@@ -317,8 +317,7 @@ def resolve_range(req: RangeRequest) -> RangeResult:
             raise InvalidSymbolError(
                 "invalid_range", f"end {req.end} ({end.isoformat()}) is not after start {req.start}"
             )
-        # Span measured on the wall clock so a DST hour does not decide a 366-day boundary.
-        if end.replace(tzinfo=None) - start.replace(tzinfo=None) > MAX_RANGE:
+        if range_too_long(start, end, tzinfo):
             raise InvalidSymbolError(
                 "invalid_range", f"{req.start} .. {req.end} spans more than {MAX_RANGE_DAYS} days"
             )

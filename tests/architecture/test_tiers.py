@@ -1,0 +1,67 @@
+"""Every test says its tier (pyproject's markers): in its module's `pytestmark`, or on itself or
+its class where one module holds tests of two tiers. A test with none is left out of every run
+that selects a tier (`-m unit`)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+TIERS = frozenset({"unit", "integration", "e2e", "eval", "benchmark"})
+SUITES = ("services/*/tests/**/test_*.py", "libs/*/tests/**/test_*.py", "apps/*/tests/**/test_*.py")
+
+
+def _test_modules() -> list[Path]:
+    found = [path for pattern in SUITES for path in ROOT.glob(pattern)]
+    return sorted([*found, *(ROOT / "tests").glob("**/test_*.py")])
+
+
+def _tiers(node: ast.expr) -> set[str]:
+    """The tiers a mark expression names: `pytest.mark.unit`, a list or tuple of marks, or a mark
+    called with arguments."""
+    if isinstance(node, ast.List | ast.Tuple):
+        return set().union(*(_tiers(e) for e in node.elts))
+    if isinstance(node, ast.Call):
+        return _tiers(node.func)
+    if isinstance(node, ast.Attribute) and node.attr in TIERS:
+        return {node.attr}
+    return set()
+
+
+def _marked(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> set[str]:
+    return set().union(*(_tiers(d) for d in node.decorator_list))
+
+
+def untiered_tests(path: Path) -> Iterator[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    module: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            module = _tiers(node.value)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
+            if len(module | _marked(node)) != 1:
+                yield node.name
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            for item in node.body:
+                if not (
+                    isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name.startswith("test")
+                ):
+                    continue
+                if len(module | _marked(node) | _marked(item)) != 1:
+                    yield f"{node.name}.{item.name}"
+
+
+def test_every_test_names_exactly_one_tier() -> None:
+    modules = _test_modules()
+    assert len(modules) > 100  # the patterns still find the suites
+    wrong = {str(p.relative_to(ROOT)): names for p in modules if (names := list(untiered_tests(p)))}
+    assert not wrong, wrong
