@@ -15,11 +15,11 @@ from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Stub
-from calagent.commands.domain.pending import ActiveStatus, Ask, PendingCommand
+from calagent.commands.domain.pending import Ask, PendingCommand
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import error_result, new_id
 from calagent.commands.views import stub_out
-from calagent.contracts.commands import CommandResult, HoldReason, StubKind, StubOut
+from calagent.contracts.commands import ActiveStubStatus, CommandResult, HoldReason, StubKind, StubOut
 
 
 class StubTxn(Protocol):
@@ -111,7 +111,7 @@ class Pending:
     async def open(
         self,
         txn: StubTxn,
-        status: ActiveStatus | Literal["created"],
+        status: ActiveStubStatus | Literal["created"],
         ask: Ask,
         kind: StubKind = "create",
     ) -> Stub:
@@ -129,7 +129,7 @@ class Pending:
         await txn.uow.insert_stub(fresh)
         return fresh
 
-    async def step(self, txn: StubTxn, stub: Stub | None, status: ActiveStatus, ask: Ask) -> Stub:
+    async def step(self, txn: StubTxn, stub: Stub | None, status: ActiveStubStatus, ask: Ask) -> Stub:
         """A create's stub asked (again): the stub it continues, or a new one."""
         if stub is None:
             return await self.open(txn, status, ask)

@@ -34,7 +34,15 @@ from typing import Literal
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import PendingChange
 from calagent.commands.domain.proposals import Proposal
-from calagent.contracts.commands import ACTIVE_STUB_STATUSES, HoldReason, StubKind, StubSlots, StubStatus
+from calagent.contracts.commands import (
+    ACTIVE_STUB_STATUSES,
+    ActiveStubStatus,
+    HoldReason,
+    SettledStubStatus,
+    StubKind,
+    StubSlots,
+    StubStatus,
+)
 from calagent.contracts.people import Attendee
 
 # Why a write waits, strongest first: when several reasons hold, the user is told the first. Someone
@@ -53,9 +61,6 @@ HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "past_start",
     "change_confirmation",
 )
-ActiveStatus = Literal["needs_date", "needs_time", "needs_attendee", "conflict", "held"]
-# How a stub ends when its write runs, or when the user answers it without one.
-Outcome = Literal["created", "updated", "deleted", "planned", "cancelled"]
 
 
 class IllegalTransitionError(ValueError):
@@ -186,7 +191,7 @@ class PendingCommand:
         *,
         stub_id: str,
         user_id: str,
-        status: ActiveStatus | Literal["created"],
+        status: ActiveStubStatus | Literal["created"],
         ask: Ask,
         now: datetime,
         ttl: timedelta,
@@ -261,12 +266,12 @@ class PendingCommand:
 
     # ---- steps -----------------------------------------------------------------------------------
 
-    def ask(self, status: ActiveStatus, ask: Ask, now: datetime) -> Stub:
+    def ask(self, status: ActiveStubStatus, ask: Ask, now: datetime) -> Stub:
         """The stub asked again (still active): it lives `ttl` from now."""
         check_transition(self.stub.status, status)
         return _asking(replace(self.stub, status=status), ask, now, self.ttl)
 
-    def finish(self, outcome: Outcome, now: datetime, proposal: Proposal | None = None) -> Stub:
+    def finish(self, outcome: SettledStubStatus, now: datetime, proposal: Proposal | None = None) -> Stub:
         """The stub ended by its answer: its write ran (the time it ran at), or the user said no."""
         check_transition(self.stub.status, outcome)
         ended = replace(self.stub, status=outcome, updated_at=now)
