@@ -32,8 +32,9 @@ from hypothesis.stateful import (
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.app import MIGRATIONS_DIR
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
-from calagent.commands.service import CommandConfig, CommandService
+from calagent.commands.service import CommandService
 from calagent.contracts.commands import (
     CommandResult,
     EventOut,

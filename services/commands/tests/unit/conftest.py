@@ -12,13 +12,14 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
-from calagent.commands.service import CommandConfig, CommandService
+from calagent.commands.service import CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
 from calagent.contracts.time import (

@@ -17,12 +17,13 @@ from calagent.commands.caldav.credentials import Vault, load_key
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
+from calagent.commands.config import CommandConfig
 from calagent.commands.handlers import Handlers, transient_failures
 from calagent.commands.people.contacts import People
 from calagent.commands.people.inbox import Inbox, SettingsDirectory
 from calagent.commands.people.invitations import Invitations
 from calagent.commands.people.mailer import MailOutbox, SmtpTarget
-from calagent.commands.service import CommandConfig, CommandService
+from calagent.commands.service import CommandService
 from calagent.commands.settings import SETTINGS_COMMANDS, SettingsDesk
 from calagent.contracts import wire
 from calagent.contracts.caldav import (

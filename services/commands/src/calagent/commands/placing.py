@@ -4,10 +4,9 @@ handed to what prepares creates, changes and offers, so none of them reaches bac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
-from calagent.commands.domain.calendars import NewCalendars
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import find_conflicts
 from calagent.commands.domain.people import new_mail_address
@@ -21,16 +20,8 @@ from calagent.contracts.limits import OUT_OF_RANGE_MESSAGE, within_supported_yea
 from calagent.contracts.time import ResolveRequest, ResolveResult
 
 
-@dataclass(frozen=True)
-class WriteConfig:
-    calendars: NewCalendars
-    stub_ttl: timedelta
-    holiday_country: str
-    mail_domain: str = "calagent.localhost"
-
-
 class Placing:
-    def __init__(self, time_port: TimePort, config: WriteConfig) -> None:
+    def __init__(self, time_port: TimePort, config: CommandConfig) -> None:
         self.time = time_port
         self.config = config
 

@@ -7,11 +7,11 @@ plan (`plans.py`)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.freetime import common_slots, why_none
 from calagent.commands.domain.pending import lapsed
 from calagent.commands.domain.timeutil import zone
@@ -40,7 +40,6 @@ from calagent.contracts.limits import (
     range_too_long,
     within_supported_years,
 )
-from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.contracts.suggestions import FreeSlot
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
@@ -61,13 +60,6 @@ def title_matches(title: str, text: str | None) -> bool:
     return text.casefold().strip() in folded or any(t in folded for t in terms)
 
 
-@dataclass(frozen=True)
-class QueryConfig:
-    working_hours: tuple[time, time]
-    holiday_country: str
-    default_tz: str = DEFAULT_ZONE
-
-
 def query_error(code: str, message: str) -> QueryResult:
     return QueryResult(error=CommandError.model_validate({"code": code, "message": message}))
 
@@ -83,7 +75,7 @@ def check_range(start: datetime, end: datetime, tz: ZoneInfo) -> QueryResult | N
 
 
 class Queries:
-    def __init__(self, store: Store, time_port: TimePort, config: QueryConfig, clock: Clock) -> None:
+    def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
         self.store = store
         self.time = time_port
         self.config = config

@@ -6,20 +6,16 @@ are served by their own rooms."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.calendars import Calendars
-from calagent.commands.domain.calendars import NewCalendars
-from calagent.commands.domain.freetime import parse_working_hours
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.feeds import Feeds
-from calagent.commands.placing import WriteConfig
 from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store, TimePort
-from calagent.commands.queries import Queries, Query, QueryConfig, query_error
+from calagent.commands.queries import Queries, Query, query_error
 from calagent.commands.txn import error_result
 from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import (
@@ -31,50 +27,13 @@ from calagent.contracts.commands import (
     RotateFeed,
     TurnContext,
 )
-from calagent.contracts.settings import DEFAULT_ZONE
 from calagent.runtime.clock import Clock
-from calagent.runtime.settings import Settings
-
-
-@dataclass(frozen=True)
-class CommandConfig:
-    # A new user's calendars, by the language of the request that makes them.
-    calendars: NewCalendars
-    stub_ttl: timedelta
-    working_hours: tuple[time, time]
-    holiday_country: str
-    mail_domain: str = "calagent.localhost"
-    # The zone of a user who saved none, when their token's is not at hand (another person's).
-    default_tz: str = DEFAULT_ZONE
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> CommandConfig:
-        return cls(
-            calendars=NewCalendars(
-                settings.calendars, {lang: settings.calendars_for(lang) for lang in ("zh", "en")}
-            ),
-            stub_ttl=timedelta(minutes=settings.stub_ttl_minutes),
-            working_hours=parse_working_hours(settings.working_hours),
-            holiday_country=settings.holiday_country,
-            mail_domain=settings.mail_domain,
-            default_tz=settings.default_tz,
-        )
 
 
 class CommandService:
     def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
-        self.writes = Writes(
-            store,
-            time_port,
-            WriteConfig(config.calendars, config.stub_ttl, config.holiday_country, config.mail_domain),
-            clock,
-        )
-        self.queries = Queries(
-            store,
-            time_port,
-            QueryConfig(config.working_hours, config.holiday_country, default_tz=config.default_tz),
-            clock,
-        )
+        self.writes = Writes(store, time_port, config, clock)
+        self.queries = Queries(store, time_port, config, clock)
         self.calendars = Calendars(store, time_port, config.calendars, self.queries)
         self.feeds = Feeds(store, clock)
         plans = PlanDeletion(store, clock)

@@ -19,6 +19,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.changes import Changes
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
@@ -32,7 +33,7 @@ from calagent.commands.offers import Offers
 from calagent.commands.pending import Pending
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.inbox import InvitationAnswers
-from calagent.commands.placing import Placing, WriteConfig, resolved_within_supported_years
+from calagent.commands.placing import Placing, resolved_within_supported_years
 from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.txn import Txn, error_result, new_id
@@ -61,7 +62,7 @@ Command = AnyCommand
 
 
 class Writes:
-    def __init__(self, store: Store, time_port: TimePort, config: WriteConfig, clock: Clock) -> None:
+    def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
         self.store = store
         self.time = time_port
         self.config = config
