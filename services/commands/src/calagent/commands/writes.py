@@ -40,6 +40,7 @@ from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
+    ActiveStubStatus,
     AnyCommand,
     CalendarFallback,
     CancelStub,
@@ -273,21 +274,14 @@ class Writes:
             if planned.pinned_date is not None:
                 slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})
             ask = replace(ask, slots=slots, candidates=planned.candidates)
-            saved = await self.pending.step(txn, stub, planned.status, ask)
-            return CommandResult(
-                status=planned.status, stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
-            )
+            return await self._asked(txn, stub, planned.status, ask, fallback)
         ask = replace(ask, proposed_start=planned.start, proposed_end=planned.end)
-        people: tuple[Attendee, ...] = ()
+        people: tuple[Attendee, ...] | Unresolved = ()
         if slots.attendees:
-            found = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
-            if isinstance(found, Unresolved):
-                ask = replace(ask, attendee_query=found.query, attendee_candidates=found.candidates)
-                saved = await self.pending.step(txn, stub, "needs_attendee", ask)
-                return CommandResult(
-                    status="needs_attendee", stub=stub_out(saved, (), txn.tz), calendar_fallback=fallback
-                )
-            people = found
+            people = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
+        if isinstance(people, Unresolved):
+            ask = replace(ask, attendee_query=people.query, attendee_candidates=people.candidates)
+            return await self._asked(txn, stub, "needs_attendee", ask, fallback)
         if slots.recurrence:
             try:
                 validate_rule(slots.recurrence, planned.start, txn.tz)
@@ -321,11 +315,21 @@ class Writes:
             hold_reason=decision.hold_reason,
             recipients=people,
         )
-        saved = await self.pending.step(txn, stub, decision.outcome, ask)
+        return await self._asked(txn, stub, decision.outcome, ask, fallback, decision.conflicts)
+
+    async def _asked(
+        self,
+        txn: Txn,
+        stub: Stub | None,
+        status: ActiveStubStatus,
+        ask: Ask,
+        fallback: CalendarFallback | None,
+        conflicts: tuple[Event, ...] = (),
+    ) -> CommandResult:
+        """A create that did not run: its stub asked (again) what it lacks or why it waits."""
+        saved = await self.pending.step(txn, stub, status, ask)
         return CommandResult(
-            status=decision.outcome,
-            stub=stub_out(saved, decision.conflicts, txn.tz),
-            calendar_fallback=fallback,
+            status=status, stub=stub_out(saved, conflicts, txn.tz), calendar_fallback=fallback
         )
 
     async def _place(
