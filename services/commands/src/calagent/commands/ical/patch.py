@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -184,6 +184,19 @@ def _remove(parsed: Calendar, component: Component) -> None:
     parsed.subcomponents = [c for c in parsed.subcomponents if c is not component]
 
 
+@dataclass
+class _Edits:
+    """What a patch did to the parsed object so far: the components it changed (by identity),
+    the overrides it added, whether it removed any."""
+
+    changed: dict[int, Component] = field(default_factory=dict)
+    added: list[Component] = field(default_factory=list)
+    removed: bool = False
+
+    def change(self, component: Component) -> None:
+        self.changed[id(component)] = component
+
+
 def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime) -> Patched:
     """The object `original` with the stored `rows` of its resource written into it (module
     docstring). `rows` hold the row that owns the object (no `series_id`) and its overrides."""
@@ -202,17 +215,41 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
     tz = zone_named(base_master.tz)
     master = master_of(parsed)
     template = copy.deepcopy(master)
-    changed: dict[int, Component] = {}
-    added: list[Component] = []
-    removed = False
+    edits = _Edits()
 
     if _patch(master, owner, base_master, tz):
-        changed[id(master)] = master
+        edits.change(master)
     if not _same_rule(owner.rrule, base_master.rrule, tz, owner.all_day):
         master.pop("RRULE", None)
         if owner.rrule is not None:
             master["RRULE"] = ics_rule(owner.rrule, tz, owner.all_day)
-        changed[id(master)] = master
+        edits.change(master)
+    by_slot = _patch_exclusions(parsed, master, owner, base_master, tz, edits)
+    _patch_overrides(parsed, rows, template, base_master, base_overrides, by_slot, tz, edits)
+
+    if text_of(master, "UID") != uid:
+        # A series split from another is a new event: every component takes its UID.
+        for component in [*parsed.walk("VEVENT"), *edits.added]:
+            component["UID"] = vText(uid)
+            if all(component is not a for a in edits.added):
+                edits.change(component)
+    if not edits.changed and not edits.added and not edits.removed:
+        return Patched(parsed, False, original)
+    for component in edits.changed.values():
+        stamp_changed(component, stamp)
+    sequence = int(master.get("SEQUENCE", 0))
+    for component in edits.added:
+        stamp_changed(component, stamp, sequence)
+        parsed.add_component(component)
+    add_new_zones(parsed, missing_before, rows)
+    return Patched(parsed, True, bytes(parsed.to_ical()).decode("utf-8"))
+
+
+def _patch_exclusions(
+    parsed: Calendar, master: Component, owner: Event, base_master: Event, tz: ZoneInfo, edits: _Edits
+) -> dict[datetime, Component]:
+    """EXDATE and cancelled occurrences as the rows exclude them; returns the live overrides of
+    the object by the slot they replace."""
     by_slot: dict[datetime, Component] = {}
     cancelled: dict[datetime, Component] = {}
     if base_master.rrule is not None:
@@ -229,12 +266,26 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
     wanted = sorted(set(owner.exdates) - (kept_cancelled - set(written)))
     if tuple(wanted) != written:
         _set_exdates(master, wanted, tz, owner.all_day)
-        changed[id(master)] = master
+        edits.change(master)
     for slot, component in cancelled.items():
         if slot not in kept_cancelled:
             _remove(parsed, component)
-            removed = True
+            edits.removed = True
+    return by_slot
 
+
+def _patch_overrides(
+    parsed: Calendar,
+    rows: Sequence[Event],
+    template: Component,
+    base_master: Event,
+    base_overrides: Sequence[Event],
+    by_slot: dict[datetime, Component],
+    tz: ZoneInfo,
+    edits: _Edits,
+) -> None:
+    """Each override row written into the component it came from (matched by id, else by slot),
+    a new one added from the master as the app wrote it, one the rows no longer have removed."""
     base_by_id = {b.id: b for b in base_overrides}
     base_by_slot = {b.recurrence_id: b for b in base_overrides if b.recurrence_id is not None}
     used: set[str] = set()
@@ -252,7 +303,7 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
                 )
                 edited = True
             if edited:
-                changed[id(component)] = component
+                edits.change(component)
             continue
         # A new override: the master as the user's app wrote it, for this one occurrence.
         fresh = copy.deepcopy(template)
@@ -261,25 +312,8 @@ def patch_object(original: str, rows: Sequence[Event], uid: str, stamp: datetime
         fresh["RECURRENCE-ID"] = written_like(row.recurrence_id, template["DTSTART"], tz, base_master.all_day)
         # An override row that names no people is the series' meeting with the series' people.
         _patch(fresh, with_series_people(row, base_master), base_master, tz)
-        added.append(fresh)
+        edits.added.append(fresh)
     for base in base_overrides:
         if base.id not in used and base.recurrence_id in by_slot:
             _remove(parsed, by_slot[base.recurrence_id])
-            removed = True
-
-    if text_of(master, "UID") != uid:
-        # A series split from another is a new event: every component takes its UID.
-        for component in [*parsed.walk("VEVENT"), *added]:
-            component["UID"] = vText(uid)
-            if all(component is not a for a in added):
-                changed[id(component)] = component
-    if not changed and not added and not removed:
-        return Patched(parsed, False, original)
-    for component in changed.values():
-        stamp_changed(component, stamp)
-    sequence = int(master.get("SEQUENCE", 0))
-    for component in added:
-        stamp_changed(component, stamp, sequence)
-        parsed.add_component(component)
-    add_new_zones(parsed, missing_before, rows)
-    return Patched(parsed, True, bytes(parsed.to_ical()).decode("utf-8"))
+            edits.removed = True
