@@ -54,7 +54,9 @@ async def test_many_turns_in_flight_hold_no_connection(engine: AsyncEngine) -> N
         async with store.user_turn_lock(user):
             inside += 1
             peak = max(peak, inside)
-            await asyncio.sleep(0.3)
+            # Long enough that all 60 are inside together on a loaded machine, too: each holds
+            # its lease while the others take theirs.
+            await asyncio.sleep(1.5)
             inside -= 1
 
     await asyncio.wait_for(asyncio.gather(*(turn(f"u{i}") for i in range(60))), timeout=30)
