@@ -28,7 +28,7 @@ from icalendar import Calendar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.store import from_server
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import parse_resource
 from calagent.contracts import wire
@@ -428,10 +428,9 @@ async def test_a_series_copied_from_another_is_born_with_its_own_uid_and_overrid
     ours = app_override.evolve(id=ours_id, series_id=tail_id, uid=None)
     async with stack_db(stack).connect() as conn:
         await conn.begin()
-        uow = SqlUnitOfWork(conn)
-        uow.outbound = False
+        uow = from_server(conn)
         for row in (master, app_override, tail, ours):
-            await uow.insert_event(row, turn_id="t", key=None)
+            await uow.events.insert_event(row, turn_id="t", key=None)
         await uow.commit()
     stored = {e.id: e for e in await rows_of(stack, user)}
     assert stored[master.id].uid == stored[app_override.id].uid == uid
@@ -443,10 +442,9 @@ async def test_a_series_copied_from_another_is_born_with_its_own_uid_and_overrid
 
     async with stack_db(stack).connect() as conn:
         await conn.begin()
-        uow = SqlUnitOfWork(conn)
-        uow.outbound = False
-        await uow.update_event(stored[ours_id].evolve(series_id=master.id, uid=None, ical="ignored"))
-        await uow.update_event(stored[master.id].evolve(uid="not-this", ical=None, title="周会"))
+        uow = from_server(conn)
+        await uow.events.update_event(stored[ours_id].evolve(series_id=master.id, uid=None, ical="ignored"))
+        await uow.events.update_event(stored[master.id].evolve(uid="not-this", ical=None, title="周会"))
         await uow.commit()
     again = {e.id: e for e in await rows_of(stack, user)}
     assert again[ours_id].uid == uid  # moved to the master's series: its UID
@@ -455,7 +453,7 @@ async def test_a_series_copied_from_another_is_born_with_its_own_uid_and_overrid
 
 async def rows_of(stack: Stack, user: str) -> list[Event]:
     async with stack_db(stack).connect() as conn:
-        return list(await SqlUnitOfWork(conn).all_events(user))
+        return list(await from_server(conn).events.all_events(user))
 
 
 # ---- fuzz ----------------------------------------------------------------------------------------

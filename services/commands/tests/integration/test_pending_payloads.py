@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.store import from_server
 from calagent.commands.domain.payloads import HeldChange
 from calagent.contracts.commands import PrepareChange
 from calagent.contracts.tools import UpdateSchedule
@@ -81,7 +81,7 @@ async def test_an_old_change_row_is_read_typed_confirmed_and_written_back_with_i
             {"c": json.dumps(old), "i": stub_id},
         )
     async with system.db.begin() as conn:
-        stub = await SqlUnitOfWork(conn).get_stub(user, stub_id)
+        stub = await from_server(conn).stubs.get_stub(user, stub_id)
     assert stub is not None and isinstance(stub.payload, HeldChange)
     assert not stub.payload.bound and stub.payload.after is not None
     assert not stub.payload.after.given("attendees") and stub.payload.after.asked is None

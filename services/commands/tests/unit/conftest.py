@@ -49,49 +49,11 @@ class State:
     sharing: dict[tuple[str, str], datetime] = field(default_factory=dict)  # (owner, with) -> since
 
 
-class FakeUnitOfWork:
-    def __init__(self, store: FakeStore) -> None:
-        self.store = store
-        self.state = copy.deepcopy(store.state)
-        self.committed = False
-        self.change: ChangeContext | None = None
+class FakeEvents:
+    """The user's event rows."""
 
-    @property
-    def db_ms(self) -> float:
-        return 0.5
-
-    async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
-        return self.state.keys.get((user_id, key))
-
-    async def store_result(
-        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
-    ) -> CommandResult:
-        # The change log is empty here (see below): no change is ever logged.
-        self.state.keys[(user_id, key)] = result
-        return result
-
-    async def lock_user(self, user_id: str) -> None:
-        return None
-
-    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
-        return self.state.calendars.setdefault(user_id, list(defaults))
-
-    async def get_stub(self, user_id: str, stub_id: str) -> Stub | None:
-        stub = self.state.stubs.get(stub_id)
-        return stub if stub is not None and stub.user_id == user_id else None
-
-    async def active_stub(self, user_id: str) -> Stub | None:
-        for stub in self.state.stubs.values():
-            if stub.user_id == user_id and stub.status in ACTIVE_STUB_STATUSES:
-                return stub
-        return None
-
-    async def insert_stub(self, stub: Stub) -> None:
-        assert await self.active_stub(stub.user_id) is None, "one active stub per user"
-        self.state.stubs[stub.id] = stub
-
-    async def update_stub(self, stub: Stub) -> None:
-        self.state.stubs[stub.id] = stub
+    def __init__(self, state: State) -> None:
+        self.state = state
 
     def _user_events(self, user_id: str) -> list[Event]:
         found = [e for e, _ in self.state.events.values() if e.user_id == user_id]
@@ -136,8 +98,64 @@ class FakeUnitOfWork:
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
         return [e for e in self._user_events(user_id) if e.series_id == series_id]
 
-    # The change log is the database's own (a trigger on events): the integration tests prove it;
-    # here it is empty, and offers carry no version.
+    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
+        return [e for e, _ in self.state.events.values() if e.user_id == user_id and e.uid == uid]
+
+    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None:
+        found = self.state.events.get(event_id)
+        if found is not None and found[0].user_id == user_id:
+            self.state.events[event_id] = (found[0].evolve(ical=ical), found[1])
+
+
+class FakeStubs:
+    """Stubs and plans."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    async def get_stub(self, user_id: str, stub_id: str) -> Stub | None:
+        stub = self.state.stubs.get(stub_id)
+        return stub if stub is not None and stub.user_id == user_id else None
+
+    async def active_stub(self, user_id: str) -> Stub | None:
+        for stub in self.state.stubs.values():
+            if stub.user_id == user_id and stub.status in ACTIVE_STUB_STATUSES:
+                return stub
+        return None
+
+    async def insert_stub(self, stub: Stub) -> None:
+        assert await self.active_stub(stub.user_id) is None, "one active stub per user"
+        self.state.stubs[stub.id] = stub
+
+    async def update_stub(self, stub: Stub) -> None:
+        self.state.stubs[stub.id] = stub
+
+    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None:
+        self.state.plans[plan.id] = (user_id, plan)
+
+    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None:
+        owner, plan = self.state.plans[plan_id]
+        if owner == user_id:
+            self.state.plans[plan_id] = (owner, plan.model_copy(update={"status": status}))
+
+    async def plans(self, user_id: str) -> list[PlanOut]:
+        return [p for owner, p in self.state.plans.values() if owner == user_id and p.status != "deleted"]
+
+    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool:
+        found = self.state.plans.get(plan_id)
+        if found is None or found[0] != user_id or found[1].status == "deleted":
+            return False
+        self.state.plans[plan_id] = (user_id, found[1].model_copy(update={"status": "deleted"}))
+        return True
+
+
+class FakeChanges:
+    """The change log is the database's own (a trigger on events): the integration tests prove
+    it; here it is empty, and offers carry no version."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+        self.change: ChangeContext | None = None
 
     def log_changes_as(self, context: ChangeContext) -> None:
         self.change = context
@@ -164,39 +182,12 @@ class FakeUnitOfWork:
     ) -> None:
         return None
 
-    async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None:
-        self.state.plans[plan.id] = (user_id, plan)
 
-    async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None:
-        owner, plan = self.state.plans[plan_id]
-        if owner == user_id:
-            self.state.plans[plan_id] = (owner, plan.model_copy(update={"status": status}))
+class FakePeople:
+    """Contacts, mailboxes; mail is tested against PostgreSQL."""
 
-    async def plans(self, user_id: str) -> list[PlanOut]:
-        return [p for owner, p in self.state.plans.values() if owner == user_id and p.status != "deleted"]
-
-    async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool:
-        found = self.state.plans.get(plan_id)
-        if found is None or found[0] != user_id or found[1].status == "deleted":
-            return False
-        self.state.plans[plan_id] = (user_id, found[1].model_copy(update={"status": "deleted"}))
-        return True
-
-    async def commit(self) -> None:
-        self.store.state = self.state
-        self.committed = True
-
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
-        return []  # no connected calendar in the pure tests
-
-    async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
-        self.state.feeds[user_id] = (secret_hash, tz)
-
-    async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
-        for user_id, (stored, tz) in self.state.feeds.items():
-            if stored == secret_hash:
-                return user_id, tz
-        return None
+    def __init__(self, state: State) -> None:
+        self.state = state
 
     async def contacts(self, user_id: str) -> list[Contact]:
         return list(self.state.contacts.get(user_id, []))
@@ -233,14 +224,6 @@ class FakeUnitOfWork:
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         return None  # no mail reaches the fake
 
-    async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
-        return [e for e, _ in self.state.events.values() if e.user_id == user_id and e.uid == uid]
-
-    async def keep_object(self, user_id: str, event_id: str, ical: str) -> None:
-        found = self.state.events.get(event_id)
-        if found is not None and found[0].user_id == user_id:
-            self.state.events[event_id] = (found[0].evolve(ical=ical), found[1])
-
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
     ) -> None:
@@ -251,6 +234,16 @@ class FakeUnitOfWork:
 
     def quiet_people(self) -> None:
         return None
+
+
+class FakeSettings:
+    """Calendars, settings, sharing, feeds."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
+        return self.state.calendars.setdefault(user_id, list(defaults))
 
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         return {u: self.state.settings[u] for u in user_ids if u in self.state.settings}
@@ -280,6 +273,62 @@ class FakeUnitOfWork:
             ShareEntry(user=o, created_at=at) for (o, w), at in self.state.sharing.items() if w == user_id
         ]
         return mine, theirs
+
+    async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
+        self.state.feeds[user_id] = (secret_hash, tz)
+
+    async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
+        for user_id, (stored, tz) in self.state.feeds.items():
+            if stored == secret_hash:
+                return user_id, tz
+        return None
+
+
+class FakeSync:
+    """No connected calendar in the pure tests."""
+
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+        return []  # no connected calendar in the pure tests
+
+
+class FakeUnitOfWork:
+    def __init__(self, store: FakeStore) -> None:
+        self.store = store
+        self.state = copy.deepcopy(store.state)
+        self.committed = False
+        self.events = FakeEvents(self.state)
+        self.stubs = FakeStubs(self.state)
+        self.changes = FakeChanges(self.state)
+        self.people = FakePeople(self.state)
+        self.settings = FakeSettings(self.state)
+        self.sync = FakeSync(self.state)
+
+    @property
+    def db_ms(self) -> float:
+        return 0.5
+
+    async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
+        return self.state.keys.get((user_id, key))
+
+    async def store_result(
+        self, user_id: str, key: str, result: CommandResult, *, logged_as: CommandResult | None = None
+    ) -> CommandResult:
+        # The change log is empty here (see below): no change is ever logged.
+        self.state.keys[(user_id, key)] = result
+        return result
+
+    async def lock_user(self, user_id: str) -> None:
+        return None
+
+    async def commit(self) -> None:
+        self.store.state = self.state
+        self.committed = True
+
+    async def rollback(self) -> None:
+        return None
 
 
 class FakeStore:

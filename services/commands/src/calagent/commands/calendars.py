@@ -42,8 +42,8 @@ class Calendars:
                     )
                     # A reading left behind by a failed transaction is not an unretrieved error.
                     reading.add_done_callback(lambda task: task.cancelled() or task.exception())
-                names = await uow.calendars(user_id, self.config.named_for(envelope.lang))
-                notices = await uow.take_sync_notices(user_id)
+                names = await uow.settings.calendars(user_id, self.config.named_for(envelope.lang))
+                notices = await uow.sync.take_sync_notices(user_id)
                 await uow.commit()  # a first turn creates the default calendars
             parsed = None if reading is None else await reading
         finally:
@@ -62,6 +62,8 @@ class Calendars:
 
     async def list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            names = await uow.calendars(query.envelope.user_id, self.config.named_for(query.envelope.lang))
+            names = await uow.settings.calendars(
+                query.envelope.user_id, self.config.named_for(query.envelope.lang)
+            )
             await uow.commit()
             return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)

@@ -83,7 +83,7 @@ class Changes:
 
     async def find(self, txn: Txn, event_id: str) -> Target | None:
         split = split_occurrence_id(event_id)
-        row = await txn.uow.get_event(txn.user_id, split[0] if split else event_id)
+        row = await txn.uow.events.get_event(txn.user_id, split[0] if split else event_id)
         if row is None:
             return None
         if split is not None:
@@ -91,7 +91,7 @@ class Changes:
                 return None
             return await self._occurrence(txn, row, split[1])
         if row.series_id is not None and row.recurrence_id is not None:
-            master = await txn.uow.get_event(txn.user_id, row.series_id)
+            master = await txn.uow.events.get_event(txn.user_id, row.series_id)
             if master is None:
                 return Target(row, None, row, None)
             return Target(row, master, row.evolve(series_id=master.id), row.recurrence_id.astimezone(UTC))
@@ -101,7 +101,7 @@ class Changes:
         return Target(row, None, row, None)
 
     async def _occurrence(self, txn: Txn, master: Event, slot: datetime) -> Target | None:
-        for override in await txn.uow.series_overrides(txn.user_id, master.id):
+        for override in await txn.uow.events.series_overrides(txn.user_id, master.id):
             if override.recurrence_id is not None and override.recurrence_id.astimezone(UTC) == slot:
                 return Target(override, master, override, slot)
         duration = master.end - master.start
@@ -331,7 +331,7 @@ class Changes:
         if master is None or scope == "this" or master.rrule is None or slot is None:
             return (target.occurrence.start,), 1
         origin = master.start.astimezone(UTC) if scope == "all" else slot
-        overrides = await txn.uow.series_overrides(txn.user_id, master.id)
+        overrides = await txn.uow.events.series_overrides(txn.user_id, master.id)
         going = [o for o in overrides if o.recurrence_id is not None and o.recurrence_id >= origin]
         # A preview, not the whole series: the first few that would go within ten years, each at
         # the time it really has (a moved occurrence at its own time, an excluded one not at all).
@@ -378,7 +378,7 @@ class Changes:
         )
 
     async def _read_back(self, txn: Txn, row_id: str, slot: datetime | None) -> Event | None:
-        row = await txn.uow.get_event(txn.user_id, row_id)
+        row = await txn.uow.events.get_event(txn.user_id, row_id)
         if row is None:
             return None
         if slot is None or row.rrule is None:
@@ -388,11 +388,11 @@ class Changes:
 
     async def _stored_target(self, txn: Txn, change: HeldChange) -> Target | None:
         if change.master_id and change.occurrence_start:
-            master = await txn.uow.get_event(txn.user_id, change.master_id)
+            master = await txn.uow.events.get_event(txn.user_id, change.master_id)
             if master is None or master.rrule is None:
                 return None
             return await self._occurrence(txn, master, change.occurrence_start)
-        row = await txn.uow.get_event(txn.user_id, change.row_id)
+        row = await txn.uow.events.get_event(txn.user_id, change.row_id)
         return Target(row, None, row, None) if row is not None else None
 
     async def _delete(self, txn: Txn, target: Target, scope: Scope) -> int | None:
@@ -401,23 +401,23 @@ class Changes:
         uow = txn.uow
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
-            return await uow.delete_events(txn.user_id, [target.row.id])
-        overrides = await uow.series_overrides(txn.user_id, master.id)
+            return await uow.events.delete_events(txn.user_id, [target.row.id])
+        overrides = await uow.events.series_overrides(txn.user_id, master.id)
         first = master.start.astimezone(UTC)
         if scope == "all" or (scope == "following" and slot <= first):
             gone = live_count(master, first)
-            await uow.delete_events(txn.user_id, [master.id, *(o.id for o in overrides)])
+            await uow.events.delete_events(txn.user_id, [master.id, *(o.id for o in overrides)])
             return gone
         if scope == "this":
             if target.row.id != master.id:
-                await uow.delete_events(txn.user_id, [target.row.id])
-            await uow.update_event(master.evolve(exdates=(*master.exdates, slot)))
+                await uow.events.delete_events(txn.user_id, [target.row.id])
+            await uow.events.update_event(master.evolve(exdates=(*master.exdates, slot)))
             return 1
         assert master.rrule is not None
         gone = live_count(master, slot)
         later = [o.id for o in overrides if o.recurrence_id is not None and o.recurrence_id >= slot]
-        await uow.delete_events(txn.user_id, later)
-        await uow.update_event(
+        await uow.events.delete_events(txn.user_id, later)
+        await uow.events.update_event(
             master.evolve(
                 rrule=until_before(master.rrule, slot, zone_of(master)),
                 exdates=exdates_before(master.exdates, slot),
@@ -436,11 +436,11 @@ class Changes:
         values = own_values(after)
         master, slot = target.master, target.occurrence_start
         if master is None or slot is None:
-            await uow.update_event(target.row.evolve(start=start, end=end, **values))
+            await uow.events.update_event(target.row.evolve(start=start, end=end, **values))
             return target.row.id, None
         if scope == "this":
             if target.row.id != master.id:
-                await uow.update_event(target.row.evolve(start=start, end=end, **values))
+                await uow.events.update_event(target.row.evolve(start=start, end=end, **values))
                 return target.row.id, None
             override = master.evolve(
                 id=new_id(),
@@ -453,11 +453,11 @@ class Changes:
                 sync_state=None,
                 **values,
             )
-            await uow.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
+            await uow.events.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
             return override.id, None
         assert master.rrule is not None
         moved, origin = series_move(master, slot, scope, after)
-        overrides = await uow.series_overrides(txn.user_id, master.id)
+        overrides = await uow.events.series_overrides(txn.user_id, master.id)
         changed = master_values(master, after)
         duration = changed.pop("duration")
         assert isinstance(duration, timedelta)
@@ -465,7 +465,7 @@ class Changes:
         series = master.evolve(start=new_start, end=new_start + duration, rrule=moved.rule, **changed)
         if origin == master.start.astimezone(UTC):
             series = series.evolve(exdates=tuple(moved.slot(d) for d in master.exdates))
-            await uow.update_event(series)
+            await uow.events.update_event(series)
         else:
             # `following`: the series ends before this occurrence and a new one starts at it.
             series = series.evolve(
@@ -473,13 +473,13 @@ class Changes:
                 sync_state=None,
                 exdates=tuple(moved.slot(d) for d in master.exdates if d >= origin),
             )
-            await uow.update_event(
+            await uow.events.update_event(
                 master.evolve(
                     rrule=until_before(master.rrule, origin, moved.tz),
                     exdates=exdates_before(master.exdates, origin),
                 )
             )
-            await uow.insert_event(series, turn_id=txn.envelope.turn_id, key=None)
+            await uow.events.insert_event(series, turn_id=txn.envelope.turn_id, key=None)
         for override in overrides:
             rid = override.recurrence_id
             if rid is None or rid < origin:
@@ -489,5 +489,5 @@ class Changes:
                 carried = override.evolve(start=start, end=end, **values)
             else:
                 carried = carry(override, master, series, moved)
-            await uow.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
+            await uow.events.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
         return series.id, moved.slot(slot)

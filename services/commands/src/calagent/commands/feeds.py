@@ -31,17 +31,19 @@ class Feeds:
     async def rotate_feed(self, query: RotateFeed, tz: ZoneInfo) -> QueryResult:
         secret = secrets.token_urlsafe(FEED_SECRET_BYTES)
         async with self.store.unit_of_work() as uow:
-            await uow.replace_feed(query.envelope.user_id, feed_hash(secret), tz.key, self.clock.now())
+            await uow.settings.replace_feed(
+                query.envelope.user_id, feed_hash(secret), tz.key, self.clock.now()
+            )
             await uow.commit()
         return QueryResult(feed_secret=secret, db_ms=uow.db_ms)
 
     async def feed(self, query: FeedCalendar) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            owner = await uow.feed_owner(feed_hash(query.secret))
+            owner = await uow.settings.feed_owner(feed_hash(query.secret))
             if owner is None:
                 return query_error("not_found", FEED_NOT_FOUND)
             user_id, tz_name = owner
-            events = await uow.all_events(user_id)
+            events = await uow.events.all_events(user_id)
         try:
             tz = zone(tz_name)
         except InvalidZoneError:

@@ -25,14 +25,14 @@ class Offers:
         self.placing = placing
 
     async def _version(self, txn: Txn, change: HeldChange) -> str | None:
-        rows = await txn.uow.current_rows(txn.user_id, change.target_ids, series=True)
+        rows = await txn.uow.changes.current_rows(txn.user_id, change.target_ids, series=True)
         return version_of(rows.values()) if rows else None
 
     async def bind(self, txn: Txn, command: PrepareChange, result: CommandResult) -> CommandResult:
         """Record on a prepared change the version of its target and the request that made it."""
         if result.stub is None or result.stub.kind != "change":
             return result
-        stub = await txn.uow.get_stub(txn.user_id, result.stub.id)
+        stub = await txn.uow.stubs.get_stub(txn.user_id, result.stub.id)
         if stub is None or not isinstance(stub.payload, HeldChange):
             return result
         change = stub.payload
@@ -48,7 +48,7 @@ class Offers:
                 ),
             }
         )
-        await txn.uow.update_stub(self.changes.pending.of(stub).bound(bound))
+        await txn.uow.stubs.update_stub(self.changes.pending.of(stub).bound(bound))
         return result
 
     async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:

@@ -67,7 +67,7 @@ class Pending:
 
     async def active(self, txn: StubTxn) -> Stub | None:
         """The user's active stub; one whose time ran out is ended `expired` on the way."""
-        active = await txn.uow.active_stub(txn.user_id)
+        active = await txn.uow.stubs.active_stub(txn.user_id)
         if active is not None and self.of(active).expired(txn.now):
             await self.store(txn, self.of(active).expire(txn.now))
             return None
@@ -77,9 +77,9 @@ class Pending:
         """The active stub an answer names (its id, else the active one), or what to answer when
         there is none: an error, or `expired` for one whose time ran out (ended so here)."""
         stub = (
-            await txn.uow.get_stub(txn.user_id, command_id)
+            await txn.uow.stubs.get_stub(txn.user_id, command_id)
             if command_id
-            else await txn.uow.active_stub(txn.user_id)
+            else await txn.uow.stubs.active_stub(txn.user_id)
         )
         if stub is None or not stub.active:
             return error_result("no_active_command", "no active schedule command with that id")
@@ -91,7 +91,7 @@ class Pending:
 
     async def store(self, txn: StubTxn, stub: Stub) -> Stub:
         """Store a step the aggregate returned."""
-        await txn.uow.update_stub(stub)
+        await txn.uow.stubs.update_stub(stub)
         if not stub.active:
             txn.ended_stub = True
         return stub
@@ -126,7 +126,7 @@ class Pending:
             turn_id=txn.turn_id,
             kind=kind,
         ).stub
-        await txn.uow.insert_stub(fresh)
+        await txn.uow.stubs.insert_stub(fresh)
         return fresh
 
     async def step(self, txn: StubTxn, stub: Stub | None, status: ActiveStubStatus, ask: Ask) -> Stub:

@@ -73,11 +73,15 @@ class Placing:
     async def calendars(self, txn: Txn) -> list[str]:
         """The user's calendar names, the default first; made on first use in the language of the
         request (the same rule as a read's)."""
-        return await txn.uow.calendars(txn.user_id, self.config.calendars.named_for(txn.envelope.lang))
+        return await txn.uow.settings.calendars(
+            txn.user_id, self.config.calendars.named_for(txn.envelope.lang)
+        )
 
     async def organizer(self, txn: Txn) -> str:
         """The user's private address, made on first need: the ORGANIZER of what is sent."""
-        address = await txn.uow.mailbox(txn.user_id, new_mail_address(self.config.mail_domain), txn.now)
+        address = await txn.uow.people.mailbox(
+            txn.user_id, new_mail_address(self.config.mail_domain), txn.now
+        )
         assert address is not None
         return address
 

@@ -30,12 +30,12 @@ class Plans:
         )
         ask = Ask(title=command.trigger[:200], hold_reason="automation_plan", payload=HeldPlan(plan=plan))
         stub, superseded = await self.pending.hold(txn, ask, "plan")
-        await txn.uow.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
+        await txn.uow.stubs.insert_plan(txn.user_id, plan, stub_id=stub.id, key=txn.key)
         return CommandResult(status="planned", stub=stub_out(stub, (), txn.tz), superseded=superseded)
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
         if isinstance(stub.payload, HeldPlan):
-            await txn.uow.set_plan_status(txn.user_id, stub.payload.plan.id, "confirmed", txn.now)
+            await txn.uow.stubs.set_plan_status(txn.user_id, stub.payload.plan.id, "confirmed", txn.now)
         done = await self.pending.store(txn, self.pending.of(stub).finish("planned", txn.now))
         return CommandResult(status="planned", stub=stub_out(done, (), txn.tz))
 
@@ -47,6 +47,6 @@ class PlanDeletion:
 
     async def delete_plan(self, query: DeletePlan, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            deleted = await uow.delete_plan(query.envelope.user_id, query.plan_id, self.clock.now())
+            deleted = await uow.stubs.delete_plan(query.envelope.user_id, query.plan_id, self.clock.now())
             await uow.commit()
             return QueryResult(deleted=deleted, db_ms=uow.db_ms)

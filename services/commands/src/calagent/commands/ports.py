@@ -228,17 +228,36 @@ class SyncNotices(Protocol):
         ...
 
 
-class UnitOfWork(EventRows, StubRows, ChangeLog, PeopleRows, SettingsRows, SyncNotices, Protocol):
-    """One database transaction. Leaving it without `commit()` rolls everything back."""
+class UnitOfWork(Protocol):
+    """One database transaction and the repositories it has. Leaving it without `commit()` rolls
+    everything back."""
+
+    @property
+    def events(self) -> EventRows: ...
+
+    @property
+    def stubs(self) -> StubRows: ...
+
+    @property
+    def changes(self) -> ChangeLog: ...
+
+    @property
+    def people(self) -> PeopleRows: ...
+
+    @property
+    def settings(self) -> SettingsRows: ...
+
+    @property
+    def sync(self) -> SyncNotices: ...
 
     @property
     def db_ms(self) -> float: ...
 
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         """Insert the idempotency row first. None: this transaction owns the key and holds the
-        user's lock (`lock_user`), and the change named by `log_changes_as` is already the one its
-        event writes are logged as. Otherwise the result the first owner stored (waiting for it
-        to commit if it is still running)."""
+        user's lock (`lock_user`), and the change named by `changes.log_changes_as` is already the
+        one its event writes are logged as. Otherwise the result the first owner stored (waiting
+        for it to commit if it is still running)."""
         ...
 
     async def store_result(
@@ -254,6 +273,8 @@ class UnitOfWork(EventRows, StubRows, ChangeLog, PeopleRows, SettingsRows, SyncN
         ...
 
     async def commit(self) -> None: ...
+
+    async def rollback(self) -> None: ...
 
 
 class UserDirectory(Protocol):

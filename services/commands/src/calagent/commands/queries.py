@@ -100,24 +100,24 @@ class Queries:
 
     async def _list_changes(self, query: ListChanges, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            found = await uow.change_page(query.envelope.user_id, query.limit, query.before)
+            found = await uow.changes.change_page(query.envelope.user_id, query.limit, query.before)
             return QueryResult(changes=tuple(change_out(c, tz) for c in found), db_ms=uow.db_ms)
 
     async def _list_plans(self, query: ListPlans, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            return QueryResult(plans=tuple(await uow.plans(query.envelope.user_id)), db_ms=uow.db_ms)
+            return QueryResult(plans=tuple(await uow.stubs.plans(query.envelope.user_id)), db_ms=uow.db_ms)
 
     async def _export(self, query: ExportIcs, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
-            events = await uow.all_events(query.envelope.user_id)
+            events = await uow.events.all_events(query.envelope.user_id)
             return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
 
     async def active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:
-        stub = await uow.active_stub(user_id)
+        stub = await uow.stubs.active_stub(user_id)
         # A read ends nothing: a stub whose time ran out is left to the next write to end.
         if stub is None or lapsed(stub, self.clock.now()):
             return None
-        conflicts = await uow.events_by_ids(user_id, stub.conflict_event_ids)
+        conflicts = await uow.events.events_by_ids(user_id, stub.conflict_event_ids)
         return stub_out(stub, conflicts, tz)
 
     async def _range(

@@ -13,5 +13,5 @@ async def events_in(
     uow: UnitOfWork, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
 ) -> list[Event]:
     """Every event and series occurrence overlapping [start, end): the one way reads see series."""
-    rows = await uow.events_overlapping(user_id, start, end, incomplete_only=incomplete_only)
+    rows = await uow.events.events_overlapping(user_id, start, end, incomplete_only=incomplete_only)
     return expand(rows, start, end)

@@ -39,12 +39,12 @@ class SettingsDesk:
         fallback_tz = command.envelope.tz
         async with self.store.unit_of_work() as uow:
             if isinstance(command, GetSettings):
-                saved = (await uow.settings_of([user_id])).get(user_id, StoredSettings())
+                saved = (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings())
                 return PeopleResult(settings=saved.view(fallback_tz, self.working_hours))
             if isinstance(command, PutSettings):
-                before = (await uow.settings_of([user_id])).get(user_id, StoredSettings())
+                before = (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings())
                 saved = before.patched(command.patch, command.fields)
-                await uow.save_settings(user_id, saved, self.clock.now())
+                await uow.settings.save_settings(user_id, saved, self.clock.now())
                 await uow.commit()
                 if "tz" in command.fields:
                     await self.zones.publish_zone(user_id, saved.tz)
@@ -54,11 +54,11 @@ class SettingsDesk:
                     return PeopleResult(
                         error=PeopleError(code="invalid_settings", message="one shares with someone else")
                     )
-                await uow.share(user_id, command.with_user, command.level, self.clock.now())
-            elif isinstance(command, Unshare) and not await uow.unshare(user_id, command.with_user):
+                await uow.settings.share(user_id, command.with_user, command.level, self.clock.now())
+            elif isinstance(command, Unshare) and not await uow.settings.unshare(user_id, command.with_user):
                 return PeopleResult(
                     error=PeopleError(code="not_found", message="you do not share with this user")
                 )
-            mine, theirs = await uow.sharing_of(user_id)
+            mine, theirs = await uow.settings.sharing_of(user_id)
             await uow.commit()
             return PeopleResult(sharing=SharingOut(shared_with=tuple(mine), shared_with_me=tuple(theirs)))

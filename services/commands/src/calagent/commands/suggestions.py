@@ -51,8 +51,8 @@ async def suggestion_people(
 ) -> Counted:
     caller = query.envelope.user_id
     start, end = window
-    sharers = {entry.user for entry in (await uow.sharing_of(caller))[1]}
-    contacts = await uow.contacts(caller) if query.attendees else []
+    sharers = {entry.user for entry in (await uow.settings.sharing_of(caller))[1]}
+    contacts = await uow.people.contacts(caller) if query.attendees else []
     wanted: dict[str, str] = {}  # user id → the name asked for
     unknown: list[str] = []
     addresses: dict[str, str] = {}  # casefolded address → the name asked for
@@ -71,7 +71,7 @@ async def suggestion_people(
         else:
             unknown.append(name)
     if addresses:
-        owners = await uow.users_with_email(list(addresses))
+        owners = await uow.settings.users_with_email(list(addresses))
         for address, name in addresses.items():
             users = [u for u in owners.get(address, []) if u != caller]
             # Several users claiming one address name nobody for certain: not counted.
@@ -80,7 +80,7 @@ async def suggestion_people(
             elif not (len(users) == 0 and caller in owners.get(address, [])):
                 unknown.append(name)
     wanted.pop(caller, None)
-    saved = await uow.settings_of([caller, *wanted])
+    saved = await uow.settings.settings_of([caller, *wanted])
     mine = saved.get(caller, StoredSettings())
     people = [
         Person(

@@ -47,7 +47,7 @@ class Txn:
         base = context or self.change
         assert base is not None
         self.change = replace(base, **details)  # type: ignore[arg-type]
-        self.uow.log_changes_as(self.change)
+        self.uow.changes.log_changes_as(self.change)
         return self.change
 
     @property

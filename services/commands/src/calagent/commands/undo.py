@@ -24,26 +24,26 @@ class Undo:
     async def revert(self, txn: Txn, command: RevertChange) -> CommandResult:
         uow, user = txn.uow, txn.user_id
         if command.change_id is not None:
-            change = await uow.get_change(user, command.change_id)
+            change = await uow.changes.get_change(user, command.change_id)
             if change is None:
                 return error_result("not_found", NOT_FOUND)
         else:
-            change = await uow.latest_change(user, command.turn_id)
+            change = await uow.changes.latest_change(user, command.turn_id)
             if change is None:
                 return error_result("nothing_to_undo", "there is no change to undo")
         if change.undone_by is not None:
             return error_result("already_undone", "that change was undone already")
-        current = await uow.current_rows(user, [r.event_id for r in change.rows])
+        current = await uow.changes.current_rows(user, [r.event_id for r in change.rows])
         if changed_since(change, current):
             return error_result(
                 "changed_since", "the event was changed again after that change; nothing was undone"
             )
         context = txn.log_as(scope=change.scope, undoes=change.id)
-        await uow.restore_rows(user, restore_plan(change), current)
-        await uow.mark_undone(user, change.id, context.id)
+        await uow.changes.restore_rows(user, restore_plan(change), current)
+        await uow.changes.mark_undone(user, change.id, context.id)
         primary = change.primary
         # The receipt is read back from the rows as they are now, not from the log.
-        now = await uow.current_rows(user, [primary.event_id])
+        now = await uow.changes.current_rows(user, [primary.event_id])
         restored = now.get(primary.event_id)
         return CommandResult(
             status=_INVERSE[change.kind],

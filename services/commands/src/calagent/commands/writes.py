@@ -101,7 +101,7 @@ class Writes:
                 change = ChangeContext(new_id(), source, envelope.turn_id, now)
                 # Named before the claim: claiming the key also takes the user's lock and tells the
                 # change log this change, in the same statement.
-                uow.log_changes_as(change)
+                uow.changes.log_changes_as(change)
                 stored = await uow.claim_key(envelope.user_id, command.idempotency_key)
                 if stored is not None:
                     return stored.model_copy(update={"replayed": True, "db_ms": uow.db_ms})
@@ -278,7 +278,7 @@ class Writes:
         ask = replace(ask, proposed_start=planned.start, proposed_end=planned.end)
         people: tuple[Attendee, ...] | Unresolved = ()
         if slots.attendees:
-            people = resolve_attendees(slots.attendees, await txn.uow.contacts(txn.user_id))
+            people = resolve_attendees(slots.attendees, await txn.uow.people.contacts(txn.user_id))
         if isinstance(people, Unresolved):
             ask = replace(ask, attendee_query=people.query, attendee_candidates=people.candidates)
             return await self._asked(txn, stub, "needs_attendee", ask, fallback)
@@ -392,7 +392,7 @@ class Writes:
             organizer=await self.placing.organizer(txn) if people else None,
         )
         # The receipt is what the row says once written, not what was asked for.
-        stored = await txn.uow.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
+        stored = await txn.uow.events.insert_event(event, turn_id=txn.envelope.turn_id, key=txn.key)
         out_stub: StubOut | None = None
         if stub is not None:
             done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))

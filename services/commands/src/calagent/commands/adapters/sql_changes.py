@@ -9,10 +9,18 @@ from typing import Any
 from sqlalchemy import ARRAY, DateTime, Row, String, bindparam, exists, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 
+from calagent.commands.adapters.effects import Effects
+from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.tables import change_rows, changes, events
-from calagent.commands.domain.changelog import BOOKKEEPING, LoggedChange, RowChange, Snapshot, event_of
-from calagent.commands.domain.model import resource_of
+from calagent.commands.domain.changelog import (
+    BOOKKEEPING,
+    ChangeContext,
+    LoggedChange,
+    RowChange,
+    Snapshot,
+    event_of,
+)
 
 # Kept as the row has them when an undo writes a row back: who it is, how it was made, and the
 # object the server holds (the outbox patches the restored values into it).
@@ -52,11 +60,22 @@ CHANGE_LOGGED = exists().where(
 )
 
 
-class SqlChanges(SqlEvents):
+class SqlChanges:
+    """The change log; an undo writes event rows back through it, recorded in `effects` like any
+    other write of events."""
+
+    def __init__(self, session: SqlSession, events: SqlEvents, effects: Effects) -> None:
+        self.session = session
+        self.events = events
+        self.effects = effects
+
+    def log_changes_as(self, context: ChangeContext) -> None:
+        self.session.log_changes_as(context)
+
     async def _logged(self, found: Sequence[Row[Any]]) -> list[LoggedChange]:
         if not found:
             return []
-        rows = await self._run(
+        rows = await self.session.run(
             select(change_rows)
             .where(change_rows.c.change_id.in_([c.id for c in found]))
             .order_by(change_rows.c.seq)
@@ -85,13 +104,13 @@ class SqlChanges(SqlEvents):
         if before is not None:
             older = select(changes.c.seq).where(changes.c.user_id == user_id, changes.c.id == before)
             query = query.where(changes.c.seq < older.scalar_subquery())
-        found = (await self._run(query.order_by(changes.c.seq.desc()).limit(limit))).all()
+        found = (await self.session.run(query.order_by(changes.c.seq.desc()).limit(limit))).all()
         return await self._logged(found)
 
     async def get_change(self, user_id: str, change_id: str) -> LoggedChange | None:
         """One of the user's changes, locked; another user's id is answered like an unknown one."""
         found = (
-            await self._run(
+            await self.session.run(
                 select(changes)
                 .where(changes.c.user_id == user_id, changes.c.id == change_id)
                 .with_for_update()
@@ -107,12 +126,14 @@ class SqlChanges(SqlEvents):
         )
         if turn_id is not None:
             query = query.where(changes.c.turn_id == turn_id)
-        found = (await self._run(query.order_by(changes.c.seq.desc()).limit(1).with_for_update())).all()
+        found = (
+            await self.session.run(query.order_by(changes.c.seq.desc()).limit(1).with_for_update())
+        ).all()
         logged = await self._logged(found)
         return logged[0] if logged else None
 
     async def mark_undone(self, user_id: str, change_id: str, by: str) -> None:
-        await self._run(
+        await self.session.run(
             update(changes)
             .where(changes.c.user_id == user_id, changes.c.id == change_id)
             .values(undone_by=by)
@@ -133,7 +154,7 @@ class SqlChanges(SqlEvents):
             )
             .columns(row=JSONB)
         )
-        found = await self._run(statement)
+        found = await self.session.run(statement)
         return {r.row["id"]: r.row for r in found}
 
     async def restore_rows(
@@ -142,23 +163,22 @@ class SqlChanges(SqlEvents):
         """Write every row of `plan` back to the snapshot given (None: remove it), keeping the
         object each row has now (the outbox patches the restored values into it); a row that comes
         back gets its object, UID and id as they were."""
-        await self._log()
+        await self.session.log()
         gone = [event_id for event_id, snap in plan if snap is None and event_id in current]
-        await self.delete_events(user_id, gone)
+        await self.events.delete_events(user_id, gone)
         for event_id, snap in plan:
             if snap is None:
                 continue
             event = event_of(snap)
-            self.touch(user_id, resource_of(event))
-            self._may_invite(event)
+            self.effects.event_written(event)
             values = _snapshot_values(snap)
             if event_id in current:
                 for kept in _KEPT_ON_RESTORE:
                     values.pop(kept, None)
-                await self._run(
+                await self.session.run(
                     update(events)
                     .where(events.c.user_id == user_id, events.c.id == event_id)
                     .values(**values)
                 )
             else:
-                await self._run(events.insert().values(**values))
+                await self.session.run(events.insert().values(**values))

@@ -21,9 +21,10 @@ from sqlalchemy import (
     update,
 )
 
-from calagent.commands.adapters.sql_core import SqlCore
+from calagent.commands.adapters.effects import Effects
+from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import events
-from calagent.commands.domain.model import Event, local_uid, resource_of
+from calagent.commands.domain.model import Event, local_uid
 from calagent.contracts.people import Attendee
 
 
@@ -140,7 +141,13 @@ INCOMPLETE_OVERLAPPING = _overlapping(incomplete_only=True)
 INSERT_EVENT = events.insert().returning(events)
 
 
-class SqlEvents(SqlCore):
+class SqlEvents:
+    """The user's event rows; every write is recorded in `effects` for the commit."""
+
+    def __init__(self, session: SqlSession, effects: Effects) -> None:
+        self.session = session
+        self.effects = effects
+
     async def events_overlapping(
         self, user_id: str, start: datetime, end: datetime, *, incomplete_only: bool = False
     ) -> list[Event]:
@@ -149,13 +156,13 @@ class SqlEvents(SqlCore):
         # before the window's end is returned wherever it was moved to: without it, a slot whose
         # occurrence moved out of the window would show at its old time.
         query = INCOMPLETE_OVERLAPPING if incomplete_only else OVERLAPPING
-        rows = await self._run(query, {"user_id": user_id, "start": start, "end": end})
+        rows = await self.session.run(query, {"user_id": user_id, "start": start, "end": end})
         return [event_from_row(row) for row in rows]
 
     async def events_by_ids(self, user_id: str, ids: Sequence[str]) -> list[Event]:
         if not ids:
             return []
-        rows = await self._run(
+        rows = await self.session.run(
             select(events)
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
             .order_by(events.c.start_at, events.c.id)
@@ -163,26 +170,25 @@ class SqlEvents(SqlCore):
         return [event_from_row(row) for row in rows]
 
     async def all_events(self, user_id: str) -> list[Event]:
-        rows = await self._run(
+        rows = await self.session.run(
             select(events).where(events.c.user_id == user_id).order_by(events.c.start_at, events.c.id)
         )
         return [event_from_row(row) for row in rows]
 
     async def insert_event(self, event: Event, *, turn_id: str, key: str | None) -> Event:
-        await self._log()
-        self.touch(event.user_id, resource_of(event))
-        self._may_invite(event)
+        await self.session.log()
+        self.effects.event_written(event)
         values = event_insert_values(event, turn_id=turn_id, key=key)
         values["uid"] = _series_uid(event) if event.series_id is not None else _born_uid(event)
         if isinstance(values["uid"], str):
-            inserted = await self._run(INSERT_EVENT, values)
+            inserted = await self.session.run(INSERT_EVENT, values)
         else:
-            inserted = await self._run(events.insert().values(**values).returning(events))
+            inserted = await self.session.run(events.insert().values(**values).returning(events))
         return event_from_row(inserted.one())
 
     async def get_event(self, user_id: str, event_id: str) -> Event | None:
         row = (
-            await self._run(
+            await self.session.run(
                 select(events).where(events.c.id == event_id, events.c.user_id == user_id).with_for_update()
             )
         ).first()
@@ -191,37 +197,32 @@ class SqlEvents(SqlCore):
     async def update_event(self, event: Event) -> None:
         # The UID and the object are the sync's: a change never rewrites them, except that an
         # override moved to another series (a split) takes that series' UID.
-        await self._log()
-        self.touch(event.user_id, resource_of(event))
-        self._may_invite(event)
+        await self.session.log()
+        self.effects.event_written(event)
         values: dict[str, object] = {"updated_at": func.now(), **_event_values(event)}
         if event.series_id is not None:
             values["uid"] = _series_uid(event)
-        await self._run(
+        await self.session.run(
             update(events).where(events.c.id == event.id, events.c.user_id == event.user_id).values(**values)
         )
 
     async def delete_events(self, user_id: str, ids: Sequence[str]) -> int:
         if not ids:
             return 0
-        await self._log()
-        result = await self._run(
+        await self.session.log()
+        result = await self.session.run(
             events.delete()
             .where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
             .returning(events.c.id, events.c.series_id, events.c.organizer, events.c.ical)
         )
         gone = result.all()
         for row in gone:
-            self.touch(user_id, resource_of(row))
-            if row.organizer or row.series_id:
-                self.invited.setdefault(user_id, set()).add(resource_of(row))
-            if row.series_id is None and row.organizer and row.ical:
-                self.deleted_objects[row.id] = (row.organizer, row.ical)
+            self.effects.row_deleted(user_id, row.id, row.series_id, row.organizer, row.ical)
         return len(gone)
 
     async def resource_rows(self, user_id: str, resource_id: str) -> list[Event]:
         """The rows of one calendar object: the event (or master) and its overrides."""
-        rows = await self._run(
+        rows = await self.session.run(
             select(events)
             .where(
                 events.c.user_id == user_id,
@@ -233,12 +234,12 @@ class SqlEvents(SqlCore):
 
     async def keep_object(self, user_id: str, event_id: str, ical: str) -> None:
         """The object as the people invited were sent it: what the next change is patched into."""
-        await self._run(
+        await self.session.run(
             update(events).where(events.c.user_id == user_id, events.c.id == event_id).values(ical=ical)
         )
 
     async def series_overrides(self, user_id: str, series_id: str) -> list[Event]:
-        rows = await self._run(
+        rows = await self.session.run(
             select(events)
             .where(events.c.user_id == user_id, events.c.series_id == series_id)
             .order_by(events.c.recurrence_id)
@@ -247,7 +248,7 @@ class SqlEvents(SqlCore):
 
     async def events_by_uid(self, user_id: str, uid: str) -> list[Event]:
         """The user's object with this UID: its master (or single event) first, then overrides."""
-        rows = await self._run(
+        rows = await self.session.run(
             select(events)
             .where(events.c.user_id == user_id, events.c.uid == uid)
             .order_by(events.c.series_id.is_not(None), events.c.start_at, events.c.id)

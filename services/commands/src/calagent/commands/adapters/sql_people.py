@@ -11,21 +11,28 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from calagent.commands.adapters.sql_core import SqlCore
+from calagent.commands.adapters.effects import Effects
+from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import caldav_cards, contacts, inbound_mail, mail_outbox, mailboxes
 from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact, Told
 
 
-class SqlPeople(SqlCore):
+class SqlPeople:
+    """People's rows; the mail it queues is recorded in `effects`, to wake the outbox after commit."""
+
+    def __init__(self, session: SqlSession, effects: Effects) -> None:
+        self.session = session
+        self.effects = effects
+
     async def contacts(self, user_id: str) -> list[Contact]:
         """The user's own contacts, then the cards of their connected address books."""
-        rows = await self._run(
+        rows = await self.session.run(
             select(contacts)
             .where(contacts.c.user_id == user_id)
             .order_by(contacts.c.created_at, contacts.c.id)
         )
-        cards = await self._run(
+        cards = await self.session.run(
             select(caldav_cards)
             .where(caldav_cards.c.user_id == user_id)
             .order_by(caldav_cards.c.name, caldav_cards.c.id)
@@ -46,7 +53,7 @@ class SqlPeople(SqlCore):
         ]
 
     async def add_contact(self, user_id: str, contact: Contact) -> None:
-        await self._run(
+        await self.session.run(
             contacts.insert().values(
                 id=contact.id,
                 user_id=user_id,
@@ -58,24 +65,24 @@ class SqlPeople(SqlCore):
         )
 
     async def delete_contact(self, user_id: str, contact_id: str) -> bool:
-        result = await self._run(
+        result = await self.session.run(
             contacts.delete().where(contacts.c.user_id == user_id, contacts.c.id == contact_id)
         )
         return bool(getattr(result, "rowcount", 0))
 
     async def mailbox(self, user_id: str, make: str | None = None, at: datetime | None = None) -> str | None:
         if make is not None:
-            await self._run(
+            await self.session.run(
                 pg_insert(mailboxes)
                 .values(user_id=user_id, address=make, created_at=at or func.now())
                 .on_conflict_do_nothing(index_elements=[mailboxes.c.user_id])
             )
-        address = await self._run(select(mailboxes.c.address).where(mailboxes.c.user_id == user_id))
+        address = await self.session.run(select(mailboxes.c.address).where(mailboxes.c.user_id == user_id))
         found: str | None = address.scalar_one_or_none()
         return found
 
     async def mailbox_owner(self, address: str) -> str | None:
-        found = await self._run(
+        found = await self.session.run(
             select(mailboxes.c.user_id).where(func.lower(mailboxes.c.address) == address.strip().lower())
         )
         owner: str | None = found.scalar_one_or_none()
@@ -84,7 +91,7 @@ class SqlPeople(SqlCore):
     async def claim_inbound(self, user_id: str, message_id: str, sender: str, at: datetime) -> int | None:
         """The record of one received message, or None when this Message-ID was received before
         (a concurrent delivery of the same message waits here for the first to commit)."""
-        result = await self._run(
+        result = await self.session.run(
             pg_insert(inbound_mail)
             .values(user_id=user_id, message_id=message_id, sender=sender, received_at=at, verdict="received")
             .on_conflict_do_nothing(constraint="uq_inbound_mail_message")
@@ -101,7 +108,7 @@ class SqlPeople(SqlCore):
         method: str | None,
         offer: HeldInvitation | None = None,
     ) -> None:
-        await self._run(
+        await self.session.run(
             update(inbound_mail)
             .where(inbound_mail.c.id == record_id)
             .values(
@@ -114,7 +121,7 @@ class SqlPeople(SqlCore):
 
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         row = (
-            await self._run(
+            await self.session.run(
                 select(inbound_mail.c.id, inbound_mail.c.offer)
                 .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
                 .order_by(inbound_mail.c.id)
@@ -128,7 +135,7 @@ class SqlPeople(SqlCore):
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
     ) -> None:
         """iMIP messages into the mail outbox; one already queued (same Message-ID) stays once."""
-        await self._run(
+        await self.session.run(
             pg_insert(mail_outbox)
             .values(
                 [
@@ -148,14 +155,14 @@ class SqlPeople(SqlCore):
             )
             .on_conflict_do_nothing(index_elements=[mail_outbox.c.message_id])
         )
-        if mails and user_id not in self.mail_users:
-            self.mail_users = (*self.mail_users, user_id)  # the outbox is woken after commit
+        if mails:
+            self.effects.mail_queued(user_id)
 
     async def last_told(self, user_id: str, uid: str) -> Told | None:
         """What the people of the event `uid` were last sent (None: nothing yet): one rule for
         the SEQUENCE of the next message, whatever write causes it."""
         found = (
-            await self._run(
+            await self.session.run(
                 select(
                     mail_outbox.c.sequence,
                     func.bool_and(mail_outbox.c.method == "CANCEL").label("cancelled"),
@@ -173,4 +180,4 @@ class SqlPeople(SqlCore):
         return Told(int(found.sequence), bool(found.cancelled)) if found is not None else None
 
     def quiet_people(self) -> None:
-        self.mail_people = False
+        self.effects.people_quieted()

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from calagent.commands.adapters.sql_core import SqlCore
+from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,
@@ -41,22 +41,27 @@ CALENDARS = (
 )
 
 
-class SqlSettings(SqlCore):
+class SqlSettings:
+    def __init__(self, session: SqlSession) -> None:
+        self.session = session
+
     async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
-        names = list((await self._run(CALENDARS, {"user_id": user_id})).scalars())
+        names = list((await self.session.run(CALENDARS, {"user_id": user_id})).scalars())
         if names:
             return names
-        await self._run(
+        await self.session.run(
             pg_insert(calendars)
             .values([{"user_id": user_id, "name": name, "position": i} for i, name in enumerate(defaults)])
             .on_conflict_do_nothing()
         )
-        return list((await self._run(CALENDARS, {"user_id": user_id})).scalars())
+        return list((await self.session.run(CALENDARS, {"user_id": user_id})).scalars())
 
     # ---- settings and sharing ----------------------------------------------------------------------
 
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
-        rows = await self._run(select(user_settings).where(user_settings.c.user_id.in_(list(user_ids))))
+        rows = await self.session.run(
+            select(user_settings).where(user_settings.c.user_id.in_(list(user_ids)))
+        )
         return {
             r.user_id: StoredSettings(tz=r.tz, email=r.email, language=r.language, work_hours=r.work_hours)
             for r in rows
@@ -71,13 +76,13 @@ class SqlSettings(SqlCore):
             "updated_at": at,
         }
         statement = pg_insert(user_settings).values(user_id=user_id, **values)
-        await self._run(
+        await self.session.run(
             statement.on_conflict_do_update(index_elements=[user_settings.c.user_id], set_=values)
         )
 
     async def users_with_email(self, addresses: Sequence[str]) -> dict[str, list[str]]:
         wanted = [a.casefold() for a in addresses]
-        rows = await self._run(
+        rows = await self.session.run(
             select(user_settings.c.user_id, func.lower(user_settings.c.email).label("email")).where(
                 func.lower(user_settings.c.email).in_(wanted)
             )
@@ -91,20 +96,20 @@ class SqlSettings(SqlCore):
         statement = pg_insert(sharing).values(
             owner_id=owner_id, with_user_id=with_user_id, level=level, created_at=at
         )
-        await self._run(
+        await self.session.run(
             statement.on_conflict_do_update(
                 index_elements=[sharing.c.owner_id, sharing.c.with_user_id], set_={"level": level}
             )
         )
 
     async def unshare(self, owner_id: str, with_user_id: str) -> bool:
-        result = await self._run(
+        result = await self.session.run(
             sharing.delete().where(sharing.c.owner_id == owner_id, sharing.c.with_user_id == with_user_id)
         )
         return bool(getattr(result, "rowcount", 0))
 
     async def sharing_of(self, user_id: str) -> tuple[list[ShareEntry], list[ShareEntry]]:
-        rows = await self._run(
+        rows = await self.session.run(
             select(sharing)
             .where(or_(sharing.c.owner_id == user_id, sharing.c.with_user_id == user_id))
             .order_by(sharing.c.created_at, sharing.c.owner_id, sharing.c.with_user_id)
@@ -123,7 +128,7 @@ class SqlSettings(SqlCore):
     async def replace_feed(self, user_id: str, secret_hash: str, tz: str, at: datetime) -> None:
         # One row per user: the new hash replaces the old one, so the old address stops working.
         statement = pg_insert(feeds).values(user_id=user_id, secret_hash=secret_hash, tz=tz, created_at=at)
-        await self._run(
+        await self.session.run(
             statement.on_conflict_do_update(
                 index_elements=[feeds.c.user_id],
                 set_={
@@ -136,6 +141,8 @@ class SqlSettings(SqlCore):
 
     async def feed_owner(self, secret_hash: str) -> tuple[str, str] | None:
         row = (
-            await self._run(select(feeds.c.user_id, feeds.c.tz).where(feeds.c.secret_hash == secret_hash))
+            await self.session.run(
+                select(feeds.c.user_id, feeds.c.tz).where(feeds.c.secret_hash == secret_hash)
+            )
         ).first()
         return (row.user_id, row.tz) if row is not None else None

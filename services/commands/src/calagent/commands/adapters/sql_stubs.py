@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import Row, bindparam, select, text, update
 
-from calagent.commands.adapters.sql_core import SqlCore
+from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import ACTIVE_SQL, plans, stubs
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import payload_json, payload_of
@@ -66,21 +66,24 @@ def _stub_values(stub: Stub) -> dict[str, object]:
     }
 
 
-class SqlStubs(SqlCore):
+class SqlStubs:
+    def __init__(self, session: SqlSession) -> None:
+        self.session = session
+
     async def get_stub(self, user_id: str, stub_id: str) -> Stub | None:
         row = (
-            await self._run(
+            await self.session.run(
                 select(stubs).where(stubs.c.id == stub_id, stubs.c.user_id == user_id).with_for_update()
             )
         ).first()
         return _stub(row) if row is not None else None
 
     async def active_stub(self, user_id: str) -> Stub | None:
-        row = (await self._run(ACTIVE_STUB, {"user_id": user_id})).first()
+        row = (await self.session.run(ACTIVE_STUB, {"user_id": user_id})).first()
         return _stub(row) if row is not None else None
 
     async def insert_stub(self, stub: Stub) -> None:
-        await self._run(
+        await self.session.run(
             stubs.insert().values(
                 id=stub.id,
                 user_id=stub.user_id,
@@ -91,7 +94,7 @@ class SqlStubs(SqlCore):
         )
 
     async def update_stub(self, stub: Stub) -> None:
-        await self._run(
+        await self.session.run(
             update(stubs)
             .where(stubs.c.id == stub.id, stubs.c.user_id == stub.user_id)
             .values(**_stub_values(stub))
@@ -100,7 +103,7 @@ class SqlStubs(SqlCore):
     # ---- plans -----------------------------------------------------------------------------------
 
     async def insert_plan(self, user_id: str, plan: PlanOut, *, stub_id: str, key: str) -> None:
-        await self._run(
+        await self.session.run(
             plans.insert().values(
                 id=plan.id,
                 user_id=user_id,
@@ -115,14 +118,14 @@ class SqlStubs(SqlCore):
         )
 
     async def set_plan_status(self, user_id: str, plan_id: str, status: str, at: datetime) -> None:
-        await self._run(
+        await self.session.run(
             update(plans)
             .where(plans.c.id == plan_id, plans.c.user_id == user_id)
             .values(status=status, updated_at=at)
         )
 
     async def plans(self, user_id: str) -> list[PlanOut]:
-        rows = await self._run(
+        rows = await self.session.run(
             select(plans)
             .where(plans.c.user_id == user_id, plans.c.status != "deleted")
             .order_by(plans.c.created_at.desc(), plans.c.id)
@@ -135,7 +138,7 @@ class SqlStubs(SqlCore):
         ]
 
     async def delete_plan(self, user_id: str, plan_id: str, at: datetime) -> bool:
-        result = await self._run(
+        result = await self.session.run(
             update(plans)
             .where(plans.c.id == plan_id, plans.c.user_id == user_id, plans.c.status != "deleted")
             .values(status="deleted", updated_at=at)

@@ -1,7 +1,9 @@
 """The SQL store: one `UnitOfWork` per transaction over an asyncpg connection.
 
-The unit of work is composed of one part per concern (`sql_*.py`, over `SqlCore`); this module
-keeps what makes it a transaction: the idempotency key that claims it, the user lock, the commit.
+The unit of work *has* one repository per concern (`sql_*.py`), all over one `SqlSession` (the
+connection, its timing, the change context), and one `Effects` collector that the repositories
+record into. This module keeps what makes it a transaction: the idempotency key that claims it,
+the user lock, and the commit, where the effects are handled in one place.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.sql_caldav import SqlCaldav
+from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_changes import CHANGE_LOGGED, SqlChanges
-from calagent.commands.adapters.sql_core import CHANGE_SETTING
+from calagent.commands.adapters.sql_core import CHANGE_SETTING, SqlSession
+from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.sql_people import SqlPeople
 from calagent.commands.adapters.sql_settings import SqlSettings
 from calagent.commands.adapters.sql_stubs import SqlStubs
+from calagent.commands.adapters.sql_sync import SqlSync
 from calagent.commands.adapters.tables import idempotency
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult
@@ -82,10 +86,30 @@ STORE_LOGGED_RESULT = (
 )
 
 
-class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
-    def __init__(self, conn: AsyncConnection) -> None:
-        super().__init__(conn)
-        self.before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None
+# Run inside a committing transaction just before its commit (the invitations a write causes).
+BeforeCommit = Callable[["SqlUnitOfWork"], Awaitable[None]]
+
+
+class SqlUnitOfWork:
+    """One transaction: its repositories, what their writes decided must go with the commit
+    (`effects`), and the commit. Opened by `SqlStore.unit_of_work` or `from_server`, which say
+    whether its writes go out and what runs before its commit."""
+
+    def __init__(self, conn: AsyncConnection, *, outbound: bool, before_commit: BeforeCommit | None) -> None:
+        self._session = SqlSession(conn)
+        self.effects = Effects(outbound=outbound)
+        self.before_commit = before_commit
+        self.committed = False
+        self.events = SqlEvents(self._session, self.effects)
+        self.changes = SqlChanges(self._session, self.events, self.effects)
+        self.stubs = SqlStubs(self._session)
+        self.people = SqlPeople(self._session, self.effects)
+        self.settings = SqlSettings(self._session)
+        self.sync = SqlSync(self._session, self.events)
+
+    @property
+    def db_ms(self) -> float:
+        return self._session.db_ms
 
     # ---- idempotency -----------------------------------------------------------------------------
 
@@ -94,17 +118,18 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
         # transaction, then finds the row (committed) or inserts it itself (the first rolled back).
         # Once the key is claimed, the same statement takes the user's lock and tells the log's
         # trigger the change already named: one round trip, not three.
-        change = self._change_to_send()
+        session = self._session
+        change = session.change_to_send()
         claim_params = {"claim_user": user_id, "claim_key": key}
         if change is None:
-            claimed = await self._run(CLAIM, claim_params)
+            claimed = await session.run(CLAIM, claim_params)
         else:
-            claimed = await self._run(CLAIM_AS_CHANGE, {**claim_params, "change": change})
+            claimed = await session.run(CLAIM_AS_CHANGE, {**claim_params, "change": change})
         row = claimed.first()
         if row is not None:
-            self._change_sent = row.change
+            session.change_sent = row.change
             return None
-        stored = await self._run(STORED_RESULT, {"user_id": user_id, "key": key})
+        stored = await session.run(STORED_RESULT, {"user_id": user_id, "key": key})
         value = stored.scalar_one_or_none()
         if value is None:
             raise KeyInFlightError(f"idempotency key {key!r} has no stored result yet")
@@ -115,27 +140,38 @@ class SqlUnitOfWork(SqlChanges, SqlCaldav, SqlStubs, SqlPeople, SqlSettings):
     ) -> CommandResult:
         params = {"owner": user_id, "owned_key": key, "stored_result": result.model_dump(mode="json")}
         if logged_as is None or logged_as.change_id is None:
-            await self._run(STORE_RESULT, params)
+            await self._session.run(STORE_RESULT, params)
             return result
-        found = await self._run(
+        found = await self._session.run(
             STORE_LOGGED_RESULT,
             {**params, "logged_result": logged_as.model_dump(mode="json"), "change_id": logged_as.change_id},
         )
         return logged_as if found.scalar() else result
 
     async def lock_user(self, user_id: str) -> None:
-        await self._run(select(_user_lock(user_id)))
+        await self._session.run(select(_user_lock(user_id)))
 
     async def commit(self) -> None:
+        """The effects the writes recorded, written into the transaction (the mail the invitation
+        rule queues, then one outbox row per touched resource), then the commit. Whom to wake
+        after it is `effects.to_wake()`."""
         if self.before_commit is not None:
             await self.before_commit(self)
-        await self._enqueue_outbound()
-        started = _time.perf_counter()
-        try:
-            await self._conn.commit()
-        finally:
-            self._seconds += _time.perf_counter() - started
+        if self.effects.outbound and self.effects.touched:
+            self.effects.deliveries_queued(await self.sync.queue_deliveries(self.effects.touched))
+        await self._session.commit()
         self.committed = True
+
+    async def rollback(self) -> None:
+        await self._session.conn.rollback()
+
+
+def from_server(conn: AsyncConnection) -> SqlUnitOfWork:
+    """A unit of work over `conn` whose writes are not sent anywhere: what came from the CalDAV
+    server (a sync, a conflict the server won) is not sent back to it, and an account's own
+    bookkeeping is no change to send. No outbox rows, no mail, nobody to wake; the caller commits
+    `conn` with the rest of its own statements."""
+    return SqlUnitOfWork(conn, outbound=False, before_commit=None)
 
 
 class SqlStore:
@@ -143,7 +179,7 @@ class SqlStore:
         self,
         engine: AsyncEngine,
         on_outbox: Callable[[Sequence[str]], None] | None = None,
-        before_commit: Callable[[SqlUnitOfWork], Awaitable[None]] | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> None:
         self.engine = engine
         # Told the users whose writes wait in an outbox (CalDAV or mail), after their commit.
@@ -156,14 +192,13 @@ class SqlStore:
         started = _time.perf_counter()
         async with self.engine.connect() as conn:
             await conn.begin()
-            uow = SqlUnitOfWork(conn)
-            uow.before_commit = self.before_commit
-            uow.add_seconds(_time.perf_counter() - started)
+            uow = SqlUnitOfWork(conn, outbound=True, before_commit=self.before_commit)
+            uow._session.add_seconds(_time.perf_counter() - started)
             try:
                 yield uow
             finally:
                 if not uow.committed:
-                    await conn.rollback()
-            waiting = (*uow.outbox_users, *(u for u in uow.mail_users if u not in uow.outbox_users))
+                    await uow.rollback()
+            waiting = uow.effects.to_wake()
             if uow.committed and waiting and self.on_outbox is not None:
                 self.on_outbox(waiting)

@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.store import from_server
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,
@@ -94,7 +94,8 @@ class Accounts:
         now = self.clock.now()
         async with self.engine.connect() as conn:
             await conn.begin()
-            uow = SqlUnitOfWork(conn)
+            # The account's own bookkeeping: the events it sends are queued below, by hand.
+            uow = from_server(conn)
             await uow.lock_user(user_id)
             await conn.execute(
                 caldav_accounts.insert().values(
@@ -129,7 +130,9 @@ class Accounts:
                 )
             # The user's list exists (made from the defaults on first use) before the account's
             # names are added after it.
-            existing = await uow.calendars(user_id, self.default_calendars.named_for(command.envelope.lang))
+            existing = await uow.settings.calendars(
+                user_id, self.default_calendars.named_for(command.envelope.lang)
+            )
             last = await conn.scalar(
                 select(func.max(calendars.c.position)).where(calendars.c.user_id == user_id)
             )
@@ -170,8 +173,7 @@ class Accounts:
         user_id = command.envelope.user_id
         async with self.engine.connect() as conn:
             await conn.begin()
-            uow = SqlUnitOfWork(conn)
-            uow.outbound = False  # nothing is sent to an account that is being forgotten
+            uow = from_server(conn)  # nothing is sent to an account that is being forgotten
             await uow.lock_user(user_id)
             found = await conn.scalar(
                 select(caldav_accounts.c.id).where(
@@ -234,7 +236,7 @@ class Accounts:
         user_id = command.envelope.user_id
         async with self.engine.connect() as conn:
             await conn.begin()
-            await SqlUnitOfWork(conn).lock_user(user_id)
+            await from_server(conn).lock_user(user_id)
             connected = await rows.user_calendars(conn, user_id)
             if not any(c.account_id == command.account_id for c in connected):
                 # Another user's account id is answered like one that does not exist.

@@ -22,7 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.sql_events import event_insert_values
-from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.store import from_server
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,
@@ -162,8 +162,7 @@ class InboundSync:
         than what the listing says about it (or about its absence): it is left alone."""
         async with self.engine.connect() as conn:
             await conn.begin()
-            uow = SqlUnitOfWork(conn)
-            uow.outbound = False  # the server's own changes are not sent back to it
+            uow = from_server(conn)  # the server's own changes are not sent back to it
             # The user's lock: conflict checks and stubs of this user see all of the sync or none.
             await uow.lock_user(account.user_id)
             # One read of what is known, one write of what changed: a first sync of a full

@@ -27,7 +27,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.store import SqlUnitOfWork
+from calagent.commands.adapters.store import SqlUnitOfWork, from_server
 from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, events
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
@@ -310,8 +310,7 @@ class Deliverer:
         body: str | None,
     ) -> Outcome:
         server = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
-        uow = SqlUnitOfWork(conn)
-        uow.outbound = False  # what comes from the server is not sent back to it
+        uow = from_server(conn)  # what comes from the server is not sent back to it
         await uow.lock_user(resource.user_id)
         if server is None:
             if body is None:  # we wanted it gone and it is gone
@@ -320,7 +319,7 @@ class Deliverer:
                 )
                 return Outcome("delivered")
             # Removed in the calendar app: that wins too; the assistant's edit is not resurrected.
-            await uow.delete_events(resource.user_id, [e.id for e in ours])
+            await uow.events.delete_events(resource.user_id, [e.id for e in ours])
             await conn.execute(
                 caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
             )
@@ -353,9 +352,9 @@ class Deliverer:
                 await self._mark(conn, resource.user_id, resource.event_id, None)
                 return Outcome("delivered")
         # The server's version wins: stored as it is, the assistant's change offered again.
-        await uow.delete_events(resource.user_id, [e.id for e in ours])
+        await uow.events.delete_events(resource.user_id, [e.id for e in ours])
         for row in theirs:
-            await uow.insert_event(row, turn_id="caldav-sync", key=None)
+            await uow.events.insert_event(row, turn_id="caldav-sync", key=None)
         await self._save_resource(conn, resource, server.etag)
         mine = next((e for e in ours if e.id == resource.event_id), None)
         kept = theirs[0]

@@ -40,7 +40,7 @@ class AttendeeRules:
         owner = master or row
         if not owner.attendees or owner.organizer is None:
             return ()
-        mailbox = await txn.uow.mailbox(txn.user_id)
+        mailbox = await txn.uow.people.mailbox(txn.user_id)
         return owner.attendees if mailbox is not None and owner.organizer == mailbox else ()
 
     async def for_update(
@@ -50,7 +50,7 @@ class AttendeeRules:
         matches, which the change then asks about."""
         if update.attendees is None:
             return None
-        found = resolve_attendees(update.attendees, await txn.uow.contacts(txn.user_id))
+        found = resolve_attendees(update.attendees, await txn.uow.people.contacts(txn.user_id))
         if isinstance(found, Unresolved):
             return found
         attendees = keep_answers(found, current.attendees)

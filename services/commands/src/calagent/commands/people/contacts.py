@@ -57,16 +57,16 @@ class People:
                     aliases=tuple(a.strip() for a in command.aliases if a.strip()),
                     created_at=self.clock.now(),
                 )
-                await uow.add_contact(user_id, contact)
+                await uow.people.add_contact(user_id, contact)
                 await uow.commit()
                 return PeopleResult(contact=_out(contact))
             if isinstance(command, DeleteContact):
-                deleted = await uow.delete_contact(user_id, command.contact_id)
+                deleted = await uow.people.delete_contact(user_id, command.contact_id)
                 await uow.commit()
                 if not deleted:
                     card = any(
                         c.id == command.contact_id and c.source == "carddav"
-                        for c in await uow.contacts(user_id)
+                        for c in await uow.people.contacts(user_id)
                     )
                     if card:
                         return PeopleResult(
@@ -81,8 +81,10 @@ class People:
                     )
                 return PeopleResult(deleted=True)
             if isinstance(command, GetMailAddress):
-                address = await uow.mailbox(user_id, new_mail_address(self.mail_domain), self.clock.now())
+                address = await uow.people.mailbox(
+                    user_id, new_mail_address(self.mail_domain), self.clock.now()
+                )
                 await uow.commit()
                 return PeopleResult(address=address)
-            listed = await uow.contacts(user_id)
+            listed = await uow.people.contacts(user_id)
             return PeopleResult(contacts=tuple(_out(c) for c in listed))

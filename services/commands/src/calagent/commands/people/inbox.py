@@ -53,11 +53,11 @@ class SettingsDirectory:
     """The user's settings (`PUT /v1/settings`): their own address and zone, when saved."""
 
     async def own_address(self, uow: UnitOfWork, user_id: str) -> str | None:
-        saved = (await uow.settings_of([user_id])).get(user_id)
+        saved = (await uow.settings.settings_of([user_id])).get(user_id)
         return saved.email if saved is not None else None
 
     async def zone(self, uow: UnitOfWork, user_id: str) -> str | None:
-        saved = (await uow.settings_of([user_id])).get(user_id)
+        saved = (await uow.settings.settings_of([user_id])).get(user_id)
         return saved.tz if saved is not None else None
 
 
@@ -94,14 +94,16 @@ class Inbox:
 
     async def owner(self, address: str) -> str | None:
         async with self.store.unit_of_work() as uow:
-            return await uow.mailbox_owner(address)
+            return await uow.people.mailbox_owner(address)
 
     async def receive(self, mail: ReceiveMail) -> InboundVerdict:
         async with self.store.unit_of_work() as uow:
-            user_id = await uow.mailbox_owner(mail.recipient)
+            user_id = await uow.people.mailbox_owner(mail.recipient)
             if user_id is None:
                 return _dropped("unknown_recipient")
-            record = await uow.claim_inbound(user_id, mail.message_id, mail.mail_from[:254], mail.received_at)
+            record = await uow.people.claim_inbound(
+                user_id, mail.message_id, mail.mail_from[:254], mail.received_at
+            )
             if record is None:
                 await uow.commit()
                 return InboundVerdict(verdict="duplicate", user_id=user_id)
@@ -126,7 +128,7 @@ class Inbox:
                 # An object icalendar reads but that is no event we can take (no DTSTART, …): on
                 # record, not retried (the sender's retry would fail the same way).
                 method, verdict = None, _dropped(f"unreadable_event: {type(exc).__name__}")
-            await uow.settle_inbound(record, verdict.verdict, verdict.reason, method, waiting)
+            await uow.people.settle_inbound(record, verdict.verdict, verdict.reason, method, waiting)
             await uow.commit()
             return verdict.model_copy(update={"user_id": user_id, "tz": tz})
 
@@ -147,7 +149,7 @@ class Inbox:
         if method == "REPLY" and master is not None:
             return method, await self._reply(txn, sender, master)
         own = await self.directory.own_address(txn.uow, txn.user_id)
-        known = {normal_address(c.email) for c in await txn.uow.contacts(txn.user_id)}
+        known = {normal_address(c.email) for c in await txn.uow.people.contacts(txn.user_id)}
         is_user = own is not None and sender == normal_address(own)
         if not is_user and sender not in known:
             return method, _dropped("unknown_sender")
@@ -159,7 +161,7 @@ class Inbox:
         # The organizer speaks for the meeting; the user may pass on an invitation they received.
         if organizer != sender and not is_user:
             return method, _dropped("not_the_organizer")
-        mailbox = await txn.uow.mailbox(txn.user_id) or ""
+        mailbox = await txn.uow.people.mailbox(txn.user_id) or ""
         mine = {normal_address(mailbox), normal_address(own or mailbox)}
         me = next((a for a in attendees_of(master) if normal_address(a.email) in mine), None)
         if me is None:
@@ -168,8 +170,8 @@ class Inbox:
 
     async def _reply(self, txn: Txn, sender: str, master: Component) -> InboundVerdict:
         """An attendee's answer to an event the user organizes: their PARTSTAT, mailing nobody."""
-        rows = await txn.uow.events_by_uid(txn.user_id, str(master["UID"]))
-        mailbox = await txn.uow.mailbox(txn.user_id)
+        rows = await txn.uow.events.events_by_uid(txn.user_id, str(master["UID"]))
+        mailbox = await txn.uow.people.mailbox(txn.user_id)
         owner = rows[0] if rows else None
         if (
             owner is None
@@ -181,7 +183,7 @@ class Inbox:
         if not answers or sender not in {normal_address(a.email) for a in owner.attendees}:
             return _dropped("not_an_attendee")
         status = answers[0].status
-        txn.uow.quiet_people()
+        txn.uow.people.quiet_people()
         for row in rows:
             if not any(normal_address(a.email) == sender for a in row.attendees):
                 continue
@@ -189,7 +191,7 @@ class Inbox:
                 a.model_copy(update={"status": status}) if normal_address(a.email) == sender else a
                 for a in row.attendees
             )
-            await txn.uow.update_event(row.evolve(attendees=people))
+            await txn.uow.events.update_event(row.evolve(attendees=people))
         return InboundVerdict(verdict="replied")
 
     async def _offer(
@@ -220,7 +222,7 @@ class Inbox:
 async def still_refused(txn: Txn, offer: InvitationOut) -> str | None:
     """Why an invitation cannot be offered against the user's calendar as it is now (None: it
     can): asked when it arrives and again when a waiting one comes up."""
-    rows = await txn.uow.events_by_uid(txn.user_id, offer.uid)
+    rows = await txn.uow.events.events_by_uid(txn.user_id, offer.uid)
     current = rows[0] if rows else None
     if offer.method == "CANCEL" and current is None:
         return "unknown_event"
@@ -256,7 +258,7 @@ class InvitationAnswers:
         if active is None:
             # One that waited behind a request which lapsed since comes first.
             await self.offer_waiting(txn)
-            active = await txn.uow.active_stub(txn.user_id)
+            active = await txn.uow.stubs.active_stub(txn.user_id)
         if active is not None:
             return InboundVerdict(verdict="waiting"), offer
         stub = await self._stub(txn, offer)
@@ -265,21 +267,23 @@ class InvitationAnswers:
     async def offer_waiting(self, txn: Txn) -> None:
         """After a write that ended a stub: the oldest invitation still waiting becomes the offer,
         checked again against the calendar as it now is."""
-        if await txn.uow.active_stub(txn.user_id) is not None:
+        if await txn.uow.stubs.active_stub(txn.user_id) is not None:
             return
-        while (found := await txn.uow.next_waiting(txn.user_id)) is not None:
+        while (found := await txn.uow.people.next_waiting(txn.user_id)) is not None:
             record_id, offer = found
             refused = await still_refused(txn, offer.invitation)
             if refused is not None:
-                await txn.uow.settle_inbound(record_id, "dropped", refused, offer.invitation.method, None)
+                await txn.uow.people.settle_inbound(
+                    record_id, "dropped", refused, offer.invitation.method, None
+                )
                 continue
             await self._stub(txn, offer)
-            await txn.uow.settle_inbound(record_id, "offered", None, offer.invitation.method, None)
+            await txn.uow.people.settle_inbound(record_id, "offered", None, offer.invitation.method, None)
             return
 
     async def _stub(self, txn: Txn, offer: HeldInvitation) -> Stub:
         invitation = offer.invitation
-        rows = await txn.uow.events_by_uid(txn.user_id, invitation.uid)
+        rows = await txn.uow.events.events_by_uid(txn.user_id, invitation.uid)
         shown = invitation.model_copy(
             update={
                 "start": invitation.start.astimezone(txn.tz),
@@ -304,13 +308,13 @@ class InvitationAnswers:
         if not isinstance(held, HeldInvitation):
             return CommandResult(status="error")
         offer = held.invitation
-        rows = await txn.uow.events_by_uid(txn.user_id, offer.uid)
+        rows = await txn.uow.events.events_by_uid(txn.user_id, offer.uid)
         current = rows[0] if rows else None
         if offer.method == "CANCEL":
             if partstat == "DECLINED" or current is None:
                 done = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
                 return CommandResult(status="cancelled", stub=stub_out(done, (), txn.tz))
-            await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
+            await txn.uow.events.delete_events(txn.user_id, [r.id for r in rows])
             done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
             return CommandResult(
                 status="deleted",
@@ -323,7 +327,7 @@ class InvitationAnswers:
         await self._reply(txn, received, attendee, offer.organizer, partstat)
         if partstat == "DECLINED":
             if current is not None:
-                await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
+                await txn.uow.events.delete_events(txn.user_id, [r.id for r in rows])
             done = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
             return CommandResult(
                 status="cancelled", persisted=current is not None, stub=stub_out(done, (), txn.tz)
@@ -337,12 +341,12 @@ class InvitationAnswers:
         )
         before = event_out(current, txn.tz) if current is not None else None
         if rows:
-            await txn.uow.delete_events(txn.user_id, [r.id for r in rows])
+            await txn.uow.events.delete_events(txn.user_id, [r.id for r in rows])
         for row in new_rows:
             # One command key writes one event (`uq_events_user_key`): the master carries it, its
             # overrides are rows of that event and carry none, as a series change writes them.
             key = txn.key if row.id == master_id else None
-            await txn.uow.insert_event(row, turn_id=txn.envelope.turn_id, key=key)
+            await txn.uow.events.insert_event(row, turn_id=txn.envelope.turn_id, key=key)
         status: Literal["created", "updated"] = "updated" if current is not None else "created"
         done = await self.pending.store(txn, self.pending.of(stub).finish(status, txn.now))
         return CommandResult(
@@ -356,7 +360,7 @@ class InvitationAnswers:
     async def _reply(
         self, txn: Txn, received: Calendar, attendee: str, organizer: str, partstat: InvitationAnswer
     ) -> None:
-        mailbox = await txn.uow.mailbox(txn.user_id)
+        mailbox = await txn.uow.people.mailbox(txn.user_id)
         if mailbox is None:
             return
         stamp = txn.now
@@ -379,7 +383,7 @@ class InvitationAnswers:
         )
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
-        await txn.uow.queue_mail(
+        await txn.uow.people.queue_mail(
             txn.user_id, mailbox, [(uid, imip.Mail("REPLY", sequence, organizer, msg_id, text))], carrier
         )
 

@@ -38,21 +38,22 @@ class Invitations:
         self.clock = clock
 
     async def queue(self, uow: SqlUnitOfWork) -> None:
-        if not uow.outbound or not uow.mail_people or not uow.invited:
+        effects = uow.effects
+        if not effects.outbound or not effects.mail_people or not effects.invited:
             return
         stamp = self.clock.now()
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
-        for user_id, resources in uow.invited.items():
-            mailbox = await uow.mailbox(user_id)
+        for user_id, resources in effects.invited.items():
+            mailbox = await uow.people.mailbox(user_id)
             if mailbox is None:
                 continue
             mails: list[tuple[str, imip.Mail]] = []
             for resource in sorted(resources):
-                rows = await uow.resource_rows(user_id, resource)
+                rows = await uow.events.resource_rows(user_id, resource)
                 owner = next((r for r in rows if r.id == resource), None)
                 if owner is None:
-                    gone = uow.deleted_objects.get(resource)
+                    gone = effects.deleted_objects.get(resource)
                     if gone is not None and normal_address(gone[0]) == normal_address(mailbox):
                         mails += await self._cancel_all(uow, user_id, gone[1], mailbox, stamp)
                     continue
@@ -60,7 +61,7 @@ class Invitations:
                     continue
                 mails += await self._changed(uow, owner, rows, mailbox, stamp)
             if mails:
-                await uow.queue_mail(user_id, mailbox, mails, carrier)
+                await uow.people.queue_mail(user_id, mailbox, mails, carrier)
 
     async def _changed(
         self, uow: SqlUnitOfWork, owner: Event, rows: list[Event], mailbox: str, stamp: datetime
@@ -72,7 +73,7 @@ class Invitations:
         text = render_resource(rows, uid, stamp)
         if text is None:
             return []
-        told = await uow.last_told(owner.user_id, uid)
+        told = await uow.people.last_told(owner.user_id, uid)
         # The event was cancelled for everyone after `before` was kept (it was removed, and it is
         # back): the people hold that CANCEL, not `before`, so all of the event is news to them.
         withdrawn = (
@@ -95,7 +96,7 @@ class Invitations:
         sequence = next_sequence(imip.sequence_of(obj), told)
         if _raise_sequence(obj, sequence, stamp, first=before is None):
             text = bytes(obj.to_ical()).decode("utf-8")
-        await uow.keep_object(owner.user_id, owner.id, text)
+        await uow.events.keep_object(owner.user_id, owner.id, text)
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
         now_people = {normal_address(a.email) for a in owner.attendees}
@@ -125,7 +126,7 @@ class Invitations:
         sequence = next_sequence(imip.sequence_of(obj), told)
         if _raise_sequence(obj, sequence, stamp):
             text = bytes(obj.to_ical()).decode("utf-8")
-        await uow.keep_object(owner.user_id, owner.id, text)
+        await uow.events.keep_object(owner.user_id, owner.id, text)
         uid = owner.uid or f"{owner.id}@calagent"
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
@@ -144,7 +145,7 @@ class Invitations:
             return []
         uid = str(masters[0]["UID"])
         # The object goes with the event: this CANCEL is the one message whose object is not kept.
-        sequence = next_sequence(imip.sequence_of(obj) + 1, await uow.last_told(user_id, uid))
+        sequence = next_sequence(imip.sequence_of(obj) + 1, await uow.people.last_told(user_id, uid))
         summary = imip.summary_of(obj)
         out: list[tuple[str, imip.Mail]] = []
         for person in people:

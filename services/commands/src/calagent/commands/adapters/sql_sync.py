@@ -4,11 +4,14 @@ deliveries the server refused.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from opentelemetry import propagate
 from sqlalchemy import ARRAY, String, bindparam, exists, func, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox
 from calagent.commands.domain.model import Event
@@ -24,27 +27,32 @@ ENQUEUE_OUTBOUND = pg_insert(caldav_outbox).from_select(
 )
 
 
-class SqlCaldav(SqlEvents):
-    async def _enqueue_outbound(self) -> None:
+class SqlSync:
+    """The CalDAV outbox as a unit of work sees it."""
+
+    def __init__(self, session: SqlSession, events: SqlEvents) -> None:
+        self.session = session
+        self.events = events
+
+    async def queue_deliveries(self, touched: Mapping[str, set[str]]) -> tuple[str, ...]:
         """One outbox row per touched resource of each user who has a connected account (none
-        otherwise: the statement inserts nothing), committed with the write itself."""
-        if not self.outbound or not self.touched:
-            return
+        otherwise: the statement inserts nothing), committed with the write itself; the users
+        who got any."""
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         users: list[str] = []
-        for user_id, resources in self.touched.items():
-            inserted = await self._run(
+        for user_id, resources in touched.items():
+            inserted = await self.session.run(
                 ENQUEUE_OUTBOUND, {"outbox_user": user_id, "resources": sorted(resources), "carrier": carrier}
             )
             if getattr(inserted, "rowcount", 0):
                 users.append(user_id)
-        self.outbox_users = tuple(users)
+        return tuple(users)
 
     async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
         """Deliveries refused or lost to the server's version since the last turn, each told once:
         (outcome, the event as stored now). An event gone since is not worth a line."""
-        claimed = await self._run(
+        claimed = await self.session.run(
             update(caldav_outbox)
             .where(
                 caldav_outbox.c.id.in_(
@@ -66,7 +74,7 @@ class SqlCaldav(SqlEvents):
         found = claimed.all()
         if not found:
             return []
-        by_id = {e.id: e for e in await self.events_by_ids(user_id, [r.event_id for r in found])}
+        by_id = {e.id: e for e in await self.events.events_by_ids(user_id, [r.event_id for r in found])}
         seen: set[str] = set()
         notices = []
         for row in found:
