@@ -25,7 +25,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from calagent.contracts import wire
-from calagent.contracts.caldav import AccountRequest, ConnectCalDav
+from calagent.contracts.caldav import AccountRequest, AccountResult, ConnectCalDav
 from calagent.contracts.commands import CommandRequest, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.tools import PrepareOrCreateSchedule
@@ -105,6 +105,24 @@ def _envelope(stack: Stack, user: str) -> Envelope:
     )
 
 
+async def _connect(stack: Stack, radicale: EmbeddedRadicale, user: str, login: str) -> AccountResult:
+    """`user` connects the server's calendars of `login` (its password is `<login>-pw`)."""
+    assert stack.probe is not None
+    result: AccountResult = await stack.probe.request(
+        wire.CALDAV_ACCOUNTS,
+        AccountRequest(
+            command=ConnectCalDav(
+                envelope=_envelope(stack, user),
+                url=radicale.user_url(login),
+                username=login,
+                password=f"{login}-pw",
+            )
+        ),
+        timeout=30,
+    )
+    return result
+
+
 async def _outbound(
     stack: Stack, engine: AsyncEngine, radicale: EmbeddedRadicale, user: str, n_writes: int
 ) -> tuple[list[float], int]:
@@ -112,18 +130,7 @@ async def _outbound(
     many were delivered."""
     probe = stack.probe
     assert probe is not None
-    connected = await probe.request(
-        wire.CALDAV_ACCOUNTS,
-        AccountRequest(
-            command=ConnectCalDav(
-                envelope=_envelope(stack, user),
-                url=radicale.user_url("bench"),
-                username="bench",
-                password="bench-pw",
-            )
-        ),
-        timeout=30,
-    )
+    connected = await _connect(stack, radicale, user, "bench")
     assert connected.account is not None, connected
     today = stack.clock.now().date()
     for i in range(n_writes):
@@ -167,18 +174,7 @@ async def _inbound(stack: Stack, engine: AsyncEngine, radicale: EmbeddedRadicale
     reader = f"reader-{uuid.uuid4().hex[:8]}"
     commands = next(a for a in stack.apps if isinstance(a, CommandsService))
     assert commands.sync is not None
-    linked = await probe.request(
-        wire.CALDAV_ACCOUNTS,
-        AccountRequest(
-            command=ConnectCalDav(
-                envelope=_envelope(stack, reader),
-                url=radicale.user_url("inbound"),
-                username="inbound",
-                password="inbound-pw",
-            )
-        ),
-        timeout=30,
-    )
+    linked = await _connect(stack, radicale, reader, "inbound")
     assert linked.account is not None
     # The connect asked the running worker for a sync; wait for it to finish, then time
     # a sync of our own from scratch.
