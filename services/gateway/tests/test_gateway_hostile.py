@@ -172,6 +172,24 @@ for label, value in BAD_IDS.items():
     HOSTILE[f"timeline id {label}"] = ("GET", f"/v1/turns/{value}/timeline", None, 404)
     HOSTILE[f"plan id {label}"] = ("DELETE", f"/v1/plans/{value}", None, 404)
 
+# Every route that reads a JSON body refuses one Python's parser cannot take (too deep, a number
+# too long to convert) as it refuses one that is not JSON at all.
+UNPARSEABLE: dict[str, bytes] = {
+    "nested 30,000 deep": b"[" * 30_000 + b"]" * 30_000,
+    "5,000-digit integer": b"9" * 5_000,
+}
+JSON_BODY_ROUTES: dict[str, tuple[str, str]] = {
+    "contacts": ("POST", "/v1/contacts"),
+    "caldav connect": ("POST", "/v1/accounts/caldav"),
+    "account patch": ("PATCH", "/v1/accounts/acc1"),
+    "settings": ("PUT", "/v1/settings"),
+    "sharing": ("POST", "/v1/sharing"),
+    "commands": ("POST", "/v1/commands"),
+}
+for route, (route_method, route_path) in JSON_BODY_ROUTES.items():
+    for label, unparseable in UNPARSEABLE.items():
+        HOSTILE[f"{route}: {label}"] = (route_method, route_path, unparseable, 422)
+
 
 @pytest.mark.parametrize(("method", "path", "body", "status"), HOSTILE.values(), ids=HOSTILE.keys())
 async def test_hostile_input_gets_a_4xx_in_the_error_shape_before_the_bus(

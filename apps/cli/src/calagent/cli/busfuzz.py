@@ -131,8 +131,18 @@ async def fuzz_bus(admin_url: str, passwords: dict[str, str]) -> BusFuzzReport:
     report = BusFuzzReport()
     parts = urlsplit(admin_url.split(",")[0])
     plain = f"nats://{parts.hostname}:{parts.port}"
+    await _without_credentials(plain, report)
+    admin = await nats.connect(with_credentials(plain, ADMIN, passwords[ADMIN]))
+    try:
+        await _outside_roles(admin, plain, passwords, report)
+        await _garbage(admin, report)
+    finally:
+        await admin.close()
+    return report
 
-    # ---- without credentials -----------------------------------------------------------------
+
+async def _without_credentials(plain: str, report: BusFuzzReport) -> None:
+    """No password, a wrong one, a user nobody made: every connection is refused."""
     for url in (
         plain,
         with_credentials(plain, "agent", "not-the-password"),
@@ -149,66 +159,67 @@ async def fuzz_bus(admin_url: str, passwords: dict[str, str]) -> BusFuzzReport:
             report.details.append(f"connected without valid credentials: {url.split('@')[0]}")
             await nc.close()
 
-    admin = await nats.connect(with_credentials(plain, ADMIN, passwords[ADMIN]))
-    try:
-        # ---- a service's credentials, outside its role --------------------------------------
-        listened: list[bytes] = []
 
-        async def on_event(msg: Any) -> None:
-            listened.append(msg.data)
+async def _outside_roles(
+    admin: NatsClient, plain: str, passwords: dict[str, str], report: BusFuzzReport
+) -> None:
+    """A service's credentials, outside its role: forging a turn's answer, reading other turns."""
+    listened: list[bytes] = []
 
-        await admin.subscribe(f"{subjects.TURN_EVENTS_PREFIX}.fuzz-forged", cb=on_event)
-        await admin.flush()
-        for service in subjects.SERVICES:
-            if service == "agent":
-                continue
-            watched = _Watched()
-            try:
-                nc = await watched.open(with_credentials(plain, service, passwords[service]))
-                report.forged_done_tried += 1
-                await nc.publish(f"{subjects.TURN_EVENTS_PREFIX}.fuzz-forged", _forged_done())
-                await nc.flush()
-                if await watched.violated():
-                    report.forged_done_refused += 1
-            finally:
-                await watched.close()
-            if service == "gateway":
-                continue
-            reader = _Watched()
-            try:
-                nc = await reader.open(with_credentials(plain, service, passwords[service]))
-                report.cross_reads_tried += 1
-                await nc.subscribe(f"{subjects.TURN_EVENTS_PREFIX}.>")
-                await nc.flush()
-                if await reader.violated():
-                    report.cross_reads_refused += 1
-            finally:
-                await reader.close()
-        await asyncio.sleep(0.5)
-        report.forged_done_delivered = len(listened)
+    async def on_event(msg: Any) -> None:
+        listened.append(msg.data)
 
-        # ---- garbage everywhere, with credentials that may publish anywhere --------------------
-        before = await _dead_letters(admin)
-        endpoints, streams, topics = _targets()
-        js = admin.jetstream()
-        for body in GARBAGE:
-            for subject in endpoints:
-                report.garbage_sent += 1
-                with contextlib.suppress(NoRespondersError, NatsTimeoutError):
-                    await admin.request(subject, body, timeout=3)
-                    report.garbage_answered += 1
-            for subject in streams:
-                report.garbage_sent += 1
-                await js.publish(subject, body)
-            for subject in topics:
-                report.garbage_sent += 1
-                await admin.publish(subject, body)
-        await admin.flush()
-        await asyncio.sleep(3.0)  # the consumers settle what they were given
-        report.dead_letters_added = await _dead_letters(admin) - before
-    finally:
-        await admin.close()
-    return report
+    await admin.subscribe(f"{subjects.TURN_EVENTS_PREFIX}.fuzz-forged", cb=on_event)
+    await admin.flush()
+    for service in subjects.SERVICES:
+        if service == "agent":
+            continue
+        watched = _Watched()
+        try:
+            nc = await watched.open(with_credentials(plain, service, passwords[service]))
+            report.forged_done_tried += 1
+            await nc.publish(f"{subjects.TURN_EVENTS_PREFIX}.fuzz-forged", _forged_done())
+            await nc.flush()
+            if await watched.violated():
+                report.forged_done_refused += 1
+        finally:
+            await watched.close()
+        if service == "gateway":
+            continue
+        reader = _Watched()
+        try:
+            nc = await reader.open(with_credentials(plain, service, passwords[service]))
+            report.cross_reads_tried += 1
+            await nc.subscribe(f"{subjects.TURN_EVENTS_PREFIX}.>")
+            await nc.flush()
+            if await reader.violated():
+                report.cross_reads_refused += 1
+        finally:
+            await reader.close()
+    await asyncio.sleep(0.5)
+    report.forged_done_delivered = len(listened)
+
+
+async def _garbage(admin: NatsClient, report: BusFuzzReport) -> None:
+    """Garbage on every subject, with credentials that may publish anywhere: counted, not crashed on."""
+    before = await _dead_letters(admin)
+    endpoints, streams, topics = _targets()
+    js = admin.jetstream()
+    for body in GARBAGE:
+        for subject in endpoints:
+            report.garbage_sent += 1
+            with contextlib.suppress(NoRespondersError, NatsTimeoutError):
+                await admin.request(subject, body, timeout=3)
+                report.garbage_answered += 1
+        for subject in streams:
+            report.garbage_sent += 1
+            await js.publish(subject, body)
+        for subject in topics:
+            report.garbage_sent += 1
+            await admin.publish(subject, body)
+    await admin.flush()
+    await asyncio.sleep(3.0)  # the consumers settle what they were given
+    report.dead_letters_added = await _dead_letters(admin) - before
 
 
 def passwords_of(data_dir: Path) -> dict[str, str]:

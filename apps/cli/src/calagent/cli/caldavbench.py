@@ -18,18 +18,21 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.fernet import Fernet
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from calagent.contracts import wire
-from calagent.contracts.caldav import AccountRequest, ConnectCalDav
+from calagent.contracts.caldav import AccountRequest, AccountResult, ConnectCalDav
 from calagent.contracts.commands import CommandRequest, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.tools import PrepareOrCreateSchedule
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+
+if TYPE_CHECKING:
+    from calagent.cli.stack import Stack
 
 
 def _percentile(values: list[float], share: float) -> float:
@@ -51,7 +54,6 @@ async def measure(
     nats_url: str, database_url: str, n_writes: int, n_inbound: int, tmp: Path
 ) -> dict[str, Any]:
     from calagent.cli.stack import start_stack
-    from calagent.commands.app import CommandsService
 
     radicale = EmbeddedRadicale(tmp / "radicale", {"bench": "bench-pw", "inbound": "inbound-pw"})
     radicale.start()
@@ -71,100 +73,10 @@ async def measure(
         )
         engine = create_async_engine(database_url)
         try:
-            assert stack.probe is not None
-            probe = stack.probe
             make_calendar(radicale.url, "bench", "bench-pw", "Bench")
             user = f"bench-{uuid.uuid4().hex[:8]}"
-
-            def envelope() -> Envelope:
-                return Envelope(
-                    turn_id=uuid.uuid4().hex,
-                    user_id=user,
-                    conversation_id="bench",
-                    occurred_at=stack.clock.now(),
-                    tz="Asia/Shanghai",
-                    channel="api",
-                )
-
-            connected = await probe.request(
-                wire.CALDAV_ACCOUNTS,
-                AccountRequest(
-                    command=ConnectCalDav(
-                        envelope=envelope(),
-                        url=radicale.user_url("bench"),
-                        username="bench",
-                        password="bench-pw",
-                    )
-                ),
-                timeout=30,
-            )
-            assert connected.account is not None, connected
-            today = stack.clock.now().date()
-            for i in range(n_writes):
-                day = today + timedelta(days=1 + i)
-                result = await probe.request(
-                    wire.COMMAND_EXECUTE,
-                    CommandRequest(
-                        command=PrepareOrCreate(
-                            envelope=envelope(),
-                            idempotency_key=f"bench-{i}",
-                            args=PrepareOrCreateSchedule(
-                                title=f"bench {i}", date=day.isoformat(), time="09:00"
-                            ),
-                        )
-                    ),
-                    timeout=30,
-                )
-                assert result.status == "created", result
-                # One at a time: the latency of a write, not of a queue behind it.
-                await _drained(engine, user)
-            async with engine.connect() as conn:
-                rows = await conn.execute(
-                    text(
-                        "select extract(epoch from delivered_at - created_at) * 1000 as ms, outcome"
-                        " from commands.caldav_outbox where user_id = :u"
-                    ),
-                    {"u": user},
-                )
-                found = rows.all()
-            latencies = [float(r.ms) for r in found]
-            delivered = sum(1 for r in found if r.outcome == "delivered")
-
-            # Inbound: a calendar filled on the server, read back by one first sync.
-            inbound_url = make_calendar(radicale.url, "inbound", "inbound-pw", "Inbound")
-            _fill(radicale.user_url("inbound"), inbound_url, n_inbound)
-            reader = f"reader-{uuid.uuid4().hex[:8]}"
-            commands = next(a for a in stack.apps if isinstance(a, CommandsService))
-            assert commands.sync is not None
-            linked = await probe.request(
-                wire.CALDAV_ACCOUNTS,
-                AccountRequest(
-                    command=ConnectCalDav(
-                        envelope=envelope().model_copy(update={"user_id": reader}),
-                        url=radicale.user_url("inbound"),
-                        username="inbound",
-                        password="inbound-pw",
-                    )
-                ),
-                timeout=30,
-            )
-            assert linked.account is not None
-            # The connect asked the running worker for a sync; wait for it to finish, then time
-            # a sync of our own from scratch.
-            await _count(engine, reader, n_inbound)
-            async with engine.begin() as conn:
-                await conn.execute(text("delete from commands.events where user_id = :u"), {"u": reader})
-                await conn.execute(
-                    text("delete from commands.caldav_resources where user_id = :u"), {"u": reader}
-                )
-                await conn.execute(
-                    text("update commands.caldav_calendars set sync_token = null where account_id = :a"),
-                    {"a": linked.account.id},
-                )
-            started = time.perf_counter()
-            stats = await commands.sync.inbound.sync_account(linked.account.id)
-            seconds = time.perf_counter() - started
-            assert stats is not None and stats.changed == n_inbound, stats
+            latencies, delivered = await _outbound(stack, engine, radicale, user, n_writes)
+            seconds = await _inbound(stack, engine, radicale, n_inbound)
         finally:
             await engine.dispose()
             await stack.stop()
@@ -180,6 +92,105 @@ async def measure(
         "inbound_seconds": round(seconds, 3),
         "inbound_events_per_s": round(n_inbound / seconds, 1),
     }
+
+
+def _envelope(stack: Stack, user: str) -> Envelope:
+    return Envelope(
+        turn_id=uuid.uuid4().hex,
+        user_id=user,
+        conversation_id="bench",
+        occurred_at=stack.clock.now(),
+        tz="Asia/Shanghai",
+        channel="api",
+    )
+
+
+async def _connect(stack: Stack, radicale: EmbeddedRadicale, user: str, login: str) -> AccountResult:
+    """`user` connects the server's calendars of `login` (its password is `<login>-pw`)."""
+    assert stack.probe is not None
+    result: AccountResult = await stack.probe.request(
+        wire.CALDAV_ACCOUNTS,
+        AccountRequest(
+            command=ConnectCalDav(
+                envelope=_envelope(stack, user),
+                url=radicale.user_url(login),
+                username=login,
+                password=f"{login}-pw",
+            )
+        ),
+        timeout=30,
+    )
+    return result
+
+
+async def _outbound(
+    stack: Stack, engine: AsyncEngine, radicale: EmbeddedRadicale, user: str, n_writes: int
+) -> tuple[list[float], int]:
+    """`n_writes` creates on a connected calendar, one at a time: each delivery's latency, and how
+    many were delivered."""
+    probe = stack.probe
+    assert probe is not None
+    connected = await _connect(stack, radicale, user, "bench")
+    assert connected.account is not None, connected
+    today = stack.clock.now().date()
+    for i in range(n_writes):
+        day = today + timedelta(days=1 + i)
+        result = await probe.request(
+            wire.COMMAND_EXECUTE,
+            CommandRequest(
+                command=PrepareOrCreate(
+                    envelope=_envelope(stack, user),
+                    idempotency_key=f"bench-{i}",
+                    args=PrepareOrCreateSchedule(title=f"bench {i}", date=day.isoformat(), time="09:00"),
+                )
+            ),
+            timeout=30,
+        )
+        assert result.status == "created", result
+        # One at a time: the latency of a write, not of a queue behind it.
+        await _drained(engine, user)
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "select extract(epoch from delivered_at - created_at) * 1000 as ms, outcome"
+                " from commands.caldav_outbox where user_id = :u"
+            ),
+            {"u": user},
+        )
+        found = rows.all()
+    latencies = [float(r.ms) for r in found]
+    delivered = sum(1 for r in found if r.outcome == "delivered")
+    return latencies, delivered
+
+
+async def _inbound(stack: Stack, engine: AsyncEngine, radicale: EmbeddedRadicale, n_inbound: int) -> float:
+    """A calendar filled on the server, read back by one first sync: its seconds."""
+    from calagent.commands.app import CommandsService
+
+    probe = stack.probe
+    assert probe is not None
+    inbound_url = make_calendar(radicale.url, "inbound", "inbound-pw", "Inbound")
+    _fill(radicale.user_url("inbound"), inbound_url, n_inbound)
+    reader = f"reader-{uuid.uuid4().hex[:8]}"
+    commands = next(a for a in stack.apps if isinstance(a, CommandsService))
+    assert commands.sync is not None
+    linked = await _connect(stack, radicale, reader, "inbound")
+    assert linked.account is not None
+    # The connect asked the running worker for a sync; wait for it to finish, then time
+    # a sync of our own from scratch.
+    await _count(engine, reader, n_inbound)
+    async with engine.begin() as conn:
+        await conn.execute(text("delete from commands.events where user_id = :u"), {"u": reader})
+        await conn.execute(text("delete from commands.caldav_resources where user_id = :u"), {"u": reader})
+        await conn.execute(
+            text("update commands.caldav_calendars set sync_token = null where account_id = :a"),
+            {"a": linked.account.id},
+        )
+    started = time.perf_counter()
+    stats = await commands.sync.inbound.sync_account(linked.account.id)
+    seconds = time.perf_counter() - started
+    assert stats is not None and stats.changed == n_inbound, stats
+    return seconds
 
 
 def _fill(user_url: str, calendar_url: str, n: int) -> None:

@@ -290,6 +290,7 @@ def cmd_faults(args: argparse.Namespace) -> int:
     return run_faults_command(args)
 
 
+# Long on purpose: one flat declaration per subcommand and flag, read top to bottom like `--help`.
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calagent", description="calendar chat agent backend")
     sub = parser.add_subparsers(dest="command", required=True)

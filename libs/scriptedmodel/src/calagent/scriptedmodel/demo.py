@@ -45,6 +45,7 @@ def _user(regex: str) -> dict[str, Any]:
     return {"last_role": "user", "user_regex": regex}
 
 
+# Long on purpose: it is data (the demo's rules in the order they are tried), not steps.
 def demo_script_dict() -> dict[str, Any]:
     """The demo script as plain data, the same shape a YAML script file has."""
     rules: list[dict[str, Any]] = [

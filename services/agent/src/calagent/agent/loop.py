@@ -28,7 +28,7 @@ from calagent.agent.gates import answer_pending, answer_undo
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
 from calagent.agent.repairs import natural_dates, repaired_calls
 from calagent.agent.state import Finished, TurnState
-from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call
+from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call, tool_error
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, StubOut, TurnContext
 from calagent.contracts.text import storable
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
@@ -139,6 +139,40 @@ class TurnRunner:
         finds it in the archive and under its key."""
         consumed = epoch_ms()
         origin = turn.received_ms or turn.published_ms or consumed
+        state = self._start(turn, turn_key, origin, consumed)
+        await sink(TurnEvent(turn_id=turn.envelope.turn_id, type="turn.started"))
+        try:
+            finished = await self._run(state, sink, history)
+        except ModelUnavailable as exc:
+            state.flag("model_unavailable")
+            if exc.circuit_open:
+                state.flag("circuit_open")
+                state.retry_after_s = round(max(exc.retry_after_s or 1.0, 1.0), 3)
+            state.error = str(exc)
+            finished = Finished("model_unavailable", fixed_replies.model_unavailable_reply(state.lang))
+        if state.sync_notices:
+            # Told once, after the turn's own answer: what the connected calendar did not take.
+            notes = receipts.sync_notice_lines(state.sync_notices, state.view)
+            finished = Finished(finished.outcome, f"{finished.reply}\n{notes}")
+
+        intent = infer_post_hoc_intent(
+            [c.name for c in state.tool_calls],
+            had_active_stub=state.stub is not None,
+            fast_path="fast_path" in state.flags,
+        )
+        answer = _turn_answer(state, finished, intent)
+        if finish is not None:
+            await finish(answer, state.offered_stub_id)
+        tokens = sum(u.total_tokens for u in state.model_usage)
+        with state.timeline.segment("reply.publish"):
+            await sink(TurnEvent(turn_id=state.env.turn_id, type="turn.done", answer=answer, tokens=tokens))
+        record = _turn_record(
+            state, finished, intent, total_ms=round(epoch_ms() - origin, 3), cold_start=cold_start
+        )
+        return answer, record
+
+    def _start(self, turn: TurnRequested, turn_key: str, origin: float, consumed: float) -> TurnState:
+        """The turn's state, its timeline starting where the user's wait did (`origin`)."""
         # A command without words is answered in the language of the door it came through.
         lang = (turn.envelope.lang if turn.direct is not None else None) or detect_language(turn.text)
         state = TurnState(
@@ -156,64 +190,7 @@ class TurnRunner:
             state.timeline.add("gateway.receive", turn.received_ms, turn.published_ms)
         if turn.published_ms:
             state.timeline.add_span("bus.wait", turn.published_ms, consumed)
-        await sink(TurnEvent(turn_id=turn.envelope.turn_id, type="turn.started"))
-        try:
-            finished = await self._run(state, sink, history)
-        except ModelUnavailable as exc:
-            state.flag("model_unavailable")
-            if exc.circuit_open:
-                state.flag("circuit_open")
-                state.retry_after_s = round(max(exc.retry_after_s or 1.0, 1.0), 3)
-            state.error = str(exc)
-            finished = Finished("model_unavailable", fixed_replies.model_unavailable_reply(state.lang))
-        if state.sync_notices:
-            # Told once, after the turn's own answer: what the connected calendar did not take.
-            notes = receipts.sync_notice_lines(state.sync_notices, state.view)
-            finished = Finished(finished.outcome, f"{finished.reply}\n{notes}")
-
-        env = state.env
-        intent = infer_post_hoc_intent(
-            [c.name for c in state.tool_calls],
-            had_active_stub=state.stub is not None,
-            fast_path="fast_path" in state.flags,
-        )
-        answer = TurnAnswer(
-            turn_id=env.turn_id,
-            conversation_id=env.conversation_id,
-            outcome=finished.outcome,
-            reply=finished.reply,
-            intent=intent,
-            tool_calls=tuple(state.tool_calls),
-            command=_active_stub_view(state.current_stub),
-            events=tuple(state.events),
-            model_calls=state.model_calls,
-            retry_after_s=state.retry_after_s,
-            change_ids=tuple(state.change_ids),
-            slots=None if state.slots is None else tuple(state.slots),
-        )
-        if finish is not None:
-            await finish(answer, state.offered_stub_id)
-        tokens = sum(u.total_tokens for u in state.model_usage)
-        with state.timeline.segment("reply.publish"):
-            await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=answer, tokens=tokens))
-        record = TurnRecord(
-            envelope=env,
-            text=turn.text,
-            outcome=finished.outcome,
-            intent=intent,
-            reply=finished.reply,
-            tool_calls=tuple(state.tool_calls),
-            flags=tuple(state.flags),
-            model_calls=state.model_calls,
-            segments=tuple(state.timeline.segments),
-            total_ms=round(epoch_ms() - origin, 3),
-            cold_start=cold_start,
-            replaced_reply=state.replaced_reply,
-            error=state.error,
-            model_usage=tuple(state.model_usage),
-            repairs=tuple(state.repairs),
-        )
-        return answer, record
+        return state
 
     # ---- the turn ---------------------------------------------------------------------------------
 
@@ -345,7 +322,7 @@ class TurnRunner:
     ) -> None:
         model = TOOL_MODELS.get(call.name)
         if model is None:
-            result = ToolResult("error:unknown_tool", error_content("unknown_tool", f"no tool {call.name!r}"))
+            result = tool_error("unknown_tool", f"no tool {call.name!r}")
             await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
             return
         try:
@@ -354,7 +331,7 @@ class TurnRunner:
             repaired = await natural_dates(state, self.time, model, call, exc)
             if repaired is None:
                 detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-                result = ToolResult("error:invalid_arguments", error_content("invalid_arguments", detail))
+                result = tool_error("invalid_arguments", detail)
                 await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
                 return
             args = repaired
@@ -436,3 +413,43 @@ class TurnRunner:
         state.timeline.add_span("model.ttft", response.start_ms, response.first_token_ms)
         state.timeline.add_span("model.generation", response.first_token_ms, response.end_ms)
         return response
+
+
+def _turn_answer(state: TurnState, finished: Finished, intent: str) -> TurnAnswer:
+    env = state.env
+    return TurnAnswer(
+        turn_id=env.turn_id,
+        conversation_id=env.conversation_id,
+        outcome=finished.outcome,
+        reply=finished.reply,
+        intent=intent,
+        tool_calls=tuple(state.tool_calls),
+        command=_active_stub_view(state.current_stub),
+        events=tuple(state.events),
+        model_calls=state.model_calls,
+        retry_after_s=state.retry_after_s,
+        change_ids=tuple(state.change_ids),
+        slots=None if state.slots is None else tuple(state.slots),
+    )
+
+
+def _turn_record(
+    state: TurnState, finished: Finished, intent: str, *, total_ms: float, cold_start: bool
+) -> TurnRecord:
+    return TurnRecord(
+        envelope=state.env,
+        text=state.turn.text,
+        outcome=finished.outcome,
+        intent=intent,
+        reply=finished.reply,
+        tool_calls=tuple(state.tool_calls),
+        flags=tuple(state.flags),
+        model_calls=state.model_calls,
+        segments=tuple(state.timeline.segments),
+        total_ms=total_ms,
+        cold_start=cold_start,
+        replaced_reply=state.replaced_reply,
+        error=state.error,
+        model_usage=tuple(state.model_usage),
+        repairs=tuple(state.repairs),
+    )

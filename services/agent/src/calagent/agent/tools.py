@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from calagent.agent.domain import fixed_replies, reads, receipts
 from calagent.agent.domain.pending import write_hold
@@ -80,6 +80,11 @@ def error_content(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
 
 
+def tool_error(code: str, message: str) -> ToolResult:
+    """A call the model is told failed, with the code it is recorded under."""
+    return ToolResult(f"error:{code}", error_content(code, message))
+
+
 def finished_content(finished: Finished) -> str:
     """What the model sees of a terminal result when the turn goes on (one write per response)."""
     return json.dumps({"outcome": finished.outcome, "receipt": finished.reply}, ensure_ascii=False)
@@ -89,6 +94,26 @@ def add_db_segment(state: TurnState, db_ms: float) -> None:
     if db_ms > 0:
         end = epoch_ms()
         state.timeline.add_span("db.commands", end - db_ms, end)
+
+
+Answer = TypeVar("Answer", CommandResult, QueryResult)
+
+
+async def answered(state: TurnState, request: Awaitable[Answer], failed_code: str) -> Answer | ToolResult:
+    """The commands service's answer to a command or a read, its database time on the timeline.
+
+    A transient failure (`is_transient`: commands could not serve the request this time) raises:
+    the turn is worth redelivering. Any other (`internal`, `malformed`) fails again on every retry,
+    so it goes back to the model as a tool error (`failed_code`) and the turn ends with an answer,
+    not a redelivery loop."""
+    try:
+        result = await request
+    except BusRequestError as exc:
+        if is_transient(exc):
+            raise
+        return ToolResult(f"error:{exc.code}", error_content(failed_code, exc.message))
+    add_db_segment(state, result.db_ms)
+    return result
 
 
 async def record_call(state: TurnState, sink: EventSink, call: ToolCallOut) -> None:
@@ -148,22 +173,12 @@ class Tools:
         return await self.table[type(args)](state, args)
 
     async def execute(self, state: TurnState, command: AgentCommand) -> ToolResult:
-        try:
-            result = await self.commands.execute(command)
-        except BusRequestError as exc:
-            # A transient failure (`is_transient`: commands could not serve the request this time)
-            # makes the turn worth redelivering. Any other (`internal`, `malformed`) fails again on
-            # every retry, so it goes back to the model as a tool error and the turn ends with an
-            # answer, not a redelivery loop.
-            if is_transient(exc):
-                raise
-            return ToolResult(f"error:{exc.code}", error_content("command_failed", exc.message))
-        add_db_segment(state, result.db_ms)
+        result = await answered(state, self.commands.execute(command), "command_failed")
+        if isinstance(result, ToolResult):
+            return result
         if result.status == "error" and result.error is not None and result.error.code not in TERMINAL_ERRORS:
             # Bad symbols are never guessed into correctness: the model gets the error and retries.
-            return ToolResult(
-                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
-            )
+            return tool_error(result.error.code, result.error.message)
         return ToolResult(result_label(result), finished=apply_command_result(state, result))
 
     # ---- writes --------------------------------------------------------------------------------
@@ -278,18 +293,11 @@ class Tools:
     async def read(self, state: TurnState, query: AgentQuery) -> QueryResult | ToolResult:
         """Run a read; a refused range goes back to the model as a tool error. Only a read that
         really ran counts as one for the exit check."""
-        try:
-            result = await self.commands.query(query)
-        except BusRequestError as exc:
-            # As for a command (`execute`): a transient failure redelivers the turn.
-            if is_transient(exc):
-                raise
-            return ToolResult(f"error:{exc.code}", error_content("query_failed", exc.message))
-        add_db_segment(state, result.db_ms)
+        result = await answered(state, self.commands.query(query), "query_failed")
+        if isinstance(result, ToolResult):
+            return result
         if result.error is not None:
-            return ToolResult(
-                f"error:{result.error.code}", error_content(result.error.code, result.error.message)
-            )
+            return tool_error(result.error.code, result.error.message)
         state.read_ran = True
         return result
 

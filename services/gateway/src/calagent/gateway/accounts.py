@@ -7,7 +7,6 @@ the PROPFIND, stores the sealed password and answers. No response carries the pa
 
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,7 +25,8 @@ from calagent.contracts.caldav import (
     SetDefaultCalendar,
 )
 from calagent.contracts.text import NUL
-from calagent.gateway.errors import error_json
+from calagent.gateway.bodies import body_model
+from calagent.gateway.errors import error_json, refusal_json
 from calagent.gateway.state import AuthPrincipal
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
@@ -59,6 +59,19 @@ def account_view(account: AccountOut) -> dict[str, Any]:
     }
 
 
+def _refusal(answer: AccountResult) -> JSONResponse:
+    """An answer without an account: 404 for an account id that is not the caller's, else 422."""
+    error = answer.error
+    if error is None:
+        return error_json(422, "refused", "refused")
+    return refusal_json(error.code, error.message)
+
+
+def _connect_refusal(exc: ValidationError) -> str:
+    fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors())
+    return f"url, username and password are required strings ({fields})"
+
+
 def accounts_router() -> APIRouter:
     router = APIRouter()
 
@@ -70,16 +83,9 @@ def accounts_router() -> APIRouter:
 
     @router.post("/v1/accounts/caldav", response_model=None)
     async def connect(request: Request, principal: AuthPrincipal) -> Response:
-        try:
-            raw = json.loads(await request.body())
-            body = ConnectBody.model_validate(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return error_json(422, "the body is not valid JSON", "invalid_request")
-        except ValidationError as exc:
-            fields = ", ".join(".".join(str(p) for p in e["loc"]) or "body" for e in exc.errors())
-            return error_json(
-                422, f"url, username and password are required strings ({fields})", "invalid_request"
-            )
+        body = body_model(await request.body(), ConnectBody, _connect_refusal)
+        if isinstance(body, JSONResponse):
+            return body
         if any(NUL in value for value in (body.url, body.username, body.password)):
             return error_json(422, "NUL characters are not accepted", "invalid_request")
         gateway = request.app.state.gateway
@@ -92,9 +98,8 @@ def accounts_router() -> APIRouter:
                 password=body.password,
             ),
         )
-        if answer.error is not None or answer.account is None:
-            error = answer.error
-            return error_json(422, error.message if error else "refused", error.code if error else "refused")
+        if answer.account is None or answer.error is not None:
+            return _refusal(answer)
         view = account_view(answer.account)
         return JSONResponse({"id": view["id"], "calendars": view["calendars"]}, status_code=201)
 
@@ -108,12 +113,11 @@ def accounts_router() -> APIRouter:
     async def patch(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
         if not 0 < len(account_id) <= 64 or NUL in account_id:
             return error_json(404, "no connected account with this id", "not_found")
-        try:
-            body = PatchBody.model_validate(json.loads(await request.body()))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return error_json(422, "the body is not valid JSON", "invalid_request")
-        except ValidationError:
-            return error_json(422, 'the body is {"default_calendar": "<calendar url>"}', "invalid_request")
+        body = body_model(
+            await request.body(), PatchBody, 'the body is {"default_calendar": "<calendar url>"}'
+        )
+        if isinstance(body, JSONResponse):
+            return body
         if NUL in body.default_calendar:
             return error_json(422, "NUL characters are not accepted", "invalid_request")
         gateway = request.app.state.gateway
@@ -125,11 +129,8 @@ def accounts_router() -> APIRouter:
                 calendar_url=body.default_calendar,
             ),
         )
-        if answer.error is not None or answer.account is None:
-            error = answer.error
-            if error is not None and error.code == "not_found":
-                return error_json(404, error.message, "not_found")
-            return error_json(422, error.message if error else "refused", error.code if error else "refused")
+        if answer.account is None or answer.error is not None:
+            return _refusal(answer)
         return JSONResponse(account_view(answer.account))
 
     @router.delete("/v1/accounts/{account_id}", response_model=None)

@@ -60,6 +60,12 @@ def error_json(
     )
 
 
+def refusal_json(code: str, message: str) -> JSONResponse:
+    """What commands refused: 404 for what is not the caller's (answered like what does not
+    exist), 422 for a request it would not carry out."""
+    return error_json(404 if code == "not_found" else 422, message, code)
+
+
 class DownstreamError(Exception):
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)

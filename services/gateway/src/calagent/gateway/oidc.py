@@ -31,7 +31,7 @@ import httpx
 import jwt
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from fastapi import APIRouter, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from joserfc import jwt as jose_jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
@@ -194,20 +194,85 @@ class Issuer:
         return claims
 
 
+def _not_configured() -> JSONResponse:
+    return error_json(404, "sign-in with OpenID Connect is not configured", "not_found", headers=NO_STORE)
+
+
+def _issuer_http() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=ISSUER_TIMEOUT_S, follow_redirects=False)
+
+
+def _returned_code(request: Request, secret: str, clock: Clock) -> tuple[Flow, str]:
+    """The flow this browser started and the code the issuer sent back to it; AuthError otherwise."""
+    params = request.query_params
+    flow = _read_flow(request.cookies.get(FLOW_COOKIE), secret, clock.now())
+    state = params.get("state", "")
+    if not secrets.compare_digest(state.encode(), flow.state.encode()):
+        raise AuthError("the sign-in's state does not match; start again")
+    if "error" in params:
+        raise AuthError(f"the issuer refused the sign-in ({params.get('error', '')[:64]})")
+    code = params.get("code")
+    if not code:
+        raise AuthError("the issuer sent no code")
+    return flow, code
+
+
+async def _verified_claims(
+    issuer: Issuer, request: Request, flow: Flow, code: str, clock: Clock
+) -> dict[str, Any]:
+    """The code exchanged for an ID token, and its verified claims; IssuerError or AuthError."""
+    async with _issuer_http() as client:
+        meta = await issuer.metadata(client)
+        async with issuer.client(str(request.url_for("oidc_callback"))) as oauth:
+            try:
+                token = await oauth.fetch_token(
+                    meta["token_endpoint"], code=code, code_verifier=flow.verifier
+                )
+            except Exception as exc:  # authlib raises OAuthError, httpx its own
+                raise AuthError(f"the issuer did not accept the code: {exc}") from exc
+        id_token = token.get("id_token")
+        if not isinstance(id_token, str):
+            raise AuthError("the issuer sent no ID token")
+        return await issuer.verify_id_token(client, meta, id_token, flow.nonce, clock.now())
+
+
+def _signed_in(request: Request, claims: dict[str, Any], secret: str, clock: Clock) -> Response:
+    """The session for the issuer's subject, set on the redirect home; the flow cookie cleared."""
+    sub = claims.get("sub")
+    if not isinstance(sub, str) or not sub.strip() or len(sub) > MAX_USER_ID_CHARS:
+        return error_json(
+            401,
+            f"the issuer's subject is not a user id of 1 to {MAX_USER_ID_CHARS} characters",
+            "unauthorized",
+            headers=NO_STORE,
+        )
+    zone = claims.get("zoneinfo")
+    tz = zone if isinstance(zone, str) and valid_zone_name(zone) else None
+    response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
+    response.delete_cookie(
+        FLOW_COOKIE, path=FLOW_PATH, httponly=True, samesite="lax", secure=_secure(request)
+    )
+    response.set_cookie(
+        SESSION_COOKIE,
+        issue_session(sub, tz, secret, clock.now()),
+        max_age=int(SESSION_TTL.total_seconds()),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+    )
+    return response
+
+
 def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
     """The sign-in routes, for `app.include_router`; they answer 404 while OIDC is not configured."""
     router = APIRouter(include_in_schema=False)
     issuer = Issuer(settings)
 
-    def http() -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=ISSUER_TIMEOUT_S, follow_redirects=False)
-
     @router.get("/auth/oidc/start")
     async def start(request: Request) -> Response:
         if not settings.oidc_enabled:
-            return error_json(
-                404, "sign-in with OpenID Connect is not configured", "not_found", headers=NO_STORE
-            )
+            return _not_configured()
         secret = settings.require_auth_secret()
         flow = Flow(
             state=secrets.token_urlsafe(24),
@@ -215,7 +280,7 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
             verifier=secrets.token_urlsafe(48),
         )
         try:
-            async with http() as client:
+            async with _issuer_http() as client:
                 meta = await issuer.metadata(client)
         except IssuerError as exc:
             return error_json(502, str(exc), "bad_gateway", headers=NO_STORE)
@@ -241,65 +306,19 @@ def oidc_router(settings: Settings, clock: Clock) -> APIRouter:
     @router.get("/auth/oidc/callback", name="oidc_callback")
     async def callback(request: Request) -> Response:
         if not settings.oidc_enabled:
-            return error_json(
-                404, "sign-in with OpenID Connect is not configured", "not_found", headers=NO_STORE
-            )
+            return _not_configured()
         secret = settings.require_auth_secret()
-        params = request.query_params
         try:
-            flow = _read_flow(request.cookies.get(FLOW_COOKIE), secret, clock.now())
-            state = params.get("state", "")
-            if not secrets.compare_digest(state.encode(), flow.state.encode()):
-                raise AuthError("the sign-in's state does not match; start again")
-            if "error" in params:
-                raise AuthError(f"the issuer refused the sign-in ({params.get('error', '')[:64]})")
-            code = params.get("code")
-            if not code:
-                raise AuthError("the issuer sent no code")
+            flow, code = _returned_code(request, secret, clock)
         except AuthError as exc:
             return error_json(401, str(exc), "unauthorized", headers=NO_STORE)
         try:
-            async with http() as client:
-                meta = await issuer.metadata(client)
-                async with issuer.client(str(request.url_for("oidc_callback"))) as oauth:
-                    try:
-                        token = await oauth.fetch_token(
-                            meta["token_endpoint"], code=code, code_verifier=flow.verifier
-                        )
-                    except Exception as exc:  # authlib raises OAuthError, httpx its own
-                        raise AuthError(f"the issuer did not accept the code: {exc}") from exc
-                id_token = token.get("id_token")
-                if not isinstance(id_token, str):
-                    raise AuthError("the issuer sent no ID token")
-                claims = await issuer.verify_id_token(client, meta, id_token, flow.nonce, clock.now())
+            claims = await _verified_claims(issuer, request, flow, code, clock)
         except IssuerError as exc:
             return error_json(502, str(exc), "bad_gateway", headers=NO_STORE)
         except AuthError as exc:
             return error_json(401, str(exc), "unauthorized", headers=NO_STORE)
-        sub = claims.get("sub")
-        if not isinstance(sub, str) or not sub.strip() or len(sub) > MAX_USER_ID_CHARS:
-            return error_json(
-                401,
-                f"the issuer's subject is not a user id of 1 to {MAX_USER_ID_CHARS} characters",
-                "unauthorized",
-                headers=NO_STORE,
-            )
-        zone = claims.get("zoneinfo")
-        tz = zone if isinstance(zone, str) and valid_zone_name(zone) else None
-        response = RedirectResponse("/", status_code=303, headers={"Cache-Control": "no-store"})
-        response.delete_cookie(
-            FLOW_COOKIE, path=FLOW_PATH, httponly=True, samesite="lax", secure=_secure(request)
-        )
-        response.set_cookie(
-            SESSION_COOKIE,
-            issue_session(sub, tz, secret, clock.now()),
-            max_age=int(SESSION_TTL.total_seconds()),
-            path="/",
-            httponly=True,
-            samesite="strict",
-            secure=_secure(request),
-        )
-        return response
+        return _signed_in(request, claims, secret, clock)
 
     @router.post("/auth/logout")
     async def logout(request: Request) -> Response:

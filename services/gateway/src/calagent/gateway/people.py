@@ -8,12 +8,11 @@ a card of a connected address book (`"source": "carddav"`) is listed but not del
 
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from calagent.contracts import wire
 from calagent.contracts.address import EMAIL_MAX
@@ -30,6 +29,7 @@ from calagent.contracts.people import (
     PeopleResult,
 )
 from calagent.contracts.text import unstorable_in
+from calagent.gateway.bodies import body_model
 from calagent.gateway.errors import error_json
 from calagent.gateway.limits import plain_id
 from calagent.gateway.state import AuthPrincipal
@@ -77,16 +77,13 @@ def people_router() -> APIRouter:
 
     @router.post("/v1/contacts", response_model=None)
     async def add(request: Request, principal: AuthPrincipal) -> Response:
-        try:
-            raw = json.loads(await request.body())
-            body = ContactBody.model_validate(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return error_json(422, "the body is not valid JSON", "invalid_request")
-        except ValidationError:
-            return error_json(
-                422, 'the body is {"name": "…", "email": "…", "aliases": ["…"]}', "invalid_request"
-            )
-        reason = unstorable_in(raw)
+        body = body_model(
+            await request.body(), ContactBody, 'the body is {"name": "…", "email": "…", "aliases": ["…"]}'
+        )
+        if isinstance(body, JSONResponse):
+            return body
+        # Every key is a field of the model (extra="forbid"): its values are all the body holds.
+        reason = unstorable_in(body.model_dump())
         if reason:
             return error_json(422, reason, "invalid_request")
         answer = await ask(

@@ -8,7 +8,6 @@ zone is remembered by this replica at once (`UserZones.remember`): the caller's 
 
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
-import json
 from typing import Any, Literal, cast
 
 from fastapi import APIRouter, Request
@@ -32,7 +31,8 @@ from calagent.contracts.settings import (
 )
 from calagent.contracts.text import unstorable_in
 from calagent.gateway.auth import Principal
-from calagent.gateway.errors import error_json
+from calagent.gateway.bodies import json_value
+from calagent.gateway.errors import error_json, refusal_json
 from calagent.gateway.people import ask_people
 from calagent.gateway.state import AuthPrincipal
 
@@ -73,10 +73,9 @@ def _validation_message(exc: ValidationError) -> str:
 
 
 def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        return error_json(422, "the body is not valid JSON", "invalid_request")
+    data = json_value(raw)
+    if isinstance(data, JSONResponse):
+        return data
     if not isinstance(data, dict):
         return error_json(422, "the body must be a JSON object", "invalid_request")
     reason = unstorable_in(data)
@@ -85,24 +84,34 @@ def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
     return cast(dict[str, Any], data)
 
 
+def _envelope(request: Request, principal: Principal) -> Envelope:
+    # The default zone shown is the token's (a saved one is read from the table).
+    env: Envelope = request.app.state.gateway.envelope(principal)
+    return env.model_copy(update={"tz": principal.credential_tz})
+
+
+async def _ask(request: Request, command: AnySettingsCommand) -> PeopleResult | JSONResponse:
+    answer = await ask_people(request, command)
+    if answer.error is not None:
+        return refusal_json(answer.error.code, answer.error.message)
+    return answer
+
+
+async def _sharing_answer(request: Request, command: AnySettingsCommand, status: int = 200) -> Response:
+    answer = await _ask(request, command)
+    if isinstance(answer, JSONResponse):
+        return answer
+    if answer.sharing is None:
+        return error_json(502, "the commands service returned no sharing", "bad_gateway")
+    return JSONResponse(sharing_view(answer.sharing), status_code=status)
+
+
 def settings_router() -> APIRouter:
     router = APIRouter()
 
-    def envelope(request: Request, principal: Principal) -> Envelope:
-        # The default zone shown is the token's (a saved one is read from the table).
-        env: Envelope = request.app.state.gateway.envelope(principal)
-        return env.model_copy(update={"tz": principal.credential_tz})
-
-    async def ask(request: Request, command: AnySettingsCommand) -> PeopleResult | JSONResponse:
-        answer = await ask_people(request, command)
-        if answer.error is not None:
-            status = 404 if answer.error.code == "not_found" else 422
-            return error_json(status, answer.error.message, answer.error.code)
-        return answer
-
     @router.get("/v1/settings", response_model=None)
     async def read(request: Request, principal: AuthPrincipal) -> Response:
-        answer = await ask(request, GetSettings(envelope=envelope(request, principal)))
+        answer = await _ask(request, GetSettings(envelope=_envelope(request, principal)))
         if isinstance(answer, JSONResponse):
             return answer
         if answer.settings is None:
@@ -128,8 +137,8 @@ def settings_router() -> APIRouter:
         except ValidationError as exc:
             return error_json(422, _validation_message(exc), "invalid_request")
         fields = tuple(f for f in FIELDS if f in data)
-        answer = await ask(
-            request, PutSettings(envelope=envelope(request, principal), patch=patch, fields=fields)
+        answer = await _ask(
+            request, PutSettings(envelope=_envelope(request, principal), patch=patch, fields=fields)
         )
         if isinstance(answer, JSONResponse):
             return answer
@@ -141,17 +150,9 @@ def settings_router() -> APIRouter:
             )
         return JSONResponse(settings_view(answer.settings))
 
-    async def sharing_answer(request: Request, command: AnySettingsCommand, status: int = 200) -> Response:
-        answer = await ask(request, command)
-        if isinstance(answer, JSONResponse):
-            return answer
-        if answer.sharing is None:
-            return error_json(502, "the commands service returned no sharing", "bad_gateway")
-        return JSONResponse(sharing_view(answer.sharing), status_code=status)
-
     @router.get("/v1/sharing", response_model=None)
     async def listing(request: Request, principal: AuthPrincipal) -> Response:
-        return await sharing_answer(request, ListSharing(envelope=envelope(request, principal)))
+        return await _sharing_answer(request, ListSharing(envelope=_envelope(request, principal)))
 
     @router.post("/v1/sharing", response_model=None)
     async def share(request: Request, principal: AuthPrincipal) -> Response:
@@ -166,14 +167,14 @@ def settings_router() -> APIRouter:
             )
         if body.with_user == principal.user_id:
             return error_json(422, "free/busy is shared with another user", "invalid_request")
-        command = Share(envelope=envelope(request, principal), with_user=body.with_user, level=body.level)
-        return await sharing_answer(request, command, status=201)
+        command = Share(envelope=_envelope(request, principal), with_user=body.with_user, level=body.level)
+        return await _sharing_answer(request, command, status=201)
 
     @router.delete("/v1/sharing/{with_user:path}", response_model=None)
     async def unshare(request: Request, principal: AuthPrincipal, with_user: str) -> Response:
         if not 1 <= len(with_user) <= USER_ID_MAX or unstorable_in(with_user):
             return error_json(404, "you do not share with this user", "not_found")
-        answer = await ask(request, Unshare(envelope=envelope(request, principal), with_user=with_user))
+        answer = await _ask(request, Unshare(envelope=_envelope(request, principal), with_user=with_user))
         if isinstance(answer, JSONResponse):
             return answer
         return Response(status_code=204)

@@ -14,9 +14,10 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from calagent.devtools.nats_server import EmbeddedNats
 from calagent.devtools.postgres import EmbeddedPostgres
@@ -73,44 +74,61 @@ def _admin_create_database(database_url: str, name: str) -> str:
     return database_url.rpartition("/")[0] + f"/{name}"
 
 
+class _Embedded(Protocol):
+    def start(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+def _server_url(
+    stack: contextlib.ExitStack,
+    name: str,
+    env_url: str | None,
+    use_docker: bool,
+    in_docker: Callable[[contextlib.ExitStack], str],
+    embedded: Callable[[], _Embedded],
+) -> tuple[str, str]:
+    """One server's URL and where it came from, in the order the module names; whatever is
+    started is stopped with `stack`."""
+    if env_url:
+        return env_url, f"{name}:env"
+    if use_docker:
+        return in_docker(stack), f"{name}:testcontainers"
+    server = embedded()
+    url = server.start()
+    stack.callback(server.stop)
+    return url, f"{name}:embedded"
+
+
+def _nats_in_docker(stack: contextlib.ExitStack) -> str:
+    from testcontainers.nats import NatsContainer
+
+    url: str = stack.enter_context(NatsContainer(command="-js")).nats_uri()
+    return url
+
+
+def _postgres_in_docker(stack: contextlib.ExitStack) -> str:
+    from testcontainers.postgres import PostgresContainer
+
+    url: str = stack.enter_context(PostgresContainer("postgres:16", driver="asyncpg")).get_connection_url()
+    return url
+
+
 @contextlib.contextmanager
 def provide_servers() -> Iterator[Servers]:
     env_nats = os.environ.get("NATS_URL")
     env_db = os.environ.get("DATABASE_URL")
     with contextlib.ExitStack() as stack:
-        sources: list[str] = []
         use_docker = (not env_nats or not env_db) and docker_available()
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calagent-test-")))
 
-        if env_nats:
-            nats_url = env_nats
-            sources.append("nats:env")
-        elif use_docker:
-            from testcontainers.nats import NatsContainer
-
-            container = stack.enter_context(NatsContainer(command="-js"))
-            nats_url = container.nats_uri()
-            sources.append("nats:testcontainers")
-        else:
-            nats = EmbeddedNats(tmp / "nats")
-            nats_url = nats.start()
-            stack.callback(nats.stop)
-            sources.append("nats:embedded")
-
-        if env_db:
-            database_url = env_db
-            sources.append("postgres:env")
-        elif use_docker:
-            from testcontainers.postgres import PostgresContainer
-
-            pg_container = stack.enter_context(PostgresContainer("postgres:16", driver="asyncpg"))
-            database_url = pg_container.get_connection_url()
-            sources.append("postgres:testcontainers")
-        else:
-            pg = EmbeddedPostgres(tmp / "pg")
-            database_url = pg.start()
-            stack.callback(pg.stop)
-            sources.append("postgres:embedded")
+        nats_url, nats_source = _server_url(
+            stack, "nats", env_nats, use_docker, _nats_in_docker, lambda: EmbeddedNats(tmp / "nats")
+        )
+        database_url, pg_source = _server_url(
+            stack, "postgres", env_db, use_docker, _postgres_in_docker, lambda: EmbeddedPostgres(tmp / "pg")
+        )
+        sources = [nats_source, pg_source]
 
         def create(name: str) -> str:
             return _admin_create_database(database_url, name)

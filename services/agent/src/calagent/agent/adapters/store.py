@@ -5,14 +5,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, String, bindparam, column, func, or_, select, text
+from sqlalchemy import (
+    Boolean,
+    ColumnElement,
+    DateTime,
+    Row,
+    String,
+    Table,
+    bindparam,
+    column,
+    func,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -364,39 +377,33 @@ class AgentStore:
         terms = search_terms(query)
         if not terms:
             return []
-        async with self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    select(memories.c.content)
-                    .where(
-                        memories.c.user_id == user_id,
-                        or_(*[memories.c.content.ilike(_like(t)) for t in terms]),
-                    )
-                    .order_by(memories.c.created_at.desc())
-                    .limit(200)
-                )
-            ).scalars()
-            return rank(list(rows), terms)
+        rows = await self._newest_matching(memories, terms, memories.c.user_id == user_id)
+        return rank([r.content for r in rows], terms)
 
     async def search_archive(self, user_id: str, query: str, before_turn: str) -> list[str]:
         terms = search_terms(query)
         if not terms:
             return []
+        rows = await self._newest_matching(
+            messages, terms, messages.c.user_id == user_id, messages.c.turn_id != before_turn
+        )
+        texts = [f"[{r.created_at.isoformat()}] {r.role}: {r.content}" for r in rows]
+        return rank(texts, terms)
+
+    async def _newest_matching(
+        self, table: Table, terms: list[str], *where: ColumnElement[bool]
+    ) -> Sequence[Row[Any]]:
+        """The newest rows of `table` (memories or messages) whose content holds any of `terms`;
+        `rank` orders them by how many they hold."""
         async with self.engine.connect() as conn:
-            rows = (
+            return (
                 await conn.execute(
-                    select(messages.c.role, messages.c.content, messages.c.created_at)
-                    .where(
-                        messages.c.user_id == user_id,
-                        messages.c.turn_id != before_turn,
-                        or_(*[messages.c.content.ilike(_like(t)) for t in terms]),
-                    )
-                    .order_by(messages.c.created_at.desc())
+                    select(table)
+                    .where(*where, or_(*[table.c.content.ilike(_like(t)) for t in terms]))
+                    .order_by(table.c.created_at.desc())
                     .limit(200)
                 )
             ).all()
-        texts = [f"[{r.created_at.isoformat()}] {r.role}: {r.content}" for r in rows]
-        return rank(texts, terms)
 
     async def history_page(self, request: HistoryRequest) -> HistoryResult:
         """One page of the caller's conversation for a client, each message with its turn's answer

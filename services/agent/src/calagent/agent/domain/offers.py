@@ -18,7 +18,7 @@ def conflict_names(stub: StubOut, view: View) -> str:
     for event in stub.conflicts_with:
         span = view.span(event.start, event.end, event.all_day)
         parts.append(f"「{event.title}」({span})" if view.zh else f'"{event.title}" ({span})')
-    return ("、" if view.zh else ", ").join(parts)
+    return view.listing(parts)
 
 
 def change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
@@ -62,11 +62,7 @@ def change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
         )
     gone = ""
     if change.scope != "this" and change.removed_starts:
-        starts = (
-            "、".join(view.moment(s) for s in change.removed_starts)
-            if zh
-            else ", ".join(view.moment(s) for s in change.removed_starts)
-        )
+        starts = view.listing(view.moment(s) for s in change.removed_starts)
         total = change.removed_count
         more = ""
         if total is None:
@@ -109,7 +105,7 @@ def attendee_question(stub: StubOut, view: View) -> str:
 def series_plan(stub: StubOut, view: View) -> str:
     zh = view.zh
     rule = describe_rule(stub.slots.recurrence or "", view.lang)
-    nexts = ("、" if zh else ", ").join(view.moment(s) for s in stub.next_occurrences)
+    nexts = view.listing(view.moment(s) for s in stub.next_occurrences)
     return (
         f"「{stub.title}」将按“{rule}”重复，接下来三次：{nexts}。回复“确认”后创建这个重复日程。"
         if zh

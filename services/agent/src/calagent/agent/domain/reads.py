@@ -43,14 +43,14 @@ def free_time_receipt(
     zh = view.zh
     lines: list[str] = []
     if people is not None and people.counted:
-        names = "、".join(people.counted) if zh else ", ".join(people.counted)
+        names = view.listing(people.counted)
         lines.append(
             f"已按 {names} 的忙闲和工作时间安排。"
             if zh
             else f"Counting the free/busy and working hours of {names}."
         )
     if people is not None and people.unknown:
-        names = "、".join(people.unknown) if zh else ", ".join(people.unknown)
+        names = view.listing(people.unknown)
         lines.append(
             f"{names} 的忙闲未知（没有与你共享），按空闲计算。"
             if zh

@@ -10,7 +10,7 @@ request offers lives in `offers`, reads and free time in `reads`, fixed replies 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -78,9 +78,12 @@ class View:
     def when(self, event: EventOut) -> str:
         return self.span(event.start, event.end, event.all_day)
 
+    def listing(self, items: Iterable[str]) -> str:
+        """Items in a row, with the language's list separator."""
+        return ("、" if self.zh else ", ").join(items)
+
     def people(self, people: Sequence[Attendee]) -> str:
-        names = [f"{p.name} <{p.email}>" if p.name else p.email for p in people]
-        return ("、" if self.zh else ", ").join(names)
+        return self.listing(f"{p.name} <{p.email}>" if p.name else p.email for p in people)
 
 
 def _proposed(stub: StubOut, view: View) -> str:

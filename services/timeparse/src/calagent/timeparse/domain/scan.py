@@ -4,6 +4,7 @@ a month), what it refuses and what is left over. Deciding what the findings mean
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -104,6 +105,163 @@ def _add_month_day(out: ReplyParse, kind: str, g: Callable[[str], str | None]) -
     out.days.append(MonthDay(day, months=months))
 
 
+def _read_date(kind: str, m: re.Match[str], out: ReplyParse) -> bool:
+    """A date token (a day of a month, a holiday, a day counted from today) into `out`; False
+    when `kind` is no date token."""
+    g = m.group
+    if kind == "zhymd":
+        zh_year = year_number(g("zy"))
+        if zh_year is None:
+            out.refuse("bad year")  # 两千四年: never dropped to a date without its year
+        else:
+            add_date(out, number(g("zm")), number(g("zd")), zh_year)
+    elif kind == "zhmend":
+        end_month = number(g("mem"))
+        end_year = year_number(g("mey")) if g("mey") else None
+        if end_month is None or (g("mey") and end_year is None):
+            out.refuse("bad number")
+        else:
+            out.days.append(MonthDay(None, month=end_month, year=end_year))
+    elif kind in ("zhrmend", "zhrmd", "enrmd", "enrmd2", "enmend"):
+        _add_month_day(out, kind, g)
+    elif kind == "zhday":
+        day = _day_number(g("dd"))
+        if day is None:
+            out.refuse("impossible date")
+        else:
+            out.days.append(MonthDay(day))
+    elif kind == "enday":
+        out.days.append(MonthDay(int(g("edd"))))
+    elif kind == "isod":
+        add_date(out, int(g("im")), int(g("id")), int(g("iy")))
+    elif kind == "zhmd":
+        add_date(out, number(g("zm2")), number(g("zd2")), None)
+    elif kind == "slashd":
+        second, year_text = g("sb") or g("sb2"), g("sy") or g("sy2")
+        out.numeric_dates.append((int(g("sa")), int(second), int(year_text) if year_text else None))
+    elif kind in ("enmd", "endm"):
+        suffix = "" if kind == "enmd" else "2"
+        month, year = EN_MONTHS[g(f"em{suffix}")[:3]], g(f"ey{suffix}")
+        add_date(out, month, int(g(f"ed{suffix}")), int(year) if year else None)
+    elif kind == "zhhol":
+        out.dates.append(("date", f"H:{ZH_HOLIDAYS[g('hol')]}", None))
+    elif kind == "enhol":
+        out.dates.append(("date", "H:new_year", None))
+    else:
+        return _read_relative_day(kind, m, out)
+    return True
+
+
+def _read_relative_day(kind: str, m: re.Match[str], out: ReplyParse) -> bool:
+    """A day counted from today (明天, next Friday, in 3 days) into `out`; False when `kind` is no
+    date token."""
+    g = m.group
+    if kind == "zhrel":
+        shift_days = ZH_REL.get(g("rel").removesuffix("个"))
+        if shift_days is None:
+            out.refuse("unknown relative day")  # 大明天, 大大大后天: not a word, not a guess
+        else:
+            out.dates.append(("date", _day_symbol(shift_days), None))
+    elif kind == "zhdp":
+        out.dates.append(("date", _day_symbol({"今": 0, "明": 1, "昨": -1}[g("dpd")]), None))
+        out.periods.append(ZH_DAYPART[g("dpp")])
+    elif kind == "zhndays":
+        n = number(g("nd"))
+        if n is None:
+            out.refuse("bad number")
+        else:
+            out.dates.append(("date", f"D+{n}", None))
+    elif kind == "zhweek":
+        wd = g("wd")
+        weekday = ZH_WEEKDAY[wd] if wd in ZH_WEEKDAY else int(wd)
+        offset = _week_offset(g("wp"))
+        if offset is None:
+            out.dates.append(("weekday", None, weekday))
+        else:
+            out.dates.append(("date", f"W{weekday}{_signed(offset)}", None))
+    elif kind == "zhweekend":
+        offset = _week_offset(g("wep"))
+        out.dates.append(("date", f"WE{_signed(offset if offset is not None else 0)}", None))
+    elif kind == "enrel":
+        word = " ".join(g("erel").split())
+        out.dates.append(("date", _day_symbol(EN_REL[word]), None))
+        if word == "tonight":
+            out.periods.append("evening")
+    elif kind == "enndays":
+        out.dates.append(("date", f"D+{number(g('end'))}", None))
+    elif kind == "enweek":
+        weekday = EN_WEEKDAY_PREFIX[g("ewd")[:3]]
+        out.loose_weekday = out.loose_weekday or len(g("ewd")) <= 3
+        before, after = _week_offset(g("ewp")), _week_offset(g("ews"))
+        if before is not None and after is not None:
+            out.refuse("two week words")
+        offset = before if before is not None else after
+        if offset is None:
+            out.dates.append(("weekday", None, weekday))
+        else:
+            out.dates.append(("date", f"W{weekday}{_signed(offset)}", None))
+    elif kind == "enweekend":
+        offset = _week_offset(g("ewep"))
+        out.dates.append(("date", f"WE{_signed(offset if offset is not None else 0)}", None))
+    elif kind == "enthisper":
+        out.dates.append(("date", "D", None))
+        out.periods.append(g("etp"))
+    else:
+        return False
+    return True
+
+
+def _read_time(kind: str, m: re.Match[str], out: ReplyParse) -> None:
+    """A time token (a clock time, a range, a part of the day) into `out`."""
+    g = m.group
+    if kind == "midper":
+        out.periods.append(MID_PERIODS[g("mp")])  # no time of its own: only for an hour beside it
+    elif kind == "vagueper":
+        pass  # mid-morning, late afternoon: no time and no period to apply to one
+    elif kind == "enmidnight":
+        out.times.append(Time(0, 0))
+        out.midnight = True
+    elif kind == "zhrange2":
+        a, b = number(g("r2a")), number(g("r2b"))
+        if a is None or b is None:
+            out.refuse("bad number")
+        else:
+            a_part = Clock(a, 0, g("r2per"), is_padded(g("r2a")))
+            out.pending_ranges.append((a_part, Clock(b, 0, None, is_padded(g("r2b")))))
+    elif kind == "enrange2":
+        mer = g("r3mer").replace(".", "")
+        a_part = Clock(int(g("r3a")), int(g("r3am") or 0), None, is_padded(g("r3a")))
+        b_part = Clock(int(g("r3b")), int(g("r3bm") or 0), mer, is_padded(g("r3b")))
+        out.pending_ranges.append((a_part, b_part))
+    elif kind == "enpast":
+        parts = past_parts(m)
+        if parts is None:
+            out.refuse("malformed time")
+        else:
+            out.pending.append(parts)
+    elif kind == "range":
+        a_clock, b_clock = clock_parts(m, "a"), clock_parts(m, "b")
+        if a_clock is None or b_clock is None:
+            out.refuse("malformed time")
+        else:
+            out.pending_ranges.append((a_clock, b_clock))
+    elif kind == "clock":
+        parts = clock_parts(m, "c")
+        if parts is None:
+            out.refuse("malformed time")
+        else:
+            out.pending.append(parts)
+    elif kind == "enat":
+        out.pending.append(Clock(number(g("ath")), 0, None, is_padded(g("ath"))))
+    elif kind == "noon":
+        out.times.append(Time(12, 0))
+    elif kind == "zhper":
+        if g("zp") != "早上好":
+            out.periods.append(g("zp"))
+    elif kind == "enper":
+        out.periods.append(g("ep"))
+
+
 def scan(text: str, out: ReplyParse) -> None:
     leftover: list[str] = []
     pos = 0
@@ -114,142 +272,9 @@ def scan(text: str, out: ReplyParse) -> None:
         if kind is None:  # pragma: no cover - every alternative is a named group
             continue
         kind = kind[2:]
-        g = m.group
         if kind in ("shift", "recur", "midnight", "vague"):
             out.refuse(kind)
-        elif kind == "midper":
-            out.periods.append(MID_PERIODS[g("mp")])  # no time of its own: only for an hour beside it
-        elif kind == "vagueper":
-            pass  # mid-morning, late afternoon: no time and no period to apply to one
-        elif kind == "enmidnight":
-            out.times.append(Time(0, 0))
-            out.midnight = True
-        elif kind == "zhymd":
-            zh_year = year_number(g("zy"))
-            if zh_year is None:
-                out.refuse("bad year")  # 两千四年: never dropped to a date without its year
-            else:
-                add_date(out, number(g("zm")), number(g("zd")), zh_year)
-        elif kind == "zhmend":
-            end_month = number(g("mem"))
-            end_year = year_number(g("mey")) if g("mey") else None
-            if end_month is None or (g("mey") and end_year is None):
-                out.refuse("bad number")
-            else:
-                out.days.append(MonthDay(None, month=end_month, year=end_year))
-        elif kind in ("zhrmend", "zhrmd", "enrmd", "enrmd2", "enmend"):
-            _add_month_day(out, kind, g)
-        elif kind == "zhday":
-            day = _day_number(g("dd"))
-            if day is None:
-                out.refuse("impossible date")
-            else:
-                out.days.append(MonthDay(day))
-        elif kind == "enday":
-            out.days.append(MonthDay(int(g("edd"))))
-        elif kind == "isod":
-            add_date(out, int(g("im")), int(g("id")), int(g("iy")))
-        elif kind == "zhmd":
-            add_date(out, number(g("zm2")), number(g("zd2")), None)
-        elif kind == "slashd":
-            second, year_text = g("sb") or g("sb2"), g("sy") or g("sy2")
-            out.numeric_dates.append((int(g("sa")), int(second), int(year_text) if year_text else None))
-        elif kind in ("enmd", "endm"):
-            suffix = "" if kind == "enmd" else "2"
-            month, year = EN_MONTHS[g(f"em{suffix}")[:3]], g(f"ey{suffix}")
-            add_date(out, month, int(g(f"ed{suffix}")), int(year) if year else None)
-        elif kind == "zhhol":
-            out.dates.append(("date", f"H:{ZH_HOLIDAYS[g('hol')]}", None))
-        elif kind == "enhol":
-            out.dates.append(("date", "H:new_year", None))
-        elif kind == "zhrel":
-            shift_days = ZH_REL.get(g("rel").removesuffix("个"))
-            if shift_days is None:
-                out.refuse("unknown relative day")  # 大明天, 大大大后天: not a word, not a guess
-            else:
-                out.dates.append(("date", _day_symbol(shift_days), None))
-        elif kind == "zhdp":
-            out.dates.append(("date", _day_symbol({"今": 0, "明": 1, "昨": -1}[g("dpd")]), None))
-            out.periods.append(ZH_DAYPART[g("dpp")])
-        elif kind == "zhndays":
-            n = number(g("nd"))
-            if n is None:
-                out.refuse("bad number")
-            else:
-                out.dates.append(("date", f"D+{n}", None))
-        elif kind == "zhweek":
-            wd = g("wd")
-            weekday = ZH_WEEKDAY[wd] if wd in ZH_WEEKDAY else int(wd)
-            offset = _week_offset(g("wp"))
-            if offset is None:
-                out.dates.append(("weekday", None, weekday))
-            else:
-                out.dates.append(("date", f"W{weekday}{_signed(offset)}", None))
-        elif kind == "zhweekend":
-            offset = _week_offset(g("wep"))
-            out.dates.append(("date", f"WE{_signed(offset if offset is not None else 0)}", None))
-        elif kind == "enrel":
-            word = " ".join(g("erel").split())
-            out.dates.append(("date", _day_symbol(EN_REL[word]), None))
-            if word == "tonight":
-                out.periods.append("evening")
-        elif kind == "enndays":
-            out.dates.append(("date", f"D+{number(g('end'))}", None))
-        elif kind == "enweek":
-            weekday = EN_WEEKDAY_PREFIX[g("ewd")[:3]]
-            out.loose_weekday = out.loose_weekday or len(g("ewd")) <= 3
-            before, after = _week_offset(g("ewp")), _week_offset(g("ews"))
-            if before is not None and after is not None:
-                out.refuse("two week words")
-            offset = before if before is not None else after
-            if offset is None:
-                out.dates.append(("weekday", None, weekday))
-            else:
-                out.dates.append(("date", f"W{weekday}{_signed(offset)}", None))
-        elif kind == "enweekend":
-            offset = _week_offset(g("ewep"))
-            out.dates.append(("date", f"WE{_signed(offset if offset is not None else 0)}", None))
-        elif kind == "enthisper":
-            out.dates.append(("date", "D", None))
-            out.periods.append(g("etp"))
-        elif kind == "zhrange2":
-            a, b = number(g("r2a")), number(g("r2b"))
-            if a is None or b is None:
-                out.refuse("bad number")
-            else:
-                a_part = Clock(a, 0, g("r2per"), is_padded(g("r2a")))
-                out.pending_ranges.append((a_part, Clock(b, 0, None, is_padded(g("r2b")))))
-        elif kind == "enrange2":
-            mer = g("r3mer").replace(".", "")
-            a_part = Clock(int(g("r3a")), int(g("r3am") or 0), None, is_padded(g("r3a")))
-            b_part = Clock(int(g("r3b")), int(g("r3bm") or 0), mer, is_padded(g("r3b")))
-            out.pending_ranges.append((a_part, b_part))
-        elif kind == "enpast":
-            parts = past_parts(m)
-            if parts is None:
-                out.refuse("malformed time")
-            else:
-                out.pending.append(parts)
-        elif kind == "range":
-            a_clock, b_clock = clock_parts(m, "a"), clock_parts(m, "b")
-            if a_clock is None or b_clock is None:
-                out.refuse("malformed time")
-            else:
-                out.pending_ranges.append((a_clock, b_clock))
-        elif kind == "clock":
-            parts = clock_parts(m, "c")
-            if parts is None:
-                out.refuse("malformed time")
-            else:
-                out.pending.append(parts)
-        elif kind == "enat":
-            out.pending.append(Clock(number(g("ath")), 0, None, is_padded(g("ath"))))
-        elif kind == "noon":
-            out.times.append(Time(12, 0))
-        elif kind == "zhper":
-            if g("zp") != "早上好":
-                out.periods.append(g("zp"))
-        elif kind == "enper":
-            out.periods.append(g("ep"))
+        elif not _read_date(kind, m, out):
+            _read_time(kind, m, out)
     leftover.append(text[pos:])
     out.leftover = " ".join(leftover)
