@@ -10,9 +10,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import ValidationError
 
-from calagent.commands.domain.changes import asked_of, held_after, master_values, own_values
+from calagent.commands.domain.changes import asked_of, master_values, own_values
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.payloads import (
+    ChangeAfter,
     ChangeRequest,
     HeldChange,
     HeldInvitation,
@@ -59,7 +60,7 @@ def _change() -> HeldChange:
         row_id="m1",
         master_id="m1",
         occurrence_start=START,
-        after=held_after(moved, {"time", "attendees", "organizer"}),
+        after=ChangeAfter.of(moved, {"time", "attendees", "organizer"}),
     )
 
 

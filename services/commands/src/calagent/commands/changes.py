@@ -15,7 +15,6 @@ from calagent.commands.domain.changes import (
     asked_in,
     carry,
     exdates_before,
-    held_after,
     master_values,
     own_values,
     series_move,
@@ -211,7 +210,7 @@ class Changes:
             master_id=target.master.id if target.master else None,
             scope=scope,
         )
-        after_values = held_after(after, asked_in(update, target.occurrence))
+        after_values = ChangeAfter.of(after, asked_in(update, target.occurrence))
         if target.master is not None and scope != "this" and target.occurrence_start is not None:
             try:
                 series_move(target.master, target.occurrence_start, scope, after_values)

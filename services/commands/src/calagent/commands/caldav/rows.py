@@ -31,17 +31,8 @@ class Resource:
 
 
 def _resource(row: Row[Any]) -> Resource:
-    return Resource(
-        event_id=row.event_id,
-        user_id=row.user_id,
-        account_id=row.account_id,
-        calendar_url=row.calendar_url,
-        href=row.href,
-        uid=row.uid,
-        etag=row.etag,
-        origin=row.origin,
-        updated_at=row.updated_at,
-    )
+    # The table's columns are the record's fields, by name.
+    return Resource(**row._mapping)
 
 
 async def resource_by_event(conn: AsyncConnection, event_id: str) -> Resource | None:

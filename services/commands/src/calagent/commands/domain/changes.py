@@ -100,21 +100,3 @@ def carry(override: Event, old: Event, new: Event, moved: MovedRule) -> Event:
         name: getattr(new, name) for name in OWN_FIELDS if getattr(override, name) == getattr(old, name)
     }
     return override.evolve(start=start, end=start + length, **inherited)
-
-
-def held_after(after: Event, asked_fields: set[AskedField]) -> ChangeAfter:
-    """The event after an update as the stub holds it until confirm, with what the user asked."""
-    return ChangeAfter(
-        title=after.title,
-        start=after.start,
-        end=after.end,
-        all_day=after.all_day,
-        calendar=after.calendar,
-        reminder_minutes=after.reminder_minutes,
-        location=after.location,
-        notes=after.notes,
-        url=after.url,
-        attendees=after.attendees,
-        organizer=after.organizer,
-        asked=tuple(sorted(asked_fields)),
-    )

@@ -12,9 +12,9 @@ stays absent on the way back, so an old row reads as it always did and is writte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
     AwareDatetime,
@@ -30,6 +30,9 @@ from pydantic import (
 from calagent.contracts.commands import ChangeAction, ChangeOut, HoldReason, PlanOut, StubKind
 from calagent.contracts.people import Attendee, InvitationOut
 from calagent.contracts.tools import Scope, UpdateSchedule
+
+if TYPE_CHECKING:
+    from calagent.commands.domain.model import Event
 
 
 def _from_iso(value: object) -> object:
@@ -97,6 +100,13 @@ class ChangeAfter(StoredPayload):
     organizer: str | None = None
     # None: held before what was asked was recorded; such a change applies everything it shows.
     asked: tuple[AskedField, ...] | None = None
+
+    @classmethod
+    def of(cls, event: Event, asked: Iterable[AskedField]) -> ChangeAfter:
+        """An update's event as the stub holds it until confirm: every field this payload names,
+        read from the event by the same name, with what the user asked."""
+        values = {name: getattr(event, name) for name in cls.model_fields if name != "asked"}
+        return cls(**values, asked=tuple(sorted(asked)))
 
 
 class ChangeRequest(StoredPayload):

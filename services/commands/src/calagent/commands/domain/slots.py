@@ -16,20 +16,8 @@ from calagent.contracts.tools import PrepareOrCreateSchedule
 
 
 def slots_from_args(args: PrepareOrCreateSchedule) -> StubSlots:
-    return StubSlots(
-        date=args.date,
-        time=args.time,
-        end_time=args.end_time,
-        duration_minutes=args.duration_minutes,
-        all_day=args.all_day,
-        calendar=args.calendar,
-        end_date=args.end_date,
-        recurrence=args.recurrence,
-        reminder_minutes=args.reminder_minutes,
-        location=args.location,
-        notes=args.notes,
-        attendees=tuple(args.attendees) if args.attendees is not None else None,
-    )
+    """The slots a create names: every field of the tool's arguments the stub keeps, by name."""
+    return StubSlots.model_validate(args.model_dump(include=set(StubSlots.model_fields)))
 
 
 def _minutes(value: str) -> int | None:

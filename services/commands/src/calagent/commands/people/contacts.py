@@ -24,15 +24,8 @@ from calagent.runtime.clock import Clock
 
 
 def _out(contact: Contact) -> ContactOut:
-    assert contact.created_at is not None
-    return ContactOut(
-        id=contact.id,
-        name=contact.name,
-        email=contact.email,
-        aliases=contact.aliases,
-        created_at=contact.created_at,
-        source=contact.source,
-    )
+    # The stored contact and the wire's are the same fields (a stored one always has its time).
+    return ContactOut.model_validate(contact, from_attributes=True)
 
 
 class People:
