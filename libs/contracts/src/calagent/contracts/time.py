@@ -7,7 +7,7 @@ function of its input (and so every test and eval can freeze time).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal, Self
+from typing import Literal, Protocol, Self
 
 from pydantic import Field, model_validator
 
@@ -146,3 +146,13 @@ class ParsedReply(WireModel):
     # "every", "自动". None when there is none. It does not depend on the message being a short
     # reply; the create's hold reads the same marker from `ResolveResult`.
     recurrence_marker: str | None = Field(default=None, max_length=32)
+
+
+class TimeService(Protocol):
+    """The time service's answers as a caller sees them (served over `wire.TIME_*`)."""
+
+    async def resolve(self, request: ResolveRequest) -> ResolveResult: ...
+
+    async def resolve_range(self, request: RangeRequest) -> RangeResult: ...
+
+    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply: ...

@@ -201,14 +201,13 @@ class Changes:
         if people is not None:
             after = after.evolve(attendees=people.attendees, organizer=people.organizer)
             recipients = people.recipients(recipients)
-        conflicts = await self.conflicts(
+        conflicts = await self.placing.conflicts(
             txn,
             after.start,
             after.end,
             after.all_day,
-            own_ids=frozenset({target.occurrence.id, target.row.id}),
-            master_id=target.master.id if target.master else None,
-            scope=scope,
+            ignore_ids=frozenset({target.occurrence.id, target.row.id}),
+            own_series=own_series(target.master.id if target.master else None, scope),
         )
         after_values = ChangeAfter.of(after, asked_in(update, target.occurrence))
         if target.master is not None and scope != "this" and target.occurrence_start is not None:
@@ -242,24 +241,6 @@ class Changes:
         )
         return ChangeOffer(view=view, after=None, proposal=None, conflicts=(), recipients=recipients)
 
-    async def conflicts(
-        self,
-        txn: Txn,
-        start: datetime,
-        end: datetime,
-        all_day: bool,
-        *,
-        own_ids: frozenset[str],
-        master_id: str | None,
-        scope: Scope,
-    ) -> tuple[Event, ...]:
-        """What a change moving the event to [start, end) would meet: never the event itself, and,
-        when the change reaches past one occurrence, not the series' own other occurrences."""
-        found = await self.placing.conflicts(txn, start, end, all_day, ignore_ids=own_ids)
-        if master_id is None or scope == "this":
-            return found
-        return tuple(c for c in found if c.series_id != master_id)
-
     async def _after(self, txn: Txn, current: Event, update: UpdateSchedule) -> Event | CommandResult:
         """The occurrence as it would be after the update: date and times resolved by the time
         service, the length kept unless a new end or duration is given."""
@@ -272,12 +253,9 @@ class Changes:
                 return resolved
             day = resolved
         all_day = current.all_day if update.all_day is None else update.all_day
-        last_day = None
-        if update.end_date:
-            resolved_last = await self.placing.resolve_day(txn, update.end_date)
-            if isinstance(resolved_last, CommandResult):
-                return resolved_last
-            last_day = resolved_last
+        last_day = await self.placing.last_day(txn, update.end_date)
+        if isinstance(last_day, CommandResult):
+            return last_day
         try:
             if all_day:
                 days = local_days(current.start, current.end, tz) if current.all_day else 1
@@ -490,3 +468,9 @@ class Changes:
                 carried = carry(override, master, series, moved)
             await uow.events.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
         return series.id, moved.slot(slot)
+
+
+def own_series(master_id: str | None, scope: Scope) -> str | None:
+    """The series whose other occurrences a change moves along (none for one occurrence): they
+    are never what the change conflicts with."""
+    return master_id if scope != "this" else None

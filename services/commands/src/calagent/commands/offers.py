@@ -10,7 +10,7 @@ that writes its change, so a write that fails leaves it held.
 
 from __future__ import annotations
 
-from calagent.commands.changes import Changes
+from calagent.commands.changes import Changes, own_series
 from calagent.commands.domain.changelog import version_of
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import ChangeRequest, HeldChange
@@ -88,12 +88,11 @@ class Offers:
         after = change.after
         if change.action != "update" or after is None:
             return ()
-        return await self.changes.conflicts(
+        return await self.placing.conflicts(
             txn,
             after.start,
             after.end,
             after.all_day,
-            own_ids=frozenset(change.target_ids),
-            master_id=change.master_id,
-            scope=change.scope,
+            ignore_ids=frozenset(change.target_ids),
+            own_series=own_series(change.master_id, change.scope),
         )

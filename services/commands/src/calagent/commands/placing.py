@@ -41,6 +41,10 @@ class Placing:
             words=words,
         )
 
+    async def last_day(self, txn: Txn, symbol: str | None) -> date | CommandResult | None:
+        """The last day a multi-day event names (`end_date`), if it names one."""
+        return await self.resolve_day(txn, symbol) if symbol else None
+
     async def resolve_day(self, txn: Txn, symbol: str) -> date | CommandResult:
         """A date symbol to the local day it names, or the error result to answer with."""
         request = self.resolve_request(StubSlots(date=symbol), txn.envelope)
@@ -64,11 +68,16 @@ class Placing:
         end: datetime,
         all_day: bool,
         ignore_ids: frozenset[str] = frozenset(),
+        own_series: str | None = None,
     ) -> tuple[Event, ...]:
+        """What [start, end) would meet: never the events in `ignore_ids` (the one being moved),
+        and not the occurrences of `own_series` (a change reaching past one occurrence moves them
+        all)."""
         nearby = await events_in(
             txn.uow, txn.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
         )
-        return tuple(find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids))
+        found = find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids)
+        return tuple(c for c in found if own_series is None or c.series_id != own_series)
 
     async def calendars(self, txn: Txn) -> list[str]:
         """The user's calendar names, the default first; made on first use in the language of the

@@ -18,26 +18,15 @@ from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
-from calagent.contracts.time import (
-    ParsedReply,
-    ParseReplyRequest,
-    RangeRequest,
-    RangeResult,
-    ResolveRequest,
-    ResolveResult,
-)
+from calagent.contracts.time import TimeService
 
 
 class KeyInFlightError(Exception):
     """An idempotency key exists without a stored result: the first attempt has not finished."""
 
 
-class TimePort(Protocol):
-    async def resolve(self, request: ResolveRequest) -> ResolveResult: ...
-
-    async def resolve_range(self, request: RangeRequest) -> RangeResult: ...
-
-    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply: ...
+# The time service as this one calls it: the contract's own declaration.
+TimePort = TimeService
 
 
 class EventRows(Protocol):

@@ -346,12 +346,9 @@ class Writes:
             return error_result(resolved.error.code, resolved.error.message)
         if not resolved_within_supported_years(resolved):
             return error_result("invalid_time", OUT_OF_RANGE_MESSAGE)
-        last_day = None
-        if slots.end_date:
-            last = await self.placing.resolve_day(txn, slots.end_date)
-            if isinstance(last, CommandResult):
-                return last
-            last_day = last
+        last_day = await self.placing.last_day(txn, slots.end_date)
+        if isinstance(last_day, CommandResult):
+            return last_day
         try:
             return plan(resolved, slots, txn.tz, last_day), resolved.recurrence_marker
         except UnresolvableError as exc:

@@ -2,28 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from calagent.contracts import wire
-from calagent.contracts.time import (
-    ParsedReply,
-    ParseReplyRequest,
-    RangeRequest,
-    RangeResult,
-    ResolveRequest,
-    ResolveResult,
-)
 from calagent.runtime.bus import Bus
 
 
 class BusTimeClient:
+    """`contracts.time.TimeService` over the bus: each answer a request to its typed endpoint."""
+
     def __init__(self, bus: Bus, timeout: float = 5.0) -> None:
-        self.bus = bus
-        self.timeout = timeout
-
-    async def resolve(self, request: ResolveRequest) -> ResolveResult:
-        return await self.bus.request(wire.TIME_RESOLVE, request, timeout=self.timeout)
-
-    async def resolve_range(self, request: RangeRequest) -> RangeResult:
-        return await self.bus.request(wire.TIME_RESOLVE_RANGE, request, timeout=self.timeout)
-
-    async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
-        return await self.bus.request(wire.TIME_PARSE_REPLY, request, timeout=self.timeout)
+        self.resolve = partial(bus.request, wire.TIME_RESOLVE, timeout=timeout)
+        self.resolve_range = partial(bus.request, wire.TIME_RESOLVE_RANGE, timeout=timeout)
+        self.parse_reply = partial(bus.request, wire.TIME_PARSE_REPLY, timeout=timeout)
