@@ -28,6 +28,7 @@ from calagent.commands.caldav.remote import (
     Login,
     NotAllowed,
     Rejected,
+    RemoteObject,
     Unavailable,
 )
 
@@ -38,13 +39,6 @@ NS = {"d": DAV, "c": CARDDAV, "cs": CS}
 MULTIGET_BATCH = 100
 # An answer larger than this is not read (a server's multistatus, not a data dump).
 MAX_ANSWER_BYTES = 20_000_000
-
-
-@dataclass(frozen=True)
-class RemoteCard:
-    href: str
-    etag: str | None
-    body: str
 
 
 @dataclass(frozen=True)
@@ -64,7 +58,7 @@ class BookRead:
     # Every member's href (when listed): a held card not among them is gone.
     members: set[str] = field(default_factory=set)
     # The members that are new or whose ETag changed, with their bodies.
-    changed: list[RemoteCard] = field(default_factory=list)
+    changed: list[RemoteObject] = field(default_factory=list)
 
 
 def _parser() -> etree.XMLParser:
@@ -229,8 +223,8 @@ def _members(client: Client, book_url: str) -> dict[str, tuple[str, str | None]]
     return members
 
 
-def _fetch(client: Client, book_url: str, hrefs: list[str]) -> list[RemoteCard]:
-    cards: list[RemoteCard] = []
+def _fetch(client: Client, book_url: str, hrefs: list[str]) -> list[RemoteObject]:
+    cards: list[RemoteObject] = []
     for start in range(0, len(hrefs), MULTIGET_BATCH):
         batch = hrefs[start : start + MULTIGET_BATCH]
         # The multiget names members by path and is sent to the book's own address: nothing goes
@@ -240,7 +234,7 @@ def _fetch(client: Client, book_url: str, hrefs: list[str]) -> list[RemoteCard]:
             body = next((t for p in answer.props if (t := p.findtext(f"{{{CARDDAV}}}address-data"))), None)
             etag = next((t for p in answer.props if (t := p.findtext(f"{{{DAV}}}getetag"))), None)
             if body:
-                cards.append(RemoteCard(normal_href(answer.href), etag, body))
+                cards.append(RemoteObject(normal_href(answer.href), etag, body))
     return cards
 
 

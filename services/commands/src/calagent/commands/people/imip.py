@@ -61,6 +61,17 @@ def _scheduling(method: str) -> Calendar:
     return cal
 
 
+def _answering(obj: Calendar, method: str) -> tuple[Component, Calendar]:
+    """The received object's master event, and a new `method` message carrying its zones."""
+    master = next((c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c), None)
+    if master is None:
+        raise ValueError(f"no event for a {method}")
+    cal = _scheduling(method)
+    for zone in obj.walk("VTIMEZONE"):
+        cal.add_component(zone)
+    return master, cal
+
+
 def request_body(obj: Calendar) -> Calendar:
     """The object as a METHOD:REQUEST calendar: its events and zones, without the user's alarms."""
     cal = _scheduling("REQUEST")
@@ -84,12 +95,7 @@ def cancel_body(
 ) -> Calendar:
     """CANCEL of the whole event (`whole`: STATUS:CANCELLED), of some attendees, or of the
     `occurrences` of a series named by their RECURRENCE-ID (RFC 5546 §3.2.5: one VEVENT each)."""
-    master = next((c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c), None)
-    if master is None:
-        raise ValueError("no event to cancel")
-    cal = _scheduling("CANCEL")
-    for zone in obj.walk("VTIMEZONE"):
-        cal.add_component(zone)
+    master, cal = _answering(obj, "CANCEL")
     for slot in occurrences or (None,):
         event: Component = IcsEvent()
         event["UID"] = master["UID"]
@@ -114,12 +120,7 @@ def cancel_body(
 def reply_body(obj: Calendar, attendee: str, partstat: str, stamp: datetime) -> Calendar:
     """RFC 5546 §3.2.3: the invitation's UID, SEQUENCE, ORGANIZER and times as received, and the
     one attendee who answers, with the answer as PARTSTAT."""
-    master = next((c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c), None)
-    if master is None:
-        raise ValueError("no event to answer")
-    cal = _scheduling("REPLY")
-    for zone in obj.walk("VTIMEZONE"):
-        cal.add_component(zone)
+    master, cal = _answering(obj, "REPLY")
     event: Component = IcsEvent()
     event["UID"] = master["UID"]
     event.add("dtstamp", stamp.astimezone(UTC))
