@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.store import from_server
+from calagent.commands.adapters.store import SqlUnitOfWork, from_server
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,
@@ -110,60 +110,37 @@ class Accounts:
             # Names are unique per user across accounts (a create names its calendar by name);
             # one calendar of the user is the default: the first account's first, until PATCH.
             connected = await rows.user_calendars(conn, user_id)
-            taken = {c.name for c in connected}
-            has_default = any(c.is_default for c in connected)
-            host = urlsplit(command.url).hostname or ""
-            names = []
-            for position, calendar in enumerate(found):
-                name = distinct_name(calendar.name, taken, host, command.username)
-                taken.add(name)
-                names.append(name)
-                await conn.execute(
-                    caldav_calendars.insert().values(
-                        account_id=account_id,
-                        url=calendar.url,
-                        name=name,
-                        color=calendar.color,
-                        position=position,
-                        is_default=position == 0 and not has_default,
-                    )
-                )
-            # The user's list exists (made from the defaults on first use) before the account's
-            # names are added after it.
-            existing = await uow.settings.calendars(
-                user_id, self.default_calendars.named_for(command.envelope.lang)
-            )
-            last = await conn.scalar(
-                select(func.max(calendars.c.position)).where(calendars.c.user_id == user_id)
-            )
-            names = [name for name in names if name not in existing]
-            if names:
-                await conn.execute(
-                    pg_insert(calendars)
-                    .values(
-                        [
-                            {"user_id": user_id, "name": name, "position": int(last or 0) + 1 + i}
-                            for i, name in enumerate(dict.fromkeys(names))
-                        ]
-                    )
-                    .on_conflict_do_nothing()
-                )
+            names = await _store_calendars(conn, command, account_id, found, connected)
+            await self._join_calendar_list(conn, uow, user_id, command.envelope.lang, names)
             # What the assistant wrote before the connection goes out too: the first account gets
             # every event and series this user already has (one outbox row each). "First" is
             # "no other account": connects of one user are serialised by the user's lock, and
             # creation times may tie (a frozen clock).
             if not connected:
-                await conn.execute(
-                    caldav_outbox.insert().from_select(
-                        ["user_id", "event_id"],
-                        select(events.c.user_id, events.c.id).where(
-                            events.c.user_id == user_id, events.c.series_id.is_(None)
-                        ),
-                    )
-                )
+                await _queue_existing_events(conn, user_id)
             await conn.commit()
             out = await self._accounts(conn, user_id, account_id)
         return AccountResult(account=out[0] if out else None)
+
+    async def _join_calendar_list(
+        self, conn: AsyncConnection, uow: SqlUnitOfWork, user_id: str, lang: str | None, names: list[str]
+    ) -> None:
+        # The user's list exists (made from the defaults on first use) before the account's
+        # names are added after it.
+        existing = await uow.settings.calendars(user_id, self.default_calendars.named_for(lang))
+        last = await conn.scalar(select(func.max(calendars.c.position)).where(calendars.c.user_id == user_id))
+        names = [name for name in names if name not in existing]
+        if names:
+            await conn.execute(
+                pg_insert(calendars)
+                .values(
+                    [
+                        {"user_id": user_id, "name": name, "position": int(last or 0) + 1 + i}
+                        for i, name in enumerate(dict.fromkeys(names))
+                    ]
+                )
+                .on_conflict_do_nothing()
+            )
 
     async def listing(self, command: ListAccounts) -> AccountResult:
         async with self.engine.connect() as conn:
@@ -298,3 +275,44 @@ class Accounts:
                 )
             )
         return out
+
+
+async def _store_calendars(
+    conn: AsyncConnection,
+    command: ConnectCalDav,
+    account_id: str,
+    found: list[remote.FoundCalendar],
+    connected: list[rows.Connected],
+) -> list[str]:
+    """The account's calendars, each under a name no other connected calendar of the user has;
+    the names they got."""
+    taken = {c.name for c in connected}
+    has_default = any(c.is_default for c in connected)
+    host = urlsplit(command.url).hostname or ""
+    names = []
+    for position, calendar in enumerate(found):
+        name = distinct_name(calendar.name, taken, host, command.username)
+        taken.add(name)
+        names.append(name)
+        await conn.execute(
+            caldav_calendars.insert().values(
+                account_id=account_id,
+                url=calendar.url,
+                name=name,
+                color=calendar.color,
+                position=position,
+                is_default=position == 0 and not has_default,
+            )
+        )
+    return names
+
+
+async def _queue_existing_events(conn: AsyncConnection, user_id: str) -> None:
+    await conn.execute(
+        caldav_outbox.insert().from_select(
+            ["user_id", "event_id"],
+            select(events.c.user_id, events.c.id).where(
+                events.c.user_id == user_id, events.c.series_id.is_(None)
+            ),
+        )
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -172,94 +172,75 @@ class InboundSync:
             waiting = await _waiting(conn, account.user_id)
             waiting_uids = await _uids(conn, account.user_id, waiting)
             known = {r.href: r for r in await rows.resources_of(conn, account.id)}
-            replaced: list[str] = []
-            fresh: list[Event] = []
-            resources: list[dict[str, object]] = []
-            seen: set[str] = set()
-            for obj in found.changed:
-                seen.add(obj.href)
-                resource = known.get(obj.href)
-                if resource is not None and obj.etag is not None and resource.etag == obj.etag:
-                    continue  # our own write, or nothing new
-                if resource is not None and (resource.event_id in waiting or _newer(resource, listed_at)):
-                    stats.skipped += 1
-                    continue
-                event_id = resource.event_id if resource is not None else new_id()
-                try:
-                    theirs = parse_resource(
-                        obj.body,
-                        master_id=event_id,
-                        user_id=account.user_id,
-                        calendar=name,
-                        fallback_tz=self.fallback_tz,
-                    )
-                except (UnreadableObject, ValueError, KeyError) as exc:
-                    log.info("skipping %s: %s", obj.href, exc)
-                    stats.skipped += 1
-                    continue
-                if resource is None and theirs[0].uid in waiting_uids:
-                    # Our own object, PUT by a delivery that has not committed its resource yet:
-                    # the outbox settles it; taking it in here would make the event twice.
-                    stats.skipped += 1
-                    continue
-                if resource is not None:
-                    replaced.append(event_id)
-                # The event keeps the UID it was born with; an object without one (invalid, but
-                # seen) is known by the one its resource was given.
-                uid = resource.uid if resource is not None else (theirs[0].uid or event_id)
-                fresh.extend(row.evolve(uid=uid) for row in theirs)
-                resources.append(
-                    {
-                        "event_id": event_id,
-                        "user_id": account.user_id,
-                        "account_id": account.id,
-                        "calendar_url": calendar_url,
-                        "href": obj.href,
-                        "uid": uid,
-                        "etag": obj.etag,
-                        "origin": resource.origin if resource is not None else "remote",
-                    }
-                )
-                stats.changed += 1
-            gone = [remote.normal_href(h) for h in found.deleted]
-            if found.complete:
-                gone += [
-                    href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen
-                ]
-            removed: list[str] = []
-            for href in gone:
-                resource = known.get(href)
-                if resource is None or resource.event_id in waiting or _newer(resource, listed_at):
-                    continue
-                removed.append(resource.event_id)
-                stats.deleted += 1
-            if replaced or removed:
-                await conn.execute(
-                    delete(events).where(
-                        events.c.user_id == account.user_id,
-                        events.c.id.in_(replaced + removed) | events.c.series_id.in_(replaced + removed),
-                    )
-                )
-            if removed:
-                await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id.in_(removed)))
-            if fresh:
-                await conn.execute(
-                    events.insert(), [event_insert_values(e, turn_id=SYNC_TURN, key=None) for e in fresh]
-                )
-            if resources:
-                statement = pg_insert(caldav_resources).values(resources)
-                await conn.execute(
-                    statement.on_conflict_do_update(
-                        index_elements=[caldav_resources.c.event_id],
-                        set_={"etag": statement.excluded.etag, "updated_at": func.clock_timestamp()},
-                    )
-                )
-            await conn.execute(
-                update(caldav_calendars)
-                .where(caldav_calendars.c.account_id == account.id, caldav_calendars.c.url == calendar_url)
-                .values(sync_token=found.token)
+            plan = _Plan()
+            seen = self._take_changed(
+                account, calendar_url, name, found, stats, listed_at, known, waiting, waiting_uids, plan
             )
+            _take_deleted(calendar_url, found, stats, listed_at, known, waiting, seen, plan)
+            await _write(conn, account, calendar_url, found.token, plan)
             await conn.commit()
+
+    def _take_changed(
+        self,
+        account: rows.Account,
+        calendar_url: str,
+        name: str,
+        found: remote.Changes,
+        stats: SyncStats,
+        listed_at: datetime,
+        known: dict[str, rows.Resource],
+        waiting: set[str],
+        waiting_uids: set[str],
+        plan: _Plan,
+    ) -> set[str]:
+        """The listed objects that are new or changed, planned as rows; the hrefs listed."""
+        seen: set[str] = set()
+        for obj in found.changed:
+            seen.add(obj.href)
+            resource = known.get(obj.href)
+            if resource is not None and obj.etag is not None and resource.etag == obj.etag:
+                continue  # our own write, or nothing new
+            if resource is not None and (resource.event_id in waiting or _newer(resource, listed_at)):
+                stats.skipped += 1
+                continue
+            event_id = resource.event_id if resource is not None else new_id()
+            try:
+                theirs = parse_resource(
+                    obj.body,
+                    master_id=event_id,
+                    user_id=account.user_id,
+                    calendar=name,
+                    fallback_tz=self.fallback_tz,
+                )
+            except (UnreadableObject, ValueError, KeyError) as exc:
+                log.info("skipping %s: %s", obj.href, exc)
+                stats.skipped += 1
+                continue
+            if resource is None and theirs[0].uid in waiting_uids:
+                # Our own object, PUT by a delivery that has not committed its resource yet:
+                # the outbox settles it; taking it in here would make the event twice.
+                stats.skipped += 1
+                continue
+            if resource is not None:
+                plan.replaced.append(event_id)
+            # The event keeps the UID it was born with; an object without one (invalid, but
+            # seen) is known by the one its resource was given.
+            uid = resource.uid if resource is not None else (theirs[0].uid or event_id)
+            plan.fresh.extend(row.evolve(uid=uid) for row in theirs)
+            plan.resources.append(
+                {
+                    "event_id": event_id,
+                    "user_id": account.user_id,
+                    "account_id": account.id,
+                    "calendar_url": calendar_url,
+                    "href": obj.href,
+                    "uid": uid,
+                    "etag": obj.etag,
+                    "origin": resource.origin if resource is not None else "remote",
+                }
+            )
+            stats.changed += 1
+        return seen
 
 
 def _newer(resource: rows.Resource, listed_at: datetime) -> bool:
@@ -284,3 +265,67 @@ async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
         .distinct()
     )
     return {r.event_id for r in found}
+
+
+@dataclass
+class _Plan:
+    """What one calendar's listing changes in the stored rows, written in one go by `_write`."""
+
+    replaced: list[str] = field(default_factory=list)
+    fresh: list[Event] = field(default_factory=list)
+    resources: list[dict[str, object]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+def _take_deleted(
+    calendar_url: str,
+    found: remote.Changes,
+    stats: SyncStats,
+    listed_at: datetime,
+    known: dict[str, rows.Resource],
+    waiting: set[str],
+    seen: set[str],
+    plan: _Plan,
+) -> None:
+    """The objects gone from the server (said gone, or missing from a complete listing)."""
+    gone = [remote.normal_href(h) for h in found.deleted]
+    if found.complete:
+        gone += [href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen]
+    for href in gone:
+        resource = known.get(href)
+        if resource is None or resource.event_id in waiting or _newer(resource, listed_at):
+            continue
+        plan.removed.append(resource.event_id)
+        stats.deleted += 1
+
+
+async def _write(
+    conn: AsyncConnection, account: rows.Account, calendar_url: str, token: str | None, plan: _Plan
+) -> None:
+    if plan.replaced or plan.removed:
+        await conn.execute(
+            delete(events).where(
+                events.c.user_id == account.user_id,
+                events.c.id.in_(plan.replaced + plan.removed)
+                | events.c.series_id.in_(plan.replaced + plan.removed),
+            )
+        )
+    if plan.removed:
+        await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id.in_(plan.removed)))
+    if plan.fresh:
+        await conn.execute(
+            events.insert(), [event_insert_values(e, turn_id=SYNC_TURN, key=None) for e in plan.fresh]
+        )
+    if plan.resources:
+        statement = pg_insert(caldav_resources).values(plan.resources)
+        await conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[caldav_resources.c.event_id],
+                set_={"etag": statement.excluded.etag, "updated_at": func.clock_timestamp()},
+            )
+        )
+    await conn.execute(
+        update(caldav_calendars)
+        .where(caldav_calendars.c.account_id == account.id, caldav_calendars.c.url == calendar_url)
+        .values(sync_token=token)
+    )

@@ -187,14 +187,7 @@ class Deliverer:
         else:
             uid = master.uid if master is not None and master.uid else local_uid(event_id)
         try:
-            if master is not None and master.ical is None and resource is not None:
-                # Stored before objects were kept: the server's copy, if it is the one we last
-                # saw, is what the change is patched into.
-                found = await asyncio.to_thread(
-                    remote.fetch, account.login, resource.calendar_url, resource.href
-                )
-                if found is not None and found.etag == resource.etag:
-                    stored = [r.evolve(ical=found.body) if r.id == event_id else r for r in stored]
+            stored = await self._with_servers_copy(account, resource, master, stored, event_id)
         except remote.Unavailable as exc:
             return Outcome("retry", str(exc)[:500])
         except remote.RemoteError:
@@ -210,36 +203,16 @@ class Deliverer:
                 and target.named
                 and target.calendar_url != resource.calendar_url
             ):
-                # Moved to another connected calendar: deleted from the old one first (a change
-                # made there since wins, as for any write), then created in the new one.
-                await asyncio.to_thread(
-                    remote.delete, account.login, resource.calendar_url, resource.href, resource.etag
-                )
-                href = remote.href_for(target.calendar_url, uid)
-                await rows.move_resource(conn, event_id, target, href)
-                account = target.account
-                resource = replace(
-                    resource, account_id=account.id, calendar_url=target.calendar_url, href=href, etag=None
-                )
+                account, resource = await self._move(conn, account, resource, target, event_id, uid)
+            # The resource is assigned before its PUT: a 412 on it is a conflict about this one.
             if resource is None:
                 assert body is not None and target is not None
-                calendar_url = target.calendar_url
-                href = remote.href_for(calendar_url, uid)
-                resource = rows.Resource(
-                    event_id, user_id, account.id, calendar_url, href, uid, None, "local"
-                )
-                etag = await asyncio.to_thread(remote.put, account.login, calendar_url, href, body, None)
-                await self._saved(conn, account.login, resource, etag, body)
+                resource = _new_resource(user_id, account, target, event_id, uid)
+                await self._put(conn, account.login, resource, body, None)
             elif body is None:
-                await asyncio.to_thread(
-                    remote.delete, account.login, resource.calendar_url, resource.href, resource.etag
-                )
-                await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id == event_id))
+                await self._delete(conn, account.login, resource, event_id)
             else:
-                etag = await asyncio.to_thread(
-                    remote.put, account.login, resource.calendar_url, resource.href, body, resource.etag
-                )
-                await self._saved(conn, account.login, resource, etag, body)
+                await self._put(conn, account.login, resource, body, resource.etag)
         except remote.PreconditionFailed:
             assert resource is not None
             return await self._conflict(conn, account, resource, stored, body)
@@ -250,6 +223,65 @@ class Deliverer:
             return Outcome("retry", str(exc)[:500])
         await self._mark(conn, user_id, event_id, None)
         return Outcome("delivered")
+
+    async def _with_servers_copy(
+        self,
+        account: rows.Account,
+        resource: rows.Resource | None,
+        master: Event | None,
+        stored: list[Event],
+        event_id: str,
+    ) -> list[Event]:
+        if master is not None and master.ical is None and resource is not None:
+            # Stored before objects were kept: the server's copy, if it is the one we last
+            # saw, is what the change is patched into.
+            found = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
+            if found is not None and found.etag == resource.etag:
+                stored = [r.evolve(ical=found.body) if r.id == event_id else r for r in stored]
+        return stored
+
+    async def _move(
+        self,
+        conn: AsyncConnection,
+        account: rows.Account,
+        resource: rows.Resource,
+        target: rows.Route,
+        event_id: str,
+        uid: str,
+    ) -> tuple[rows.Account, rows.Resource]:
+        """Moved to another connected calendar: deleted from the old one first (a change made
+        there since wins, as for any write), then created in the new one by the caller's PUT.
+        The account and resource are the caller's only once the DELETE went through: a 412 on
+        it is a conflict about the old ones."""
+        await asyncio.to_thread(
+            remote.delete, account.login, resource.calendar_url, resource.href, resource.etag
+        )
+        href = remote.href_for(target.calendar_url, uid)
+        await rows.move_resource(conn, event_id, target, href)
+        account = target.account
+        resource = replace(
+            resource, account_id=account.id, calendar_url=target.calendar_url, href=href, etag=None
+        )
+        return account, resource
+
+    async def _put(
+        self,
+        conn: AsyncConnection,
+        login: remote.Login,
+        resource: rows.Resource,
+        body: str,
+        if_match: str | None,
+    ) -> None:
+        etag = await asyncio.to_thread(
+            remote.put, login, resource.calendar_url, resource.href, body, if_match
+        )
+        await self._saved(conn, login, resource, etag, body)
+
+    async def _delete(
+        self, conn: AsyncConnection, login: remote.Login, resource: rows.Resource, event_id: str
+    ) -> None:
+        await asyncio.to_thread(remote.delete, login, resource.calendar_url, resource.href, resource.etag)
+        await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id == event_id))
 
     async def _saved(
         self, conn: AsyncConnection, login: remote.Login, resource: rows.Resource, etag: str | None, body: str
@@ -415,3 +447,12 @@ async def pending(conn: AsyncConnection, user_id: str) -> int:
         {"u": user_id},
     )
     return int(value or 0)
+
+
+def _new_resource(
+    user_id: str, account: rows.Account, target: rows.Route, event_id: str, uid: str
+) -> rows.Resource:
+    """A resource not yet on any server: in the route's calendar, under a name made from its UID."""
+    calendar_url = target.calendar_url
+    href = remote.href_for(calendar_url, uid)
+    return rows.Resource(event_id, user_id, account.id, calendar_url, href, uid, None, "local")
