@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from calagent.contracts.time import RangeRequest, RangeResult, ResolveRequest, ResolveResult, SlotPatch
 from calagent.timeparse.domain import replies, symbols
+from calagent.timeparse.domain.recurrence import recurrence_marker
 from calagent.timeparse.domain.replies import analyse_reply, parse_reply, strip_transport
 from calagent.timeparse.domain.symbols import (
     holiday_names,
@@ -270,3 +271,16 @@ def test_parser_bug_degrades_to_empty(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(replies, "analyse_reply", boom)
     assert parse_reply("周日下午2点").is_empty()
+
+
+@pytest.mark.parametrize("text", ["今天天气怎么样", "明天天气好吗", "昨天天很冷", "后天天亮就出发"])
+def test_a_day_word_before_tian_is_no_daily_marker(text: str) -> None:
+    # 今天 + 天气: the 天天 across the two words repeats nothing.
+    assert recurrence_marker(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "marker"), [("天天跑步", "天天"), ("我天天早上八点跑步", "天天"), ("每天天气预报", "每天")]
+)
+def test_a_real_tiantian_or_meitian_is_still_a_daily_marker(text: str, marker: str) -> None:
+    assert recurrence_marker(text) == marker

@@ -58,9 +58,16 @@ _HEAR_AGAIN = re.compile(
 )
 
 
+# A character that makes a day word with the 天 after it (今天, 明天, 昨天, 那天 …): a 天天 that
+# starts there is that word's 天 followed by the next word's (今天 + 天气), not "every day".
+_DAY_WORD_BEFORE_TIAN = frozenset("今明后昨前当那这哪白整")
+
+
 def _excluded(text: str, m: re.Match[str]) -> bool:
     word = m.group().lower()
     rest = text[m.end() :]
+    if word == "天天":
+        return m.start() > 0 and text[m.start() - 1] in _DAY_WORD_BEFORE_TIAN
     if word == "工作日":
         return bool(_NOT_A_RULE_BEFORE_WORKDAY.search(text[max(0, m.start() - 4) : m.start()]))
     if word in ("every", "each"):
