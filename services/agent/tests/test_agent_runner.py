@@ -227,7 +227,8 @@ VALID_CALLS: dict[str, tuple[dict[str, Any], str]] = {
     "query_schedule_range": ({"start": "D+1", "end": "D+2"}, "QueryRange"),
     "suggest_free_time": ({"start": "D+1", "end": "D+2", "duration_minutes": 30}, "SuggestFree"),
     "cancel_schedule_command": ({}, "CancelStub"),
-    "confirm_command": ({"command_id": "s1"}, "MergeStub"),
+    # Nothing pending was shown to the user: answered by code, never sent as "the active one".
+    "confirm_command": ({"command_id": "s1"}, "error:no_active_command"),
     "find_events": ({"start": "D", "end": "D+7", "text": "会"}, "FindEventsQuery"),
     "update_schedule": ({"event_id": "e1", "time": "16:00"}, "PrepareChange"),
     "delete_schedule": ({"event_id": "e1", "scope": "all"}, "PrepareChange"),
@@ -252,6 +253,8 @@ async def test_every_contract_tool_runs_through_the_real_dispatch(name: str) -> 
     sent = [type(c).__name__ for c in commands.executed] + [type(q).__name__ for q in commands.queried]
     if touched in ("memory", "archive"):
         assert answer.tool_calls[0].result in ("saved",) or answer.tool_calls[0].result.startswith("found:")
+    elif touched.startswith("error:"):
+        assert answer.tool_calls[0].result == touched and sent == ["TurnContext"]
     else:
         assert touched in sent, sent
 

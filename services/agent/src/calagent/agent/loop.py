@@ -18,14 +18,14 @@ from pydantic import ValidationError
 
 from calagent.agent.adapters.model import ModelClient, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.domain import fixed_replies, receipts
-from calagent.agent.domain.context import build_messages
+from calagent.agent.domain.context import build_messages, offer_source
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.pending import LastAssistant
+from calagent.agent.domain.pending import LastAssistant, waits_beside
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
-from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
+from calagent.agent.ports import CommandsPort, EventSink, PeoplePort, StorePort, TimePort, TurnFinish
 from calagent.agent.repairs import natural_dates, repaired_calls
 from calagent.agent.state import Finished, TurnState
 from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call, tool_error
@@ -69,6 +69,14 @@ def _last_assistant(history: Sequence[ArchivedMessage]) -> LastAssistant | None:
     return LastAssistant(at=last.created_at, offer_command_id=last.offer_command_id, turn_id=last.turn_id)
 
 
+def _last_offer(history: Sequence[ArchivedMessage]) -> str | None:
+    """The offer the user was last shown: the newest an assistant message recorded."""
+    for message in reversed(history):
+        if message.role == "assistant" and message.offer_command_id is not None:
+            return message.offer_command_id
+    return None
+
+
 def _loads(raw: str) -> dict[str, Any]:
     """The model's arguments as recorded with the call, even when invalid; never with a NUL,
     which the answer's storage cannot hold."""
@@ -106,6 +114,7 @@ class TurnRunner:
         time: TimePort,
         store: StorePort,
         session_gap_minutes: int,
+        people: PeoplePort | None = None,
         offer_window_minutes: int = 30,
         turn_timeout_s: float = 90.0,
         model_timeout_s: float = 60.0,
@@ -119,7 +128,7 @@ class TurnRunner:
         self.offer_window = timedelta(minutes=offer_window_minutes)
         self.turn_timeout_s = turn_timeout_s
         self.model_timeout_s = model_timeout_s
-        self.tools = Tools(commands, store, clock)
+        self.tools = Tools(commands, store, clock, people)
         self.schemas = tool_schemas()
         self.tool_names = frozenset(TOOL_MODELS)
         self.tracer = trace.get_tracer("calagent.agent")
@@ -214,6 +223,7 @@ class TurnRunner:
         state.calendars = context.calendars
         state.sync_notices = context.sync_notices
         state.last_assistant = _last_assistant(history)
+        state.shown_offer_id = _last_offer(history)
         state.parsed = context.parsed
 
         if state.turn.direct is not None:
@@ -228,6 +238,10 @@ class TurnRunner:
             raise ModelUnavailable("no model is configured")
 
         segment = latest_segment(history, now, self.session_gap)
+        if state.stub is not None and waits_beside(state.stub):
+            # Its text reaches the model (marked as not the user's): what the model asks for now
+            # may be that text's, not the user's.
+            state.third_party_seen = offer_source(state.stub)
         messages = build_messages(
             now=env.occurred_at,
             tz=env.tz,

@@ -23,6 +23,7 @@ from calagent.contracts.commands import (
     SuggestFree,
     TurnContext,
 )
+from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import TurnAnswer, TurnEvent
 
@@ -35,6 +36,12 @@ class CommandsPort(Protocol):
     async def execute(self, command: AgentCommand) -> CommandResult: ...
 
     async def query(self, query: AgentQuery) -> QueryResult: ...
+
+
+class PeoplePort(Protocol):
+    async def own_address(self, envelope: Envelope) -> str | None:
+        """The user's private address: the ORGANIZER of the events the user organizes."""
+        ...
 
 
 class TimePort(Protocol):

@@ -67,6 +67,21 @@ class TurnState:
     repairs: list[str] = field(default_factory=list)
     # Set when the turn was refused without calling the model (its circuit is open).
     retry_after_s: float | None = None
+    # The offer the user was last shown: the newest one an assistant message recorded.
+    shown_offer_id: str | None = None
+    # Where someone else's text reached the model in this turn (an offer from outside, an event
+    # someone else organizes), if it did: the writes the model asks for afterwards are held.
+    third_party_seen: str | None = None
+
+    @property
+    def foreign(self) -> bool:
+        """Whether someone else's words may be behind what the model asks for (contract §19)."""
+        return self.turn.third_party or self.third_party_seen is not None
+
+    def shown(self, stub_id: str) -> bool:
+        """Whether the user was last shown this offer: by an assistant message, or by the page's
+        card whose id the message carries."""
+        return stub_id in (self.shown_offer_id, self.turn.active_command_id)
 
     @property
     def env(self) -> Envelope:

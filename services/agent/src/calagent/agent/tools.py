@@ -8,19 +8,21 @@ result for the user — the outcome and the code-written receipt.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from calagent.agent.domain import fixed_replies, reads, receipts
-from calagent.agent.domain.pending import write_hold
-from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, StorePort
+from calagent.agent.domain.pending import consent_to, speaks_for_user, write_hold
+from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, PeoplePort, StorePort
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     WRITTEN_STATUSES,
     CancelStub,
     ChangeAction,
+    CommandError,
     CommandResult,
+    EventOut,
     FindEventsQuery,
     MergeStub,
     PrepareChange,
@@ -149,10 +151,13 @@ Handler = Callable[[TurnState, Any], Awaitable[ToolResult]]
 
 
 class Tools:
-    def __init__(self, commands: CommandsPort, store: StorePort, clock: Clock) -> None:
+    def __init__(
+        self, commands: CommandsPort, store: StorePort, clock: Clock, people: PeoplePort | None = None
+    ) -> None:
         self.commands = commands
         self.store = store
         self.clock = clock
+        self.people = people
         self.table: dict[type[ToolArgs], Handler] = {
             PrepareOrCreateSchedule: self.prepare_or_create,
             QueryScheduleRange: self.query_range,
@@ -193,7 +198,7 @@ class Tools:
                 idempotency_key=state.next_key(),
                 args=args,
                 active_command_id=state.stub.id if state.stub is not None else None,
-                hold=write_hold(state.turn.third_party),
+                hold=write_hold(state.foreign),
                 source=state.source,
                 # Commands holds a one-off these words asked to repeat (contract §9).
                 words=state.turn.text,
@@ -224,7 +229,7 @@ class Tools:
                 event_id=event_id,
                 update=update,
                 scope=scope,
-                hold=write_hold(state.turn.third_party),
+                hold=write_hold(state.foreign),
             ),
         )
 
@@ -247,8 +252,33 @@ class Tools:
                 finished=Finished("answered", fixed_replies.confirmation_not_own_words(state.lang)),
             )
         stub = state.current_stub
-        command_id = args.command_id or (stub.id if stub is not None else "")
-        return await self.execute(state, confirm_command(state, command_id))
+        if state.turn.direct is not None:
+            # The client's own call (a button on the page, the API) is the user's consent itself.
+            command_id = args.command_id or (stub.id if stub is not None else "")
+            return await self.execute(state, confirm_command(state, command_id))
+        if stub is None:
+            # Nothing the user was shown is pending: never "the active one", whatever it is now.
+            error = CommandError(code="no_active_command", message="no active schedule command")
+            return ToolResult(
+                "error:no_active_command",
+                finished=apply_command_result(state, CommandResult(status="error", error=error)),
+            )
+        own_words = speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded)
+        consent = consent_to(state.turn.text, stub, own_words=own_words)
+        if args.command_id not in (None, stub.id) or not state.shown(stub.id) or consent is None:
+            # Consent is bound to its offer (contract §19): the one the user was last shown, and
+            # the user's own words consenting to its kind. Nothing is written; it is shown again.
+            state.flag("held")
+            state.stub_touched, state.stub_after = True, stub
+            reply = receipts.command_receipt(CommandResult(status=stub.status, stub=stub), state.view)
+            return ToolResult(
+                "refused:not_consent",
+                finished=Finished("held", fixed_replies.not_consent(state.lang) + reply),
+            )
+        command = confirm_command(state, stub.id)
+        if consent != "confirm":
+            command = command.model_copy(update={"partstat": consent})
+        return await self.execute(state, command)
 
     async def undo(self, state: TurnState, args: UndoChange) -> ToolResult:
         if state.turn.third_party:
@@ -274,7 +304,7 @@ class Tools:
         )
 
     async def save_memory(self, state: TurnState, args: SaveMemory) -> ToolResult:
-        if state.turn.third_party:
+        if state.foreign:
             # A memory shapes every later turn: someone else's words are not saved as the user's.
             state.flag("held")
             return ToolResult(
@@ -350,6 +380,7 @@ class Tools:
         )
         if isinstance(result, ToolResult):
             return result
+        await self.note_organizers(state, result.events)
         found = [
             {
                 "id": e.id,
@@ -367,6 +398,17 @@ class Tools:
             for e in result.events
         ]
         return ToolResult(f"found:{len(found)}", json.dumps({"events": found}, ensure_ascii=False))
+
+    async def note_organizers(self, state: TurnState, events: Sequence[EventOut]) -> None:
+        """Mark the turn when the model is shown an event someone else organizes: its text is
+        that person's (contract §19). Without the people service every organizer counts."""
+        organizers = {e.organizer.casefold() for e in events if e.organizer}
+        if not organizers or state.third_party_seen is not None:
+            return
+        own = await self.people.own_address(state.env) if self.people is not None else None
+        others = sorted(organizers - {own.casefold()} if own else organizers)
+        if others:
+            state.third_party_seen = f"an event organized by {others[0]}"
 
     async def search_memory(self, state: TurnState, args: SearchMemory) -> ToolResult:
         with state.timeline.segment("db.search_memory"):

@@ -20,6 +20,16 @@ def confirmation_not_own_words(lang: Lang) -> str:
     )
 
 
+def not_consent(lang: Lang) -> str:
+    """Before the offer shown again: a confirmation answers only the offer the user was last
+    shown, in words that consent to its kind (接受/暂定/拒绝 an invitation, 确认 a change)."""
+    return (
+        "我没有执行任何操作：只有你对下面这个请求本身的回答才能执行它。"
+        if lang == "zh"
+        else "Nothing was done: only your own answer to the request below runs it. "
+    )
+
+
 def undo_not_own_words(lang: Lang) -> str:
     return (
         "撤销需要你本人的话，转发或引用的内容不能撤销日历上的修改。日历没有变化。"

@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, StubStatus
+from calagent.contracts.commands import OFFER_STUB_STATUSES, HoldReason, StubOut, StubStatus
 from calagent.contracts.people import InvitationAnswer
 from calagent.contracts.time import ParsedReply, SlotPatch
 
@@ -64,16 +64,62 @@ INVITATION_WORDS: dict[str, InvitationAnswer] = {
 }  # fmt: skip
 
 
+# What an offer asks the user (contract §19): an invitation is answered by 接受/暂定/拒绝, anything
+# else held (a create, an update or delete, a plan, a conflict) by a confirmation.
+OfferKind = Literal["invitation", "change"]
+# The holds of an offer whose words came from someone else: a forward, an invitation, a change the
+# connected calendar made too.
+OUTSIDE_HOLDS: frozenset[HoldReason] = frozenset(
+    {"third_party_content", "invitation_received", "sync_conflict"}
+)
+
+
+def waits_beside(stub: StubOut) -> bool:
+    """An offer from outside that is never superseded (contract §19: an invitation, a sync
+    conflict): its text is shown to the model, marked, and whatever the model asks for while it
+    waits is held rather than put in its place. A forward's held write is not such an offer: the
+    user's own next request replaces it, and its text is not shown again."""
+    return stub.kind == "invitation" or stub.hold_reason == "sync_conflict"
+
+
+def offer_kind(stub: StubOut) -> OfferKind:
+    return "invitation" if stub.kind == "invitation" else "change"
+
+
+def from_outside(stub: StubOut) -> bool:
+    """Whether the stub's text is someone else's (contract §19): described to the model by kind,
+    source and id, its text only inside a block marked as not the user's words."""
+    return stub.kind == "invitation" or stub.hold_reason in OUTSIDE_HOLDS
+
+
+def invitation_words(text: str) -> InvitationAnswer | None:
+    """ "接受" → ACCEPTED: the whole message one invitation answer, else None."""
+    answers = {INVITATION_WORDS.get(chunk) for chunk in _chunks(text)}
+    if len(answers) != 1:
+        return None
+    return answers.pop()
+
+
 def invitation_answer(text: str, *, stub: StubOut | None, own_words: bool) -> InvitationAnswer | None:
     """ "接受" → ACCEPTED to the invitation offer waiting for the user; None for anything else,
     or when no invitation is waiting, or when the words are not the user's own."""
     if stub is None or stub.kind != "invitation" or stub.status != "held" or not own_words:
         return None
-    chunks = _chunks(text)
-    answers = {INVITATION_WORDS.get(chunk) for chunk in chunks}
-    if len(answers) != 1:
+    return invitation_words(text)
+
+
+Consent = Literal["confirm"] | InvitationAnswer
+
+
+def consent_to(text: str, stub: StubOut, *, own_words: bool) -> Consent | None:
+    """The user's own words consenting to this offer's kind (contract §19), or None: an invitation
+    answer for an invitation, a bare confirmation for anything else. "接受" does not confirm a
+    delete, "好" does not accept an invitation, and nothing outside the bounded words consents."""
+    if not own_words:
         return None
-    return answers.pop()
+    if offer_kind(stub) == "invitation":
+        return invitation_words(text)
+    return "confirm" if bare_answer(text) == "confirm" else None
 
 
 @dataclass(frozen=True)
@@ -143,7 +189,11 @@ def timed_gate(
         return None
     if now - last_assistant.at > window:
         return None
-    return bare_answer(text)
+    answer = bare_answer(text)
+    if answer == "confirm" and consent_to(text, stub, own_words=own_words) is None:
+        # "好" is no answer to an invitation: only 接受/暂定/拒绝 are (contract §19).
+        return None
+    return answer
 
 
 def undo_gate(

@@ -262,8 +262,8 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "answer them; nothing is written or sent yet.",
     ),
     "invitation.CANCEL": (
-        "{who} 取消了「{title}」{when}。要从日历中删除吗？回复“确认”即可。",
-        '{who} cancelled "{title}" {when}. Remove it from your calendar? Reply "confirm".',
+        "{who} 取消了「{title}」{when}。回复“接受”从日历中删除，回复“拒绝”则保留。",
+        '{who} cancelled "{title}" {when}. Reply "accept" to remove it from your calendar, "decline" to keep it.',
     ),
     "cancelled": ("好的，已取消「{title}」。", 'OK, cancelled "{title}".'),
     "cancelled.declined": ("已拒绝「{title}」，并告知了 {who}。", 'Declined "{title}"; {who} has been told.'),
