@@ -10,6 +10,7 @@ import pytest
 from calagent.agent.domain.pending import (
     LastAssistant,
     bare_answer,
+    consent_to,
     fast_path_patch,
     invitation_answer,
     next_weekday_symbol,
@@ -273,3 +274,23 @@ def test_the_answer_words_mean_nothing_without_an_invitation_or_in_someone_elses
     assert invitation_answer("接受", stub=None, own_words=True) is None
     assert invitation_answer("接受", stub=stub(kind="invitation"), own_words=False) is None
     assert invitation_answer("接受", stub=stub("cancelled", kind="invitation"), own_words=True) is None
+
+
+@pytest.mark.parametrize(
+    ("words", "kind", "consent"),
+    [
+        ("确认", "create", "confirm"),
+        ("确认，记下来", "create", "confirm"),
+        ("好的，帮我加上", "change", "confirm"),
+        ("接受", "change", None),
+        ("今天天气怎么样", "change", None),
+        ("好，算了", "change", None),
+        ("接受", "invitation", "ACCEPTED"),
+        ("拒绝，谢谢", "invitation", "DECLINED"),
+        ("好", "invitation", None),
+        ("接受，拒绝", "invitation", None),
+    ],
+)
+def test_consent_answers_only_an_offer_of_its_kind(words: str, kind: str, consent: str | None) -> None:
+    assert consent_to(words, stub(kind=kind), own_words=True) == consent
+    assert consent_to(words, stub(kind=kind), own_words=False) is None

@@ -112,14 +112,21 @@ Consent = Literal["confirm"] | InvitationAnswer
 
 
 def consent_to(text: str, stub: StubOut, *, own_words: bool) -> Consent | None:
-    """The user's own words consenting to this offer's kind (contract §19), or None: an invitation
-    answer for an invitation, a bare confirmation for anything else. "接受" does not confirm a
-    delete, "好" does not accept an invitation, and nothing outside the bounded words consents."""
-    if not own_words:
+    """The user's own words consenting to this offer's kind (contract §19), or None: the message
+    opens with one of the bounded words of that kind ("确认，记下来", "接受，谢谢") and holds no
+    refusal and no answer of the other kind. "接受" does not confirm a delete, "好" does not accept
+    an invitation, and a message that does not open with such a word ("今天天气怎么样") consents
+    to nothing."""
+    chunks = _chunks(text)
+    if not own_words or not chunks or any(c in REFUSE_WORDS for c in chunks):
         return None
+    answers = {INVITATION_WORDS[c] for c in chunks if c in INVITATION_WORDS}
+    confirms = any(c in CONFIRM_WORDS for c in chunks)
     if offer_kind(stub) == "invitation":
-        return invitation_words(text)
-    return "confirm" if bare_answer(text) == "confirm" else None
+        if chunks[0] not in INVITATION_WORDS or len(answers) != 1 or confirms:
+            return None
+        return answers.pop()
+    return "confirm" if chunks[0] in CONFIRM_WORDS and not answers else None
 
 
 @dataclass(frozen=True)
