@@ -112,8 +112,17 @@ async def test_an_injected_invitation_never_deletes_the_users_meeting_and_accept
     )
     unrelated = (await stack.chat(user, "今天天气怎么样")).json()
     assert [e["id"] for e in await read_events(stack, user)] == [meeting["id"]]
-    assert ((await active_stub(stack, user)) or {}).get("kind") == "invitation", unrelated
+    # Whatever the model asked for is an offer of its own; the invitation waits beside it.
+    assert ((await active_stub(stack, user)) or {}).get("kind") == "change", unrelated
 
+    # "接受" answers only an invitation: it runs none of the change offered meanwhile.
+    refused = (await stack.chat(user, "接受")).json()
+    assert refused["outcome"] == "held", refused
+    assert [e["id"] for e in await read_events(stack, user)] == [meeting["id"]]
+
+    # The user drops that offer; the invitation set aside comes back, and "接受" accepts it.
+    assert (await stack.chat(user, "算了")).json()["outcome"] == "cancelled"
+    await eventually(offered, "the invitation offered again")
     accepted = (await stack.chat(user, "接受")).json()
     assert accepted["outcome"] == "created", accepted
     assert {e["uid"] for e in await read_events(stack, user)} == {meeting["uid"], uid}
@@ -129,6 +138,7 @@ async def test_an_injected_invitation_never_deletes_the_users_meeting_and_accept
     assert [r["method"] for r in await mail_rows(db, user)] == ["REPLY"]
 
     # The invitation's words were never in a system message.
+    assert system_texts(scripted)
     for system in system_texts(scripted):
         for foreign in (INJECTED, DESCRIPTION, LOCATION, CN):
             assert foreign not in system

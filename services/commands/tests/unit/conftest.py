@@ -221,6 +221,9 @@ class FakePeople:
     ) -> None:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
 
+    async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
+        raise NotImplementedError("inbound mail is tested against PostgreSQL")
+
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         return None  # no mail reaches the fake
 

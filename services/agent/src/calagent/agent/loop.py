@@ -18,10 +18,10 @@ from pydantic import ValidationError
 
 from calagent.agent.adapters.model import ModelClient, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.domain import fixed_replies, receipts
-from calagent.agent.domain.context import build_messages, offer_source
+from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.pending import LastAssistant, waits_beside
+from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
@@ -238,10 +238,6 @@ class TurnRunner:
             raise ModelUnavailable("no model is configured")
 
         segment = latest_segment(history, now, self.session_gap)
-        if state.stub is not None and waits_beside(state.stub):
-            # Its text reaches the model (marked as not the user's): what the model asks for now
-            # may be that text's, not the user's.
-            state.third_party_seen = offer_source(state.stub)
         messages = build_messages(
             now=env.occurred_at,
             tz=env.tz,

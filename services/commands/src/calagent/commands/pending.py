@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Stub
+from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.pending import Ask, PendingCommand
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import error_result, new_id
@@ -106,6 +107,9 @@ class Pending:
         if not pending.gives_way_to(hold):
             return Way(kept=active)
         ended = await self.store(txn, pending.supersede(txn.now))
+        if pending.set_aside_by_new_requests() and isinstance(active.payload, HeldInvitation):
+            await txn.uow.people.wait_again(txn.user_id, active.id, active.payload, txn.now)
+            return Way()  # not given up: nothing to tell as dropped
         return Way(superseded=stub_out(ended, (), txn.tz))
 
     async def open(

@@ -74,14 +74,6 @@ OUTSIDE_HOLDS: frozenset[HoldReason] = frozenset(
 )
 
 
-def waits_beside(stub: StubOut) -> bool:
-    """An offer from outside that is never superseded (contract §19: an invitation, a sync
-    conflict): its text is shown to the model, marked, and whatever the model asks for while it
-    waits is held rather than put in its place. A forward's held write is not such an offer: the
-    user's own next request replaces it, and its text is not shown again."""
-    return stub.kind == "invitation" or stub.hold_reason == "sync_conflict"
-
-
 def offer_kind(stub: StubOut) -> OfferKind:
     return "invitation" if stub.kind == "invitation" else "change"
 

@@ -119,6 +119,23 @@ class SqlPeople:
             )
         )
 
+    async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
+        """An invitation offered as stub `stub_id` and set aside by a new request: waiting again,
+        offered once the user's requests are settled (once per stub, however often asked)."""
+        await self.session.run(
+            pg_insert(inbound_mail)
+            .values(
+                user_id=user_id,
+                message_id=f"set-aside:{stub_id}",
+                sender=offer.invitation.organizer,
+                received_at=at,
+                method=offer.invitation.method,
+                verdict="waiting",
+                offer=offer.model_dump(mode="json"),
+            )
+            .on_conflict_do_nothing(constraint="uq_inbound_mail_message")
+        )
+
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         row = (
             await self.session.run(

@@ -8,7 +8,8 @@ A user has at most one active pending command. The rules, each decided here and 
 
 - **Opening** a new request supersedes the active one (which never lends its title or slots), unless
   the new request is someone else's words: those never end the user's own pending request
-  (`gives_way_to`).
+  (`gives_way_to`). An invitation is set aside, not dropped: it waits to be offered again
+  (`set_aside_by_new_requests`).
 - **Continuing**: a create answers the stub only on facts — the same title, or its id passed back
   (`continued_by`).
 - **Holding**: why a write waits is one list of reasons in one order for creates and changes alike
@@ -224,6 +225,11 @@ class PendingCommand:
         user's own pending request: superseding it is a cancel, and a cancel from third-party
         content is held like any other change."""
         return hold != "third_party_content"
+
+    def set_aside_by_new_requests(self) -> bool:
+        """An invitation is never dropped by a later request (§19: offers from outside wait beside
+        the conversation): a new request sets it aside, and it is offered again after."""
+        return self.stub.kind == "invitation"
 
     def continued_by(self, title: str, command_id: str | None) -> bool:
         """Whether a create answers this stub rather than being a new request (contract §8).
