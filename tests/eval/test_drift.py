@@ -6,7 +6,7 @@ import ast
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from calagent.agent.tools import Tools
 from calagent.cli.evaluate import run_offline
 from calagent.cli.evaluation.cases import default_cases_dir, load_cases
 from calagent.cli.stack import Stack, start_stack
-from calagent.contracts.commands import CommandResult, QueryResult
+from calagent.contracts.commands import CommandResult, QueryResult, StubOut, StubSlots
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.tools import TOOL_KINDS, tool_schemas
@@ -161,8 +161,9 @@ class RecordingPorts:
     """The commands service, the time service and the agent's store in one: each records what it
     was sent (a command or query by its type, a store call by its name)."""
 
-    def __init__(self) -> None:
+    def __init__(self, offered: StubOut | None = None) -> None:
         self.sent: list[str] = []
+        self.offered = offered
 
     async def execute(self, command: AgentCommand) -> CommandResult:
         self.sent.append(type(command).__name__)
@@ -170,7 +171,7 @@ class RecordingPorts:
 
     async def query(self, query: AgentQuery) -> QueryResult:
         self.sent.append(type(query).__name__)
-        return QueryResult(calendars=("工作",))
+        return QueryResult(calendars=("工作",), stub=self.offered)
 
     async def parse_reply(self, text: str, now: datetime, tz: str) -> ParsedReply:
         return ParsedReply(patch=SlotPatch(), complete=False)
@@ -193,10 +194,19 @@ class RecordingPorts:
         return []
 
 
-async def run_turn(tool: str | None) -> tuple[Any, list[str]]:
+# A held request the user was shown, for the tool that answers one: a confirmation runs only the
+# offer the user was last shown, on the user's own words consenting to it (contract §19).
+OFFERED = StubOut(
+    id="s1", status="held", title="开会", expires_at=NOW + timedelta(minutes=30), slots=StubSlots()
+)
+ANSWERS_AN_OFFER = {"confirm_command"}
+
+
+async def run_turn(tool: str | None, *, offered: StubOut | None = None) -> tuple[Any, list[str]]:
     """One turn through the production runner (its loop, its dispatch table, its handlers) whose
-    model calls `tool`; what the turn answered and what its handlers sent."""
-    ports = RecordingPorts()
+    model calls `tool`; what the turn answered and what its handlers sent. With `offered`, the user
+    was shown that offer and answers it with "确认"."""
+    ports = RecordingPorts(offered)
     runner = TurnRunner(
         clock=FrozenClock(NOW),
         model=OneCallModel(tool),
@@ -210,9 +220,14 @@ async def run_turn(tool: str | None) -> tuple[Any, list[str]]:
     async def sink(event: TurnEvent) -> None:
         return None
 
-    answer, _record = await runner.run(
-        TurnRequested(envelope=env, text="安排一下", raw_text="安排一下"), "t1", sink
+    text = "确认" if offered is not None else "安排一下"
+    turn = TurnRequested(
+        envelope=env,
+        text=text,
+        raw_text=text,
+        active_command_id=offered.id if offered is not None else None,
     )
+    answer, _record = await runner.run(turn, "t1", sink)
     return answer, ports.sent
 
 
@@ -251,8 +266,9 @@ def test_the_tool_schemas_the_model_sees_are_the_contracts() -> None:
 async def test_every_tool_runs_its_handler_through_the_real_dispatch(tool: str) -> None:
     """The contract's example arguments pass the runner's validation, reach the handler in its
     table, and the handler sends what the tool is for, once."""
-    _, before = await run_turn(None)
-    answer, sent = await run_turn(tool)
+    offered = OFFERED if tool in ANSWERS_AN_OFFER else None
+    _, before = await run_turn(None, offered=offered)
+    answer, sent = await run_turn(tool, offered=offered)
     assert [call.name for call in answer.tool_calls] == [tool]
     assert not answer.tool_calls[0].result.startswith("error:"), answer.tool_calls[0].result
     added = list(sent)
