@@ -626,7 +626,9 @@ async def test_an_edit_on_both_sides_keeps_the_servers_version_and_offers_ours_a
     waiting = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
     assert (waiting["id"], waiting["status"]) == (offer["id"], "held")
 
-    assert (await stack.chat(user, "还是按我的改")).json()["outcome"] == "updated"
+    # The user answers the offer's card (the page sends its id): their word runs it.
+    mine = await stack.chat(user, "确认，还是按我的改", active_command_id=offer["id"])
+    assert mine.json()["outcome"] == "updated", mine.text
     await outbox_drained(db, user)
     [(_, final)] = remote.objects()
     assert final.walk("VEVENT")[0].decoded("DTSTART").isoformat() == "2026-09-25T20:00:00+08:00"

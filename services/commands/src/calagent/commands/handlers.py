@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 from opentelemetry import trace
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
@@ -30,6 +31,7 @@ from calagent.runtime.settle import is_transient as runtime_is_transient
 
 log = logging.getLogger("calagent.commands")
 tracer = trace.get_tracer("calagent.commands")
+Answer = TypeVar("Answer", CommandResult, QueryResult)
 
 _transient_log = RateLimitedLog(log)
 
@@ -127,13 +129,9 @@ class Handlers:
     async def on_command(self, request: CommandRequest) -> CommandResult:
         command = request.command
         with tracer.start_as_current_span(f"command.{command.kind}") as span:
-            try:
-                with transient_failures(command.kind):
-                    result = await self.service.execute(command)
-            except InputError as exc:
-                result = error_result("invalid_arguments", f"the request could not be carried out: {exc}")
-            except ConstraintDefect as exc:
-                result = error_result("internal_error", f"{exc}; nothing was changed")
+            result = await answered(
+                command.kind, self.service.execute(command), error_result, "invalid_arguments"
+            )
             span.set_attribute("calagent.status", result.status)
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result
@@ -141,12 +139,21 @@ class Handlers:
     async def on_query(self, request: QueryRequest) -> QueryResult:
         query = request.query
         with tracer.start_as_current_span(f"query.{query.kind}") as span:
-            try:
-                with transient_failures(query.kind):
-                    result = await self.service.query(query)
-            except InputError as exc:
-                result = query_error("invalid_range", f"the query could not be answered: {exc}")
-            except ConstraintDefect as exc:
-                result = query_error("internal_error", str(exc))
+            result = await answered(query.kind, self.service.query(query), query_error, "invalid_range")
             span.set_attribute("calagent.db_ms", result.db_ms)
             return result
+
+
+async def answered(
+    what: str, running: Awaitable[Answer], refused: Callable[[str, str], Answer], input_code: str
+) -> Answer:
+    """What a command or query answers: its result, or — for input no retry can carry out, or a
+    broken constraint — the refusal built at once (`refused(code, message)`); a transient fault
+    is raised for the bus to redeliver."""
+    try:
+        with transient_failures(what):
+            return await running
+    except InputError as exc:
+        return refused(input_code, f"{what} could not be carried out: {exc}")
+    except ConstraintDefect as exc:
+        return refused("internal_error", f"{exc}; nothing was changed")

@@ -263,11 +263,8 @@ class Accounts:
             )
             out.append(
                 AccountOut(
-                    id=row.id,
-                    url=row.url,
-                    username=row.username,
-                    created_at=row.created_at,
-                    last_synced_at=row.last_synced_at,
+                    # The columns read are the account's fields, by name.
+                    **row._mapping,
                     calendars=tuple(
                         RemoteCalendar(name=c.name, url=c.url, color=c.color, default=c.is_default)
                         for c in cals

@@ -173,27 +173,23 @@ class InboundSync:
             waiting_uids = await _uids(conn, account.user_id, waiting)
             known = {r.href: r for r in await rows.resources_of(conn, account.id)}
             plan = _Plan()
-            seen = self._take_changed(
-                account, calendar_url, name, found, stats, listed_at, known, waiting, waiting_uids, plan
-            )
+            listing = _Listing(account, calendar_url, name, found, stats, listed_at)
+            seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
             _take_deleted(calendar_url, found, stats, listed_at, known, waiting, seen, plan)
             await _write(conn, account, calendar_url, found.token, plan)
             await conn.commit()
 
-    def _take_changed(
-        self,
-        account: rows.Account,
-        calendar_url: str,
-        name: str,
-        found: remote.Changes,
-        stats: SyncStats,
-        listed_at: datetime,
-        known: dict[str, rows.Resource],
-        waiting: set[str],
-        waiting_uids: set[str],
-        plan: _Plan,
-    ) -> set[str]:
+    def _take_changed(self, listing: _Listing, before: _Known, plan: _Plan) -> set[str]:
         """The listed objects that are new or changed, planned as rows; the hrefs listed."""
+        account, calendar_url, name, found, stats, listed_at = (
+            listing.account,
+            listing.calendar_url,
+            listing.name,
+            listing.found,
+            listing.stats,
+            listing.listed_at,
+        )
+        known, waiting, waiting_uids = before.resources, before.waiting, before.waiting_uids
         seen: set[str] = set()
         for obj in found.changed:
             seen.add(obj.href)
@@ -241,6 +237,28 @@ class InboundSync:
             )
             stats.changed += 1
         return seen
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """One calendar's listing as a sync read it."""
+
+    account: rows.Account
+    calendar_url: str
+    name: str
+    found: remote.Changes
+    stats: SyncStats
+    listed_at: datetime
+
+
+@dataclass(frozen=True)
+class _Known:
+    """What the sync knew before applying a listing: the resources by href, the events the
+    outbox still owes the server, and their UIDs."""
+
+    resources: dict[str, rows.Resource]
+    waiting: set[str]
+    waiting_uids: set[str]
 
 
 def _newer(resource: rows.Resource, listed_at: datetime) -> bool:
