@@ -240,117 +240,21 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
         # Warm every process and connection pool first.
         for i in range(10):
             await chat(client, system, f"warm-{i}", CREATE)
-
         floor, floor_cpu = await floor_turns(system, args.n)
         results["floor"] = {
             "p50": percentile(floor, 0.5),
             "p99": percentile(floor, 0.99),
             "cpu_ms": floor_cpu,
         }
-
-        # What the processes burn with no turn at all (sync loops, pull requests, PostgreSQL's own
-        # background work), over as long a stretch as the creates took, is not a turn's cost.
-        creates: list[float] = []
-        cpu: dict[str, float] = {}
-        began = time.perf_counter()
-        with cpu_meter(system, cpu):
-            for i in range(args.n):
-                user = f"c-{i}-{uuid.uuid4().hex[:6]}"
-                creates.append(await timed(chat(client, system, user, CREATE)))
-        busy_s = time.perf_counter() - began
-        idle: dict[str, float] = {}
-        with cpu_meter(system, idle):
-            await asyncio.sleep(busy_s)
-        results["create"] = {"p50": percentile(creates, 0.5), "p99": percentile(creates, 0.99)}
-        results["cpu_ms_per_turn"] = {
-            role: max(0.0, seconds - idle.get(role, 0.0)) * 1000 / args.n
-            for role, seconds in sorted(cpu.items())
-        }
-        results["cpu_ms_per_turn_total"] = sum(results["cpu_ms_per_turn"].values())
-        results["idle_cpu_ms_per_turn_total"] = sum(idle.values()) * 1000 / args.n
-
-        merges: list[float] = []
-        for i in range(max(10, args.n // 2)):
-            user = f"m-{i}-{uuid.uuid4().hex[:6]}"
-            await chat(client, system, user, WEEKEND)
-            merges.append(await timed(chat(client, system, user, MERGE)))
-        results["merge"] = {"p50": percentile(merges, 0.5), "p99": percentile(merges, 0.99)}
-
-        done = 0
-        errors = 0
-        stop_at = time.monotonic() + args.seconds
-
-        async def worker(index: int) -> None:
-            nonlocal done, errors
-            k = 0
-            while time.monotonic() < stop_at:
-                k += 1
-                try:
-                    await chat(client, system, f"t-{index}-{k}-{uuid.uuid4().hex[:4]}", CREATE)
-                    done += 1
-                except httpx.HTTPError:
-                    errors += 1
-
-        began = time.monotonic()
-        await asyncio.gather(*(worker(i) for i in range(args.clients)))
-        results["throughput"] = {
-            "turns_per_s": done / (time.monotonic() - began),
-            "clients": args.clients,
-            "errors": errors,
-        }
-
+        results.update(await measure_creates(client, system, args.n))
+        results["merge"] = await measure_merges(client, system, max(10, args.n // 2))
+        results["throughput"] = await measure_throughput(client, system, args.clients, args.seconds)
         system.set_script(bench_script(args.slow_ms))
-        outcomes: list[str] = []
-
-        async def slow(index: int) -> None:
-            try:
-                answer = await chat(client, system, f"f-{index}-{uuid.uuid4().hex[:6]}", CREATE)
-                outcomes.append(answer["outcome"])
-            except httpx.HTTPStatusError as exc:
-                outcomes.append(f"http:{exc.response.status_code}")
-            except httpx.HTTPError as exc:
-                outcomes.append(f"error:{type(exc).__name__}")
-
-        baseline = rss_mib(system)
-        peak: dict[str, float] = dict(baseline)
-        sampling = asyncio.create_task(sample_peak_rss(system, peak))
-        began = time.monotonic()
-        await asyncio.gather(*(slow(i) for i in range(args.in_flight)))
-        sampling.cancel()
-        results["in_flight"] = {
-            "turns": args.in_flight,
-            "model_ms": args.slow_ms,
-            "wall_s": time.monotonic() - began,
-            "created": outcomes.count("created"),
-            "errors": sum(1 for o in outcomes if o != "created"),
-            "not_created": dict(Counter(o for o in outcomes if o != "created")),
-            # What holding a turn open while the model thinks costs each process, per turn.
-            "rss_mib_idle": baseline,
-            # PostgreSQL is left out: what it grows by is backends, one per pooled connection
-            # opened (each counting shared buffers in its RSS), bounded by the pools, not turns.
-            "kib_per_turn_in_flight": {
-                role: (peak[role] - baseline.get(role, 0.0)) * 1024 / args.in_flight
-                for role in sorted(peak)
-                if role != "postgres"
-            },
-        }
-
+        results["in_flight"] = await measure_in_flight(client, system, args.in_flight, args.slow_ms)
         system.set_script(bench_script(args.compare_ms))
-        ours: list[float] = []
-        for i in range(args.compare_n):
-            user = f"r-{i}-{uuid.uuid4().hex[:6]}"
-            ours.append(await timed(chat(client, system, user, CREATE)))
-        compared = await pydantic_ai_turns(system, args.compare_n)
-        theirs, their_cpu = compared if compared else ([], None)
-        results["versus_pydantic_ai"] = {
-            "model_ms": args.compare_ms,
-            "ours_p50": percentile(ours, 0.5),
-            "pydantic_ai_p50": percentile(theirs, 0.5) if theirs else None,
-            "ratio": percentile(ours, 0.5) / percentile(theirs, 0.5) if theirs else None,
-            "pydantic_ai_cpu_ms": their_cpu,
-            "cpu_ratio": results["cpu_ms_per_turn_total"] / their_cpu if their_cpu else None,
-        }
-
+        results["versus_pydantic_ai"] = await measure_versus_pydantic_ai(
+            client, system, args.compare_n, args.compare_ms, results["cpu_ms_per_turn_total"]
+        )
         if getattr(args, "path", True):
             system.set_script(bench_script(0))
             flush_s = getattr(args, "stats_flush_s", None)
@@ -358,6 +262,126 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
                 client, system, max(3, min(args.n, 20)), STATS_FLUSH_S if flush_s is None else flush_s
             )
     return results
+
+
+async def measure_creates(client: httpx.AsyncClient, system: System, n: int) -> dict[str, Any]:
+    """Sequential create turns: their latency, and each process's CPU per turn with idle subtracted."""
+    # What the processes burn with no turn at all (sync loops, pull requests, PostgreSQL's own
+    # background work), over as long a stretch as the creates took, is not a turn's cost.
+    creates: list[float] = []
+    cpu: dict[str, float] = {}
+    began = time.perf_counter()
+    with cpu_meter(system, cpu):
+        for i in range(n):
+            user = f"c-{i}-{uuid.uuid4().hex[:6]}"
+            creates.append(await timed(chat(client, system, user, CREATE)))
+    busy_s = time.perf_counter() - began
+    idle: dict[str, float] = {}
+    with cpu_meter(system, idle):
+        await asyncio.sleep(busy_s)
+    per_turn = {
+        role: max(0.0, seconds - idle.get(role, 0.0)) * 1000 / n for role, seconds in sorted(cpu.items())
+    }
+    return {
+        "create": {"p50": percentile(creates, 0.5), "p99": percentile(creates, 0.99)},
+        "cpu_ms_per_turn": per_turn,
+        "cpu_ms_per_turn_total": sum(per_turn.values()),
+        "idle_cpu_ms_per_turn_total": sum(idle.values()) * 1000 / n,
+    }
+
+
+async def measure_merges(client: httpx.AsyncClient, system: System, n: int) -> dict[str, float]:
+    """A clarification merge: the weekend request leaves a stub (not timed), the day completes it."""
+    merges: list[float] = []
+    for i in range(n):
+        user = f"m-{i}-{uuid.uuid4().hex[:6]}"
+        await chat(client, system, user, WEEKEND)
+        merges.append(await timed(chat(client, system, user, MERGE)))
+    return {"p50": percentile(merges, 0.5), "p99": percentile(merges, 0.99)}
+
+
+async def measure_throughput(
+    client: httpx.AsyncClient, system: System, clients: int, seconds: float
+) -> dict[str, Any]:
+    """Create turns from `clients` concurrent clients for `seconds`."""
+    done = 0
+    errors = 0
+    stop_at = time.monotonic() + seconds
+
+    async def worker(index: int) -> None:
+        nonlocal done, errors
+        k = 0
+        while time.monotonic() < stop_at:
+            k += 1
+            try:
+                await chat(client, system, f"t-{index}-{k}-{uuid.uuid4().hex[:4]}", CREATE)
+                done += 1
+            except httpx.HTTPError:
+                errors += 1
+
+    began = time.monotonic()
+    await asyncio.gather(*(worker(i) for i in range(clients)))
+    return {"turns_per_s": done / (time.monotonic() - began), "clients": clients, "errors": errors}
+
+
+async def measure_in_flight(
+    client: httpx.AsyncClient, system: System, turns: int, model_ms: int
+) -> dict[str, Any]:
+    """`turns` creates at once against a slow model (already scripted): outcomes and peak memory."""
+    outcomes: list[str] = []
+
+    async def slow(index: int) -> None:
+        try:
+            answer = await chat(client, system, f"f-{index}-{uuid.uuid4().hex[:6]}", CREATE)
+            outcomes.append(answer["outcome"])
+        except httpx.HTTPStatusError as exc:
+            outcomes.append(f"http:{exc.response.status_code}")
+        except httpx.HTTPError as exc:
+            outcomes.append(f"error:{type(exc).__name__}")
+
+    baseline = rss_mib(system)
+    peak: dict[str, float] = dict(baseline)
+    sampling = asyncio.create_task(sample_peak_rss(system, peak))
+    began = time.monotonic()
+    await asyncio.gather(*(slow(i) for i in range(turns)))
+    sampling.cancel()
+    return {
+        "turns": turns,
+        "model_ms": model_ms,
+        "wall_s": time.monotonic() - began,
+        "created": outcomes.count("created"),
+        "errors": sum(1 for o in outcomes if o != "created"),
+        "not_created": dict(Counter(o for o in outcomes if o != "created")),
+        # What holding a turn open while the model thinks costs each process, per turn.
+        "rss_mib_idle": baseline,
+        # PostgreSQL is left out: what it grows by is backends, one per pooled connection
+        # opened (each counting shared buffers in its RSS), bounded by the pools, not turns.
+        "kib_per_turn_in_flight": {
+            role: (peak[role] - baseline.get(role, 0.0)) * 1024 / turns
+            for role in sorted(peak)
+            if role != "postgres"
+        },
+    }
+
+
+async def measure_versus_pydantic_ai(
+    client: httpx.AsyncClient, system: System, n: int, model_ms: int, our_cpu_ms: float
+) -> dict[str, Any]:
+    """Our create turns beside pydantic-ai's default agent, at the model latency already scripted."""
+    ours: list[float] = []
+    for i in range(n):
+        user = f"r-{i}-{uuid.uuid4().hex[:6]}"
+        ours.append(await timed(chat(client, system, user, CREATE)))
+    compared = await pydantic_ai_turns(system, n)
+    theirs, their_cpu = compared if compared else ([], None)
+    return {
+        "model_ms": model_ms,
+        "ours_p50": percentile(ours, 0.5),
+        "pydantic_ai_p50": percentile(theirs, 0.5) if theirs else None,
+        "ratio": percentile(ours, 0.5) / percentile(theirs, 0.5) if theirs else None,
+        "pydantic_ai_cpu_ms": their_cpu,
+        "cpu_ratio": our_cpu_ms / their_cpu if their_cpu else None,
+    }
 
 
 async def measure_path(

@@ -14,9 +14,9 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.responses import Response as HTTPResponse
 from pydantic import ValidationError
@@ -256,147 +256,179 @@ def create_app(
         state.set_script(script)
     app = _ScriptedApp(title="calagent scripted model", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.scripted = state
-
-    async def chat_completions(request: Request) -> HTTPResponse:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            state.record({}, None, 400)
-            return _error(400, "request body is not valid JSON", "invalid_request_error")
-        if not isinstance(body, dict):
-            state.record({}, None, 400)
-            return _error(400, "request body must be a JSON object", "invalid_request_error")
-        if state.down:
-            state.record(body, None, 503)
-            return _error(503, "The scripted model is down.", "server_error", "service_unavailable")
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            state.record(body, None, 400)
-            return _error(400, "'messages' must be a non-empty array", "invalid_request_error")
-
-        if state.script.quirks.no_tools and body.get("tools"):
-            state.record(body, None, 400)
-            return _error(400, f"{state.model_name} does not support tools", "invalid_request_error")
-        _rule, response = state.answer(body)
-        if response.delay_ms:
-            await asyncio.sleep(response.delay_ms / 1000)
-        drop: Callable[[], Awaitable[None]] = request.scope[_DROP_KEY]
-        if response.drop_connection or (response.drop_after_chunks is not None and not body.get("stream")):
-            await drop()
-            return HTTPResponse(status_code=204)
-        if response.error is not None:
-            return JSONResponse(
-                response.error.body(), status_code=response.error.status, headers=response.error.headers
-            )
-
-        conversation = Conversation.from_request(body)
-        quirks = state.script.quirks
-        rendered = _render(response, conversation, body, quirks)
-        requested_model = body.get("model")
-        model = requested_model if isinstance(requested_model, str) else state.model_name
-        completion_id = f"chatcmpl-{secrets.token_hex(12)}"
-        created = int(time.time())
-
-        if not body.get("stream"):
-            chunks = sum(len(_pieces(a, response.chunk_chars)) for _, _, a in rendered.calls)
-            chunks += len(_pieces(rendered.text, response.chunk_chars)) if rendered.text else 0
-            # Without streaming the whole generation time shows up as one wait.
-            wait_ms = response.ttft_ms + response.inter_chunk_ms * max(chunks - 1, 0)
-            if wait_ms:
-                await asyncio.sleep(wait_ms / 1000)
-            message: dict[str, Any] = {"role": "assistant", "content": rendered.text, "refusal": None}
-            if rendered.calls:
-                message["tool_calls"] = [
-                    {
-                        **({"id": cid} if cid else {}),
-                        "type": "function",
-                        "function": {"name": name, "arguments": args},
-                    }
-                    for cid, name, args in rendered.calls
-                ]
-            completion: dict[str, Any] = {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "system_fingerprint": None,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "logprobs": None,
-                        "finish_reason": rendered.finish_reason,
-                    }
-                ],
-                "usage": rendered.usage,
-            }
-            if quirks.omit_usage:
-                del completion["usage"]
-            return JSONResponse(completion)
-
-        options = body.get("stream_options")
-        include_usage = (
-            isinstance(options, dict) and bool(options.get("include_usage")) and not quirks.omit_usage
-        )
-        return StreamingResponse(
-            _stream(response, rendered, completion_id, created, model, include_usage, drop),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
-    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
-    app.add_api_route("/chat/completions", chat_completions, methods=["POST"], include_in_schema=False)
-
-    def _model_entry(model_id: str) -> dict[str, Any]:
-        return {"id": model_id, "object": "model", "created": 0, "owned_by": "calagent-scripted"}
-
-    @app.get("/v1/models")
-    async def list_models() -> dict[str, Any]:
-        return {"object": "list", "data": [_model_entry(state.model_name)]}
-
-    @app.get("/v1/models/{model_id}")
-    async def get_model(model_id: str) -> dict[str, Any]:
-        return _model_entry(model_id)
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        return {"status": "down" if state.down else "ok"}
-
-    @app.put("/_script")
-    async def put_script(request: Request) -> HTTPResponse:
-        try:
-            new_script = Script.model_validate(await request.json())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return JSONResponse({"detail": f"not JSON: {exc}"}, status_code=400)
-        except ValidationError as exc:
-            return JSONResponse({"detail": json.loads(exc.json())}, status_code=422)
-        state.set_script(new_script)
-        return JSONResponse({"rules": len(new_script.rules)})
-
-    @app.get("/_script")
-    async def get_script() -> dict[str, Any]:
-        return state.script.model_dump(mode="json", exclude_none=True)
-
-    @app.get("/_requests")
-    async def get_requests() -> list[dict[str, Any]]:
-        return [r.to_json() for r in state.requests]
-
-    @app.delete("/_requests")
-    async def delete_requests() -> dict[str, Any]:
-        state.clear_requests()
-        return {"cleared": True}
-
-    @app.post("/_down")
-    async def go_down() -> dict[str, Any]:
-        state.down = True
-        return {"down": True}
-
-    @app.post("/_up")
-    async def go_up() -> dict[str, Any]:
-        state.down = False
-        return {"down": False}
-
+    app.include_router(openai_router)
+    app.include_router(control_router)
     return app
+
+
+def _current_state(request: Request) -> ScriptedModelState:
+    state: ScriptedModelState = request.app.state.scripted
+    return state
+
+
+CurrentState = Annotated[ScriptedModelState, Depends(_current_state)]
+
+# What the agent's `openai` client calls: chat completions, the model list, a health probe.
+openai_router = APIRouter()
+# What tests and the demo call to steer the model: swap the script, read the request log, go down.
+control_router = APIRouter()
+
+
+@openai_router.post("/v1/chat/completions")
+@openai_router.post("/chat/completions", include_in_schema=False)
+async def chat_completions(request: Request, state: CurrentState) -> HTTPResponse:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        state.record({}, None, 400)
+        return _error(400, "request body is not valid JSON", "invalid_request_error")
+    refusal = _refusal(state, body)
+    if refusal is not None:
+        return refusal
+    _rule, response = state.answer(body)
+    if response.delay_ms:
+        await asyncio.sleep(response.delay_ms / 1000)
+    drop: Callable[[], Awaitable[None]] = request.scope[_DROP_KEY]
+    if response.drop_connection or (response.drop_after_chunks is not None and not body.get("stream")):
+        await drop()
+        return HTTPResponse(status_code=204)
+    if response.error is not None:
+        return JSONResponse(
+            response.error.body(), status_code=response.error.status, headers=response.error.headers
+        )
+    quirks = state.script.quirks
+    rendered = _render(response, Conversation.from_request(body), body, quirks)
+    requested_model = body.get("model")
+    model = requested_model if isinstance(requested_model, str) else state.model_name
+    completion_id = f"chatcmpl-{secrets.token_hex(12)}"
+    created = int(time.time())
+    if not body.get("stream"):
+        return await _whole_completion(response, rendered, completion_id, created, model, quirks)
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage")) and not quirks.omit_usage
+    return StreamingResponse(
+        _stream(response, rendered, completion_id, created, model, include_usage, drop),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _refusal(state: ScriptedModelState, body: Any) -> JSONResponse | None:
+    """The error a request gets before the script is consulted (recorded with no rule), or None."""
+    if not isinstance(body, dict):
+        state.record({}, None, 400)
+        return _error(400, "request body must be a JSON object", "invalid_request_error")
+    if state.down:
+        state.record(body, None, 503)
+        return _error(503, "The scripted model is down.", "server_error", "service_unavailable")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        state.record(body, None, 400)
+        return _error(400, "'messages' must be a non-empty array", "invalid_request_error")
+    if state.script.quirks.no_tools and body.get("tools"):
+        state.record(body, None, 400)
+        return _error(400, f"{state.model_name} does not support tools", "invalid_request_error")
+    return None
+
+
+async def _whole_completion(
+    response: Response, rendered: _Rendered, completion_id: str, created: int, model: str, quirks: Quirks
+) -> JSONResponse:
+    """The non-streaming answer: one `chat.completion` object after the whole generation time."""
+    chunks = sum(len(_pieces(a, response.chunk_chars)) for _, _, a in rendered.calls)
+    chunks += len(_pieces(rendered.text, response.chunk_chars)) if rendered.text else 0
+    # Without streaming the whole generation time shows up as one wait.
+    wait_ms = response.ttft_ms + response.inter_chunk_ms * max(chunks - 1, 0)
+    if wait_ms:
+        await asyncio.sleep(wait_ms / 1000)
+    message: dict[str, Any] = {"role": "assistant", "content": rendered.text, "refusal": None}
+    if rendered.calls:
+        message["tool_calls"] = [
+            {
+                **({"id": cid} if cid else {}),
+                "type": "function",
+                "function": {"name": name, "arguments": args},
+            }
+            for cid, name, args in rendered.calls
+        ]
+    completion: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": rendered.finish_reason,
+            }
+        ],
+        "usage": rendered.usage,
+    }
+    if quirks.omit_usage:
+        del completion["usage"]
+    return JSONResponse(completion)
+
+
+def _model_entry(model_id: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "calagent-scripted"}
+
+
+@openai_router.get("/v1/models")
+async def list_models(state: CurrentState) -> dict[str, Any]:
+    return {"object": "list", "data": [_model_entry(state.model_name)]}
+
+
+@openai_router.get("/v1/models/{model_id}")
+async def get_model(model_id: str) -> dict[str, Any]:
+    return _model_entry(model_id)
+
+
+@openai_router.get("/healthz")
+async def healthz(state: CurrentState) -> dict[str, Any]:
+    return {"status": "down" if state.down else "ok"}
+
+
+@control_router.put("/_script")
+async def put_script(request: Request, state: CurrentState) -> HTTPResponse:
+    try:
+        new_script = Script.model_validate(await request.json())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return JSONResponse({"detail": f"not JSON: {exc}"}, status_code=400)
+    except ValidationError as exc:
+        return JSONResponse({"detail": json.loads(exc.json())}, status_code=422)
+    state.set_script(new_script)
+    return JSONResponse({"rules": len(new_script.rules)})
+
+
+@control_router.get("/_script")
+async def get_script(state: CurrentState) -> dict[str, Any]:
+    return state.script.model_dump(mode="json", exclude_none=True)
+
+
+@control_router.get("/_requests")
+async def get_requests(state: CurrentState) -> list[dict[str, Any]]:
+    return [r.to_json() for r in state.requests]
+
+
+@control_router.delete("/_requests")
+async def delete_requests(state: CurrentState) -> dict[str, Any]:
+    state.clear_requests()
+    return {"cleared": True}
+
+
+@control_router.post("/_down")
+async def go_down(state: CurrentState) -> dict[str, Any]:
+    state.down = True
+    return {"down": True}
+
+
+@control_router.post("/_up")
+async def go_up(state: CurrentState) -> dict[str, Any]:
+    state.down = False
+    return {"down": False}
 
 
 def _sse(payload: dict[str, Any] | str) -> bytes:
