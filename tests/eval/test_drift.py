@@ -23,8 +23,9 @@ from calagent.agent.tools import Tools
 from calagent.cli.evaluate import run_offline
 from calagent.cli.evaluation.cases import default_cases_dir, load_cases
 from calagent.cli.stack import Stack, start_stack
-from calagent.contracts.commands import CommandResult, QueryResult, StubOut, StubSlots
+from calagent.contracts.commands import CommandResult, StubOut, StubSlots
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryResult
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.tools import TOOL_KINDS, tool_schemas
 from calagent.contracts.turns import TurnEvent, TurnRequested

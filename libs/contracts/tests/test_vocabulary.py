@@ -47,10 +47,7 @@ def test_a_command_answers_a_stub_status_or_an_error_and_each_outcome_is_a_turns
 
 
 CLEAN = """
-from calagent.contracts.commands import (
-    ACTIVE_STUB_STATUSES, COMMAND_OUTCOMES, FINAL_STUB_STATUSES, OFFER_STUB_STATUSES,
-    WRITTEN_STATUSES, CommandStatus, StubStatus,
-)
+from calagent.contracts.commands import (ACTIVE_STUB_STATUSES, COMMAND_OUTCOMES, FINAL_STUB_STATUSES, OFFER_STUB_STATUSES, WRITTEN_STATUSES, CommandStatus, StubStatus)
 from calagent.contracts.turns import Outcome
 
 # Each set is typed by its vocabulary: a `frozenset[str]` would not be assignable here.
@@ -62,7 +59,7 @@ outcome: Outcome = "needs_attendee"
 """
 
 MISSPELT = """
-from calagent.contracts.commands import CommandStatus, StubStatus
+from calagent.contracts.commands import (CommandStatus, StubStatus)
 from calagent.contracts.turns import Outcome
 
 offers: frozenset[StubStatus] = frozenset({"conflict", "helld"})

@@ -15,7 +15,8 @@ from calagent.agent.domain.reads import query_receipt
 from calagent.agent.domain.receipts import View, command_receipt
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
-from calagent.contracts.commands import CommandResult, EventOut, QueryResult, StubOut, StubSlots
+from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
+from calagent.contracts.queries import QueryResult
 
 pytestmark = pytest.mark.unit
 

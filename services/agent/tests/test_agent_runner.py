@@ -12,14 +12,9 @@ import pytest
 from calagent.agent.adapters.model import DeltaSink, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.loop import TurnRunner
 from calagent.agent.ports import AgentCommand, AgentQuery
-from calagent.contracts.commands import (
-    CommandResult,
-    EventOut,
-    ListCalendars,
-    QueryResult,
-    TurnContext,
-)
+from calagent.contracts.commands import CommandResult, EventOut
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import ListCalendars, QueryResult, TurnContext
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.turns import TurnEvent, TurnRequested
 from calagent.runtime.clock import FrozenClock

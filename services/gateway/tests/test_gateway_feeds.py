@@ -32,14 +32,11 @@ from calagent.contracts.commands import (
     CommandError,
     CommandRequest,
     CommandResult,
-    FeedCalendar,
     MergeStub,
     PrepareOrCreate,
-    QueryRequest,
-    QueryResult,
-    RotateFeed,
 )
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import FeedCalendar, QueryRequest, QueryResult, RotateFeed
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule
 from calagent.gateway.app import create_app

@@ -25,15 +25,9 @@ from fastapi import FastAPI
 from nats.js.errors import NotFoundError
 
 from calagent.contracts import subjects, wire
-from calagent.contracts.commands import (
-    EventOut,
-    FeedCalendar,
-    QueryRequest,
-    QueryResult,
-    StubOut,
-    StubSlots,
-)
+from calagent.contracts.commands import EventOut, StubOut, StubSlots
 from calagent.contracts.evalrec import Timeline, TimelineRequest, TimelineResult
+from calagent.contracts.queries import FeedCalendar, QueryRequest, QueryResult
 from calagent.contracts.turns import (
     Segment,
     ToolCallOut,

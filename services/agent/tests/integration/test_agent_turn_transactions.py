@@ -20,8 +20,9 @@ from calagent.agent.adapters.tables import messages, turns, user_leases
 from calagent.agent.app import AgentService
 from calagent.agent.loop import TurnRunner
 from calagent.agent.ports import AgentCommand, AgentQuery
-from calagent.contracts.commands import CommandResult, EventOut, QueryResult
+from calagent.contracts.commands import CommandResult, EventOut
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryResult
 from calagent.contracts.time import ParsedReply, SlotPatch
 from calagent.contracts.turns import TurnEvent, TurnRecord, TurnRequested
 from calagent.runtime.bus import StreamPublisher, TopicPublisher

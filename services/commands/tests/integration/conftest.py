@@ -14,13 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from calagent.commands.app import CommandsService, create_app
 from calagent.contracts import wire
-from calagent.contracts.commands import (
-    CommandRequest,
-    CommandResult,
-    QueryRequest,
-    QueryResult,
-)
+from calagent.contracts.commands import CommandRequest, CommandResult
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.service import start_service

@@ -12,14 +12,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from calagent.contracts.commands import (
-    ChangeAction,
-    CommandResult,
-    ListChanges,
-    PrepareChange,
-    QueryRange,
-    RevertChange,
-)
+from calagent.contracts.commands import ChangeAction, CommandResult, PrepareChange, RevertChange
+from calagent.contracts.queries import ListChanges, QueryRange
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 from .conftest import NOW, System, envelope

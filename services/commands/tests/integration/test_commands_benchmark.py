@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from calagent.contracts.commands import PrepareOrCreate, QueryRange
+from calagent.contracts.commands import PrepareOrCreate
+from calagent.contracts.queries import QueryRange
 from calagent.contracts.tools import PrepareOrCreateSchedule
 
 from .conftest import System, envelope

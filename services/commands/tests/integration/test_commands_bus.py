@@ -20,14 +20,11 @@ from calagent.commands.app import MIGRATIONS_DIR
 from calagent.commands.handlers import ConstraintDefect, broken_constraint, transient_failures
 from calagent.contracts import subjects
 from calagent.contracts.bus import DeadLetter
-from calagent.contracts.commands import (
-    CancelStub,
-    CommandResult,
+from calagent.contracts.commands import CancelStub, CommandResult, MergeStub, PrepareOrCreate
+from calagent.contracts.queries import (
     ExportIcs,
     GetActiveStub,
     ListCalendars,
-    MergeStub,
-    PrepareOrCreate,
     QueryRange,
     SuggestFree,
     TurnContext,

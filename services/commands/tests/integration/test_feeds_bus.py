@@ -19,18 +19,9 @@ import pytest
 import recurring_ical_events  # type: ignore[import-untyped]
 from icalendar import Calendar
 
-from calagent.contracts.commands import (
-    CommandResult,
-    ExportIcs,
-    FeedCalendar,
-    MergeStub,
-    PrepareChange,
-    PrepareOrCreate,
-    QueryRange,
-    QueryResult,
-    RotateFeed,
-)
+from calagent.contracts.commands import CommandResult, MergeStub, PrepareChange, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import ExportIcs, FeedCalendar, QueryRange, QueryResult, RotateFeed
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, UpdateSchedule
 

@@ -35,15 +35,9 @@ from calagent.commands.app import MIGRATIONS_DIR
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.service import CommandService
-from calagent.contracts.commands import (
-    CommandResult,
-    EventOut,
-    MergeStub,
-    PrepareChange,
-    PrepareOrCreate,
-    QueryRange,
-)
+from calagent.contracts.commands import CommandResult, EventOut, MergeStub, PrepareChange, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryRange
 from calagent.contracts.time import (
     ParsedReply,
     ParseReplyRequest,

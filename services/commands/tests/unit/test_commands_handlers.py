@@ -10,7 +10,8 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from calagent.commands.handlers import Handlers, InputError, transient_failures
 from calagent.commands.service import CommandService
-from calagent.contracts.commands import CommandRequest, QueryRange, QueryRequest
+from calagent.contracts.commands import CommandRequest
+from calagent.contracts.queries import QueryRange, QueryRequest
 from calagent.runtime.bus import BusRequestError, TransientError
 
 from .test_commands_service import create, env

@@ -13,21 +13,23 @@ from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import (
     AnyCommand,
-    AnyQuery,
     CancelStub,
-    ExportIcs,
-    FeedCalendar,
-    GetActiveStub,
-    ListCalendars,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+)
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import (
+    AnyQuery,
+    ExportIcs,
+    FeedCalendar,
+    GetActiveStub,
+    ListCalendars,
     QueryRange,
     SuggestFree,
     TurnContext,
 )
-from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply, ParseReplyRequest, SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, UpdateSchedule
 

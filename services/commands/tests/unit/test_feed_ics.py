@@ -18,8 +18,8 @@ from icalendar import Calendar
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import expand, until_before
 from calagent.commands.ical.render import render_ics
-from calagent.contracts.commands import ExportIcs, FeedCalendar, RotateFeed
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import ExportIcs, FeedCalendar, RotateFeed
 
 from .conftest import NOW, Harness
 

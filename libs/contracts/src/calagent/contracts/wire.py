@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from calagent.contracts import subjects
 from calagent.contracts.bus import DeadLetter, HealthCheck, HealthReply
 from calagent.contracts.caldav import AccountRequest, AccountResult, OutboxWake
-from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
+from calagent.contracts.commands import CommandRequest, CommandResult
 from calagent.contracts.evalrec import (
     ReportRequest,
     ReportResult,
@@ -28,6 +28,7 @@ from calagent.contracts.evalrec import (
     UsageResult,
 )
 from calagent.contracts.people import PeopleRequest, PeopleResult
+from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.contracts.time import (
     ParsedReply,
     ParseReplyRequest,

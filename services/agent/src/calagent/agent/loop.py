@@ -29,7 +29,8 @@ from calagent.agent.ports import CommandsPort, EventSink, PeoplePort, StorePort,
 from calagent.agent.repairs import natural_dates, repaired_calls
 from calagent.agent.state import Finished, TurnState
 from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call, tool_error
-from calagent.contracts.commands import ACTIVE_STUB_STATUSES, StubOut, TurnContext
+from calagent.contracts.commands import ACTIVE_STUB_STATUSES, StubOut
+from calagent.contracts.queries import TurnContext
 from calagent.contracts.text import storable
 from calagent.contracts.tools import TOOL_KINDS, TOOL_MODELS, WRITE_TOOLS, tool_schemas
 from calagent.contracts.turns import (

@@ -10,20 +10,22 @@ from typing import Protocol
 from calagent.contracts.commands import (
     CancelStub,
     CommandResult,
-    FindEventsQuery,
-    GetActiveStub,
-    ListCalendars,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    RevertChange,
+)
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import (
+    FindEventsQuery,
+    GetActiveStub,
+    ListCalendars,
     QueryRange,
     QueryResult,
-    RevertChange,
     SuggestFree,
     TurnContext,
 )
-from calagent.contracts.envelope import Envelope
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import TurnAnswer, TurnEvent
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.receipts import View
-from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, SyncNotice, WriteSource
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, WriteSource
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import SyncNotice
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import (
     EventView,

@@ -23,17 +23,14 @@ from calagent.contracts.commands import (
     CommandError,
     CommandResult,
     EventOut,
-    FindEventsQuery,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
-    QueryRange,
-    QueryResult,
     RevertChange,
-    SuggestFree,
     is_command_outcome,
 )
+from calagent.contracts.queries import FindEventsQuery, QueryRange, QueryResult, SuggestFree
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
     CancelScheduleCommand,

@@ -34,8 +34,9 @@ from calagent.contracts.caldav import (
     OutboxWake,
     SetDefaultCalendar,
 )
-from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
+from calagent.contracts.commands import CommandRequest, CommandResult
 from calagent.contracts.people import FindMailbox, PeopleRequest, PeopleResult, ReceiveMail
+from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.contracts.settings import user_key
 from calagent.runtime.bus import Bus, TopicPublisher, instance_id
 from calagent.runtime.clock import Clock, SystemClock

@@ -12,7 +12,7 @@ from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries
 from calagent.commands.views import event_out
-from calagent.contracts.commands import ListCalendars, QueryResult, SyncNotice, TurnContext
+from calagent.contracts.queries import ListCalendars, QueryResult, SyncNotice, TurnContext
 from calagent.contracts.time import ParsedReply, ParseReplyRequest
 
 

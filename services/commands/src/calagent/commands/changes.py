@@ -38,12 +38,7 @@ from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
-from calagent.contracts.commands import (
-    ChangeOut,
-    CommandResult,
-    PrepareChange,
-    StubSlots,
-)
+from calagent.contracts.commands import ChangeOut, CommandResult, PrepareChange, StubSlots
 from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
 

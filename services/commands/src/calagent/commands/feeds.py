@@ -16,7 +16,7 @@ from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store
 from calagent.commands.queries import query_error
-from calagent.contracts.commands import FeedCalendar, QueryResult, RotateFeed
+from calagent.contracts.queries import FeedCalendar, QueryResult, RotateFeed
 from calagent.runtime.clock import Clock
 
 FEED_SECRET_BYTES = 32  # token_urlsafe: 43 characters, 256 random bits

@@ -24,7 +24,8 @@ from calagent.commands.ports import KeyInFlightError
 from calagent.commands.queries import query_error
 from calagent.commands.service import CommandService
 from calagent.commands.txn import error_result
-from calagent.contracts.commands import CommandRequest, CommandResult, QueryRequest, QueryResult
+from calagent.contracts.commands import CommandRequest, CommandResult
+from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.runtime.bus import TransientError
 from calagent.runtime.settle import RateLimitedLog
 from calagent.runtime.settle import is_transient as runtime_is_transient

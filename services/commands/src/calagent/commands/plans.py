@@ -12,7 +12,8 @@ from calagent.commands.pending import Pending
 from calagent.commands.ports import Store
 from calagent.commands.txn import Txn, new_id
 from calagent.commands.views import stub_out
-from calagent.contracts.commands import CommandResult, DeletePlan, PlanOut, ProposePlan, QueryResult
+from calagent.contracts.commands import CommandResult, PlanOut, ProposePlan
+from calagent.contracts.queries import DeletePlan, QueryResult
 from calagent.runtime.clock import Clock
 
 

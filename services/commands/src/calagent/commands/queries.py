@@ -20,9 +20,16 @@ from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.commands.suggestions import suggestion_people
 from calagent.commands.views import change_out, event_out, stub_out
-from calagent.contracts.commands import (
+from calagent.contracts.commands import CommandError, StubOut
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.limits import (
+    OUT_OF_RANGE_MESSAGE,
+    RANGE_TOO_LONG_MESSAGE,
+    range_too_long,
+    within_supported_years,
+)
+from calagent.contracts.queries import (
     AnyQuery,
-    CommandError,
     ExportIcs,
     FindEventsQuery,
     GetActiveStub,
@@ -30,15 +37,7 @@ from calagent.contracts.commands import (
     ListPlans,
     QueryRange,
     QueryResult,
-    StubOut,
     SuggestFree,
-)
-from calagent.contracts.envelope import Envelope
-from calagent.contracts.limits import (
-    OUT_OF_RANGE_MESSAGE,
-    RANGE_TOO_LONG_MESSAGE,
-    range_too_long,
-    within_supported_years,
 )
 from calagent.contracts.suggestions import FreeSlot
 from calagent.contracts.time import RangeRequest

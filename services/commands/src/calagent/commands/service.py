@@ -18,8 +18,8 @@ from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, query_error
 from calagent.commands.txn import error_result
 from calagent.commands.writes import Command, Writes
-from calagent.contracts.commands import (
-    CommandResult,
+from calagent.contracts.commands import CommandResult
+from calagent.contracts.queries import (
     DeletePlan,
     FeedCalendar,
     ListCalendars,

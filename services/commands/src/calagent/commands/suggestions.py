@@ -22,7 +22,7 @@ from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.contracts.address import is_address
-from calagent.contracts.commands import SuggestFree
+from calagent.contracts.queries import SuggestFree
 from calagent.contracts.suggestions import SuggestionPeople
 
 

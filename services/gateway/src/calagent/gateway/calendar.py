@@ -9,13 +9,13 @@ from zoneinfo import ZoneInfo
 from fastapi import APIRouter
 from fastapi.responses import Response
 
-from calagent.contracts.commands import DeletePlan, ExportIcs, GetActiveStub, ListPlans, QueryRange
 from calagent.contracts.limits import (
     OUT_OF_RANGE_MESSAGE,
     RANGE_TOO_LONG_MESSAGE,
     range_too_long,
     within_supported_years,
 )
+from calagent.contracts.queries import DeletePlan, ExportIcs, GetActiveStub, ListPlans, QueryRange
 from calagent.contracts.turns import event_view, stub_view
 from calagent.gateway.errors import DownstreamError, UnprocessableError, error_json
 from calagent.gateway.limits import plain_id

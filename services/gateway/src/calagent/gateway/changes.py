@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from calagent.contracts.commands import ListChanges
+from calagent.contracts.queries import ListChanges
 from calagent.contracts.turns import DirectCall
 from calagent.gateway.commands import described, run_direct
 from calagent.gateway.errors import error_json

@@ -8,7 +8,7 @@ import re
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from calagent.contracts.commands import FeedCalendar, RotateFeed
+from calagent.contracts.queries import FeedCalendar, RotateFeed
 from calagent.gateway.calendar import ICS_MEDIA_TYPE
 from calagent.gateway.errors import DownstreamError, error_json
 from calagent.gateway.state import AuthPrincipal, CurrentGateway

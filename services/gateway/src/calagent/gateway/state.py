@@ -14,8 +14,8 @@ from fastapi import Depends, Request
 from pydantic import BaseModel
 
 from calagent.contracts import wire
-from calagent.contracts.commands import QueryRequest, QueryResult
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.contracts.wire import Endpoint
 from calagent.gateway.auth import Principal
 from calagent.gateway.errors import DownstreamError, downstream

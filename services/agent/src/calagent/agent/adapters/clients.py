@@ -12,14 +12,10 @@ from datetime import datetime
 
 from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.contracts import wire
-from calagent.contracts.commands import (
-    CommandRequest,
-    CommandResult,
-    QueryRequest,
-    QueryResult,
-)
+from calagent.contracts.commands import CommandRequest, CommandResult
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import GetMailAddress, PeopleRequest
+from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.contracts.time import ParsedReply, ParseReplyRequest
 from calagent.runtime.bus import Bus, BusRequestError
 from calagent.runtime.settle import is_transient

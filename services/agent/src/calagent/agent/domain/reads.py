@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from calagent.contracts.commands import EventOut, QueryResult
+from calagent.contracts.commands import EventOut
+from calagent.contracts.queries import QueryResult
 from calagent.contracts.suggestions import FreeSlot, NoSlotReason, SuggestionPeople
 
 if TYPE_CHECKING:

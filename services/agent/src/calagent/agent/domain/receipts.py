@@ -23,9 +23,10 @@ from calagent.agent.domain.offers import (
     series_plan,
 )
 from calagent.agent.domain.rule_words import describe_rule
-from calagent.contracts.commands import CommandResult, EventOut, StubOut, SyncNotice
+from calagent.contracts.commands import CommandResult, EventOut, StubOut
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
 from calagent.contracts.people import Attendee
+from calagent.contracts.queries import SyncNotice
 
 
 @dataclass(frozen=True)
