@@ -3,7 +3,8 @@
 from calagent.scriptedmodel.demo import DEMO_SENTENCES, demo_script
 from calagent.scriptedmodel.runner import ScriptedModelServer
 from calagent.scriptedmodel.script import ErrorSpec, Match, Quirks, Response, Rule, Script, ToolCallSpec
-from calagent.scriptedmodel.server import RecordedRequest, ScriptedModelState, create_app
+from calagent.scriptedmodel.server import create_app
+from calagent.scriptedmodel.state import RecordedRequest, ScriptedModelState
 
 __all__ = [
     "DEMO_SENTENCES",

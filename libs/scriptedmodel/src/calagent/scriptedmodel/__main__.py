@@ -12,7 +12,7 @@ from types import FrameType
 from calagent.scriptedmodel.demo import demo_script
 from calagent.scriptedmodel.runner import ScriptedModelServer
 from calagent.scriptedmodel.script import Script
-from calagent.scriptedmodel.server import DEFAULT_MODEL_NAME
+from calagent.scriptedmodel.state import DEFAULT_MODEL_NAME
 
 
 def main(argv: Sequence[str] | None = None) -> int:

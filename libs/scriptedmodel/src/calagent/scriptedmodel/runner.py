@@ -10,12 +10,8 @@ from types import TracebackType
 import uvicorn
 
 from calagent.scriptedmodel.script import Script
-from calagent.scriptedmodel.server import (
-    DEFAULT_MODEL_NAME,
-    RecordedRequest,
-    ScriptedModelState,
-    create_app,
-)
+from calagent.scriptedmodel.server import create_app
+from calagent.scriptedmodel.state import DEFAULT_MODEL_NAME, RecordedRequest, ScriptedModelState
 
 __all__ = ["ScriptedModelServer"]
 
