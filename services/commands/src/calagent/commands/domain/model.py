@@ -109,6 +109,3 @@ class Stub:
     @property
     def active(self) -> bool:
         return self.status in ACTIVE_STUB_STATUSES
-
-    def evolve(self, **changes: object) -> Stub:
-        return replace(self, **changes)  # type: ignore[arg-type]
