@@ -165,7 +165,8 @@ def create_app(
     return app
 
 
-def _current_state(request: Request) -> ScriptedModelState:
+async def _current_state(request: Request) -> ScriptedModelState:
+    # A coroutine: FastAPI runs a plain function dependency on a worker thread, per request.
     state: ScriptedModelState = request.app.state.scripted
     return state
 
