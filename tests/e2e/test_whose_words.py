@@ -226,3 +226,55 @@ async def test_todays_weather_is_no_daily_repetition(
     )
     answer = (await stack.chat(user, "今天天气怎么样")).json()
     assert answer["outcome"] == "created", answer
+
+
+async def waiting(stack: Stack, user: str) -> list[dict[str, Any]]:
+    response = await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["commands"]
+    return found
+
+
+async def test_an_invitation_waits_beside_the_users_own_request_and_comes_back_after_it(
+    stack: Stack, scripted: ScriptedModelServer, sink: Sink, receiver_port: int, user: str
+) -> None:
+    """The user's own request while an invitation is offered is theirs to finish: the invitation
+    steps aside, is listed as waiting, and is offered again once that request is settled (it was
+    dropped before)."""
+    address = await mail_address(stack, user)
+    organizer = f"known-{user}@example.com"
+    await add_contact(stack, user, "王五", organizer)
+    uid = f"{uuid.uuid4()}@example.com"
+    cal = calendar_of(
+        "REQUEST", uid=uid, organizer=organizer, attendees=[(address, "NEEDS-ACTION")], title="季度评审"
+    )
+    await send(receiver_port, message(organizer, address, cal=cal), mail_from=organizer, rcpt=address)
+
+    async def offered() -> bool:
+        return ((await active_stub(stack, user)) or {}).get("kind") == "invitation"
+
+    await eventually(offered, "the invitation offered")
+    [listed] = await waiting(stack, user)
+    assert (listed["kind"], listed["invitation"]["organizer"]) == ("invitation", organizer)
+
+    scripted.set_script(
+        script(
+            on_user("面试", tool_calls=[call("prepare_or_create_schedule", title="面试", date="D+1")]),
+            on_user("算了", tool_calls=[call("cancel_schedule_command")]),
+        )
+    )
+    asked = (await stack.chat(user, "明天面试")).json()
+    assert asked["outcome"] == "needs_time", asked
+    mine = await active_stub(stack, user)
+    assert mine is not None and mine.get("kind", "create") == "create", mine
+    [aside] = await waiting(stack, user)
+    assert (aside["kind"], aside["invitation"]["uid"]) == ("invitation", uid)
+
+    # The user settles their own request; the invitation is offered again and answered.
+    assert (await stack.chat(user, "算了")).json()["outcome"] == "cancelled"
+    await eventually(offered, "the invitation offered again")
+    assert [w["invitation"]["uid"] for w in await waiting(stack, user)] == [uid]
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    await eventually(lambda: len(sink.to(organizer)) == 1, "the REPLY")
+    assert await waiting(stack, user) == []
+    assert uid in {e["uid"] for e in await read_events(stack, user)}

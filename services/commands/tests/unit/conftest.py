@@ -224,6 +224,9 @@ class FakePeople:
     async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
 
+    async def waiting_offers(self, user_id: str) -> list[tuple[int, HeldInvitation]]:
+        return []  # no mail reaches the fake
+
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         return None  # no mail reaches the fake
 

@@ -77,6 +77,14 @@ HoldReason = Literal[
     "invitation_received",
 ]
 StubKind = Literal["create", "change", "plan", "invitation"]
+
+
+def waits_beside(kind: StubKind, hold_reason: HoldReason | None) -> bool:
+    """An offer from outside that waits beside the conversation (contract §19): an invitation, or
+    the user's change the connected calendar changed too."""
+    return kind == "invitation" or hold_reason == "sync_conflict"
+
+
 ChangeAction = Literal["update", "delete"]
 # Who made a change (contract §15): a chat turn, a client's own call (the page, the API), or the
 # connected calendar.

@@ -117,8 +117,18 @@ class ListChanges(WireModel):
     before: str | None = Field(default=None, max_length=64)
 
 
+class ListWaiting(WireModel):
+    """The offers from outside that wait beside the conversation (contract §19): an invitation
+    or a sync conflict being offered now, and invitations set aside until the user's own request
+    is settled."""
+
+    kind: Literal["waiting"] = "waiting"
+    envelope: Envelope
+
+
 AnyQuery = (
     ListChanges
+    | ListWaiting
     | TurnContext
     | QueryRange
     | SuggestFree
@@ -162,6 +172,8 @@ class QueryResult(WireModel):
     # With the turn's context, when a stub is active: the time service's reading of the words.
     parsed: ParsedReply | None = None
     changes: tuple[LoggedChangeOut, ...] = ()
+    # `ListWaiting`: the offers from outside, oldest first.
+    waiting: tuple[StubOut, ...] = ()
     # A suggestion: with attendees, who counted; with no slot, why.
     people: SuggestionPeople | None = None
     no_slot_reason: NoSlotReason | None = None

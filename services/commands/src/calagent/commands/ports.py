@@ -160,6 +160,9 @@ class PeopleRows(Protocol):
     async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
         """An invitation set aside by a new request waits again, to be offered after it."""
 
+    async def waiting_offers(self, user_id: str) -> list[tuple[int, HeldInvitation]]:
+        """Every invitation waiting its turn, oldest first."""
+
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         """The oldest invitation of the user still waiting to be offered: (record id, offer)."""
         ...

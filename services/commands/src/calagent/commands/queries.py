@@ -19,8 +19,8 @@ from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.commands.suggestions import suggestion_people
-from calagent.commands.views import change_out, event_out, stub_out
-from calagent.contracts.commands import CommandError, StubOut
+from calagent.commands.views import change_out, event_out, stub_out, waiting_out
+from calagent.contracts.commands import CommandError, StubOut, waits_beside
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import (
     OUT_OF_RANGE_MESSAGE,
@@ -35,6 +35,7 @@ from calagent.contracts.queries import (
     GetActiveStub,
     ListChanges,
     ListPlans,
+    ListWaiting,
     QueryRange,
     QueryResult,
     SuggestFree,
@@ -85,6 +86,7 @@ class Queries:
             FindEventsQuery: self._find,
             GetActiveStub: self._get_active,
             ListChanges: self._list_changes,
+            ListWaiting: self._list_waiting,
             ListPlans: self._list_plans,
             ExportIcs: self._export,
         }
@@ -101,6 +103,17 @@ class Queries:
         async with self.store.unit_of_work() as uow:
             found = await uow.changes.change_page(query.envelope.user_id, query.limit, query.before)
             return QueryResult(changes=tuple(change_out(c, tz) for c in found), db_ms=uow.db_ms)
+
+    async def _list_waiting(self, query: ListWaiting, tz: ZoneInfo) -> QueryResult:
+        user_id = query.envelope.user_id
+        async with self.store.unit_of_work() as uow:
+            offered = await self.active(uow, user_id, tz)
+            waiting = await uow.people.waiting_offers(user_id)
+            now = (
+                (offered,) if offered is not None and waits_beside(offered.kind, offered.hold_reason) else ()
+            )
+            later = tuple(waiting_out(record_id, offer, tz) for record_id, offer in waiting)
+            return QueryResult(waiting=(*now, *later), db_ms=uow.db_ms)
 
     async def _list_plans(self, query: ListPlans, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:

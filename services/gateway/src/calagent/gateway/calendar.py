@@ -15,7 +15,14 @@ from calagent.contracts.limits import (
     range_too_long,
     within_supported_years,
 )
-from calagent.contracts.queries import DeletePlan, ExportIcs, GetActiveStub, ListPlans, QueryRange
+from calagent.contracts.queries import (
+    DeletePlan,
+    ExportIcs,
+    GetActiveStub,
+    ListPlans,
+    ListWaiting,
+    QueryRange,
+)
 from calagent.contracts.turns import event_view, stub_view
 from calagent.gateway.errors import DownstreamError, UnprocessableError, error_json
 from calagent.gateway.limits import plain_id
@@ -63,6 +70,14 @@ def calendar_router() -> APIRouter:
     async def active_command(principal: AuthPrincipal, gw: CurrentGateway) -> dict[str, Any] | None:
         result = await gw.query(principal, GetActiveStub(envelope=gw.envelope(principal)))
         return None if result.stub is None else stub_view(result.stub).model_dump(mode="json")
+
+    @router.get("/v1/commands/waiting")
+    async def waiting_commands(
+        principal: AuthPrincipal, gw: CurrentGateway
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every offer from outside that waits beside the conversation (contract §19)."""
+        result = await gw.query(principal, ListWaiting(envelope=gw.envelope(principal)))
+        return {"commands": [stub_view(stub).model_dump(mode="json") for stub in result.waiting]}
 
     @router.get("/v1/calendar.ics")
     async def calendar_ics(principal: AuthPrincipal, gw: CurrentGateway) -> Response:

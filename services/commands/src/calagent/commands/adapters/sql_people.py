@@ -136,6 +136,15 @@ class SqlPeople:
             .on_conflict_do_nothing(constraint="uq_inbound_mail_message")
         )
 
+    async def waiting_offers(self, user_id: str) -> list[tuple[int, HeldInvitation]]:
+        """Every invitation waiting its turn, oldest first (a read: nothing is taken)."""
+        found = await self.session.run(
+            select(inbound_mail.c.id, inbound_mail.c.offer)
+            .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
+            .order_by(inbound_mail.c.id)
+        )
+        return [(int(r.id), HeldInvitation.model_validate(r.offer)) for r in found]
+
     async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
         row = (
             await self.session.run(
