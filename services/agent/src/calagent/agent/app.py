@@ -12,6 +12,7 @@ from calagent.agent.adapters.failover import Endpoint, FailoverModel, ModelRetry
 from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore, TurnStart
 from calagent.agent.domain.circuit import Circuit
+from calagent.agent.domain.context import user_content
 from calagent.agent.loop import TurnRunner
 from calagent.contracts import wire
 from calagent.contracts.turns import (
@@ -155,7 +156,13 @@ class AgentService:
             if turn.stream or event.type == "turn.done":
                 await events.publish(env.turn_id, event)
 
-        start = TurnStart(env.user_id, env.conversation_id, turn_key, env.turn_id, turn.text)
+        # Archived as the model will read it again: words that are not the user's stay marked so.
+        archived = (
+            user_content(turn.text, turn.quoted, turn.forwarded, promoted=True)
+            if turn.promoted
+            else turn.text
+        )
+        start = TurnStart(env.user_id, env.conversation_id, turn_key, env.turn_id, archived)
         async with self.store.turn(start, self.clock.now) as lease:
             claim = lease.claim
             if claim.status == "done" and claim.answer is not None:

@@ -248,6 +248,7 @@ class TurnRunner:
             text=state.turn.text,
             quoted=state.turn.quoted,
             forwarded=state.turn.forwarded,
+            promoted=state.turn.promoted,
         )
         return await self._tool_loop(state, messages, sink)
 

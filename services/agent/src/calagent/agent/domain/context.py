@@ -106,6 +106,7 @@ def build_messages(
     text: str,
     quoted: Sequence[str],
     forwarded: str | None,
+    promoted: bool = False,
 ) -> list[dict[str, Any]]:
     facts = [describe_now(now, tz)]
     if calendars:
@@ -124,9 +125,16 @@ def build_messages(
         )
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_RULES + "\n\n" + "\n".join(facts)}]
     messages.extend({"role": m.role, "content": m.content} for m in segment.messages)
-    user = text
-    if quoted or forwarded:
-        foreign = "\n".join([*quoted, forwarded or ""]).strip()
-        user = f"{text}\n\n{third_party_block('Quoted or forwarded content', foreign)}"
-    messages.append({"role": "user", "content": user})
+    messages.append({"role": "user", "content": user_content(text, quoted, forwarded, promoted=promoted)})
     return messages
+
+
+def user_content(text: str, quoted: Sequence[str], forwarded: str | None, *, promoted: bool) -> str:
+    """A user message as the model reads it, in its turn and replayed in later ones: the user's
+    own words, and someone else's only inside the third-party block. A `promoted` message (a mail
+    received, a bare quote) has no words of its own: all of it is in the block."""
+    foreign = "\n".join([*quoted, forwarded or ""]).strip() or (text if promoted else "")
+    if not foreign:
+        return text
+    block = third_party_block("Quoted or forwarded content", foreign)
+    return block if promoted else f"{text}\n\n{block}"
