@@ -21,7 +21,7 @@ from calagent.commands.domain.changes import (
 )
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
-from calagent.commands.domain.pending import Ask, decide
+from calagent.commands.domain.pending import Ask, decide, shown_conflicts
 from calagent.commands.domain.people import Unresolved
 from calagent.commands.domain.proposals import Proposal
 from calagent.commands.domain.series import (
@@ -162,8 +162,7 @@ class Changes:
         ask = Ask(
             title=target.occurrence.title,
             hold_reason=decision.hold_reason,
-            # The offer records the single events it shows (a series is shown by its occurrences).
-            conflict_event_ids=tuple(c.id for c in offer.conflicts if c.series_id is None),
+            conflict_event_ids=shown_conflicts(offer.conflicts),
             proposed_start=proposal.start if proposal else None,
             proposed_end=proposal.end if proposal else None,
             payload=change,

@@ -13,6 +13,7 @@ from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
 from calagent.commands.domain.payloads import HeldChange, HeldInvitation, HeldPlan
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut, StubSlots
+from calagent.contracts.people import InvitationOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
@@ -111,7 +112,7 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
 def waiting_out(record_id: int, offer: HeldInvitation, tz: ZoneInfo) -> StubOut:
     """An invitation waiting its turn, shown like the offer it will be (it waits until its event
     starts); its id names the record, not a stub, until it is offered."""
-    invitation = offer.invitation
+    invitation = in_zone(offer.invitation, tz)
     return StubOut(
         id=f"waiting-{record_id}",
         status="held",
@@ -119,10 +120,15 @@ def waiting_out(record_id: int, offer: HeldInvitation, tz: ZoneInfo) -> StubOut:
         expires_at=invitation.start,
         kind="invitation",
         hold_reason="invitation_received",
-        proposed_start=invitation.start.astimezone(tz),
-        proposed_end=invitation.end.astimezone(tz),
-        invitation=invitation.model_copy(
-            update={"start": invitation.start.astimezone(tz), "end": invitation.end.astimezone(tz)}
-        ),
+        proposed_start=invitation.start,
+        proposed_end=invitation.end,
+        invitation=invitation,
         slots=StubSlots(),
+    )
+
+
+def in_zone(invitation: InvitationOut, tz: ZoneInfo) -> InvitationOut:
+    """An invitation as its offer shows it: its times in the user's zone."""
+    return invitation.model_copy(
+        update={"start": invitation.start.astimezone(tz), "end": invitation.end.astimezone(tz)}
     )

@@ -257,6 +257,9 @@ class Writes:
         if isinstance(placed, CommandResult):
             return placed
         planned, marker = placed
+        unclear = unclear_recurrence(marker, slots.recurrence)
+        # A hold asked for now takes back an earlier confirmation, as any new hold does.
+        confirmed = confirmed and unclear is None
         # Only someone else's words stick to a stub across clarifications; the other holds are
         # judged again on every evaluation (a past start, a rule, an unclear one).
         ask = Ask(
@@ -265,11 +268,6 @@ class Writes:
             requested_hold=hold if hold == "third_party_content" else None,
             confirmed=confirmed,
         )
-        unclear = unclear_recurrence(marker, slots.recurrence)
-        if unclear is not None:
-            # A hold asked for now takes back an earlier confirmation, as any new hold does.
-            confirmed = False
-            ask = replace(ask, confirmed=False)
         if isinstance(planned, Incomplete):
             if planned.pinned_date is not None:
                 slots = slots.model_copy(update={"date": planned.pinned_date.isoformat()})

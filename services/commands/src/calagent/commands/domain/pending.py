@@ -91,6 +91,12 @@ def lapsed(stub: Stub, now: datetime) -> bool:
     return stub.active and stub.expires_at < now
 
 
+def shown_conflicts(conflicts: Iterable[Event]) -> tuple[str, ...]:
+    """The ids an offer records of what it meets: single events (a series' occurrences are shown by
+    their series, never as events of their own)."""
+    return tuple(c.id for c in conflicts if c.series_id is None)
+
+
 def strongest(reasons: Iterable[HoldReason | None]) -> HoldReason | None:
     """The reason the user is told among those that hold (`HOLD_PRECEDENCE`)."""
     present = {r for r in reasons if r is not None}
@@ -267,8 +273,7 @@ class PendingCommand:
         the offer was made from and no single event stands where it would go that the offer did
         not show (a series' occurrences are shown by their series)."""
         shown = set(self.stub.conflict_event_ids)
-        fresh = any(c.series_id is None and c.id not in shown for c in conflicts)
-        return version_now == version_shown and not fresh
+        return version_now == version_shown and set(shown_conflicts(conflicts)) <= shown
 
     # ---- steps -----------------------------------------------------------------------------------
 

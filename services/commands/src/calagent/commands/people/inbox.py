@@ -33,7 +33,7 @@ from calagent.commands.people import imip
 from calagent.commands.placing import Placing
 from calagent.commands.ports import Store, UnitOfWork, UserDirectory
 from calagent.commands.txn import Txn, new_id
-from calagent.commands.views import event_out, stub_out
+from calagent.commands.views import event_out, in_zone, stub_out
 from calagent.contracts.commands import CommandResult
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import (
@@ -284,13 +284,7 @@ class InvitationAnswers:
     async def _stub(self, txn: Txn, offer: HeldInvitation) -> Stub:
         invitation = offer.invitation
         rows = await txn.uow.events.events_by_uid(txn.user_id, invitation.uid)
-        shown = invitation.model_copy(
-            update={
-                "start": invitation.start.astimezone(txn.tz),
-                "end": invitation.end.astimezone(txn.tz),
-                "event_id": rows[0].id if rows else None,
-            }
-        )
+        shown = in_zone(invitation, txn.tz).model_copy(update={"event_id": rows[0].id if rows else None})
         ask = Ask(
             title=invitation.title,
             hold_reason="invitation_received",
