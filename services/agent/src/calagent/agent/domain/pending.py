@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from calagent.contracts.commands import OFFER_STUB_STATUSES, HoldReason, StubOut, StubStatus
+from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, StubStatus, waits_beside
 from calagent.contracts.people import InvitationAnswer
 from calagent.contracts.time import ParsedReply, SlotPatch
 
@@ -67,11 +67,6 @@ INVITATION_WORDS: dict[str, InvitationAnswer] = {
 # What an offer asks the user (contract §19): an invitation is answered by 接受/暂定/拒绝, anything
 # else held (a create, an update or delete, a plan, a conflict) by a confirmation.
 OfferKind = Literal["invitation", "change"]
-# The holds of an offer whose words came from someone else: a forward, an invitation, a change the
-# connected calendar made too.
-OUTSIDE_HOLDS: frozenset[HoldReason] = frozenset(
-    {"third_party_content", "invitation_received", "sync_conflict"}
-)
 
 
 def offer_kind(stub: StubOut) -> OfferKind:
@@ -80,8 +75,12 @@ def offer_kind(stub: StubOut) -> OfferKind:
 
 def from_outside(stub: StubOut) -> bool:
     """Whether the stub's text is someone else's (contract §19): described to the model by kind,
-    source and id, its text only inside a block marked as not the user's words."""
-    return stub.kind == "invitation" or stub.hold_reason in OUTSIDE_HOLDS
+    source and id, never by its text. An offer that waits beside the conversation (an invitation, a
+    sync conflict), or one held because someone else's words asked for it."""
+    return waits_beside(stub.kind, stub.hold_reason) or stub.hold_reason in (
+        "third_party_content",
+        "invitation_received",
+    )
 
 
 def invitation_words(text: str) -> InvitationAnswer | None:
