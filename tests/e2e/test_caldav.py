@@ -634,6 +634,53 @@ async def test_an_edit_on_both_sides_keeps_the_servers_version_and_offers_ours_a
     assert final.walk("VEVENT")[0].decoded("DTSTART").isoformat() == "2026-09-25T20:00:00+08:00"
 
 
+async def test_a_sync_conflict_waits_beside_the_users_next_request_and_is_answered_from_its_card(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    """Contract §19: an offer from outside is never superseded by the user's later request; it
+    waits beside it (listed by GET /v1/commands/waiting) and its card's id answers it."""
+    await connect(stack, user, remote)
+    event = await create_by_chat(stack, scripted, user, "读书会", time="19:00")
+    await outbox_drained(db, user)
+    [(href, _)] = remote.objects()
+    remote.retitle(href, "读书会（改在咖啡馆）")
+    scripted.set_script(
+        script(
+            on_user("读书会改到", tool_calls=[call("update_schedule", event_id=event["id"], time="20:00")]),
+            on_user("确认", tool_calls=[call("confirm_command")]),
+            on_user("面试", tool_calls=[call("prepare_or_create_schedule", title="面试", date="D+1")]),
+        )
+    )
+    assert (await stack.chat(user, "读书会改到8点")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
+    await outbox_drained(db, user)
+    offer = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (offer["kind"], offer["hold_reason"]) == ("change", "sync_conflict")
+
+    # The user's own next request: the conflict steps aside instead of ending.
+    asked = (await stack.chat(user, "明天面试")).json()
+    assert asked["outcome"] == "needs_time", asked
+    mine = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert mine["id"] == asked["command"]["id"]
+    listed = (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()["commands"]
+    assert [(w["id"], w["hold_reason"]) for w in listed] == [(offer["id"], "sync_conflict")]
+
+    # Its card answers it; the user's own request stays as it was.
+    answered = (await stack.chat(user, "确认，还是按我的改", active_command_id=offer["id"])).json()
+    assert answered["outcome"] == "updated", answered
+    await outbox_drained(db, user)
+    [(_, final)] = remote.objects()
+    assert final.walk("VEVENT")[0].decoded("DTSTART").isoformat() == "2026-09-25T20:00:00+08:00"
+    still = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (still["id"], still["status"]) == (asked["command"]["id"], "needs_time")
+    assert (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()["commands"] == []
+
+    # The next, unrelated message changes nothing.
+    await stack.chat(user, "周末天气怎么样")
+    [local] = await read_events(stack, user)
+    assert local["start"] == "2026-09-25T20:00:00+08:00"
+
+
 async def test_a_write_the_server_refuses_is_marked_on_the_event_and_not_retried(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, radicale: EmbeddedRadicale
 ) -> None:

@@ -643,7 +643,8 @@ async def test_invitations_wait_behind_the_users_open_request_and_each_other_and
     assert second is not None and second["invitation"]["uid"] == uids[1]
     assert (await stack.chat(user, "拒绝")).json()["outcome"] == "cancelled"
     assert await active_stub(stack, user) is None
-    assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered", "offered"]
+    # Each record keeps what its mail became when it arrived: an offer waiting beside the user's.
+    assert [r["verdict"] for r in await inbound_rows(db, user)] == ["waiting", "waiting"]
     await eventually(lambda: len(sink.to(boss)) == 2, "both answers")
     answers = {str(m.event()["UID"]): str(m.event()["ATTENDEE"].params["PARTSTAT"]) for m in sink.to(boss)}
     assert answers == {uids[0]: "ACCEPTED", uids[1]: "DECLINED"}
@@ -673,7 +674,7 @@ async def test_a_waiting_invitation_comes_first_once_the_request_it_waited_behin
         await invite(uids[1])
         offered = await active_stub(stack, user)
         assert offered is not None and offered["invitation"]["uid"] == uids[0], "the older one first"
-        assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered", "waiting"]
+        assert [r["verdict"] for r in await inbound_rows(db, user)] == ["waiting", "waiting"]
     finally:
         stack.clock.set(start)
 

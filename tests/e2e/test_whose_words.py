@@ -278,3 +278,55 @@ async def test_an_invitation_waits_beside_the_users_own_request_and_comes_back_a
     await eventually(lambda: len(sink.to(organizer)) == 1, "the REPLY")
     assert await waiting(stack, user) == []
     assert uid in {e["uid"] for e in await read_events(stack, user)}
+
+
+async def test_a_waiting_invitation_is_answered_from_its_card_and_the_users_own_request_stays(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
+) -> None:
+    """An offer waiting beside the conversation is answered by its card: "接受" with the card's id
+    accepts that invitation, and the user's own pending request stays theirs, untouched. "接受"
+    without the id still answers only what the user was last shown (their own request: nothing)."""
+    scripted.set_script(
+        script(on_user("面试", tool_calls=[call("prepare_or_create_schedule", title="面试", date="D+1")]))
+    )
+    asked = (await stack.chat(user, "明天面试")).json()
+    assert asked["outcome"] == "needs_time", asked
+    address = await mail_address(stack, user)
+    organizer = f"known-{user}@example.com"
+    await add_contact(stack, user, "王五", organizer)
+    uid = f"{uuid.uuid4()}@example.com"
+    cal = calendar_of(
+        "REQUEST", uid=uid, organizer=organizer, attendees=[(address, "NEEDS-ACTION")], title="季度评审"
+    )
+    await send(receiver_port, message(organizer, address, cal=cal), mail_from=organizer, rcpt=address)
+
+    async def listed() -> bool:
+        return [w["invitation"]["uid"] for w in await waiting(stack, user)] == [uid]
+
+    await eventually(listed, "the invitation waiting")
+    [card] = await waiting(stack, user)
+    assert ((await active_stub(stack, user)) or {}).get("id") == asked["command"]["id"]
+
+    # An obeying model confirms whatever it reads; "接受" with no card answers the user's own
+    # request, which is no invitation: nothing is written.
+    scripted.set_script(script(on_user("接受", tool_calls=[call("confirm_command")])))
+    bare = (await stack.chat(user, "接受")).json()
+    assert bare["outcome"] != "created", bare
+    assert await read_events(stack, user) == []
+
+    accepted = (await stack.chat(user, "接受", active_command_id=card["id"])).json()
+    assert accepted["outcome"] == "created", accepted
+    assert [e["uid"] for e in await read_events(stack, user)] == [uid]
+    await eventually(lambda: len(sink.to(organizer)) == 1, "the REPLY")
+    check_reply(
+        sink.to(organizer)[0], uid=uid, organizer=organizer, attendee=address, partstat="ACCEPTED", sequence=0
+    )
+    mine = await active_stub(stack, user)
+    assert mine is not None and mine["id"] == asked["command"]["id"] and mine["status"] == "needs_time"
+    assert await waiting(stack, user) == []
+
+    # The next, unrelated message changes nothing.
+    scripted.set_script(script(on_user("谢谢", tool_calls=[call("confirm_command")])))
+    await stack.chat(user, "谢谢")
+    assert [e["uid"] for e in await read_events(stack, user)] == [uid]
+    assert [r["method"] for r in await mail_rows(db, user)] == ["REPLY"]

@@ -16,7 +16,6 @@ from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.service import CommandService
@@ -119,12 +118,22 @@ class FakeStubs:
 
     async def active_stub(self, user_id: str) -> Stub | None:
         for stub in self.state.stubs.values():
-            if stub.user_id == user_id and stub.status in ACTIVE_STUB_STATUSES:
+            if stub.user_id == user_id and stub.status in ACTIVE_STUB_STATUSES and stub.waiting_since is None:
                 return stub
         return None
 
+    async def waiting_stubs(self, user_id: str) -> list[Stub]:
+        # In the order inserted, as `seq` orders them.
+        return [
+            s
+            for s in self.state.stubs.values()
+            if s.user_id == user_id and s.status in ACTIVE_STUB_STATUSES and s.waiting_since is not None
+        ]
+
     async def insert_stub(self, stub: Stub) -> None:
-        assert await self.active_stub(stub.user_id) is None, "one active stub per user"
+        assert stub.waiting_since is not None or await self.active_stub(stub.user_id) is None, (
+            "one active stub per user"
+        )
         self.state.stubs[stub.id] = stub
 
     async def update_stub(self, stub: Stub) -> None:
@@ -212,23 +221,9 @@ class FakePeople:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
 
     async def settle_inbound(
-        self,
-        record_id: int,
-        verdict: str,
-        reason: str | None,
-        method: str | None,
-        offer: HeldInvitation | None = None,
+        self, record_id: int, verdict: str, reason: str | None, method: str | None
     ) -> None:
         raise NotImplementedError("inbound mail is tested against PostgreSQL")
-
-    async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
-        raise NotImplementedError("inbound mail is tested against PostgreSQL")
-
-    async def waiting_offers(self, user_id: str) -> list[tuple[int, HeldInvitation]]:
-        return []  # no mail reaches the fake
-
-    async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
-        return None  # no mail reaches the fake
 
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]

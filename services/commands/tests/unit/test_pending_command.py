@@ -140,6 +140,40 @@ def test_someone_elses_words_never_end_the_users_own_request() -> None:
         assert opened().gives_way_to(own)
 
 
+def outside(kind: str, hold: str, start: datetime) -> PendingCommand:
+    return PendingCommand.open(
+        stub_id="s2",
+        user_id="u1",
+        status="held",
+        ask=Ask(title="Review", hold_reason=hold, proposed_start=start, proposed_end=start + TTL),  # type: ignore[arg-type]
+        now=NOW,
+        ttl=TTL,
+        turn_id=None,
+        kind=kind,  # type: ignore[arg-type]
+    )
+
+
+def test_only_offers_from_outside_wait_beside_the_conversation() -> None:
+    later = NOW + timedelta(days=2)
+    assert outside("invitation", "invitation_received", later).waits_beside()
+    assert outside("change", "sync_conflict", later).waits_beside()
+    assert not outside("change", "change_confirmation", later).waits_beside()
+    assert not opened().waits_beside()
+
+
+def test_a_waiting_offer_waits_until_its_event_starts_and_comes_back_asked_anew() -> None:
+    starts = NOW + timedelta(days=2)
+    aside = PendingCommand(outside("change", "sync_conflict", starts).set_aside(NOW), TTL)
+    assert (aside.stub.waiting_since, aside.stub.expires_at, aside.stub.status) == (NOW, starts, "held")
+    assert not aside.expired(starts - timedelta(seconds=1)) and aside.expired(starts + timedelta(seconds=1))
+    back = aside.come_back(NOW + timedelta(hours=1))
+    assert back.waiting_since is None and back.expires_at == NOW + timedelta(hours=1) + TTL
+    # An invitation keeps the week mail gets, but never past its event's start.
+    soon = NOW + timedelta(hours=3)
+    invitation = PendingCommand(outside("invitation", "invitation_received", soon).set_aside(NOW), TTL)
+    assert invitation.come_back(NOW + timedelta(hours=1)).expires_at == soon
+
+
 def test_only_a_confirmation_of_a_held_stub_lifts_its_hold() -> None:
     held = PendingCommand(opened(status="held").stub, TTL)
     assert held.consent_of_reply(confirm=True) == Consent(confirmed=True, override_conflict=False)

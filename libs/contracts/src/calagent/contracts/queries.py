@@ -65,6 +65,10 @@ class TurnContext(WireModel):
     envelope: Envelope
     # The user's words, read only as an answer to an active stub (a reply merged with no model).
     text: str | None = Field(default=None, max_length=4000)
+    # The offer the message answers, by the id its card sent (`active_command_id`): that stub in
+    # place of the active one while it waits for an answer — an offer waiting beside the
+    # conversation too (contract §19).
+    command_id: str | None = Field(default=None, max_length=64)
 
 
 class ExportIcs(WireModel):

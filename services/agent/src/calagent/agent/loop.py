@@ -214,7 +214,9 @@ class TurnRunner:
             # A new user's calendars are named in the language the turn is answered in.
             context_env = env if env.lang is not None else env.model_copy(update={"lang": state.lang})
             words = None if state.turn.direct is not None else state.turn.text
-            context = await self.commands.query(TurnContext(envelope=context_env, text=words))
+            context = await self.commands.query(
+                TurnContext(envelope=context_env, text=words, command_id=state.turn.active_command_id)
+            )
         state.stub = context.stub
         if state.turn.active_command_id and (
             state.stub is None or state.stub.id != state.turn.active_command_id

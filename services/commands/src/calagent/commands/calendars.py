@@ -29,7 +29,7 @@ class Calendars:
         reading: asyncio.Task[ParsedReply] | None = None
         try:
             async with self.store.unit_of_work() as uow:
-                stub = await self.queries.active(uow, user_id, tz)
+                stub = await self.queries.active(uow, user_id, tz, named=query.command_id)
                 # Only an answer to an active stub is merged from its reading (the fast path): a
                 # turn with no stub costs the time service nothing here. Asked as soon as the stub
                 # is known, while the calendars are read, and awaited after the commit, so no

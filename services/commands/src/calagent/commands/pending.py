@@ -15,8 +15,8 @@ from typing import Literal, Protocol
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Stub
-from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.pending import Ask, PendingCommand
+from calagent.commands.outside import offer_refused
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import error_result, new_id
 from calagent.commands.views import stub_out
@@ -106,10 +106,10 @@ class Pending:
         pending = self.of(active)
         if not pending.gives_way_to(hold):
             return Way(kept=active)
-        ended = await self.store(txn, pending.supersede(txn.now))
-        if pending.set_aside_by_new_requests() and isinstance(active.payload, HeldInvitation):
-            await txn.uow.people.wait_again(txn.user_id, active.id, active.payload, txn.now)
+        if pending.waits_beside():
+            await self.store(txn, pending.set_aside(txn.now))
             return Way()  # not given up: nothing to tell as dropped
+        ended = await self.store(txn, pending.supersede(txn.now))
         return Way(superseded=stub_out(ended, (), txn.tz))
 
     async def open(
@@ -133,6 +133,49 @@ class Pending:
         await txn.uow.stubs.insert_stub(fresh)
         return fresh
 
+    async def from_outside(self, txn: StubTxn, ask: Ask, kind: StubKind) -> Stub:
+        """An offer from outside (an invitation, a sync conflict): the user's held stub when
+        nothing else waits for them, else waiting beside the conversation — it never ends a request
+        the user has not answered, and is never lost behind one."""
+        if await self.active(txn) is None:
+            # One that waited behind a request which lapsed since comes first.
+            await self.offer_waiting(txn)
+        if await txn.uow.stubs.active_stub(txn.user_id) is None:
+            return await self.open(txn, "held", ask, kind)
+        return await self.open_aside(txn, ask, kind)
+
+    async def open_aside(self, txn: StubTxn, ask: Ask, kind: StubKind) -> Stub:
+        fresh = PendingCommand.open(
+            stub_id=new_id(),
+            user_id=txn.user_id,
+            status="held",
+            ask=ask,
+            now=txn.now,
+            ttl=self.ttl,
+            turn_id=txn.turn_id,
+            kind=kind,
+        )
+        waiting = fresh.set_aside(txn.now)
+        await txn.uow.stubs.insert_stub(waiting)
+        return waiting
+
+    async def offer_waiting(self, txn: StubTxn) -> Stub | None:
+        """When the user has no active stub: the oldest offer still waiting becomes it, checked
+        again against the calendar as it now is (`offer_refused`; one refused is superseded by
+        what made it so). Lapsed ones end `expired` on the way."""
+        if await txn.uow.stubs.active_stub(txn.user_id) is not None:
+            return None
+        for stub in await txn.uow.stubs.waiting_stubs(txn.user_id):
+            pending = self.of(stub)
+            if pending.expired(txn.now):
+                await self.store(txn, pending.expire(txn.now))
+                continue
+            if await offer_refused(txn.uow, stub) is not None:
+                await self.store(txn, pending.supersede(txn.now))
+                continue
+            return await self.store(txn, pending.come_back(txn.now))
+        return None
+
     async def step(self, txn: StubTxn, stub: Stub | None, status: ActiveStubStatus, ask: Ask) -> Stub:
         """A create's stub asked (again): the stub it continues, or a new one."""
         if stub is None:
@@ -140,9 +183,8 @@ class Pending:
         return await self.store(txn, self.of(stub).ask(status, ask, txn.now))
 
     async def hold(self, txn: StubTxn, ask: Ask, kind: StubKind) -> tuple[Stub, StubOut | None]:
-        """An offer code makes (a plan the model proposed, an invitation offered while nothing
-        waits, a sync conflict), held in place of the user's active stub; the one it superseded is
-        returned for the receipt."""
+        """An offer code makes for the user's words (a plan the model proposed), held in place of
+        the user's active stub; the one it superseded is returned for the receipt."""
         way = await self.make_way(txn, None, await self.active(txn))
         held = await self.open(txn, "held", ask, kind)
         return held, way.superseded

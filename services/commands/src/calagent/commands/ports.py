@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
@@ -74,6 +73,10 @@ class StubRows(Protocol):
 
     async def active_stub(self, user_id: str) -> Stub | None:
         """The stub in an active status, whether or not its time has run out."""
+        ...
+
+    async def waiting_stubs(self, user_id: str) -> list[Stub]:
+        """The offers from outside waiting beside the conversation, oldest first."""
         ...
 
     async def insert_stub(self, stub: Stub) -> None: ...
@@ -149,23 +152,8 @@ class PeopleRows(Protocol):
         ...
 
     async def settle_inbound(
-        self,
-        record_id: int,
-        verdict: str,
-        reason: str | None,
-        method: str | None,
-        offer: HeldInvitation | None = None,
+        self, record_id: int, verdict: str, reason: str | None, method: str | None
     ) -> None: ...
-
-    async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
-        """An invitation set aside by a new request waits again, to be offered after it."""
-
-    async def waiting_offers(self, user_id: str) -> list[tuple[int, HeldInvitation]]:
-        """Every invitation waiting its turn, oldest first."""
-
-    async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
-        """The oldest invitation of the user still waiting to be offered: (record id, offer)."""
-        ...
 
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]

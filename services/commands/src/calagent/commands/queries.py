@@ -19,7 +19,7 @@ from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.commands.suggestions import suggestion_people
-from calagent.commands.views import change_out, event_out, stub_out, waiting_out
+from calagent.commands.views import change_out, event_out, stub_out
 from calagent.contracts.commands import CommandError, StubOut, waits_beside
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import (
@@ -108,11 +108,16 @@ class Queries:
         user_id = query.envelope.user_id
         async with self.store.unit_of_work() as uow:
             offered = await self.active(uow, user_id, tz)
-            waiting = await uow.people.waiting_offers(user_id)
             now = (
                 (offered,) if offered is not None and waits_beside(offered.kind, offered.hold_reason) else ()
             )
-            later = tuple(waiting_out(record_id, offer, tz) for record_id, offer in waiting)
+            # A read ends nothing: one whose event has started is left out, not expired.
+            now_at = self.clock.now()
+            later = tuple(
+                stub_out(stub, (), tz)
+                for stub in await uow.stubs.waiting_stubs(user_id)
+                if not lapsed(stub, now_at)
+            )
             return QueryResult(waiting=(*now, *later), db_ms=uow.db_ms)
 
     async def _list_plans(self, query: ListPlans, tz: ZoneInfo) -> QueryResult:
@@ -124,8 +129,13 @@ class Queries:
             events = await uow.events.all_events(query.envelope.user_id)
             return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
 
-    async def active(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo) -> StubOut | None:
-        stub = await uow.stubs.active_stub(user_id)
+    async def active(
+        self, uow: UnitOfWork, user_id: str, tz: ZoneInfo, named: str | None = None
+    ) -> StubOut | None:
+        """The user's active stub, or the one a message names (`named`: its card's id) while that
+        one still waits for an answer — an offer waiting beside the conversation included."""
+        answered = await uow.stubs.get_stub(user_id, named) if named else None
+        stub = answered if answered is not None and answered.active else await uow.stubs.active_stub(user_id)
         # A read ends nothing: a stub whose time ran out is left to the next write to end.
         if stub is None or lapsed(stub, self.clock.now()):
             return None

@@ -12,7 +12,7 @@ from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
 from calagent.commands.domain.payloads import HeldChange, HeldInvitation, HeldPlan
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
-from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut, StubSlots
+from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
 from calagent.contracts.people import InvitationOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
@@ -106,24 +106,6 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
         invitation=payload.invitation if isinstance(payload, HeldInvitation) else None,
-    )
-
-
-def waiting_out(record_id: int, offer: HeldInvitation, tz: ZoneInfo) -> StubOut:
-    """An invitation waiting its turn, shown like the offer it will be (it waits until its event
-    starts); its id names the record, not a stub, until it is offered."""
-    invitation = in_zone(offer.invitation, tz)
-    return StubOut(
-        id=f"waiting-{record_id}",
-        status="held",
-        title=invitation.title,
-        expires_at=invitation.start,
-        kind="invitation",
-        hold_reason="invitation_received",
-        proposed_start=invitation.start,
-        proposed_end=invitation.end,
-        invitation=invitation,
-        slots=StubSlots(),
     )
 
 

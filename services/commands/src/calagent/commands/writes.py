@@ -134,7 +134,7 @@ class Writes:
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
         if txn.ended_stub:
-            await self.answers.offer_waiting(txn)
+            await self.pending.offer_waiting(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
         logged_as = (

@@ -14,7 +14,6 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import caldav_cards, contacts, inbound_mail, mail_outbox, mailboxes
-from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import Contact, Told
 
 
@@ -101,61 +100,13 @@ class SqlPeople:
         return claimed
 
     async def settle_inbound(
-        self,
-        record_id: int,
-        verdict: str,
-        reason: str | None,
-        method: str | None,
-        offer: HeldInvitation | None = None,
+        self, record_id: int, verdict: str, reason: str | None, method: str | None
     ) -> None:
         await self.session.run(
             update(inbound_mail)
             .where(inbound_mail.c.id == record_id)
-            .values(
-                verdict=verdict,
-                reason=reason,
-                method=method,
-                offer=offer.model_dump(mode="json") if offer is not None else None,
-            )
+            .values(verdict=verdict, reason=reason, method=method)
         )
-
-    async def wait_again(self, user_id: str, stub_id: str, offer: HeldInvitation, at: datetime) -> None:
-        """An invitation offered as stub `stub_id` and set aside by a new request: waiting again,
-        offered once the user's requests are settled (once per stub, however often asked)."""
-        await self.session.run(
-            pg_insert(inbound_mail)
-            .values(
-                user_id=user_id,
-                message_id=f"set-aside:{stub_id}",
-                sender=offer.invitation.organizer,
-                received_at=at,
-                method=offer.invitation.method,
-                verdict="waiting",
-                offer=offer.model_dump(mode="json"),
-            )
-            .on_conflict_do_nothing(constraint="uq_inbound_mail_message")
-        )
-
-    async def waiting_offers(self, user_id: str) -> list[tuple[int, HeldInvitation]]:
-        """Every invitation waiting its turn, oldest first (a read: nothing is taken)."""
-        found = await self.session.run(
-            select(inbound_mail.c.id, inbound_mail.c.offer)
-            .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
-            .order_by(inbound_mail.c.id)
-        )
-        return [(int(r.id), HeldInvitation.model_validate(r.offer)) for r in found]
-
-    async def next_waiting(self, user_id: str) -> tuple[int, HeldInvitation] | None:
-        row = (
-            await self.session.run(
-                select(inbound_mail.c.id, inbound_mail.c.offer)
-                .where(inbound_mail.c.user_id == user_id, inbound_mail.c.verdict == "waiting")
-                .order_by(inbound_mail.c.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            )
-        ).first()
-        return (int(row.id), HeldInvitation.model_validate(row.offer)) if row is not None else None
 
     async def queue_mail(
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]

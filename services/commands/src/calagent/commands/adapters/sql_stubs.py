@@ -8,14 +8,16 @@ from typing import Any
 from sqlalchemy import Row, bindparam, select, text, update
 
 from calagent.commands.adapters.sql_core import SqlSession
-from calagent.commands.adapters.tables import ACTIVE_SQL, plans, stubs
+from calagent.commands.adapters.tables import ACTIVE_SQL, OFFERED_SQL, plans, stubs
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import payload_json, payload_of
 from calagent.contracts.commands import PlanOut, StubSlots
 from calagent.contracts.people import Attendee
 
 # Read by every turn's context and every command: built once, its parameter bound per call.
-ACTIVE_STUB = select(stubs).where(stubs.c.user_id == bindparam("user_id"), text(ACTIVE_SQL)).with_for_update()
+ACTIVE_STUB = (
+    select(stubs).where(stubs.c.user_id == bindparam("user_id"), text(OFFERED_SQL)).with_for_update()
+)
 
 
 def _stub(row: Row[Any]) -> Stub:
@@ -41,6 +43,7 @@ def _stub(row: Row[Any]) -> Stub:
         attendee_query=row.attendee_query,
         attendee_candidates=tuple(Attendee.model_validate(a) for a in row.attendee_candidates),
         recipients=tuple(Attendee.model_validate(a) for a in row.recipients),
+        waiting_since=row.waiting_since,
     )
 
 
@@ -63,6 +66,7 @@ def _stub_values(stub: Stub) -> dict[str, object]:
         "attendee_query": stub.attendee_query,
         "attendee_candidates": [a.model_dump(mode="json") for a in stub.attendee_candidates],
         "recipients": [a.model_dump(mode="json") for a in stub.recipients],
+        "waiting_since": stub.waiting_since,
     }
 
 
@@ -81,6 +85,16 @@ class SqlStubs:
     async def active_stub(self, user_id: str) -> Stub | None:
         row = (await self.session.run(ACTIVE_STUB, {"user_id": user_id})).first()
         return _stub(row) if row is not None else None
+
+    async def waiting_stubs(self, user_id: str) -> list[Stub]:
+        """The offers from outside waiting beside the conversation, oldest first (lapsed ones
+        included: the caller ends or skips them). Not locked: a writer holds the user's lock."""
+        found = await self.session.run(
+            select(stubs)
+            .where(stubs.c.user_id == user_id, stubs.c.waiting_since.is_not(None), text(ACTIVE_SQL))
+            .order_by(stubs.c.seq)
+        )
+        return [_stub(row) for row in found]
 
     async def insert_stub(self, stub: Stub) -> None:
         await self.session.run(

@@ -26,6 +26,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 SCHEMA = "commands"
 ACTIVE_SQL = "status IN ('needs_date', 'needs_time', 'needs_attendee', 'conflict', 'held')"
+# The user's active stub: an active one not waiting beside the conversation.
+OFFERED_SQL = f"{ACTIVE_SQL} AND waiting_since IS NULL"
 
 metadata = MetaData(schema=SCHEMA)
 
@@ -113,6 +115,11 @@ stubs = Table(
     Column("attendee_candidates", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     # Whom the confirmation will send invitations (or cancellations) to.
     Column("recipients", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    # An offer from outside waiting beside the conversation since then (contract §19): answerable
+    # by its id, never the user's active stub, offered again once that one is settled.
+    Column("waiting_since", DateTime(timezone=True), nullable=True),
+    # The order stubs were opened in, whatever the clock said (a frozen clock gives them one time).
+    Column("seq", BigInteger, Identity(), nullable=False),
     CheckConstraint(
         "status IN ('needs_date', 'needs_time', 'needs_attendee', 'conflict', 'held', 'created', "
         "'cancelled', 'expired', 'superseded', 'updated', 'deleted', 'planned')",
@@ -120,7 +127,8 @@ stubs = Table(
     ),
     CheckConstraint("kind IN ('create', 'change', 'plan', 'invitation')", name="ck_stubs_kind"),
     # At most one active stub per user, enforced by the database as well as by the code.
-    Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(ACTIVE_SQL)),
+    Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(OFFERED_SQL)),
+    Index("ix_stubs_waiting", "user_id", "seq", postgresql_where=text("waiting_since IS NOT NULL")),
 )
 
 idempotency = Table(
@@ -343,10 +351,7 @@ inbound_mail = Table(
     Column("method", String(16), nullable=True),
     Column("verdict", String(16), nullable=False),
     Column("reason", Text, nullable=True),
-    # A `waiting` invitation: what its offer will hold once the user's open request is settled.
-    Column("offer", JSONB, nullable=True),
     UniqueConstraint("user_id", "message_id", name="uq_inbound_mail_message"),
-    Index("ix_inbound_mail_waiting", "user_id", "id", postgresql_where=text("verdict = 'waiting'")),
 )
 
 # ---- the change log (contract §15) --------------------------------------------------------------

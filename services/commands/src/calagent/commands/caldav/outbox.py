@@ -422,7 +422,7 @@ class Deliverer:
                 notes=mine.notes,
                 url=mine.url,
             )
-        # A sync conflict is a new request of its own: the user's pending one is superseded.
+        # An offer from outside: it never ends the user's pending request; it waits beside it.
         ask = Ask(
             title=(mine or kept).title,
             hold_reason="sync_conflict",
@@ -438,7 +438,7 @@ class Deliverer:
                 after=after_values,
             ),
         )
-        await Pending(self.stub_ttl).hold(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
+        await Pending(self.stub_ttl).from_outside(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
 
 
 async def pending(conn: AsyncConnection, user_id: str) -> int:

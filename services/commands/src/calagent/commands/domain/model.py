@@ -105,6 +105,9 @@ class Stub:
     attendee_candidates: tuple[Attendee, ...] = ()
     # Whom confirming sends invitations or cancellations to.
     recipients: tuple[Attendee, ...] = ()
+    # An offer from outside set aside, or arrived while the user's own request waits: since when it
+    # waits beside the conversation (contract §19). Answerable by its id; never the active stub.
+    waiting_since: datetime | None = None
 
     @property
     def active(self) -> bool:

@@ -8,8 +8,9 @@ A user has at most one active pending command. The rules, each decided here and 
 
 - **Opening** a new request supersedes the active one (which never lends its title or slots), unless
   the new request is someone else's words: those never end the user's own pending request
-  (`gives_way_to`). An invitation is set aside, not dropped: it waits to be offered again
-  (`set_aside_by_new_requests`).
+  (`gives_way_to`). An offer from outside (an invitation, a sync conflict) is set aside, not
+  dropped: it waits beside the conversation until it is answered, offered again or its event
+  starts (`waits_beside`, `set_aside`, `come_back`).
 - **Continuing**: a create answers the stub only on facts — the same title, or its id passed back
   (`continued_by`).
 - **Holding**: why a write waits is one list of reasons in one order for creates and changes alike
@@ -33,7 +34,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.payloads import PendingChange
+from calagent.commands.domain.payloads import HeldChange, HeldInvitation, PendingChange
 from calagent.commands.domain.proposals import Proposal
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
@@ -43,6 +44,7 @@ from calagent.contracts.commands import (
     StubKind,
     StubSlots,
     StubStatus,
+    waits_beside,
 )
 from calagent.contracts.people import Attendee
 
@@ -62,6 +64,10 @@ HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "past_start",
     "change_confirmation",
 )
+
+
+# An invitation waits for the user's answer longer than a chat request: mail is read later.
+OUTSIDE_OFFER_TTL = timedelta(days=7)
 
 
 class IllegalTransitionError(ValueError):
@@ -232,10 +238,23 @@ class PendingCommand:
         content is held like any other change."""
         return hold != "third_party_content"
 
-    def set_aside_by_new_requests(self) -> bool:
-        """An invitation is never dropped by a later request (§19: offers from outside wait beside
-        the conversation): a new request sets it aside, and it is offered again after."""
-        return self.stub.kind == "invitation"
+    def waits_beside(self) -> bool:
+        """An offer from outside (an invitation, a sync conflict) is never dropped by a later
+        request, nor does it end the user's own (§19: it waits beside the conversation): a new
+        request sets it aside, and it is offered again once the user's request is settled."""
+        return waits_beside(self.stub.kind, self.stub.hold_reason)
+
+    def waiting(self) -> bool:
+        return self.stub.waiting_since is not None
+
+    def subject_start(self) -> datetime | None:
+        """When the event the offer is about starts: a waiting offer waits until then."""
+        payload = self.stub.payload
+        if isinstance(payload, HeldInvitation):
+            return payload.invitation.start
+        if isinstance(payload, HeldChange):
+            return payload.view.before.start
+        return self.stub.proposed_start
 
     def continued_by(self, title: str, command_id: str | None) -> bool:
         """Whether a create answers this stub rather than being a new request (contract §8).
@@ -300,6 +319,25 @@ class PendingCommand:
         """The held change with the version of its target and the request that made it recorded
         (the offer is not a new step: its deadline stays)."""
         return replace(self.stub, payload=payload)
+
+    def set_aside(self, now: datetime) -> Stub:
+        """The offer waits beside the conversation (a new request came, or the user's own was
+        already waiting): until it is answered by its id, offered again, or its event starts."""
+        start = self.subject_start()
+        return replace(
+            self.stub,
+            waiting_since=now,
+            expires_at=start if start is not None else self.stub.expires_at,
+            updated_at=now,
+        )
+
+    def come_back(self, now: datetime) -> Stub:
+        """A waiting offer offered again: the user's active stub, asked anew (an invitation keeps
+        the week mail gets to be read in; its event's start still ends it)."""
+        alive = OUTSIDE_OFFER_TTL if self.stub.kind == "invitation" else self.ttl
+        start = self.subject_start()
+        until = now + alive if start is None else min(now + alive, max(start, now + self.ttl))
+        return replace(self.stub, waiting_since=None, expires_at=until, updated_at=now)
 
     def supersede(self, now: datetime) -> Stub:
         return self._end("superseded", now)

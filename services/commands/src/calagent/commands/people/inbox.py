@@ -14,7 +14,6 @@ with its reason on record (`inbound_mail`) and never becomes a write.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any, Literal
 
 from icalendar import Calendar, Component
@@ -23,11 +22,12 @@ from opentelemetry import propagate
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldInvitation
-from calagent.commands.domain.pending import Ask
+from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.parse import parse_resource
+from calagent.commands.outside import master_of, sequence_of, still_refused
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip
 from calagent.commands.placing import Placing
@@ -45,9 +45,6 @@ from calagent.contracts.people import (
 )
 from calagent.runtime.clock import Clock
 
-# An invitation waits for the user's answer longer than a chat request: mail is read later.
-INVITATION_TTL = timedelta(days=7)
-
 
 class SettingsDirectory:
     """The user's settings (`PUT /v1/settings`): their own address and zone, when saved."""
@@ -59,18 +56,6 @@ class SettingsDirectory:
     async def zone(self, uow: UnitOfWork, user_id: str) -> str | None:
         saved = (await uow.settings.settings_of([user_id])).get(user_id)
         return saved.tz if saved is not None else None
-
-
-def _master(cal: Calendar) -> Component | None:
-    events = list(cal.walk("VEVENT"))
-    return next((c for c in events if "RECURRENCE-ID" not in c), events[0] if events else None)
-
-
-def _sequence(component: Component) -> int:
-    try:
-        return int(component.get("SEQUENCE", 0))
-    except (TypeError, ValueError):
-        return 0
 
 
 def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
@@ -119,16 +104,15 @@ class Inbox:
                 channel="email",
             )
             txn = Txn(uow, envelope, f"mail-{record}", zone(tz), now)
-            waiting: HeldInvitation | None = None
             try:
                 method, verdict = await self._judge(txn, mail)
                 if isinstance(verdict, HeldInvitation):
-                    verdict, waiting = await self.answers.place(txn, verdict)
+                    verdict = await self.answers.place(txn, verdict)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 # An object icalendar reads but that is no event we can take (no DTSTART, …): on
                 # record, not retried (the sender's retry would fail the same way).
                 method, verdict = None, _dropped(f"unreadable_event: {type(exc).__name__}")
-            await uow.people.settle_inbound(record, verdict.verdict, verdict.reason, method, waiting)
+            await uow.people.settle_inbound(record, verdict.verdict, verdict.reason, method)
             await uow.commit()
             return verdict.model_copy(update={"user_id": user_id, "tz": tz})
 
@@ -143,7 +127,7 @@ class Inbox:
             except ValueError:
                 return None, _dropped("unparseable_calendar")
         method = str(cal.get("METHOD", "")).upper() if cal is not None else None
-        master = _master(cal) if cal is not None else None
+        master = master_of(cal) if cal is not None else None
         if cal is not None and (master is None or "UID" not in master):
             return method, _dropped("no_event")
         if method == "REPLY" and master is not None:
@@ -205,35 +189,18 @@ class Inbox:
         offer = InvitationOut(
             method="CANCEL" if method == "CANCEL" else "REQUEST",
             uid=uid,
-            sequence=_sequence(master),
+            sequence=sequence_of(master),
             organizer=organizer,
             title=parsed.title,
             start=parsed.start,
             end=parsed.end,
             attendees=parsed.attendees,
         )
-        refused = await still_refused(txn, offer)
+        refused = await still_refused(txn.uow, txn.user_id, offer)
         if refused is not None:
             return _dropped(refused)
-        # An invitation that passed every check, as its stub keeps it (or its record, waiting).
+        # An invitation that passed every check, as its stub keeps it.
         return HeldInvitation(invitation=offer, ical=mail_text(cal), attendee=me.email)
-
-
-async def still_refused(txn: Txn, offer: InvitationOut) -> str | None:
-    """Why an invitation cannot be offered against the user's calendar as it is now (None: it
-    can): asked when it arrives and again when a waiting one comes up."""
-    rows = await txn.uow.events.events_by_uid(txn.user_id, offer.uid)
-    current = rows[0] if rows else None
-    if offer.method == "CANCEL" and current is None:
-        return "unknown_event"
-    if current is not None and normal_address(current.organizer or "") != offer.organizer:
-        # The UID names an event someone else organizes (or the user's own): not theirs to change.
-        return "not_the_organizer"
-    if current is not None and current.ical is not None and offer.method == "REQUEST":
-        known = _master(Calendar.from_ical(current.ical))
-        if known is not None and _sequence(known) >= offer.sequence:
-            return "stale_sequence"
-    return None
 
 
 def mail_text(cal: Calendar) -> str:
@@ -250,38 +217,9 @@ class InvitationAnswers:
         self.pending = pending
         self.placing = placing
 
-    async def place(self, txn: Txn, offer: HeldInvitation) -> tuple[InboundVerdict, HeldInvitation | None]:
+    async def place(self, txn: Txn, offer: HeldInvitation) -> InboundVerdict:
         """The offer as the user's held stub, or, while another request waits for the user (their
-        own, or an earlier invitation), kept waiting on its record (the payload returned): mail
-        never ends a request the user has not answered, and is never lost behind one."""
-        active = await self.pending.active(txn)
-        if active is None:
-            # One that waited behind a request which lapsed since comes first.
-            await self.offer_waiting(txn)
-            active = await txn.uow.stubs.active_stub(txn.user_id)
-        if active is not None:
-            return InboundVerdict(verdict="waiting"), offer
-        stub = await self._stub(txn, offer)
-        return InboundVerdict(verdict="offered", command_id=stub.id), None
-
-    async def offer_waiting(self, txn: Txn) -> None:
-        """After a write that ended a stub: the oldest invitation still waiting becomes the offer,
-        checked again against the calendar as it now is."""
-        if await txn.uow.stubs.active_stub(txn.user_id) is not None:
-            return
-        while (found := await txn.uow.people.next_waiting(txn.user_id)) is not None:
-            record_id, offer = found
-            refused = await still_refused(txn, offer.invitation)
-            if refused is not None:
-                await txn.uow.people.settle_inbound(
-                    record_id, "dropped", refused, offer.invitation.method, None
-                )
-                continue
-            await self._stub(txn, offer)
-            await txn.uow.people.settle_inbound(record_id, "offered", None, offer.invitation.method, None)
-            return
-
-    async def _stub(self, txn: Txn, offer: HeldInvitation) -> Stub:
+        own, or an earlier offer), waiting beside it (`Pending.from_outside`)."""
         invitation = offer.invitation
         rows = await txn.uow.events.events_by_uid(txn.user_id, invitation.uid)
         shown = in_zone(invitation, txn.tz).model_copy(update={"event_id": rows[0].id if rows else None})
@@ -289,13 +227,14 @@ class InvitationAnswers:
             title=invitation.title,
             hold_reason="invitation_received",
             requested_hold="invitation_received",
-            expires_at=txn.now + INVITATION_TTL,
+            expires_at=txn.now + OUTSIDE_OFFER_TTL,
             proposed_start=invitation.start,
             proposed_end=invitation.end,
             payload=offer.model_copy(update={"invitation": shown}),
         )
-        held, _ = await self.pending.hold(txn, ask, "invitation")
-        return held
+        stub = await self.pending.from_outside(txn, ask, "invitation")
+        verdict = "waiting" if stub.waiting_since is not None else "offered"
+        return InboundVerdict(verdict=verdict, command_id=stub.id)
 
     async def answer(self, txn: Txn, stub: Stub, partstat: InvitationAnswer) -> CommandResult:
         held = stub.payload
@@ -359,10 +298,10 @@ class InvitationAnswers:
             return
         stamp = txn.now
         body = imip.reply_body(received, attendee, partstat, stamp)
-        master = _master(received)
+        master = master_of(received)
         assert master is not None
         uid = str(master["UID"])
-        sequence = _sequence(master)
+        sequence = sequence_of(master)
         domain = mailbox.rpartition("@")[2]
         # The answer is part of the id: a changed answer to the same version is another message.
         msg_id = imip.message_id(uid, sequence, f"REPLY {partstat}", organizer, domain)
