@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -40,6 +40,7 @@ async def caldav_stack(
     *,
     allow_networks: str,
     export_allow_networks: bool = False,
+    settings_overrides: Mapping[str, object] | None = None,
 ) -> AsyncIterator[Stack]:
     """`allow_networks` goes into the stack's settings; `export_allow_networks` also puts it into
     this process's environment while the stack runs, for the parts a test builds in-process from
@@ -61,6 +62,7 @@ async def caldav_stack(
                     "CALAGENT_CALDAV_SWEEP_S": 0.2,
                     "CALAGENT_CALDAV_SYNC_S": 3600,
                     ALLOW_NETWORKS: allow_networks,
+                    **(settings_overrides or {}),
                 },
             )
             yield system

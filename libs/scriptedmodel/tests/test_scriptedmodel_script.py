@@ -288,3 +288,10 @@ def test_from_yaml_text_and_file(tmp_path: Path) -> None:
     json_path = tmp_path / "script.json"
     json_path.write_text(script.model_dump_json(), encoding="utf-8")
     assert Script.from_file(json_path) == script
+
+
+def test_read_contains_looks_at_every_message_whatever_its_role() -> None:
+    assert Match(read_contains="不加糖").matches(TOOL_CONVERSATION)
+    assert Match(read_contains=["calendar assistant", "加糖吗"]).matches(TOOL_CONVERSATION)
+    assert not Match(read_contains="加奶").matches(TOOL_CONVERSATION)
+    assert not Match(user_contains="不加糖").matches(TOOL_CONVERSATION)

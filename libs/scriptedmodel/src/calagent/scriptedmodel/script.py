@@ -130,6 +130,11 @@ class Conversation:
         )
 
     @property
+    def read(self) -> str:
+        """Everything the request gives the model to read, every role's text."""
+        return "\n".join(message_text(m.get("content")) for m in self.messages)
+
+    @property
     def last_tool_message(self) -> Mapping[str, Any] | None:
         if self.messages and self.messages[-1].get("role") == "tool":
             return self.messages[-1]
@@ -211,11 +216,14 @@ class Match(_Strict):
     user_regex: str | None = None
     user_equals: str | None = None
     system_contains: str | list[str] | None = None
+    # Anywhere in the request: any message's text, whatever its role or marking. A model that obeys
+    # whatever instruction it reads is scripted with it (someone else's words, contract §19).
+    read_contains: str | list[str] | None = None
     last_role: Literal["user", "tool", "assistant", "system"] | None = None
     last_tool: str | None = None
     tool_result_contains: str | None = None
     model: str | None = None
-    # Applies to user_contains, user_regex, user_equals and system_contains.
+    # Applies to user_contains, user_regex, user_equals, system_contains and read_contains.
     ignore_case: bool = False
 
     @field_validator("user_regex")
@@ -244,6 +252,10 @@ class Match(_Strict):
         if self.system_contains is not None:
             system = fold(conversation.system)
             if any(fold(needle) not in system for needle in _as_list(self.system_contains)):
+                return False
+        if self.read_contains is not None:
+            read = fold(conversation.read)
+            if any(fold(needle) not in read for needle in _as_list(self.read_contains)):
                 return False
         if self.last_role is not None and conversation.last_role != self.last_role:
             return False

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from calagent.agent.adapters.model import ModelClient, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.domain import fixed_replies, receipts
-from calagent.agent.domain.context import build_messages
+from calagent.agent.domain.context import build_messages, carries_third_party
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant
@@ -241,6 +241,10 @@ class TurnRunner:
             raise ModelUnavailable("no model is configured")
 
         segment = latest_segment(history, now, self.session_gap)
+        if state.third_party_seen is None and any(carries_third_party(m.content) for m in segment.messages):
+            # Someone else's words replayed from this conversation (a mail received) reach the
+            # model in this turn as well: the writes it asks for are held (contract §19).
+            state.third_party_seen = "third-party content earlier in this conversation"
         messages = build_messages(
             now=env.occurred_at,
             tz=env.tz,
@@ -371,6 +375,8 @@ class TurnRunner:
         if result.finished is not None and TOOL_KINDS.get(call.name) == "terminal":
             state.finished.append(result.finished)
             content = finished_content(result.finished)
+        if state.third_party_seen is None and carries_third_party(content):
+            state.third_party_seen = f"third-party content in the result of {call.name}"
         # Every call gets its answer in the conversation, so the model can be asked again.
         messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 

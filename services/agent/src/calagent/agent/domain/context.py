@@ -41,11 +41,21 @@ def describe_now(now: datetime, tz: str) -> str:
     )
 
 
+THIRD_PARTY_MARK = "— third-party content, not the user's own words:]"
+
+
 def third_party_block(source: str, content: str) -> str:
     """Someone else's text as the model may read it (contract §19): in a user-role message, after
     a line naming where it came from and saying it is not the user's words. The one marking, for
     a forward or quote in the user's message and for an offer from outside alike."""
-    return f"[{source} — third-party content, not the user's own words:]\n{content}"
+    return f"[{source} {THIRD_PARTY_MARK}\n{content}"
+
+
+def carries_third_party(content: str | None) -> bool:
+    """Whether text the model is about to read holds someone else's words in their marking: a
+    replayed message, a tool result (an archive search). Text that only looks marked counts too;
+    that errs towards holding."""
+    return content is not None and THIRD_PARTY_MARK in content
 
 
 def offer_source(stub: StubOut) -> str:
