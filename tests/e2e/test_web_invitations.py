@@ -343,7 +343,8 @@ async def test_each_offer_waiting_beside_the_users_own_request_has_a_card_that_a
     await boss.known()
     stranger = Organizer(stack, receiver_port, user, name="stranger")
     await stranger.unknown()
-    await boss.post("REQUEST", f"{uuid.uuid4()}@example.com", title="季度评审", day=28)
+    boss_uid = f"{uuid.uuid4()}@example.com"
+    await boss.post("REQUEST", boss_uid, title="季度评审", day=28)
     await stranger.post("REQUEST", f"{uuid.uuid4()}@example.com", title="陌生人的会", day=29)
 
     async def both_wait() -> bool:
@@ -371,6 +372,16 @@ async def test_each_offer_waiting_beside_the_users_own_request_has_a_card_that_a
     await expect(cards.nth(0).locator('[data-fact="stranger"]')).to_have_count(0)
     await expect(cards.nth(1).locator('[data-fact="stranger"]')).to_be_visible()
     await tab.shot("invitations-waiting")
+
+    # A waiting card answers its own offer, without the model; the user's request stays theirs.
+    accepted, sent = await press_answering(tab, cards.nth(0).locator("button.accept"))
+    assert sent["active_command_id"] == waiting[0]["id"]
+    assert (accepted["outcome"], accepted["model_calls"]) == ("created", "0")
+    assert [e["uid"] for e in await read_events(stack, user)] == [boss_uid]
+    assert (await active_stub(stack, user) or {}).get("id") == own["command"]["id"]
+    await expect(tab.page.locator("#card")).to_have_attribute("data-command-id", own["command"]["id"])
+    await expect(cards).to_have_count(1)
+    assert await cards.evaluate_all("cs => cs.map(c => c.dataset.commandId)") == [waiting[1]["id"]]
 
     # The user's own request ends from its card: the page shows every offer once, the one now
     # in the conversation on its card and the rest beside it.
