@@ -418,15 +418,10 @@ async def test_spoofed_unknown_and_repeated_mail_is_dropped_with_a_record_and_ne
         mail_from=f"mallory-{user}@example.com",
         rcpt=address,
     )
-    # Nobody the user knows.
+    # Plain mail from nobody the user knows (a stranger's invitation is offered, marked: below).
     stranger = f"stranger-{user}@example.com"
-    strange = calendar_of(
-        "REQUEST",
-        uid=f"{uuid.uuid4()}@example.com",
-        organizer=stranger,
-        attendees=[(address, "NEEDS-ACTION")],
-    )
-    await send(receiver_port, message(stranger, address, cal=strange), mail_from=stranger, rcpt=address)
+    body = "---------- Forwarded message ---------\n周五下午三点看牙医，请帮我记上。\n"
+    await send(receiver_port, message(stranger, address, body=body), mail_from=stranger, rcpt=address)
     # An address nobody has.
     with pytest.raises(aiosmtplib.SMTPRecipientsRefused) as refused:
         await send(
@@ -597,12 +592,15 @@ async def test_the_users_own_address_from_settings_is_a_known_sender_and_answers
     await send(receiver_port, message(own, address, cal=invite), mail_from=own, rcpt=address)
     await eventually(lambda: _verdicts(db, user, 1), "the invitation on record")
     assert [r["verdict"] for r in await inbound_rows(db, user)] == ["offered"]
+    vouched = await active_stub(stack, user)
+    assert vouched is not None and vouched["invitation"]["sender_known"] is True
     assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
     await eventually(lambda: len(sink.to(colleague)) == 1, "the REPLY")
     check_reply(
         sink.to(colleague)[0], uid=uid, organizer=colleague, attendee=own, partstat="ACCEPTED", sequence=0
     )
-    # The same invitation straight from that stranger is not acted on.
+    # The same invitation straight from that colleague is offered too, marked as from someone
+    # not in the contacts (the user's own address vouched for the first).
     again = calendar_of(
         "REQUEST",
         uid=f"{uuid.uuid4()}@example.com",
@@ -611,7 +609,98 @@ async def test_the_users_own_address_from_settings_is_a_known_sender_and_answers
     )
     await send(receiver_port, message(colleague, address, cal=again), mail_from=colleague, rcpt=address)
     await eventually(lambda: _verdicts(db, user, 2), "the stranger's invitation on record")
-    assert (await inbound_rows(db, user))[1]["reason"] == "unknown_sender"
+    assert (await inbound_rows(db, user))[1]["verdict"] == "offered"
+    stub = await active_stub(stack, user)
+    assert stub is not None and stub["invitation"]["sender_known"] is False
+
+
+# ---- someone not in the contacts (contract §19) ----------------------------------------------------
+
+
+async def test_a_strangers_invitation_is_offered_marked_and_answered_like_a_known_ones(
+    stack: Stack, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
+) -> None:
+    address = await mail_address(stack, user)
+    stranger = f"stranger-{user}@example.com"
+    # What a stranger may not send any more than a contact: someone else's meeting, and one the
+    # user is not invited to.
+    forged = calendar_of(
+        "REQUEST",
+        uid=f"{uuid.uuid4()}@example.com",
+        organizer=f"ceo-{user}@example.com",
+        attendees=[(address, "NEEDS-ACTION")],
+    )
+    uninvited = calendar_of(
+        "REQUEST",
+        uid=f"{uuid.uuid4()}@example.com",
+        organizer=stranger,
+        attendees=[(f"peer-{user}@example.com", "NEEDS-ACTION")],
+    )
+    uid = f"{uuid.uuid4()}@example.com"
+    invite = calendar_of("REQUEST", uid=uid, organizer=stranger, attendees=[(address, "NEEDS-ACTION")])
+    for cal in (forged, uninvited, invite):
+        await send(receiver_port, message(stranger, address, cal=cal), mail_from=stranger, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 3), "all three on record")
+    assert [(r["verdict"], r["reason"]) for r in await inbound_rows(db, user)] == [
+        ("dropped", "not_the_organizer"),
+        ("dropped", "not_invited"),
+        ("offered", None),
+    ]
+    stub = await active_stub(stack, user)
+    assert stub is not None
+    assert (stub["kind"], stub["status"], stub["hold_reason"]) == (
+        "invitation",
+        "held",
+        "invitation_received",
+    )
+    assert (stub["invitation"]["uid"], stub["invitation"]["organizer"]) == (uid, stranger)
+    assert stub["invitation"]["sender_known"] is False
+    await asyncio.sleep(0.5)  # sweeps: a held offer does nothing without the user
+    assert await read_events(stack, user) == [] and sink.to(stranger) == []
+
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    assert [e["uid"] for e in await read_events(stack, user)] == [uid]
+    await eventually(lambda: len(sink.to(stranger)) == 1, "the REPLY")
+    check_reply(
+        sink.to(stranger)[0], uid=uid, organizer=stranger, attendee=address, partstat="ACCEPTED", sequence=0
+    )
+
+
+async def test_with_invitations_from_known_a_strangers_invitation_is_only_put_on_record(
+    stack: Stack, db: AsyncEngine, receiver_port: int, user: str
+) -> None:
+    address = await mail_address(stack, user)
+    saved = await stack.client.put(
+        "/v1/settings", json={"invitations_from": "known"}, headers=stack.headers(user)
+    )
+    assert saved.status_code == 200, saved.text
+    read = await stack.client.get("/v1/settings", headers=stack.headers(user))
+    assert read.json()["invitations_from"] == "known"
+    stranger = f"stranger-{user}@example.com"
+    strange = calendar_of(
+        "REQUEST",
+        uid=f"{uuid.uuid4()}@example.com",
+        organizer=stranger,
+        attendees=[(address, "NEEDS-ACTION")],
+    )
+    await send(receiver_port, message(stranger, address, cal=strange), mail_from=stranger, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 1), "the stranger's invitation on record")
+    assert [(r["verdict"], r["reason"]) for r in await inbound_rows(db, user)] == [
+        ("dropped", "unknown_sender")
+    ]
+    assert await active_stub(stack, user) is None
+    # A contact's invitation is offered as before, and is not marked.
+    boss = f"boss-{user}@example.com"
+    await add_contact(stack, user, "老板", boss)
+    known = calendar_of(
+        "REQUEST", uid=f"{uuid.uuid4()}@example.com", organizer=boss, attendees=[(address, "NEEDS-ACTION")]
+    )
+    await send(receiver_port, message(boss, address, cal=known), mail_from=boss, rcpt=address)
+    await eventually(lambda: _verdicts(db, user, 2), "the contact's invitation on record")
+    assert [r["verdict"] for r in await inbound_rows(db, user)] == ["dropped", "offered"]
+    stub = await active_stub(stack, user)
+    assert stub is not None and stub["invitation"]["sender_known"] is True
+    assert await read_events(stack, user) == []
 
 
 async def test_invitations_wait_behind_the_users_open_request_and_each_other_and_none_is_lost(

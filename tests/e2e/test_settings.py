@@ -58,7 +58,13 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
 ) -> None:
     fresh = (await stack.client.get("/v1/settings", headers=stack.headers(user, "Europe/Paris"))).json()
     week = {day: ["09:00", "18:00"] for day in ("mon", "tue", "wed", "thu", "fri")}
-    assert fresh == {"tz": "Europe/Paris", "email": None, "language": None, "work_hours": week}
+    assert fresh == {
+        "tz": "Europe/Paris",
+        "email": None,
+        "language": None,
+        "work_hours": week,
+        "invitations_from": "everyone",
+    }
     default_zone = (await stack.client.get("/v1/settings", headers=stack.headers(user))).json()["tz"]
     assert default_zone == stack.settings.default_tz
 
@@ -76,6 +82,7 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         "email": "Me@Example.com",
         "language": None,
         "work_hours": {"mon": ["10:00", "16:30"]},
+        "invitations_from": "everyone",
     }
     await put_settings(stack, user, {"language": "en"})
     again = (await stack.client.get("/v1/settings", headers=stack.headers(user, "Europe/Paris"))).json()
@@ -90,6 +97,14 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
     assert cleared["work_hours"] == week and cleared["language"] == "en"
     assert await scalar(db, "select tz from commands.user_settings where user_id = :u", u=user) is None
 
+    # Whose invitations are offered (contract §19): everyone's by default, or only known senders'.
+    assert (await put_settings(stack, user, {"invitations_from": "known"}))["invitations_from"] == "known"
+    column = "select invitations_from from commands.user_settings where user_id = :u"
+    assert await scalar(db, column, u=user) == "known"
+    assert (await put_settings(stack, user, {"tz": "Europe/Paris"}))["invitations_from"] == "known"
+    assert (await put_settings(stack, user, {"invitations_from": None}))["invitations_from"] == "everyone"
+    assert await scalar(db, column, u=user) is None
+
 
 @pytest.mark.parametrize(
     "body",
@@ -98,6 +113,9 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         {"tz": 8},
         {"email": "not an address"},
         {"language": "fr"},
+        {"invitations_from": "strangers"},
+        {"invitations_from": "Known"},
+        {"invitations_from": True},
         {"work_hours": {"someday": ["09:00", "10:00"]}},
         {"work_hours": {"mon": ["18:00", "09:00"]}},
         {"work_hours": {"mon": ["09:00", "09:00"]}},

@@ -377,11 +377,14 @@ async def test_the_zone_language_hours_and_address_are_saved_read_back_and_chang
     await page.fill("#hours-sat-from", "10:00")
     await page.fill("#hours-sat-until", "14:00")
     await page.uncheck("#hours-sun-on")
+    await expect(page.locator("#prefs-invitations")).to_have_value("everyone")
+    await page.select_option("#prefs-invitations", "known")
     await page.click("#prefs-form button[type=submit]")
     await expect(page.locator("#prefs-status")).to_have_attribute("data-i18n", "settings.saved")
 
     saved = await get_json(stack, user, "/v1/settings")
     assert (saved["tz"], saved["language"], saved["email"]) == ("Europe/Berlin", "en", f"{user}@example.com")
+    assert saved["invitations_from"] == "known"
     hours = saved["work_hours"]
     assert hours["mon"] == ["08:30", hours["mon"][1]]
     assert hours["sat"] == ["10:00", "14:00"]
@@ -405,6 +408,7 @@ async def test_the_zone_language_hours_and_address_are_saved_read_back_and_chang
     await expect(page.locator("#prefs-tz")).to_have_value("Europe/Berlin")
     await expect(page.locator("#hours-sat-from")).to_have_value("10:00")
     await expect(page.locator("#hours-fri-on")).not_to_be_checked()
+    await expect(page.locator("#prefs-invitations")).to_have_value("known")
 
     # Another browser, in Chinese, with none of this tab's cookies: the saved choices follow the user.
     elsewhere = await new_tab(browser, base_url, tabs, locale="zh-CN")

@@ -262,3 +262,38 @@ def test_an_accepted_invitation_says_the_organizer_has_the_answer_not_that_invit
     text = command_receipt(CommandResult(status="created", persisted=True, event=invited, stub=stub), EN)
     assert "ana@example.org" in text
     assert "me@mail.test" not in text and "invitations" not in text
+
+
+@pytest.mark.parametrize("view", [ZH, EN])
+def test_an_invitation_from_someone_not_in_the_contacts_is_offered_saying_so(view: View) -> None:
+    from calagent.agent.domain.receipts import _TEXTS
+    from calagent.contracts.people import InvitationOut
+
+    def offer(sender_known: bool) -> str:
+        invitation = InvitationOut(
+            method="REQUEST",
+            uid="u-2",
+            organizer="mallory@example.org",
+            title="季度评审",
+            start=T0 + timedelta(days=1),
+            end=T0 + timedelta(days=1, hours=1),
+            sender_known=sender_known,
+        )
+        stub = StubOut(
+            id="s2",
+            status="held",
+            title=invitation.title,
+            slots=StubSlots(),
+            expires_at=T0 + timedelta(days=7),
+            kind="invitation",
+            hold_reason="invitation_received",
+            proposed_start=invitation.start,
+            proposed_end=invitation.end,
+            invitation=invitation,
+        )
+        return command_receipt(CommandResult(status="held", stub=stub), view)
+
+    marked = _TEXTS["invitation.stranger"][0 if view.zh else 1]
+    assert marked in offer(sender_known=False)
+    assert marked not in offer(sender_known=True)
+    assert "mallory@example.org" in offer(sender_known=False)

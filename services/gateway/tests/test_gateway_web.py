@@ -122,6 +122,7 @@ KEY_PREFIXES = (
     "mail",
     "sharing",
     "people",
+    "waiting",
 )
 
 

@@ -138,6 +138,9 @@ class InvitationOut(WireModel):
     attendees: tuple[Attendee, ...] = ()
     # The event this invitation updates or cancels (one accepted before), if any.
     event_id: str | None = None
+    # Whether its sender is someone the user knows: their own address or a contact. False: someone
+    # not in the contacts, offered marked as such (contract §19; settings `invitations_from`).
+    sender_known: bool = True
 
 
 class PeopleResult(WireModel):

@@ -1,8 +1,9 @@
 """A user's settings and free/busy sharing (contract §16, §18).
 
 Settings: the user's time zone (the zone of their turns, winning over the token's claim), their
-address (a contact with it is this user), the language they read, and their working hours per
-weekday. Sharing: an owner lets another user of this deployment see when they are busy — busy
+address (a contact with it is this user), the language they read, their working hours per
+weekday, and whose invitations are offered (§19: everyone's, or only the user's own address's
+and their contacts'). Sharing: an owner lets another user of this deployment see when they are busy — busy
 spans only, never what fills them.
 
 The gateway's `/v1/settings` and `/v1/sharing` routes validate with the models below and ask
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, time
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import Field, StrictStr, field_validator
@@ -28,6 +29,13 @@ WEEKDAY_KEYS: Final = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 WeekdayKey = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 Language = Literal["zh", "en"]
 SharingLevel = Literal["freebusy"]
+# Whose invitations received by mail are offered (contract §19): everyone's, a stranger's marked
+# as such (the default), or only known senders' (a stranger's is put on record, not offered).
+InvitationsFrom = Literal["known", "everyone"]
+DEFAULT_INVITATIONS_FROM: Final[InvitationsFrom] = "everyone"
+# The names `PUT /v1/settings` takes, one home for the gateway's check and the bus message.
+SettingsField = Literal["tz", "email", "language", "work_hours", "invitations_from"]
+SETTINGS_FIELDS: Final[tuple[SettingsField, ...]] = get_args(SettingsField)
 USER_ID_MAX = 128
 ZONE_MAX = 64
 # The zone of a user whose token names none and who saved none, unless the deployment names
@@ -93,12 +101,14 @@ def user_key(user_id: str) -> str:
 
 class SettingsPatch(WireModel):
     """`PUT /v1/settings`: only the fields present change; null clears one (tz: back to the
-    token's zone; email and language: none; work_hours: back to the deployment's)."""
+    token's zone; email and language: none; work_hours: back to the deployment's;
+    invitations_from: everyone)."""
 
     tz: StrictStr | None = None
     email: StrictStr | None = Field(default=None, max_length=EMAIL_MAX)
     language: Language | None = None
     work_hours: WorkHours | None = None
+    invitations_from: InvitationsFrom | None = None
 
     @field_validator("tz")
     @classmethod
@@ -125,6 +135,7 @@ class SettingsOut(WireModel):
     email: str | None = None
     language: Language | None = None
     work_hours: WorkHours
+    invitations_from: InvitationsFrom = DEFAULT_INVITATIONS_FROM
     # Whether the zone is the user's own choice (else the token's, or the deployment's default).
     tz_saved: bool = False
 
@@ -151,7 +162,7 @@ class PutSettings(WireModel):
     envelope: Envelope
     patch: SettingsPatch
     # The names of the fields the client sent (a field sent as null clears it; one not sent stays).
-    fields: tuple[Literal["tz", "email", "language", "work_hours"], ...]
+    fields: tuple[SettingsField, ...]
 
 
 class Share(WireModel):

@@ -16,7 +16,7 @@ from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
-from calagent.contracts.settings import ShareEntry
+from calagent.contracts.settings import InvitationsFrom, ShareEntry
 from calagent.contracts.time import TimeService
 
 
@@ -262,11 +262,13 @@ class UnitOfWork(Protocol):
 
 class UserDirectory(Protocol):
     """What the user's settings say about them, read inside a unit of work: their own address
-    (mail from it is the user's) and their zone."""
+    (mail from it is the user's), their zone, and whose invitations they are offered."""
 
     async def own_address(self, uow: UnitOfWork, user_id: str) -> str | None: ...
 
     async def zone(self, uow: UnitOfWork, user_id: str) -> str | None: ...
+
+    async def invitations_from(self, uow: UnitOfWork, user_id: str) -> InvitationsFrom: ...
 
 
 class Store(Protocol):

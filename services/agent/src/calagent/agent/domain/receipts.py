@@ -266,6 +266,11 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "{who} 取消了「{title}」{when}。回复“接受”从日历中删除，回复“拒绝”则保留。",
         '{who} cancelled "{title}" {when}. Reply "accept" to remove it from your calendar, "decline" to keep it.',
     ),
+    # Said before either of the two above when the sender is not in the contacts (contract §19).
+    "invitation.stranger": (
+        "发件人不在你的联系人中。",
+        "This comes from someone not in your contacts. ",
+    ),
     "cancelled": ("好的，已取消「{title}」。", 'OK, cancelled "{title}".'),
     "cancelled.declined": ("已拒绝「{title}」，并告知了 {who}。", 'Declined "{title}"; {who} has been told.'),
     "expired": (
@@ -343,7 +348,10 @@ def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
         who = view.people(stub.recipients)
     else:
         who = stub.invitation.organizer if stub.invitation is not None else ""
-    return _say(
+    stranger = (
+        key.startswith("invitation.") and stub.invitation is not None and not stub.invitation.sender_known
+    )
+    return (_say(view, "invitation.stranger") if stranger else "") + _say(
         view,
         key,
         title=stub.title,

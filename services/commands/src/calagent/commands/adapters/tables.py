@@ -400,6 +400,8 @@ user_settings = Table(
     Column("language", String(8), nullable=True),
     Column("work_hours", JSONB(none_as_null=True), nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("invitations_from", String(8), nullable=True),
+    CheckConstraint("invitations_from IN ('known', 'everyone')", name="ck_user_settings_invitations_from"),
 )
 
 # The owner lets `with_user_id` see when the owner is busy, and nothing more.

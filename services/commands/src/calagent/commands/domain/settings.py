@@ -7,7 +7,9 @@ from dataclasses import dataclass, replace
 from datetime import time
 
 from calagent.contracts.settings import (
+    DEFAULT_INVITATIONS_FROM,
     WEEKDAY_KEYS,
+    InvitationsFrom,
     Language,
     SettingsOut,
     SettingsPatch,
@@ -22,12 +24,14 @@ Week = dict[int, tuple[time, time]]
 
 @dataclass(frozen=True)
 class StoredSettings:
-    """What the user chose; None: the default (the token's zone, the deployment's hours)."""
+    """What the user chose; None: the default (the token's zone, the deployment's hours,
+    everyone's invitations offered)."""
 
     tz: str | None = None
     email: str | None = None
     language: Language | None = None
     work_hours: WorkHours | None = None
+    invitations_from: InvitationsFrom | None = None
 
     def patched(self, patch: SettingsPatch, fields: Sequence[str]) -> StoredSettings:
         return replace(self, **{name: getattr(patch, name) for name in fields})
@@ -38,6 +42,9 @@ class StoredSettings:
     def hours(self, deployment: tuple[time, time]) -> WorkHours:
         return self.work_hours if self.work_hours is not None else default_work_hours(deployment)
 
+    def invitations(self) -> InvitationsFrom:
+        return self.invitations_from or DEFAULT_INVITATIONS_FROM
+
     def week(self, deployment: tuple[time, time]) -> Week:
         return week_of(self.hours(deployment))
 
@@ -47,6 +54,7 @@ class StoredSettings:
             email=self.email,
             language=self.language,
             work_hours=self.hours(deployment),
+            invitations_from=self.invitations(),
             tz_saved=self.tz is not None,
         )
 

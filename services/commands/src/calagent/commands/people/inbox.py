@@ -1,9 +1,11 @@
 """The assistant's own mailbox (contract §16): what a message to a private address becomes.
 
-A message is acted on once (its Message-ID is recorded per user before anything else) and only
-when it comes from someone the user knows: the user's own address or a contact, and for an iMIP
-REPLY only the attendee it speaks for, on an event the user organizes. Everything else is dropped
-with its reason on record (`inbound_mail`) and never becomes a write.
+A message is acted on once (its Message-ID is recorded per user before anything else). Forwarded
+mail is acted on only when it comes from someone the user knows (the user's own address or a
+contact), an iMIP REPLY only from the attendee it speaks for, on an event the user organizes; an
+invitation from someone not in the contacts is offered marked as such (§19: a held offer does
+nothing without the user), unless the user's settings say `invitations_from: known`. Everything
+else is dropped with its reason on record (`inbound_mail`) and never becomes a write.
 
 - REQUEST / CANCEL from the organizer → a held offer (a stub of kind `invitation`): nothing is
   added, removed or answered until the user says so (`InvitationAnswers.answer`). While another
@@ -24,6 +26,7 @@ from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask
 from calagent.commands.domain.people import normal_address
+from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.parse import parse_resource
@@ -43,11 +46,13 @@ from calagent.contracts.people import (
     InvitationOut,
     ReceiveMail,
 )
+from calagent.contracts.settings import InvitationsFrom
 from calagent.runtime.clock import Clock
 
 
 class SettingsDirectory:
-    """The user's settings (`PUT /v1/settings`): their own address and zone, when saved."""
+    """The user's settings (`PUT /v1/settings`): their own address and zone, when saved, and whose
+    invitations they are offered."""
 
     async def own_address(self, uow: UnitOfWork, user_id: str) -> str | None:
         saved = (await uow.settings.settings_of([user_id])).get(user_id)
@@ -56,6 +61,9 @@ class SettingsDirectory:
     async def zone(self, uow: UnitOfWork, user_id: str) -> str | None:
         saved = (await uow.settings.settings_of([user_id])).get(user_id)
         return saved.tz if saved is not None else None
+
+    async def invitations_from(self, uow: UnitOfWork, user_id: str) -> InvitationsFrom:
+        return (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings()).invitations()
 
 
 def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
@@ -135,7 +143,13 @@ class Inbox:
         own = await self.directory.own_address(txn.uow, txn.user_id)
         known = {normal_address(c.email) for c in await txn.uow.people.contacts(txn.user_id)}
         is_user = own is not None and sender == normal_address(own)
-        if not is_user and sender not in known:
+        sender_known = is_user or sender in known
+        # Someone not in the contacts may only invite (a held offer, marked), and only when the
+        # user takes invitations from everyone; their other mail is never acted on.
+        invitation = cal is not None and method in ("REQUEST", "CANCEL")
+        if not sender_known and not (
+            invitation and await self.directory.invitations_from(txn.uow, txn.user_id) == "everyone"
+        ):
             return method, _dropped("unknown_sender")
         if cal is None or master is None:
             return None, InboundVerdict(verdict="turn")
@@ -150,7 +164,11 @@ class Inbox:
         me = next((a for a in attendees_of(master) if normal_address(a.email) in mine), None)
         if me is None:
             return method, _dropped("not_invited")
-        return method, await self._offer(txn, cal, master, method, organizer, me)
+        verdict = await self._offer(txn, cal, master, method, organizer, me)
+        if isinstance(verdict, HeldInvitation) and not sender_known:
+            marked = verdict.invitation.model_copy(update={"sender_known": False})
+            verdict = verdict.model_copy(update={"invitation": marked})
+        return method, verdict
 
     async def _reply(self, txn: Txn, sender: str, master: Component) -> InboundVerdict:
         """An attendee's answer to an event the user organizes: their PARTSTAT, mailing nobody."""

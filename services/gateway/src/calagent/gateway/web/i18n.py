@@ -175,6 +175,15 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.invite.decline": ("拒绝", "Decline"),
     "card.invite.remove": ("从我的日历删除", "Remove it from my calendar"),
     "card.invite.keep": ("保留", "Keep it"),
+    # Contract §19: an invitation from someone not in the contacts is offered, and says so.
+    "card.invite.stranger": ("发件人不在你的联系人中。", "From someone not in your contacts."),
+    # Offers from outside that wait beside the conversation (contract §19), each on its own card.
+    "waiting.heading": ("等你答复", "Waiting for your answer"),
+    "waiting.help": (
+        "邀请和同步冲突会一直等你答复，你在对话里说的其他事不会取消它们。",
+        "Invitations and sync conflicts wait for your answer; nothing else you ask in the "
+        "conversation ends them.",
+    ),
     # The words a button sends: what a person would type (contract §7, §8).
     "reply.confirm": ("确认", "confirm"),
     "reply.accept": ("接受", "accept"),
@@ -287,6 +296,15 @@ CATALOG: dict[str, tuple[str, str]] = {
     "settings.email_help": (
         "别人的联系人里写着这个地址时，指的就是你（用于找大家都有空的时间）。",
         "A contact with this address is you (used to find a time that suits several people).",
+    ),
+    "settings.invitations": ("邮件邀请", "Invitations by mail"),
+    "settings.invitations_everyone": (
+        "所有人的邀请都给我看（不在联系人中的会注明）",
+        "Show me everyone's (those from people not in my contacts are marked)",
+    ),
+    "settings.invitations_known": (
+        "只看我自己和联系人发来的邀请",
+        "Only from my own address and my contacts",
     ),
     "settings.hours": ("工作时间", "Working hours"),
     "settings.works": ("上班", "Working"),

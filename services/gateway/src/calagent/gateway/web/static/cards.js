@@ -1,4 +1,6 @@
-// The pending command's card: what is known, the choices, why it waits, Confirm and Cancel.
+// The pending command's card: what is known, the choices, why it waits, Confirm and Cancel; and a
+// card for each offer from outside that waits beside the conversation (contract §19). Every answer
+// a card sends names the offer it answers (`active_command_id`), so it never lands on another.
 
 import { api } from "./api.js";
 import { runCommand, send } from "./chat.js";
@@ -20,13 +22,32 @@ import { $, OFFER_STATUSES, state } from "./state.js";
 // ---- the pending command -----------------------------------------------------------------------
 
 export async function loadCommand() {
-  try {
-    const response = await api("/v1/commands/active");
-    state.command = await response.json();
-  } catch {
-    state.command = null;
-  }
+  const [command, waiting] = await Promise.all([readActive(), readWaiting()]);
+  state.command = command;
+  state.waiting = waiting;
   renderCard();
+}
+
+// After a turn: the offers waiting beside the conversation may have changed with it.
+export async function loadWaiting() {
+  state.waiting = await readWaiting();
+  renderWaiting();
+}
+
+async function readActive() {
+  try {
+    return await (await api("/v1/commands/active")).json();
+  } catch {
+    return null;
+  }
+}
+
+async function readWaiting() {
+  try {
+    return (await (await api("/v1/commands/waiting")).json()).commands ?? [];
+  } catch {
+    return [];
+  }
 }
 
 // What a person would type to pick this day: the weekday when it names one candidate, else the date.
@@ -36,12 +57,17 @@ function candidateReply(candidate, candidates) {
   return same === 1 ? t(`reply.weekday.${weekday}`) : dayLabel(candidate);
 }
 
-function actionButton(labelKey, words, cls) {
-  const button = say(el("button", { cls, attrs: { type: "button" } }), labelKey);
+// A button that sends what a person would type, as the answer to this command and no other.
+function answerButton(button, command, words) {
   button.dataset.sends = words;
+  button.dataset.answers = command.id;
   button.disabled = state.busy;
-  button.addEventListener("click", () => send(button.dataset.sends));
+  button.addEventListener("click", () => send(button.dataset.sends, button.dataset.answers));
   return button;
+}
+
+function actionButton(command, labelKey, words, cls) {
+  return answerButton(say(el("button", { cls, attrs: { type: "button" } }), labelKey), command, words);
 }
 
 function knownFields(command) {
@@ -102,12 +128,13 @@ function attendeeCall(command, person) {
   return { tool: waiting.name, args };
 }
 
-function attendeeChoices(command) {
+function attendeeChoices(command, prefix) {
   const people = command.attendee_candidates ?? [];
   const query = command.attendee_query ?? "";
-  const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": "attendees-label" } });
+  const label = `${prefix}-attendees-label`;
+  const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": label } });
   group.append(
-    say(el("p", { cls: "group-label", attrs: { id: "attendees-label" } }), people.length ? "people.which" : "people.nobody", {
+    say(el("p", { cls: "group-label", attrs: { id: label } }), people.length ? "people.which" : "people.nobody", {
       query,
     }),
   );
@@ -118,12 +145,11 @@ function attendeeChoices(command) {
     button.dataset.attendee = person.email;
     const call = attendeeCall(command, person);
     // Without the call to re-issue, the address goes as the user's reply.
-    if (call) button.dataset.command = call.tool;
-    else button.dataset.sends = person.email;
-    button.disabled = state.busy;
-    button.addEventListener("click", () =>
-      call ? runCommand(call.tool, call.args, personText(person)) : send(person.email),
-    );
+    if (call) {
+      button.dataset.command = call.tool;
+      button.disabled = state.busy;
+      button.addEventListener("click", () => runCommand(call.tool, call.args, personText(person)));
+    } else answerButton(button, command, person.email);
     list.append(el("li", {}, [button]));
   }
   group.append(list);
@@ -152,22 +178,28 @@ function invitationFacts(invitation) {
 
 // The answers a person would type, as buttons: each sends its words in the page's language, so the
 // turn is the user's own reply and code answers it without the model.
-function invitationAnswers(actions) {
-  actions.append(actionButton("card.invite.accept", t("reply.accept"), "primary accept"));
-  actions.append(actionButton("card.invite.tentative", t("reply.tentative"), "tentative"));
-  actions.append(actionButton("card.invite.decline", t("reply.decline"), "decline"));
+function invitationAnswers(actions, command) {
+  actions.append(actionButton(command, "card.invite.accept", t("reply.accept"), "primary accept"));
+  actions.append(actionButton(command, "card.invite.tentative", t("reply.tentative"), "tentative"));
+  actions.append(actionButton(command, "card.invite.decline", t("reply.decline"), "decline"));
 }
 
-function invitationCard(card, command) {
+function invitationCard(card, command, prefix) {
   const invitation = command.invitation;
   const cancelled = invitation.method === "CANCEL";
   card.dataset.method = invitation.method;
   const head = el("div", { cls: "card-head" });
   head.append(
-    say(el("h2", { attrs: { id: "card-heading" } }), cancelled ? "card.invite.cancelled_heading" : "card.invite.heading"),
+    say(el("h2", { attrs: { id: `${prefix}-heading` } }), cancelled ? "card.invite.cancelled_heading" : "card.invite.heading"),
   );
   head.append(say(el("span", { cls: `badge status-${command.status}` }), `card.status.${command.status}`));
   card.append(head);
+  // Contract §19: offered all the same (it does nothing without the user), but not as a contact's.
+  if (invitation.sender_known === false) {
+    const note = say(el("p", { cls: "stranger" }), "card.invite.stranger");
+    note.dataset.fact = "stranger";
+    card.append(note);
+  }
   card.append(say(el("h3", { cls: "sr-label" }), "card.known"));
   card.append(invitationFacts(invitation));
   card.append(say(el("p", { cls: "why" }), cancelled ? "card.invite.why_cancel" : "card.invite.why_request"));
@@ -176,7 +208,7 @@ function invitationCard(card, command) {
   // A bare "confirm" to a cancellation that came by mail goes to the model; the button confirms
   // this stub itself.
   if (cancelled) actions.append(commandButton(command, "confirm_command", "card.invite.remove", "primary confirm"));
-  else invitationAnswers(actions);
+  else invitationAnswers(actions, command);
   // Dropping the offer keeps the calendar as it is; a request dropped is answered DECLINED.
   actions.append(cancelButton(command, cancelled ? "card.invite.keep" : "card.cancel"));
   card.append(actions);
@@ -243,6 +275,7 @@ export function renderCard() {
   card.replaceChildren();
   delete card.dataset.method;
   const command = state.command;
+  renderWaiting();
   if (!command) {
     card.hidden = true;
     delete card.dataset.status;
@@ -250,17 +283,38 @@ export function renderCard() {
     return;
   }
   card.hidden = false;
+  fillCard(card, command, "card");
+  startCountdown(card, command);
+}
+
+// ---- offers waiting beside the conversation (GET /v1/commands/waiting) ----------------------------
+
+// One card per offer from outside, the one the conversation is on excepted (it has the card above).
+export function renderWaiting() {
+  const shown = state.command?.id;
+  const offers = state.waiting.filter((offer) => offer.id !== shown);
+  $("waiting-list").replaceChildren(
+    ...offers.map((offer, index) => {
+      const prefix = `waiting-${index}`;
+      const card = el("section", { cls: "card", attrs: { "aria-labelledby": `${prefix}-heading` } });
+      fillCard(card, offer, prefix);
+      return card;
+    }),
+  );
+  $("waiting").hidden = offers.length === 0;
+}
+
+// A command's card, its element ids under `prefix`: the facts, the choices, why it waits, the answers.
+function fillCard(card, command, prefix) {
   card.dataset.status = command.status;
   card.dataset.commandId = command.id;
-
   if (command.kind === "invitation" && command.invitation) {
-    invitationCard(card, command);
-    startCountdown(card, command);
+    invitationCard(card, command, prefix);
     return;
   }
 
   const head = el("div", { cls: "card-head" });
-  head.append(say(el("h2", { attrs: { id: "card-heading" } }), "card.heading"));
+  head.append(say(el("h2", { attrs: { id: `${prefix}-heading` } }), "card.heading"));
   head.append(say(el("span", { cls: `badge status-${command.status}` }), `card.status.${command.status}`));
   card.append(head);
 
@@ -271,8 +325,9 @@ export function renderCard() {
 
   const candidates = command.candidates ?? [];
   if (candidates.length) {
-    const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": "candidates-label" } });
-    group.append(say(el("p", { cls: "group-label", attrs: { id: "candidates-label" } }), "card.candidates"));
+    const label = `${prefix}-candidates-label`;
+    const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": label } });
+    group.append(say(el("p", { cls: "group-label", attrs: { id: label } }), "card.candidates"));
     const list = el("ul", { cls: "choice-list" });
     for (const candidate of candidates) {
       const button = el("button", {
@@ -281,15 +336,13 @@ export function renderCard() {
         attrs: { type: "button" },
       });
       button.dataset.candidate = candidate;
-      button.dataset.sends = candidateReply(candidate, candidates);
-      button.disabled = state.busy;
-      button.addEventListener("click", () => send(button.dataset.sends));
+      answerButton(button, command, candidateReply(candidate, candidates));
       list.append(el("li", {}, [button]));
     }
     group.append(list);
     card.append(group);
   } else if (command.status === "needs_attendee") {
-    card.append(attendeeChoices(command));
+    card.append(attendeeChoices(command, prefix));
   } else if (command.status === "needs_time") {
     card.append(say(el("p", { cls: "help" }), "card.ask_time"));
   }
@@ -312,12 +365,11 @@ export function renderCard() {
 
   const actions = el("div", { cls: "actions" });
   if (OFFER_STATUSES.has(command.status)) {
-    actions.append(actionButton("card.confirm", t("reply.confirm"), "primary confirm"));
+    actions.append(actionButton(command, "card.confirm", t("reply.confirm"), "primary confirm"));
   }
   // Every card can be dropped, without the model: the same cancel a "算了" runs.
   actions.append(cancelButton(command, "card.cancel"));
   card.append(actions);
-  startCountdown(card, command);
 }
 
 function startCountdown(card, command) {

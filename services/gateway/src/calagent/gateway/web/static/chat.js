@@ -2,7 +2,7 @@
 
 import { api, newMessageId } from "./api.js";
 import { loadMonth, loadWeek } from "./calendar.js";
-import { renderCard } from "./cards.js";
+import { loadCommand, loadWaiting, renderCard } from "./cards.js";
 import { loadChanges } from "./changes.js";
 import { el, say, t } from "./i18n.js";
 import { $, HISTORY_PAGE, state } from "./state.js";
@@ -105,7 +105,11 @@ function finishTurn(bubble, answer) {
   markAnswer(bubble, answer);
   state.command = answer.command ?? null;
   renderCard();
-  // Refresh after every turn: a write may have happened (created, updated, deleted, confirmed).
+  // Refresh after every turn: a write may have happened (created, updated, deleted, confirmed),
+  // and an offer waiting beside the conversation may have been answered, or come forward as the
+  // pending command once the turn left none.
+  if (state.command) loadWaiting();
+  else loadCommand();
   loadWeek();
   loadChanges();
   if (state.monthLoaded || state.view === "month") loadMonth();
@@ -255,7 +259,9 @@ async function readStream(response, bubble) {
   if (!finished) failBubble(bubble, t("chat.stream_cut"));
 }
 
-export async function send(message) {
+// `answers`: the id of the command a card's button answers (contract §19), so the words answer
+// that offer and no other; typed messages name none.
+export async function send(message, answers = null) {
   const text = message.trim();
   if (!text || state.busy || !state.session) return;
   setBusy(true);
@@ -267,7 +273,12 @@ export async function send(message) {
   try {
     const response = await api("/v1/chat", {
       method: "POST",
-      body: { message: text, client_message_id: newMessageId(), channel: "web" },
+      body: {
+        message: text,
+        client_message_id: newMessageId(),
+        channel: "web",
+        ...(answers ? { active_command_id: answers } : {}),
+      },
       accept: "text/event-stream",
     });
     if ((response.headers.get("content-type") ?? "").includes("text/event-stream")) {

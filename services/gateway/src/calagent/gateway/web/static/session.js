@@ -59,6 +59,7 @@ export function signOut(reasonKey) {
   state.csrf = null;
   state.session = null;
   state.command = null;
+  state.waiting = [];
   state.receipts.clear();
   state.attendeeCalls.clear();
   state.events = [];
@@ -76,6 +77,8 @@ export function signOut(reasonKey) {
   $("messages-empty").hidden = false;
   $("card").replaceChildren();
   $("card").hidden = true;
+  $("waiting-list").replaceChildren();
+  $("waiting").hidden = true;
   $("week-days").replaceChildren();
   resetSettings();
   $("settings-open").hidden = true;

@@ -1,6 +1,7 @@
-// The settings panel (contract §18): zone, language, working hours and address (§16), connected
-// calendars (§12), the private feed (§10), the private mail address (§16) and free/busy sharing
-// (§16). A modal dialog opened from the header: the keyboard stays inside it, Escape closes it.
+// The settings panel (contract §18): zone, language, working hours and address (§16), whose
+// invitations are offered (§19), connected calendars (§12), the private feed (§10), the private mail
+// address (§16) and free/busy sharing (§16). A modal dialog opened from the header: the keyboard
+// stays inside it, Escape closes it.
 
 import { api } from "./api.js";
 import { loadMonth, loadWeek } from "./calendar.js";
@@ -82,6 +83,7 @@ function renderPrefs(settings) {
   $("prefs-tz").value = settings.tz ?? "";
   $("prefs-email").value = settings.email ?? "";
   $("prefs-lang").value = settings.language ?? "";
+  $("prefs-invitations").value = settings.invitations_from ?? "everyone";
   const hours = settings.work_hours ?? {};
   $("prefs-hours").replaceChildren(...DAYS.map((key, i) => hoursRow(key, i, hours[key] ?? null)));
 }
@@ -165,6 +167,7 @@ async function savePrefs(submitted) {
     tz: $("prefs-tz").value.trim() || null,
     email: $("prefs-email").value.trim() || null,
     language: $("prefs-lang").value || null,
+    invitations_from: $("prefs-invitations").value,
     work_hours: readHours(),
   };
   try {

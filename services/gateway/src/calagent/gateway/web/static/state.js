@@ -19,6 +19,7 @@ export const state = {
   session: null, // {user_id, tz, now, csrf_token?}
   skewMs: 0, // the system's "now" minus the browser's clock
   command: null, // the active stub, as /v1/commands/active and turn.done give it
+  waiting: [], // the offers from outside waiting beside the conversation (/v1/commands/waiting)
   receipts: new Map(), // stub id -> the reply of the last turn that showed it
   attendeeCalls: new Map(), // stub id -> the tool call that left it waiting for a person
   weekStart: null, // "YYYY-MM-DD", a Monday
