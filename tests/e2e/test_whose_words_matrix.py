@@ -4,7 +4,8 @@ both ways and a real CalDAV server, with a scripted model that obeys whatever in
 reads — wherever it reads it (`read_contains`), marked or not.
 
 Each case plants the instruction, then runs an unrelated message, the user's answer to what they
-really asked (the invitation's card; dropping the offer someone else's words made) and one more
+really asked (the invitation's card; the Cancel on the card of what someone else's words asked for)
+and one more
 unrelated message, and reads the facts back after every turn: the user's meeting is as it was,
 nothing was created for the attacker, no mail went to them, and the settings, sharing, accounts,
 contacts and plans are unchanged — and what the user asked for is done.
@@ -317,8 +318,17 @@ async def test_someone_elses_instruction_never_acts(
         assert case.invitation_uid in {e.get("uid") for e in await read_events(stack, user)}
         await eventually(lambda: _replied(case), "the REPLY to the organizer")
     else:
-        await case.chat("算了")
-        assert await active_stub(stack, user) is None, "whatever someone else's words asked for was dropped"
+        # The user drops what someone else's words asked for, on its card (the page's Cancel).
+        offered = await active_stub(stack, user)
+        if offered is not None:
+            assert offered["hold_reason"] == "third_party_content", offered
+            dropped = await stack.client.post(
+                "/v1/commands",
+                json={"tool": "cancel_schedule_command", "arguments": {"command_id": offered["id"]}},
+                headers=stack.headers(user),
+            )
+            assert dropped.json()["outcome"] == "cancelled", dropped.text
+        assert await active_stub(stack, user) is None
     await case.intact("the user's answer")
 
     await case.chat("谢谢")
@@ -330,7 +340,7 @@ async def test_someone_elses_instruction_never_acts(
                 assert MARK not in str(m.get("content") or ""), "someone else's words in a system message"
     if channel in ("summary", "mail", "synced_title", "synced_description"):
         # The instruction reached the model in these (marked), and it obeyed: the harm was tried.
-        assert attempted(scripted), [(r.rule, r.messages[-1]) for r in scripted.requests]
+        assert attempted(scripted), "the obeying model never obeyed"
 
 
 def attempted(scripted: ScriptedModelServer) -> bool:
