@@ -58,7 +58,13 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
 ) -> None:
     fresh = (await stack.client.get("/v1/settings", headers=stack.headers(user, "Europe/Paris"))).json()
     week = {day: ["09:00", "18:00"] for day in ("mon", "tue", "wed", "thu", "fri")}
-    assert fresh == {"tz": "Europe/Paris", "email": None, "language": None, "work_hours": week}
+    assert fresh == {
+        "tz": "Europe/Paris",
+        "email": None,
+        "language": None,
+        "work_hours": week,
+        "buffer_minutes": 0,
+    }
     default_zone = (await stack.client.get("/v1/settings", headers=stack.headers(user))).json()["tz"]
     assert default_zone == stack.settings.default_tz
 
@@ -69,6 +75,7 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
             "tz": "America/New_York",
             "email": "Me@Example.com",
             "work_hours": {"mon": ["10:00", "16:30"], "sat": None},
+            "buffer_minutes": 15,
         },
     )
     assert saved == {
@@ -76,6 +83,7 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         "email": "Me@Example.com",
         "language": None,
         "work_hours": {"mon": ["10:00", "16:30"]},
+        "buffer_minutes": 15,
     }
     await put_settings(stack, user, {"language": "en"})
     again = (await stack.client.get("/v1/settings", headers=stack.headers(user, "Europe/Paris"))).json()
@@ -85,9 +93,11 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
     )
     assert json.loads(row)["tz"] == "America/New_York"
 
-    cleared = await put_settings(stack, user, {"tz": None, "work_hours": None})
+    assert json.loads(row)["buffer_minutes"] == 15
+    cleared = await put_settings(stack, user, {"tz": None, "work_hours": None, "buffer_minutes": None})
     assert cleared["tz"] == stack.settings.default_tz  # the token's zone again (this one names none)
     assert cleared["work_hours"] == week and cleared["language"] == "en"
+    assert cleared["buffer_minutes"] == 0
     assert await scalar(db, "select tz from commands.user_settings where user_id = :u", u=user) is None
 
 
@@ -105,6 +115,11 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         {"work_hours": {"mon": ["09:00", "24:00"]}},
         {"work_hours": {"mon": ["09:00"]}},
         {"work_hours": ["09:00", "18:00"]},
+        {"buffer_minutes": -1},
+        {"buffer_minutes": 241},
+        {"buffer_minutes": "15"},
+        {"buffer_minutes": 7.5},
+        {"buffer_minutes": True},
         {"colour": "blue"},
         {},
         [],

@@ -1,8 +1,8 @@
 """A user's settings and free/busy sharing (contract §16, §18).
 
 Settings: the user's time zone (the zone of their turns, winning over the token's claim), their
-address (a contact with it is this user), the language they read, and their working hours per
-weekday. Sharing: an owner lets another user of this deployment see when they are busy — busy
+address (a contact with it is this user), the language they read, their working hours per
+weekday, and the free time a suggestion keeps around each of their busy spans (§20). Sharing: an owner lets another user of this deployment see when they are busy — busy
 spans only, never what fills them.
 
 The gateway's `/v1/settings` and `/v1/sharing` routes validate with the models below and ask
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, time
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, StrictStr, field_validator
+from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from calagent.contracts.address import EMAIL_MAX, is_address
 from calagent.contracts.base import WireModel
@@ -39,6 +39,11 @@ USER_KEY_CHARS = 32
 
 # (start, end) as "HH:MM"; a day that is absent or null is a day off.
 WorkHours = dict[WeekdayKey, tuple[str, str]]
+# The settings `PUT /v1/settings` names.
+SettingsField = Literal["tz", "email", "language", "work_hours", "buffer_minutes"]
+SETTINGS_FIELDS: Final[tuple[SettingsField, ...]] = get_args(SettingsField)
+# The most free time kept around a busy span: four hours, more than any travel between meetings.
+BUFFER_MINUTES_MAX = 240
 
 
 def parse_clock(value: str) -> time:
@@ -93,12 +98,14 @@ def user_key(user_id: str) -> str:
 
 class SettingsPatch(WireModel):
     """`PUT /v1/settings`: only the fields present change; null clears one (tz: back to the
-    token's zone; email and language: none; work_hours: back to the deployment's)."""
+    token's zone; email and language: none; work_hours: back to the deployment's; buffer_minutes:
+    0)."""
 
     tz: StrictStr | None = None
     email: StrictStr | None = Field(default=None, max_length=EMAIL_MAX)
     language: Language | None = None
     work_hours: WorkHours | None = None
+    buffer_minutes: StrictInt | None = Field(default=None, ge=0, le=BUFFER_MINUTES_MAX)
 
     @field_validator("tz")
     @classmethod
@@ -125,6 +132,7 @@ class SettingsOut(WireModel):
     email: str | None = None
     language: Language | None = None
     work_hours: WorkHours
+    buffer_minutes: int = 0
     # Whether the zone is the user's own choice (else the token's, or the deployment's default).
     tz_saved: bool = False
 
@@ -151,7 +159,7 @@ class PutSettings(WireModel):
     envelope: Envelope
     patch: SettingsPatch
     # The names of the fields the client sent (a field sent as null clears it; one not sent stays).
-    fields: tuple[Literal["tz", "email", "language", "work_hours"], ...]
+    fields: tuple[SettingsField, ...]
 
 
 class Share(WireModel):

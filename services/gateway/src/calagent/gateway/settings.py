@@ -8,7 +8,7 @@ zone is remembered by this replica at once (`UserZones.remember`): the caller's 
 
 # No `from __future__ import annotations`: the routes' dependency (`authenticate`, passed in) is
 # a local name that FastAPI must see as an object, not as a string to resolve in module globals.
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import PeopleResult
 from calagent.contracts.settings import (
+    SETTINGS_FIELDS,
     USER_ID_MAX,
     AnySettingsCommand,
     GetSettings,
@@ -36,9 +37,6 @@ from calagent.gateway.errors import error_json, refusal_json
 from calagent.gateway.people import ask_people
 from calagent.gateway.state import AuthPrincipal
 
-SettingsField = Literal["tz", "email", "language", "work_hours"]
-FIELDS: tuple[SettingsField, ...] = ("tz", "email", "language", "work_hours")
-
 
 class ShareBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
@@ -53,6 +51,7 @@ def settings_view(settings: SettingsOut) -> dict[str, Any]:
         "email": settings.email,
         "language": settings.language,
         "work_hours": {day: list(span) for day, span in settings.work_hours.items()},
+        "buffer_minutes": settings.buffer_minutes,
     }
 
 
@@ -123,20 +122,20 @@ def settings_router() -> APIRouter:
         data = _json_object(await request.body())
         if isinstance(data, JSONResponse):
             return data
-        unknown = sorted(set(data) - set(FIELDS))
+        unknown = sorted(set(data) - set(SETTINGS_FIELDS))
         if unknown:
             return error_json(
                 422,
-                f"unknown setting {', '.join(unknown)}; settings are {', '.join(FIELDS)}",
+                f"unknown setting {', '.join(unknown)}; settings are {', '.join(SETTINGS_FIELDS)}",
                 "invalid_request",
             )
         if not data:
-            return error_json(422, f"name at least one of {', '.join(FIELDS)}", "invalid_request")
+            return error_json(422, f"name at least one of {', '.join(SETTINGS_FIELDS)}", "invalid_request")
         try:
             patch = SettingsPatch.model_validate(data)
         except ValidationError as exc:
             return error_json(422, _validation_message(exc), "invalid_request")
-        fields = tuple(f for f in FIELDS if f in data)
+        fields = tuple(f for f in SETTINGS_FIELDS if f in data)
         answer = await _ask(
             request, PutSettings(envelope=_envelope(request, principal), patch=patch, fields=fields)
         )

@@ -63,7 +63,13 @@ class SqlSettings:
             select(user_settings).where(user_settings.c.user_id.in_(list(user_ids)))
         )
         return {
-            r.user_id: StoredSettings(tz=r.tz, email=r.email, language=r.language, work_hours=r.work_hours)
+            r.user_id: StoredSettings(
+                tz=r.tz,
+                email=r.email,
+                language=r.language,
+                work_hours=r.work_hours,
+                buffer_minutes=r.buffer_minutes,
+            )
             for r in rows
         }
 
@@ -73,6 +79,7 @@ class SqlSettings:
             "email": saved.email,
             "language": saved.language,
             "work_hours": saved.work_hours,
+            "buffer_minutes": saved.buffer_minutes,
             "updated_at": at,
         }
         statement = pg_insert(user_settings).values(user_id=user_id, **values)

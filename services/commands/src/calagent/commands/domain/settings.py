@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import time
+from datetime import time, timedelta
 
 from calagent.contracts.settings import (
     WEEKDAY_KEYS,
@@ -28,6 +28,7 @@ class StoredSettings:
     email: str | None = None
     language: Language | None = None
     work_hours: WorkHours | None = None
+    buffer_minutes: int | None = None
 
     def patched(self, patch: SettingsPatch, fields: Sequence[str]) -> StoredSettings:
         return replace(self, **{name: getattr(patch, name) for name in fields})
@@ -41,12 +42,17 @@ class StoredSettings:
     def week(self, deployment: tuple[time, time]) -> Week:
         return week_of(self.hours(deployment))
 
+    def buffer(self) -> timedelta:
+        """The free time kept around each busy span when suggesting (contract §20): none unless set."""
+        return timedelta(minutes=self.buffer_minutes or 0)
+
     def view(self, fallback_tz: str, deployment: tuple[time, time]) -> SettingsOut:
         return SettingsOut(
             tz=self.zone(fallback_tz),
             email=self.email,
             language=self.language,
             work_hours=self.hours(deployment),
+            buffer_minutes=self.buffer_minutes or 0,
             tz_saved=self.tz is not None,
         )
 
