@@ -278,7 +278,8 @@ async def test_another_users_time_counts_only_while_they_share_it(
 
     # With it: inside both working days (15:00-18:00 here) and after the colleague's 16:30.
     together = await suggest(stack, scripted, user, colleague)
-    assert together["slots"] == [{"start": "2026-09-25T16:30:00+08:00", "end": "2026-09-25T17:30:00+08:00"}]
+    [slot] = together["slots"]
+    assert (slot["start"], slot["end"]) == ("2026-09-25T16:30:00+08:00", "2026-09-25T17:30:00+08:00")
     # A contact whose address is the colleague's settings address is the colleague.
     await stack.client.post(
         "/v1/contacts",
@@ -294,7 +295,7 @@ async def test_another_users_time_counts_only_while_they_share_it(
     # Working hours that never meet: no slot, and the answer says why rather than offering one.
     await put_settings(stack, colleague, {"work_hours": {"fri": ["19:00", "21:00"]}})  # 02:00-04:00 here
     apart = await suggest(stack, scripted, user, colleague)
-    assert apart["slots"] == []
+    assert (apart["slots"], apart["empty_reason"]) == ([], "outside_hours")
 
     gone = await stack.client.delete(f"/v1/sharing/{user}", headers=stack.headers(colleague))
     assert gone.status_code == 204
@@ -303,6 +304,47 @@ async def test_another_users_time_counts_only_while_they_share_it(
     after = await suggest(stack, scripted, user, colleague)
     assert starts(after) == ["2026-09-25T09:00:00+08:00"]
     assert (await stack.client.get("/v1/sharing", headers=stack.headers(user))).json()["shared_with_me"] == []
+
+
+async def test_each_slot_says_how_sure_it_is_and_each_persons_buffer_and_free_marked_time_count(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    """Contract §20 over HTTP: confidence and availability per slot (a stranger is unknown, 49),
+    the buffer a person saves kept around their busy time, an event marked free not busy."""
+    colleague = f"{user}-colleague"
+    await a_busy_colleague(stack, scripted, colleague)
+    await share(stack, colleague, user)
+    stranger = "stranger@example.net"
+
+    def shown(answer: dict[str, Any]) -> list[tuple[str, float, str, list[tuple[str, str]]]]:
+        return [
+            (
+                s["start"],
+                s["confidence"],
+                s["reason"],
+                [(a["who"], a["availability"]) for a in s["attendees"]],
+            )
+            for s in answer["slots"]
+        ]
+
+    everyone = [(user, "free"), (colleague, "free"), (stranger, "unknown")]
+    first = await suggest(stack, scripted, user, colleague, stranger)
+    assert shown(first) == [("2026-09-25T16:30:00+08:00", 83.0, "unknown", everyone)]  # (2 × 100 + 49) / 3
+    assert "empty_reason" not in first
+
+    # The colleague keeps half an hour after their 15:00-16:30 (Shanghai) event.
+    await put_settings(stack, colleague, {"buffer_minutes": 30})
+    buffered = await suggest(stack, scripted, user, colleague, stranger)
+    assert shown(buffered) == [("2026-09-25T17:00:00+08:00", 83.0, "unknown", everyone)]
+
+    # Their event marked free (as a connected calendar's TRANSP:TRANSPARENT says): their day is open
+    # from 15:00, the start of the working hours the two share.
+    async with db.begin() as conn:
+        await conn.execute(
+            text("UPDATE commands.events SET transparent = true WHERE user_id = :u"), {"u": colleague}
+        )
+    opened = await suggest(stack, scripted, user, colleague, stranger)
+    assert shown(opened) == [("2026-09-25T15:00:00+08:00", 83.0, "unknown", everyone)]
 
 
 async def test_sharing_is_refused_with_oneself_and_for_another_level(stack: Stack, user: str) -> None:
