@@ -673,7 +673,9 @@ async def test_a_sync_conflict_waits_beside_the_users_next_request_and_is_answer
     assert final.walk("VEVENT")[0].decoded("DTSTART").isoformat() == "2026-09-25T20:00:00+08:00"
     still = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
     assert (still["id"], still["status"]) == (asked["command"]["id"], "needs_time")
-    assert (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()["commands"] == []
+    assert (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()[
+        "commands"
+    ] == []
 
     # The next, unrelated message changes nothing.
     await stack.chat(user, "周末天气怎么样")

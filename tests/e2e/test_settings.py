@@ -64,6 +64,7 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         "language": None,
         "work_hours": week,
         "invitations_from": "everyone",
+        "buffer_minutes": 0,
     }
     default_zone = (await stack.client.get("/v1/settings", headers=stack.headers(user))).json()["tz"]
     assert default_zone == stack.settings.default_tz
@@ -75,6 +76,7 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
             "tz": "America/New_York",
             "email": "Me@Example.com",
             "work_hours": {"mon": ["10:00", "16:30"], "sat": None},
+            "buffer_minutes": 15,
         },
     )
     assert saved == {
@@ -83,6 +85,7 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         "language": None,
         "work_hours": {"mon": ["10:00", "16:30"]},
         "invitations_from": "everyone",
+        "buffer_minutes": 15,
     }
     await put_settings(stack, user, {"language": "en"})
     again = (await stack.client.get("/v1/settings", headers=stack.headers(user, "Europe/Paris"))).json()
@@ -92,9 +95,11 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
     )
     assert json.loads(row)["tz"] == "America/New_York"
 
-    cleared = await put_settings(stack, user, {"tz": None, "work_hours": None})
+    assert json.loads(row)["buffer_minutes"] == 15
+    cleared = await put_settings(stack, user, {"tz": None, "work_hours": None, "buffer_minutes": None})
     assert cleared["tz"] == stack.settings.default_tz  # the token's zone again (this one names none)
     assert cleared["work_hours"] == week and cleared["language"] == "en"
+    assert cleared["buffer_minutes"] == 0
     assert await scalar(db, "select tz from commands.user_settings where user_id = :u", u=user) is None
 
     # Whose invitations are offered (contract §19): everyone's by default, or only known senders'.
@@ -123,6 +128,11 @@ async def test_settings_start_from_the_defaults_and_a_put_changes_only_what_it_n
         {"work_hours": {"mon": ["09:00", "24:00"]}},
         {"work_hours": {"mon": ["09:00"]}},
         {"work_hours": ["09:00", "18:00"]},
+        {"buffer_minutes": -1},
+        {"buffer_minutes": 241},
+        {"buffer_minutes": "15"},
+        {"buffer_minutes": 7.5},
+        {"buffer_minutes": True},
         {"colour": "blue"},
         {},
         [],
@@ -281,7 +291,8 @@ async def test_another_users_time_counts_only_while_they_share_it(
 
     # With it: inside both working days (15:00-18:00 here) and after the colleague's 16:30.
     together = await suggest(stack, scripted, user, colleague)
-    assert together["slots"] == [{"start": "2026-09-25T16:30:00+08:00", "end": "2026-09-25T17:30:00+08:00"}]
+    [slot] = together["slots"]
+    assert (slot["start"], slot["end"]) == ("2026-09-25T16:30:00+08:00", "2026-09-25T17:30:00+08:00")
     # A contact whose address is the colleague's settings address is the colleague.
     await stack.client.post(
         "/v1/contacts",
@@ -297,7 +308,7 @@ async def test_another_users_time_counts_only_while_they_share_it(
     # Working hours that never meet: no slot, and the answer says why rather than offering one.
     await put_settings(stack, colleague, {"work_hours": {"fri": ["19:00", "21:00"]}})  # 02:00-04:00 here
     apart = await suggest(stack, scripted, user, colleague)
-    assert apart["slots"] == []
+    assert (apart["slots"], apart["empty_reason"]) == ([], "outside_hours")
 
     gone = await stack.client.delete(f"/v1/sharing/{user}", headers=stack.headers(colleague))
     assert gone.status_code == 204
@@ -306,6 +317,47 @@ async def test_another_users_time_counts_only_while_they_share_it(
     after = await suggest(stack, scripted, user, colleague)
     assert starts(after) == ["2026-09-25T09:00:00+08:00"]
     assert (await stack.client.get("/v1/sharing", headers=stack.headers(user))).json()["shared_with_me"] == []
+
+
+async def test_each_slot_says_how_sure_it_is_and_each_persons_buffer_and_free_marked_time_count(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    """Contract §20 over HTTP: confidence and availability per slot (a stranger is unknown, 49),
+    the buffer a person saves kept around their busy time, an event marked free not busy."""
+    colleague = f"{user}-colleague"
+    await a_busy_colleague(stack, scripted, colleague)
+    await share(stack, colleague, user)
+    stranger = "stranger@example.net"
+
+    def shown(answer: dict[str, Any]) -> list[tuple[str, float, str, list[tuple[str, str]]]]:
+        return [
+            (
+                s["start"],
+                s["confidence"],
+                s["reason"],
+                [(a["who"], a["availability"]) for a in s["attendees"]],
+            )
+            for s in answer["slots"]
+        ]
+
+    everyone = [(user, "free"), (colleague, "free"), (stranger, "unknown")]
+    first = await suggest(stack, scripted, user, colleague, stranger)
+    assert shown(first) == [("2026-09-25T16:30:00+08:00", 83.0, "unknown", everyone)]  # (2 × 100 + 49) / 3
+    assert "empty_reason" not in first
+
+    # The colleague keeps half an hour after their 15:00-16:30 (Shanghai) event.
+    await put_settings(stack, colleague, {"buffer_minutes": 30})
+    buffered = await suggest(stack, scripted, user, colleague, stranger)
+    assert shown(buffered) == [("2026-09-25T17:00:00+08:00", 83.0, "unknown", everyone)]
+
+    # Their event marked free (as a connected calendar's TRANSP:TRANSPARENT says): their day is open
+    # from 15:00, the start of the working hours the two share.
+    async with db.begin() as conn:
+        await conn.execute(
+            text("UPDATE commands.events SET transparent = true WHERE user_id = :u"), {"u": colleague}
+        )
+    opened = await suggest(stack, scripted, user, colleague, stranger)
+    assert shown(opened) == [("2026-09-25T15:00:00+08:00", 83.0, "unknown", everyone)]
 
 
 async def test_sharing_is_refused_with_oneself_and_for_another_level(stack: Stack, user: str) -> None:

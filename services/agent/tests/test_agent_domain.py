@@ -11,12 +11,13 @@ from calagent.agent.domain.claims import claims_creation, claims_schedule_read
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
-from calagent.agent.domain.reads import query_receipt
+from calagent.agent.domain.reads import free_time_receipt, query_receipt
 from calagent.agent.domain.receipts import View, command_receipt
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
 from calagent.contracts.queries import QueryResult
+from calagent.contracts.suggestions import EmptyReason, FreeSlot, SlotAttendee, SuggestionPeople
 
 pytestmark = pytest.mark.unit
 
@@ -297,3 +298,49 @@ def test_an_invitation_from_someone_not_in_the_contacts_is_offered_saying_so(vie
     assert marked in offer(sender_known=False)
     assert marked not in offer(sender_known=True)
     assert "mallory@example.org" in offer(sender_known=False)
+
+
+# ---- free time -----------------------------------------------------------------------------------
+
+
+def test_a_suggestion_with_no_slot_says_why_each_reason_in_its_own_words() -> None:
+    people = SuggestionPeople(counted=("Bob",))
+    reasons: tuple[EmptyReason, ...] = (
+        "window_too_short",
+        "outside_hours",
+        "organizer_unavailable",
+        "attendees_unavailable",
+    )
+    for view in (ZH, EN):
+        replies = {
+            reason: free_time_receipt((), 60, view, people=people, empty_reason=reason) for reason in reasons
+        }
+        assert len(set(replies.values())) == len(reasons), replies
+        assert "Bob" in replies["attendees_unavailable"]
+
+
+def test_a_slot_less_than_sure_says_how_sure_and_whose_time_is_tentative() -> None:
+    start = datetime(2026, 9, 25, 1, 0, tzinfo=UTC)
+    sure = FreeSlot(
+        start=start,
+        end=start + timedelta(hours=1),
+        weekday=5,
+        attendees=(SlotAttendee(who="me", availability="free"), SlotAttendee(who="Bob", availability="free")),
+    )
+    doubtful = sure.model_copy(
+        update={
+            "start": start + timedelta(hours=3),
+            "end": start + timedelta(hours=4),
+            "confidence": 75.0,
+            "attendees": (
+                SlotAttendee(who="me", availability="free"),
+                SlotAttendee(who="Bob", availability="tentative"),
+            ),
+            "reason": "tentative",
+        }
+    )
+    for view in (ZH, EN):
+        reply = free_time_receipt((sure, doubtful), 60, view)
+        sure_line, doubtful_line = reply.splitlines()[-2:]
+        assert "75%" in doubtful_line and "Bob" in doubtful_line
+        assert "%" not in sure_line and "Bob" not in sure_line

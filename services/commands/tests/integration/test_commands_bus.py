@@ -103,7 +103,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency", "inbound_mail"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0012i"
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0013t"
 
 
 # ---- create and every stub status ------------------------------------------------------------------
@@ -524,6 +524,62 @@ async def test_suggest_free_time(system: System, user: str) -> None:
     assert result.error is None
     # The 25th is busy past 17:30; the 26th is a Saturday, outside the default working week.
     assert [(s.start.isoformat(), s.weekday) for s in result.free_slots] == [("2026-09-24T10:00:00+08:00", 4)]
+
+
+async def test_a_suggestion_ranks_by_confidence_keeps_the_buffer_and_skips_time_marked_free(
+    system: System, user: str
+) -> None:
+    """Friday the 25th, 09:00-18:00: a tentative focus block 09:00-12:00, a meeting 13:00-14:00
+    with 30 minutes kept either side, and an all-day event marked free (contract §20)."""
+    focus = await system.execute(create(user, title="focus", date="D+1", time="09:00", end_time="12:00"))
+    meeting = await system.execute(create(user, title="meeting", date="D+1", time="13:00", end_time="14:00"))
+    first = await system.execute(create(user, title="holiday", date="D+1", all_day=True, allow_conflict=True))
+    assert first.stub is not None
+    holiday = await system.execute(
+        create(user, active=first.stub.id, title="holiday", date="D+1", all_day=True, allow_conflict=True)
+    )
+    assert focus.event and meeting.event and holiday.event
+    async with system.db.begin() as conn:
+        # As a connected calendar's objects say them (STATUS:TENTATIVE, TRANSP:TRANSPARENT).
+        await conn.execute(
+            text("UPDATE commands.events SET tentative = true WHERE id = :i"), {"i": focus.event.id}
+        )
+        await conn.execute(
+            text("UPDATE commands.events SET transparent = true WHERE id = :i"), {"i": holiday.event.id}
+        )
+        await conn.execute(
+            text(
+                "INSERT INTO commands.user_settings (user_id, buffer_minutes, updated_at) VALUES (:u, 30, now())"
+            ),
+            {"u": user},
+        )
+
+    async def suggest() -> Any:
+        query = SuggestFree(
+            envelope=envelope(user), start_symbol="D+1", end_symbol="D+2", duration_minutes=60
+        )
+        return await system.query(query)
+
+    found = await suggest()
+    assert found.error is None and found.empty_reason is None
+    # 14:30 (after the meeting and its buffer) is surer than 09:00, which the focus block may take;
+    # 12:00-12:30 is the meeting's buffer, so the morning's stretch ends at 12:30.
+    assert [
+        (s.start.isoformat(), s.confidence, s.reason, [(a.who, a.availability) for a in s.attendees])
+        for s in found.free_slots
+    ] == [
+        ("2026-09-25T14:30:00+08:00", 100.0, "all_free", [(user, "free")]),
+        ("2026-09-25T09:00:00+08:00", 50.0, "tentative", [(user, "tentative")]),
+    ]
+
+    # Marked busy, the all-day event keeps the whole day: nothing fits, and the answer says whose
+    # time is the reason.
+    async with system.db.begin() as conn:
+        await conn.execute(
+            text("UPDATE commands.events SET transparent = false WHERE id = :i"), {"i": holiday.event.id}
+        )
+    busy = await suggest()
+    assert (busy.free_slots, busy.empty_reason) == ((), "organizer_unavailable")
 
 
 async def test_calendars_and_fallback(system: System, user: str) -> None:

@@ -101,6 +101,27 @@ def test_a_cancelled_override_is_an_excluded_occurrence() -> None:
     assert rows[0].exdates == (datetime(2026, 9, 29, 1, 0, tzinfo=UTC),)
 
 
+def test_an_event_says_whether_it_holds_time_each_occurrence_for_itself() -> None:
+    """TRANSP:TRANSPARENT is an event marked free (RFC 5545 §3.8.2.7; absent: OPAQUE, all-day
+    events too); STATUS:TENTATIVE one not yet certain. An override says so for itself."""
+    body = (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//app//EN\r\n"
+        "BEGIN:VEVENT\r\nUID:x\r\nDTSTAMP:20260924T000000Z\r\nDTSTART;VALUE=DATE:20260928\r\n"
+        "RRULE:FREQ=DAILY;COUNT=3\r\nTRANSP:TRANSPARENT\r\nSUMMARY:s\r\nEND:VEVENT\r\n"
+        "BEGIN:VEVENT\r\nUID:x\r\nDTSTAMP:20260924T000000Z\r\nRECURRENCE-ID;VALUE=DATE:20260929\r\n"
+        "DTSTART;VALUE=DATE:20260929\r\nSTATUS:TENTATIVE\r\nSUMMARY:s\r\nEND:VEVENT\r\n"
+        "END:VCALENDAR\r\n"
+    )
+    master, override = parse_resource(body, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI)
+    assert (master.all_day, master.transparent, master.tentative) == (True, True, False)
+    assert (override.all_day, override.transparent, override.tentative) == (True, False, True)
+    plain = body.replace("TRANSP:TRANSPARENT\r\n", "").replace("STATUS:TENTATIVE\r\n", "")
+    assert [
+        (r.transparent, r.tentative)
+        for r in parse_resource(plain, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI)
+    ] == [(False, False), (False, False)]
+
+
 def test_a_sealed_password_opens_only_with_its_key() -> None:
     vault = Vault(Fernet.generate_key())
     token = vault.seal("app-password-1234")

@@ -9,7 +9,15 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from calagent.commands.domain.calendars import pick_calendar
-from calagent.commands.domain.freetime import free_slots, parse_working_hours
+from calagent.commands.domain.freetime import (
+    EVERY_DAY,
+    Person,
+    Suggestions,
+    parse_working_hours,
+    person_of,
+    shows_as,
+    suggest,
+)
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import blocked_span, find_conflicts, overlaps
 from calagent.commands.domain.pending import IllegalTransitionError, can_transition, check_transition
@@ -17,6 +25,7 @@ from calagent.commands.domain.proposals import Incomplete, Proposal, Unresolvabl
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots
 from calagent.commands.domain.timeutil import end_from_clock, local_day_span
 from calagent.contracts.commands import StubSlots, StubStatus
+from calagent.contracts.people import Attendee
 from calagent.contracts.time import ResolveResult, SlotPatch
 
 pytestmark = pytest.mark.unit
@@ -197,50 +206,161 @@ def test_calendar_fallback() -> None:
 # ---- free time -----------------------------------------------------------------------------------
 
 
-def test_free_slots_respect_working_hours_events_and_now() -> None:
-    hours = parse_working_hours("09:00-18:00")
-    events = [ev("a", at(25, 9), at(25, 11)), ev("b", at(25, 11, 30), at(25, 17, 30))]
-    slots = free_slots(
-        at(25, 0),
-        at(27, 0),
-        events,
-        duration=timedelta(minutes=60),
-        working_hours=hours,
-        now=at(24, 10),
-        tz=SH,
-        limit=3,
+def alone(
+    range_start: datetime,
+    range_end: datetime,
+    events: list[Event],
+    *,
+    duration: int,
+    now: datetime,
+    limit: int,
+    hours: tuple[time, time] = (time(9), time(18)),
+    buffer: int = 0,
+) -> Suggestions:
+    """One person in Shanghai who works `hours` every day."""
+    me = person_of(events, tz=SH, week=dict.fromkeys(EVERY_DAY, hours), buffer=timedelta(minutes=buffer))
+    return suggest(
+        [me], range_start, range_end, duration=timedelta(minutes=duration), now=now, tz=SH, limit=limit
     )
+
+
+def spans(found: Suggestions) -> list[tuple[datetime, datetime]]:
+    return [(s.start, s.end) for s in found.slots]
+
+
+def test_free_slots_respect_working_hours_events_and_now() -> None:
+    events = [ev("a", at(25, 9), at(25, 11)), ev("b", at(25, 11, 30), at(25, 17, 30))]
+    found = alone(at(25, 0), at(27, 0), events, duration=60, now=at(24, 10), limit=3)
     # 25th: 11:00-11:30 and 17:30-18:00 are too short; the 26th is free from 09:00.
-    assert slots == [(at(26, 9), at(26, 10))]
+    assert spans(found) == [(at(26, 9), at(26, 10))]
+    assert [(s.confidence, s.availability, s.reason) for s in found.slots] == [(100.0, ("free",), "all_free")]
 
 
 def test_free_slots_never_in_the_past_and_rounded() -> None:
-    slots = free_slots(
-        at(24, 0),
-        at(25, 0),
-        [ev("a", at(24, 11), at(24, 12))],
-        duration=timedelta(minutes=30),
-        working_hours=(time(9), time(18)),
-        now=at(24, 10, 7),
-        tz=SH,
-        limit=5,
+    found = alone(
+        at(24, 0), at(25, 0), [ev("a", at(24, 11), at(24, 12))], duration=30, now=at(24, 10, 7), limit=5
     )
-    assert slots == [(at(24, 10, 30), at(24, 11)), (at(24, 12), at(24, 12, 30))]
+    assert spans(found) == [(at(24, 10, 30), at(24, 11)), (at(24, 12), at(24, 12, 30))]
 
 
 def test_all_day_event_makes_the_day_busy_and_limit_is_honoured() -> None:
     off = ev("off", *local_day_span(date(2026, 9, 25), SH), all_day=True)
-    slots = free_slots(
+    found = alone(at(25, 0), at(30, 0), [off], duration=60, now=at(24, 10), limit=2)
+    assert spans(found) == [(at(26, 9), at(26, 10)), (at(27, 9), at(27, 10))]
+
+
+def test_an_event_marked_free_keeps_no_time_busy_all_day_or_not() -> None:
+    holiday = ev("h", *local_day_span(date(2026, 9, 25), SH), all_day=True).evolve(transparent=True)
+    focus = ev("f", at(26, 9), at(26, 12)).evolve(transparent=True)
+    found = alone(at(25, 0), at(27, 0), [holiday, focus], duration=60, now=at(24, 10), limit=3)
+    assert spans(found) == [(at(25, 9), at(25, 10)), (at(26, 9), at(26, 10))]
+    # Marked busy (the default), the same two keep both mornings.
+    busy = alone(
         at(25, 0),
-        at(30, 0),
-        [off],
-        duration=timedelta(minutes=60),
-        working_hours=(time(9), time(18)),
+        at(27, 0),
+        [holiday.evolve(transparent=False), focus.evolve(transparent=False)],
+        duration=60,
+        now=at(24, 10),
+        limit=3,
+    )
+    assert spans(busy) == [(at(26, 12), at(26, 13))]
+
+
+def test_a_buffer_keeps_free_time_around_each_busy_span() -> None:
+    events = [ev("a", at(25, 9), at(25, 10)), ev("b", at(25, 11, 30), at(25, 12))]
+    assert spans(alone(at(25, 0), at(26, 0), events, duration=60, now=at(24, 10), limit=1)) == [
+        (at(25, 10), at(25, 11))
+    ]
+    # 15 minutes either side: 10:15-11:15 is free, but no half hour starts a free hour until 12:30.
+    buffered = alone(at(25, 0), at(26, 0), events, duration=60, now=at(24, 10), limit=1, buffer=15)
+    assert spans(buffered) == [(at(25, 12, 30), at(25, 13, 30))]
+    assert spans(alone(at(25, 0), at(26, 0), events, duration=30, now=at(24, 10), limit=1, buffer=15)) == [
+        (at(25, 10, 30), at(25, 11))
+    ]
+
+
+def test_tentative_time_may_be_offered_but_ranks_below_free_time() -> None:
+    maybe = ev("m", at(25, 9), at(25, 10)).evolve(tentative=True)
+    found = alone(
+        at(25, 9), at(25, 18), [maybe, ev("b", at(25, 10), at(25, 17))], duration=60, now=at(24, 10), limit=3
+    )
+    # 17:00 is surer than the earlier 09:00, held by a tentative event.
+    assert [(s.start, s.confidence, s.reason) for s in found.slots] == [
+        (at(25, 17), 100.0, "all_free"),
+        (at(25, 9), 50.0, "tentative"),
+    ]
+    # Inside one stretch the surest start wins: 09:30 meets the tentative event, 10:00 does not.
+    stretch = alone(
+        at(25, 9),
+        at(25, 12),
+        [ev("m", at(25, 9), at(25, 10)).evolve(tentative=True)],
+        duration=60,
+        now=at(24, 10),
+        limit=3,
+    )
+    assert [(s.start, s.confidence) for s in stretch.slots] == [(at(25, 10), 100.0)]
+
+
+def test_an_invitation_the_owner_answered_tentatively_is_tentative() -> None:
+    answered = ev("i", at(25, 9), at(25, 10)).evolve(
+        attendees=(Attendee(email="Me@Example.org", status="TENTATIVE"), Attendee(email="x@example.org"))
+    )
+    assert shows_as(answered, frozenset({"me@example.org"})) == "tentative"
+    assert shows_as(answered, frozenset({"other@example.org"})) == "busy"
+    assert shows_as(answered.evolve(transparent=True), frozenset({"me@example.org"})) == "free"
+    assert shows_as(answered.evolve(completed=True)) == "free"
+
+
+def test_confidence_is_the_mean_over_everyone_counted_unknown_at_49() -> None:
+    week = dict.fromkeys(EVERY_DAY, (time(9), time(18)))
+    me = Person(tz=SH, week=week)
+    colleague = Person(tz=SH, week=week, tentative=((at(25, 9), at(25, 18)),))
+    found = suggest(
+        [me, colleague],
+        at(25, 9),
+        at(25, 18),
+        duration=timedelta(hours=1),
         now=at(24, 10),
         tz=SH,
-        limit=2,
+        limit=3,
+        unknown=1,
     )
-    assert slots == [(at(26, 9), at(26, 10)), (at(27, 9), at(27, 10))]
+    [slot] = found.slots
+    assert slot.availability == ("free", "tentative", "unknown")
+    assert slot.confidence == 66.33  # (100 + 50 + 49) / 3
+    assert slot.reason == "tentative"
+    # The same calendars and clock give the same answer.
+    assert found == suggest(
+        [me, colleague],
+        at(25, 9),
+        at(25, 18),
+        duration=timedelta(hours=1),
+        now=at(24, 10),
+        tz=SH,
+        limit=3,
+        unknown=1,
+    )
+
+
+def test_with_no_slot_the_first_constraint_that_leaves_none_is_named() -> None:
+    week = dict.fromkeys(EVERY_DAY, (time(9), time(18)))
+    me = Person(tz=SH, week=week, busy=((at(25, 9), at(25, 12)),))
+    them = Person(tz=SH, week=week, busy=((at(25, 12), at(25, 18)),))
+    night = Person(tz=SH, week=dict.fromkeys(EVERY_DAY, (time(20), time(22))))
+
+    def why(people: list[Person], start: datetime, end: datetime, duration: int = 60) -> object:
+        found = suggest(
+            people, start, end, duration=timedelta(minutes=duration), now=at(24, 10), tz=SH, limit=3
+        )
+        assert found.slots == []
+        return found.empty_reason
+
+    assert why([me], at(24, 0), at(24, 9)) == "window_too_short"  # over before now
+    assert why([me], at(25, 9), at(25, 9, 45)) == "window_too_short"
+    assert why([me, night], at(25, 0), at(26, 0)) == "outside_hours"
+    assert why([me], at(25, 17, 30), at(25, 19, 30)) == "outside_hours"  # half an hour of work
+    assert why([me, them], at(25, 9), at(25, 12)) == "organizer_unavailable"
+    assert why([me, them], at(25, 9), at(25, 18)) == "attendees_unavailable"
 
 
 def test_working_hours_must_be_well_formed() -> None:

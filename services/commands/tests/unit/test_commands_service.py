@@ -30,6 +30,7 @@ from calagent.contracts.queries import (
     SuggestFree,
     TurnContext,
 )
+from calagent.contracts.suggestions import SlotAttendee
 from calagent.contracts.time import ParsedReply, ParseReplyRequest, SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, UpdateSchedule
 
@@ -316,7 +317,10 @@ async def test_suggest_free(harness: Any) -> None:
     )
     # The 25th is busy beyond 17:30; the 26th is a Saturday, outside the default working week.
     assert [s.start.isoformat() for s in result.free_slots] == ["2026-09-24T10:00:00+08:00"]
-    assert result.no_slot_reason is None
+    assert [(s.confidence, s.attendees, s.reason) for s in result.free_slots] == [
+        (100.0, (SlotAttendee(who="alice", availability="free"),), "all_free")
+    ]
+    assert result.empty_reason is None
 
 
 async def test_suggest_free_follows_the_working_week_the_user_saved(harness: Any) -> None:
@@ -354,6 +358,15 @@ async def test_a_suggestion_counts_only_the_people_who_share_and_names_the_rest(
     by_id = await suggest_with(harness, "bob", "dan", "alice", "nobody")
     assert [s.start.isoformat() for s in by_id.free_slots] == ["2026-09-25T12:00:00+08:00"]
     assert (by_id.people.counted, by_id.people.unknown) == (("bob", "dan"), ("nobody",))
+    # Each slot says how everyone's time looks then, and how sure it is: (3 × 100 + 49) / 4.
+    [slot] = by_id.free_slots
+    assert [(a.who, a.availability) for a in slot.attendees] == [
+        ("alice", "free"),
+        ("bob", "free"),
+        ("dan", "free"),
+        ("nobody", "unknown"),
+    ]
+    assert (slot.confidence, slot.reason) == (87.25, "unknown")
 
     # An address two users claim names neither for certain: counted as free, named unknown.
     by_address = await suggest_with(harness, "bob@example.org")
@@ -377,11 +390,11 @@ async def test_a_suggestion_counts_only_the_people_who_share_and_names_the_rest(
         email="erin@example.org", work_hours={"fri": ("19:00", "20:00")}
     )
     apart = await suggest_with(harness, "Erin")
-    assert (apart.free_slots, apart.no_slot_reason) == ((), "no_common_hours")
+    assert (apart.free_slots, apart.empty_reason) == ((), "outside_hours")
     busy = await suggest_with(harness, "bob")
-    assert busy.no_slot_reason is None
+    assert busy.empty_reason is None
     harness.state.settings["alice"] = StoredSettings(work_hours={"fri": ("09:00", "12:00")})
-    assert (await suggest_with(harness, "bob")).no_slot_reason == "busy"
+    assert (await suggest_with(harness, "bob")).empty_reason == "attendees_unavailable"
 
 
 async def test_invalid_zone_is_an_error(harness: Any) -> None:

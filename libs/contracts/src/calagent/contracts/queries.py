@@ -17,7 +17,7 @@ from calagent.contracts.commands import (
     StubOut,
 )
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.suggestions import FreeSlot, NoSlotReason, SuggestionPeople
+from calagent.contracts.suggestions import EmptyReason, FreeSlot, SuggestionPeople
 from calagent.contracts.time import ParsedReply
 
 # ---- queries (calagent.command.query) -----------------------------------------------------------
@@ -178,8 +178,8 @@ class QueryResult(WireModel):
     changes: tuple[LoggedChangeOut, ...] = ()
     # `ListWaiting`: the offers from outside, oldest first.
     waiting: tuple[StubOut, ...] = ()
-    # A suggestion: with attendees, who counted; with no slot, why.
+    # A suggestion: with attendees, who counted; with no slot, why (contract §20).
     people: SuggestionPeople | None = None
-    no_slot_reason: NoSlotReason | None = None
+    empty_reason: EmptyReason | None = None
     error: CommandError | None = None
     db_ms: float = 0.0

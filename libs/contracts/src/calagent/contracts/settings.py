@@ -2,9 +2,9 @@
 
 Settings: the user's time zone (the zone of their turns, winning over the token's claim), their
 address (a contact with it is this user), the language they read, their working hours per
-weekday, and whose invitations are offered (§19: everyone's, or only the user's own address's
-and their contacts'). Sharing: an owner lets another user of this deployment see when they are busy — busy
-spans only, never what fills them.
+weekday, whose invitations are offered (§19: everyone's, or only the user's own address's and
+their contacts'), and the free time a suggestion keeps around each of their busy spans (§20).
+Sharing: an owner lets another user of this deployment see when they are busy — busy spans only, never what fills them.
 
 The gateway's `/v1/settings` and `/v1/sharing` routes validate with the models below and ask
 commands over `calagent.people.manage`; commands owns the tables. Validation lives here, once:
@@ -18,7 +18,7 @@ from datetime import datetime, time
 from typing import Annotated, Any, Final, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, StrictStr, field_validator
+from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from calagent.contracts.address import EMAIL_MAX, is_address
 from calagent.contracts.base import WireModel
@@ -34,7 +34,7 @@ SharingLevel = Literal["freebusy"]
 InvitationsFrom = Literal["known", "everyone"]
 DEFAULT_INVITATIONS_FROM: Final[InvitationsFrom] = "everyone"
 # The names `PUT /v1/settings` takes, one home for the gateway's check and the bus message.
-SettingsField = Literal["tz", "email", "language", "work_hours", "invitations_from"]
+SettingsField = Literal["tz", "email", "language", "work_hours", "invitations_from", "buffer_minutes"]
 SETTINGS_FIELDS: Final[tuple[SettingsField, ...]] = get_args(SettingsField)
 USER_ID_MAX = 128
 ZONE_MAX = 64
@@ -47,6 +47,8 @@ USER_KEY_CHARS = 32
 
 # (start, end) as "HH:MM"; a day that is absent or null is a day off.
 WorkHours = dict[WeekdayKey, tuple[str, str]]
+# The most free time kept around a busy span: four hours, more than any travel between meetings.
+BUFFER_MINUTES_MAX = 240
 
 
 def parse_clock(value: str) -> time:
@@ -102,13 +104,14 @@ def user_key(user_id: str) -> str:
 class SettingsPatch(WireModel):
     """`PUT /v1/settings`: only the fields present change; null clears one (tz: back to the
     token's zone; email and language: none; work_hours: back to the deployment's;
-    invitations_from: everyone)."""
+    invitations_from: everyone; buffer_minutes: 0)."""
 
     tz: StrictStr | None = None
     email: StrictStr | None = Field(default=None, max_length=EMAIL_MAX)
     language: Language | None = None
     work_hours: WorkHours | None = None
     invitations_from: InvitationsFrom | None = None
+    buffer_minutes: StrictInt | None = Field(default=None, ge=0, le=BUFFER_MINUTES_MAX)
 
     @field_validator("tz")
     @classmethod
@@ -136,6 +139,7 @@ class SettingsOut(WireModel):
     language: Language | None = None
     work_hours: WorkHours
     invitations_from: InvitationsFrom = DEFAULT_INVITATIONS_FROM
+    buffer_minutes: int = 0
     # Whether the zone is the user's own choice (else the token's, or the deployment's default).
     tz_saved: bool = False
 

@@ -12,6 +12,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 from calagent.contracts.base import WireModel
 from calagent.contracts.commands import CommandOutcome, EventFields, EventOut, StubFields, StubOut
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.suggestions import EmptyReason, SuggestedSlot
 
 MAX_MESSAGE_CHARS = 4000
 _TURN_KEY_NAMESPACE = uuid.UUID("5f0c1e0e-8a7b-4f0e-9c55-0f8f3a6c2d11")
@@ -200,13 +201,6 @@ class ModelUsage(WireModel):
         return self.prompt_tokens + self.completion_tokens
 
 
-class SlotView(WireModel):
-    """One time a suggestion offers (contract §16), in the user's zone."""
-
-    start: datetime
-    end: datetime
-
-
 class TurnAnswer(WireModel):
     """The body of `POST /v1/chat` (contract §4)."""
 
@@ -224,12 +218,14 @@ class TurnAnswer(WireModel):
     # Set only when the turn was refused at once because the model endpoint is treated as down
     # (its circuit is open): the gateway answers 503 `model_unavailable` with this `Retry-After`.
     retry_after_s: float | None = None
-    # A suggestion's slots (contract §16): present, possibly empty, on a turn that suggested times.
-    slots: tuple[SlotView, ...] | None = None
+    # A suggestion's slots (contract §16, §20): present, possibly empty, on a turn that suggested
+    # times; with none, why.
+    slots: tuple[SuggestedSlot, ...] | None = None
+    empty_reason: EmptyReason | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_extras(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = _drop_empty(handler(self), ("retry_after_s", "change_ids"))
+        data = _drop_empty(handler(self), ("retry_after_s", "change_ids", "empty_reason"))
         if data.get("slots") is None:
             data.pop("slots", None)
         return data

@@ -450,6 +450,7 @@ def _turn_answer(state: TurnState, finished: Finished, intent: str) -> TurnAnswe
         retry_after_s=state.retry_after_s,
         change_ids=tuple(state.change_ids),
         slots=None if state.slots is None else tuple(state.slots),
+        empty_reason=state.empty_reason,
     )
 
 

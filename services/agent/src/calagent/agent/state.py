@@ -10,13 +10,13 @@ from calagent.agent.domain.receipts import View
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, WriteSource
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import SyncNotice
+from calagent.contracts.suggestions import EmptyReason, SuggestedSlot
 from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import (
     EventView,
     Flag,
     ModelUsage,
     Outcome,
-    SlotView,
     ToolCallOut,
     TurnRequested,
 )
@@ -54,7 +54,8 @@ class TurnState:
     tool_errors: int = 0
     events: list[EventView] = field(default_factory=list)
     change_ids: list[str] = field(default_factory=list)  # the changes the turn's writes committed
-    slots: list[SlotView] | None = None  # the times a suggestion offered
+    slots: list[SuggestedSlot] | None = None  # the times a suggestion offered
+    empty_reason: EmptyReason | None = None  # why it offered none
     # Every terminal result of the turn, in order: a turn may write once per model response, and
     # the reply lists every one of them.
     finished: list[Finished] = field(default_factory=list)

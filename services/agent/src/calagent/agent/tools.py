@@ -31,6 +31,7 @@ from calagent.contracts.commands import (
     is_command_outcome,
 )
 from calagent.contracts.queries import FindEventsQuery, QueryRange, QueryResult, SuggestFree
+from calagent.contracts.suggestions import SuggestedSlot
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
     CancelScheduleCommand,
@@ -49,7 +50,7 @@ from calagent.contracts.tools import (
     UndoChange,
     UpdateSchedule,
 )
-from calagent.contracts.turns import Outcome, SlotView, ToolCallOut, TurnEvent, event_view
+from calagent.contracts.turns import Outcome, ToolCallOut, TurnEvent, event_view
 from calagent.runtime.bus import BusRequestError
 from calagent.runtime.clock import Clock
 from calagent.runtime.settle import is_transient
@@ -359,14 +360,18 @@ class Tools:
         )
         if isinstance(result, ToolResult):
             return result
-        state.slots = [SlotView(start=s.start, end=s.end) for s in result.free_slots]
+        # The answer's slots are the query's, less the weekday that is only for the words.
+        state.slots = [
+            SuggestedSlot.model_validate(s.model_dump(exclude={"weekday"})) for s in result.free_slots
+        ]
+        state.empty_reason = result.empty_reason
         with state.timeline.segment("receipt"):
             reply = reads.free_time_receipt(
                 result.free_slots,
                 args.duration_minutes,
                 state.view,
                 people=result.people,
-                no_slot_reason=result.no_slot_reason,
+                empty_reason=result.empty_reason,
             )
         return ToolResult("suggested", finished=Finished("suggested", reply))
 

@@ -12,7 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.commands.config import CommandConfig
-from calagent.commands.domain.freetime import common_slots, why_none
+from calagent.commands.domain.freetime import suggest
 from calagent.commands.domain.pending import lapsed
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.render import render_ics
@@ -40,12 +40,13 @@ from calagent.contracts.queries import (
     QueryResult,
     SuggestFree,
 )
-from calagent.contracts.suggestions import FreeSlot
+from calagent.contracts.suggestions import FreeSlot, SlotAttendee
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
 
 # All-day events are stored as instants of the zone they were made in; widen the search so a
-# user who moved zones still sees the whole local day blocked.
+# user who moved zones still sees the whole local day blocked (and a suggestion sees the events
+# just outside its range whose buffer, at most `BUFFER_MINUTES_MAX`, reaches into it).
 ALL_DAY_SLACK = timedelta(days=1)
 
 Query = AnyQuery
@@ -201,25 +202,36 @@ class Queries:
                 self.config.working_hours,
                 self.config.default_tz,
             )
-        now = query.envelope.occurred_at
-        slots = common_slots(
+        offered = suggest(
             found.people,
             start,
             end,
             duration=timedelta(minutes=query.duration_minutes),
-            now=now,
+            now=query.envelope.occurred_at,
             tz=tz,
             limit=query.max_suggestions,
+            unknown=len(found.named.unknown),
         )
+        who = found.who(query.envelope.user_id)
         return QueryResult(
             range_start=start.astimezone(tz),
             range_end=end.astimezone(tz),
             free_slots=tuple(
-                FreeSlot(start=s.astimezone(tz), end=e.astimezone(tz), weekday=s.astimezone(tz).isoweekday())
-                for s, e in slots
+                FreeSlot(
+                    start=slot.start.astimezone(tz),
+                    end=slot.end.astimezone(tz),
+                    weekday=slot.start.astimezone(tz).isoweekday(),
+                    confidence=slot.confidence,
+                    attendees=tuple(
+                        SlotAttendee(who=name, availability=shown)
+                        for name, shown in zip(who, slot.availability, strict=True)
+                    ),
+                    reason=slot.reason,
+                )
+                for slot in offered.slots
             ),
             people=found.named if query.attendees else None,
-            no_slot_reason=None if slots else why_none(found.people, start, end, now),
+            empty_reason=offered.empty_reason,
             db_ms=uow.db_ms,
         )
 

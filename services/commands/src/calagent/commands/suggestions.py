@@ -5,8 +5,8 @@ An attendee is named as the model named them: an address, a contact's name (the 
 is then used), or a user id. An address is a user when exactly one user's settings carry it. A
 user counts only when they share their free/busy with the caller; everyone else counts as free and
 is named back as unknown. What crosses from another user is their zone, their working hours and
-the spans they are busy — never an event: titles, places and notes stay in this function's locals
-and leave it only as spans.
+the spans they are busy or tentative and the buffer they keep — never an event: titles, places
+and notes stay in this function's locals and leave it only as spans.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, time
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.freetime import Person, busy_spans
-from calagent.commands.domain.people import Unresolved, resolve_one
+from calagent.commands.domain.freetime import Person, person_of
+from calagent.commands.domain.people import Unresolved, normal_address, resolve_one
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import UnitOfWork
@@ -30,6 +30,11 @@ from calagent.contracts.suggestions import SuggestionPeople
 class Counted:
     people: list[Person]  # the caller first
     named: SuggestionPeople
+
+    def who(self, caller: str) -> tuple[str, ...]:
+        """Whom each slot's availabilities are of: `people` (the caller by their user id), then
+        the unknown ones, each by the name asked for."""
+        return (caller, *self.named.counted, *self.named.unknown)
 
 
 def _zone_or(name: str | None, fallback: ZoneInfo) -> ZoneInfo:
@@ -81,20 +86,22 @@ async def suggestion_people(
                 unknown.append(name)
     wanted.pop(caller, None)
     saved = await uow.settings.settings_of([caller, *wanted])
-    mine = saved.get(caller, StoredSettings())
-    people = [
-        Person(
-            tz=tz,
-            week=mine.week(deployment_hours),
-            busy=tuple(busy_spans(await events_in(uow, caller, start, end, incomplete_only=True), tz)),
-        )
-    ]
-    for user_id in wanted:
-        theirs = saved.get(user_id, StoredSettings())
-        their_tz = _zone_or(theirs.tz, _zone_or(default_tz, tz))
-        events = await events_in(uow, user_id, start, end, incomplete_only=True)
+    people: list[Person] = []
+    for user_id in (caller, *wanted):
+        chosen = saved.get(user_id, StoredSettings())
+        # The caller's zone is their turn's; anyone else's is their saved one, else the default.
+        own_tz = tz if user_id == caller else _zone_or(chosen.tz, _zone_or(default_tz, tz))
+        # The addresses the user answers invitations under: whose answer on an event is theirs.
+        mailbox = await uow.people.mailbox(user_id)
+        own = frozenset(normal_address(a) for a in (chosen.email, mailbox) if a)
         people.append(
-            Person(tz=their_tz, week=theirs.week(deployment_hours), busy=tuple(busy_spans(events, their_tz)))
+            person_of(
+                await events_in(uow, user_id, start, end, incomplete_only=True),
+                tz=own_tz,
+                week=chosen.week(deployment_hours),
+                buffer=chosen.buffer(),
+                own_addresses=own,
+            )
         )
     return Counted(
         people=people,

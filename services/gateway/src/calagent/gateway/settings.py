@@ -52,6 +52,7 @@ def settings_view(settings: SettingsOut) -> dict[str, Any]:
         "language": settings.language,
         "work_hours": {day: list(span) for day, span in settings.work_hours.items()},
         "invitations_from": settings.invitations_from,
+        "buffer_minutes": settings.buffer_minutes,
     }
 
 

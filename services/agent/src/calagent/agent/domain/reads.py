@@ -1,4 +1,5 @@
-"""Receipts of reads: the events in a range, and the free time found for a meeting."""
+"""Receipts of reads: the events in a range, and the free time found for a meeting (each slot
+with how sure it is and why, or why none fits: contract §20)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from calagent.contracts.commands import EventOut
 from calagent.contracts.queries import QueryResult
-from calagent.contracts.suggestions import FreeSlot, NoSlotReason, SuggestionPeople
+from calagent.contracts.suggestions import EmptyReason, FreeSlot, SuggestionPeople
 
 if TYPE_CHECKING:
     from calagent.agent.domain.receipts import View
@@ -33,13 +34,65 @@ def query_receipt(result: QueryResult, view: View) -> str:
     return f"{head}\n{lines}"
 
 
+def _why_none(reason: EmptyReason | None, duration: int, people: SuggestionPeople | None, view: View) -> str:
+    zh = view.zh
+    together = people is not None and bool(people.counted)
+    if reason == "window_too_short":
+        return (
+            f"这段时间已经过去，或剩下的不到 {duration} 分钟。"
+            if zh
+            else f"That range is over, or what is left of it is shorter than {duration} minutes."
+        )
+    if reason == "outside_hours" and together:
+        return (
+            f"这段时间里大家的工作时间没有连续 {duration} 分钟的重叠。"
+            if zh
+            else f"Your working hours do not overlap for {duration} minutes in that range."
+        )
+    if reason == "outside_hours":
+        return (
+            f"这段时间里你的工作时间不足 {duration} 分钟。"
+            if zh
+            else f"That range holds no {duration} minutes of your working hours."
+        )
+    if reason == "attendees_unavailable" and people is not None:
+        names = view.listing(people.counted)
+        return (
+            f"你有空的时候，{names} 没有连续 {duration} 分钟的空闲。"
+            if zh
+            else f"No {duration} minutes in that range when you are free suit {names} too."
+        )
+    return (
+        f"这段时间里你没有连续 {duration} 分钟的空闲（工作时间内）。"
+        if zh
+        else f"You have no free {duration}-minute slot in that range (within working hours)."
+    )
+
+
+def _how_sure(slot: FreeSlot, view: View) -> str:
+    """Nothing when everyone is free; else the confidence and whose time makes it less."""
+    if slot.reason == "all_free":
+        return ""
+    zh = view.zh
+    # The first is the caller.
+    you = "你" if zh else "you"
+    tentative = [
+        you if i == 0 else a.who for i, a in enumerate(slot.attendees) if a.availability == "tentative"
+    ]
+    sure = f"{slot.confidence:g}%"
+    if tentative:
+        names = view.listing(tentative)
+        return f"（把握 {sure}：{names} 有暂定安排）" if zh else f" ({sure} sure: {names} tentative)"
+    return f"（把握 {sure}：有人忙闲未知）" if zh else f" ({sure} sure: someone's free/busy is unknown)"
+
+
 def free_time_receipt(
     slots: Sequence[FreeSlot],
     duration: int,
     view: View,
     *,
     people: SuggestionPeople | None = None,
-    no_slot_reason: NoSlotReason | None = None,
+    empty_reason: EmptyReason | None = None,
 ) -> str:
     zh = view.zh
     lines: list[str] = []
@@ -58,25 +111,8 @@ def free_time_receipt(
             else f"Unknown free/busy for {names} (not shared with you): counted as free."
         )
     if not slots:
-        together = people is not None and bool(people.counted)
-        if no_slot_reason == "no_common_hours" and together:
-            lines.append(
-                "这段时间里大家的工作时间没有重叠。"
-                if zh
-                else "Your working hours do not overlap in that range."
-            )
-        elif no_slot_reason == "no_common_hours":
-            lines.append(
-                "这段时间不在你的工作时间内。" if zh else "That range is outside your working hours."
-            )
-        elif no_slot_reason == "past":
-            lines.append("这段时间已经过去了。" if zh else "That range is already over.")
-        elif zh:
-            common = "共同" if together else ""
-            lines.append(f"这段时间里没有连续 {duration} 分钟的{common}空闲（工作时间内）。")
-        else:
-            lines.append(f"No free {duration}-minute slot in that range (within working hours).")
+        lines.append(_why_none(empty_reason, duration, people, view))
         return "\n".join(lines)
-    listed = "\n".join(f"- {view.span(s.start, s.end)}" for s in slots)
+    listed = "\n".join(f"- {view.span(s.start, s.end)}{_how_sure(s, view)}" for s in slots)
     lines.append(f"可以考虑这些空闲时间：\n{listed}" if zh else f"Free slots you could use:\n{listed}")
     return "\n".join(lines)

@@ -52,6 +52,8 @@ def event_from_row(row: Row[Any]) -> Event:
         ical=row.ical,
         attendees=tuple(Attendee.model_validate(a) for a in row.attendees),
         organizer=row.organizer,
+        transparent=row.transparent,
+        tentative=row.tentative,
     )
 
 
@@ -74,6 +76,8 @@ def _event_values(event: Event) -> dict[str, object]:
         "url": event.url,
         "attendees": [a.model_dump(mode="json") for a in event.attendees],
         "organizer": event.organizer,
+        "transparent": event.transparent,
+        "tentative": event.tentative,
     }
 
 

@@ -69,6 +69,7 @@ class SqlSettings:
                 language=r.language,
                 work_hours=r.work_hours,
                 invitations_from=r.invitations_from,
+                buffer_minutes=r.buffer_minutes,
             )
             for r in rows
         }
@@ -80,6 +81,7 @@ class SqlSettings:
             "language": saved.language,
             "work_hours": saved.work_hours,
             "invitations_from": saved.invitations_from,
+            "buffer_minutes": saved.buffer_minutes,
             "updated_at": at,
         }
         statement = pg_insert(user_settings).values(user_id=user_id, **values)

@@ -78,6 +78,10 @@ events = Table(
     # The people invited (name, address, answer) and who invites them (an address); contract §16.
     Column("attendees", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     Column("organizer", Text, nullable=True),
+    # How the event holds its owner's time (contract §20): marked free (TRANSP:TRANSPARENT), not
+    # yet certain (STATUS:TENTATIVE).
+    Column("transparent", Boolean, nullable=False, server_default=text("false")),
+    Column("tentative", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
@@ -399,6 +403,7 @@ user_settings = Table(
     Column("email", String(254), nullable=True),
     Column("language", String(8), nullable=True),
     Column("work_hours", JSONB(none_as_null=True), nullable=True),
+    Column("buffer_minutes", Integer, nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("invitations_from", String(8), nullable=True),
     CheckConstraint("invitations_from IN ('known', 'everyone')", name="ck_user_settings_invitations_from"),

@@ -159,6 +159,8 @@ def event_of(snapshot: Snapshot) -> Event:
         ical=snapshot.get("ical"),
         attendees=tuple(Attendee.model_validate(a) for a in snapshot.get("attendees") or ()),
         organizer=snapshot.get("organizer"),
+        transparent=bool(snapshot.get("transparent")),
+        tentative=bool(snapshot.get("tentative")),
     )
 
 

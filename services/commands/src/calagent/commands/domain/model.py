@@ -67,6 +67,10 @@ class Event:
     # The people invited, with their answers, and the address that invites them (contract §16).
     attendees: tuple[Attendee, ...] = ()
     organizer: str | None = None
+    # How the event holds its owner's time (contract §20), as its calendar object says: marked free
+    # (TRANSP:TRANSPARENT), and not yet certain (STATUS:TENTATIVE). See `freetime.shows_as`.
+    transparent: bool = False
+    tentative: bool = False
 
     @property
     def is_master(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import time
+from datetime import time, timedelta
 
 from calagent.contracts.settings import (
     DEFAULT_INVITATIONS_FROM,
@@ -32,6 +32,7 @@ class StoredSettings:
     language: Language | None = None
     work_hours: WorkHours | None = None
     invitations_from: InvitationsFrom | None = None
+    buffer_minutes: int | None = None
 
     def patched(self, patch: SettingsPatch, fields: Sequence[str]) -> StoredSettings:
         return replace(self, **{name: getattr(patch, name) for name in fields})
@@ -48,6 +49,10 @@ class StoredSettings:
     def week(self, deployment: tuple[time, time]) -> Week:
         return week_of(self.hours(deployment))
 
+    def buffer(self) -> timedelta:
+        """The free time kept around each busy span when suggesting (contract §20): none unless set."""
+        return timedelta(minutes=self.buffer_minutes or 0)
+
     def view(self, fallback_tz: str, deployment: tuple[time, time]) -> SettingsOut:
         return SettingsOut(
             tz=self.zone(fallback_tz),
@@ -55,6 +60,7 @@ class StoredSettings:
             language=self.language,
             work_hours=self.hours(deployment),
             invitations_from=self.invitations(),
+            buffer_minutes=self.buffer_minutes or 0,
             tz_saved=self.tz is not None,
         )
 

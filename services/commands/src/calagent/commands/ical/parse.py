@@ -5,7 +5,8 @@ EXDATE) plus one VEVENT per override (RECURRENCE-ID), all with one UID.
 
 Reading (`parse_resource`) turns an object into the rows the queries, free-time search and
 conflict checks understand: the values the assistant models (times, title, place, notes, address,
-rule, exclusions, the reminder), the UID, and on the row that owns the object its text.
+rule, exclusions, the reminder, whether it is marked free or tentative), the UID, and on the row
+that owns the object its text.
 Writing rows back into the object is `patch.py`'s.
 """
 
@@ -165,6 +166,9 @@ def _modeled(component: Component, tz: ZoneInfo) -> dict[str, object]:
         "url": text_of(component, "URL"),
         "attendees": attendees_of(component),
         "organizer": address_of(component.get("ORGANIZER")),
+        # RFC 5545 §3.8.2.7: OPAQUE unless it says TRANSPARENT; §3.8.1.11: STATUS of a VEVENT.
+        "transparent": str(component.get("TRANSP", "")).strip().upper() == "TRANSPARENT",
+        "tentative": str(component.get("STATUS", "")).strip().upper() == "TENTATIVE",
     }
 
 
