@@ -130,6 +130,9 @@ class EventOut(EventFields):
     # An occurrence of a series: `id` names the occurrence, `occurrence_start` the start the rule
     # gives it (an override may have moved it).
     occurrence_start: datetime | None = None
+    # It came from a connected calendar the user does not own (contract §19): its text is the
+    # words of whoever writes that calendar, like an event someone else organizes.
+    foreign_calendar: bool = False
 
 
 class StubSlots(WireModel):

@@ -31,6 +31,9 @@ class Attendee(WireModel):
     name: str | None = None
     email: str = Field(min_length=3, max_length=EMAIL_MAX)
     status: PartStat = "NEEDS-ACTION"
+    # The name is a card's, read from a connected address book (contract §19): someone else's
+    # words, not a contact the user typed.
+    card: bool = False
 
 
 class ContactOut(WireModel):

@@ -170,7 +170,9 @@ class AgentService:
                 await sink(TurnEvent(turn_id=env.turn_id, type="turn.done", answer=claim.answer))
                 return
 
-            async def finish(answer: TurnAnswer, offer_command_id: str | None) -> None:
+            async def finish(
+                answer: TurnAnswer, offer_command_id: str | None, third_party: str | None
+            ) -> None:
                 # A turn refused at once (the model's circuit is open) leaves its claim unfinished,
                 # so the client's retry after `Retry-After` runs it instead of replaying the refusal.
                 await store.finish_turn(
@@ -179,6 +181,7 @@ class AgentService:
                     answer,
                     self.clock.now(),
                     offer_command_id=offer_command_id,
+                    third_party=third_party,
                     settled=answer.retry_after_s is None,
                 )
 

@@ -18,11 +18,12 @@ from pydantic import ValidationError
 
 from calagent.agent.adapters.model import ModelClient, ModelResponse, ModelToolCall, ModelUnavailable
 from calagent.agent.domain import fixed_replies, receipts
-from calagent.agent.domain.context import build_messages, carries_third_party
+from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
+from calagent.agent.domain.words import carries_third_party
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
 from calagent.agent.ports import CommandsPort, EventSink, PeoplePort, StorePort, TimePort, TurnFinish
@@ -102,7 +103,8 @@ def _error_message(messages: Sequence[dict[str, Any]]) -> str:
 
 def _combined(finished: Sequence[Finished]) -> Finished:
     """Every terminal result of the turn in one reply; the last one names the outcome."""
-    return Finished(finished[-1].outcome, "\n".join(f.reply for f in finished))
+    quotes = tuple(q for f in finished for q in f.quotes)
+    return Finished(finished[-1].outcome, "\n".join(f.reply for f in finished), quotes)
 
 
 class TurnRunner:
@@ -163,7 +165,8 @@ class TurnRunner:
         if state.sync_notices:
             # Told once, after the turn's own answer: what the connected calendar did not take.
             notes = receipts.sync_notice_lines(state.sync_notices, state.view)
-            finished = Finished(finished.outcome, f"{finished.reply}\n{notes}")
+            noticed = tuple(n.event for n in state.sync_notices)
+            finished = Finished(finished.outcome, f"{finished.reply}\n{notes}", finished.quotes + noticed)
 
         intent = infer_post_hoc_intent(
             [c.name for c in state.tool_calls],
@@ -172,7 +175,9 @@ class TurnRunner:
         )
         answer = _turn_answer(state, finished, intent)
         if finish is not None:
-            await finish(answer, state.offered_stub_id)
+            # Archived with whose words it carries, if anyone's: the model reads it again by that.
+            quoted = await self.tools.quoted_source(state, finished.quotes) or state.foreign_source
+            await finish(answer, state.offered_stub_id, quoted)
         tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):
             await sink(TurnEvent(turn_id=state.env.turn_id, type="turn.done", answer=answer, tokens=tokens))
@@ -374,7 +379,11 @@ class TurnRunner:
         content = result.content
         if result.finished is not None and TOOL_KINDS.get(call.name) == "terminal":
             state.finished.append(result.finished)
-            content = finished_content(result.finished)
+            quoted = await self.tools.quoted_source(state, result.finished.quotes) or state.foreign_source
+            content = finished_content(result.finished, quoted)
+            if state.third_party_seen is None and quoted is not None:
+                # A receipt quoting someone else's text reaches the model as a tool result.
+                state.third_party_seen = quoted
         if state.third_party_seen is None and carries_third_party(content):
             state.third_party_seen = f"third-party content in the result of {call.name}"
         # Every call gets its answer in the conversation, so the model can be asked again.
@@ -389,7 +398,7 @@ class TurnRunner:
         done = _combined(state.finished)
         if checked.outcome == "claim_replaced" or not text.strip():
             return done
-        return Finished(done.outcome, f"{done.reply}\n{checked.reply}")
+        return Finished(done.outcome, f"{done.reply}\n{checked.reply}", done.quotes)
 
     async def _call_model(
         self, state: TurnState, messages: list[dict[str, Any]], on_delta: Callable[[str], Awaitable[None]]

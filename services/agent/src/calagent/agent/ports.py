@@ -63,6 +63,7 @@ class StorePort(Protocol):
 
 EventSink = Callable[[TurnEvent], Awaitable[None]]
 
-TurnFinish = Callable[[TurnAnswer, str | None], Awaitable[None]]
-"""Ends the turn before its answer is told: the reply archived (with the stub it offered, if any),
-the answer stored for a retry with the same key, the user's lease given back — one transaction."""
+TurnFinish = Callable[[TurnAnswer, str | None, str | None], Awaitable[None]]
+"""Ends the turn before its answer is told: the reply archived (with the stub it offered and whose
+words it quoted besides the user's, if any), the answer stored for a retry with the same key, the
+user's lease given back — one transaction."""

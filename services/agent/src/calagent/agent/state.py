@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.receipts import View
+from calagent.agent.domain.words import Quoted
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, WriteSource
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import SyncNotice
@@ -27,6 +28,9 @@ from calagent.runtime.timeline import Timeline
 class Finished:
     outcome: Outcome
     reply: str
+    # What the reply is written from (the stubs, events and people it names): whose words it
+    # quotes is read from these (contract §19).
+    quotes: tuple[Quoted, ...] = ()
 
 
 @dataclass
@@ -74,11 +78,21 @@ class TurnState:
     # Where someone else's text reached the model in this turn (an offer from outside, an event
     # someone else organizes), if it did: the writes the model asks for afterwards are held.
     third_party_seen: str | None = None
+    # The user's own address (the ORGANIZER of what they organize), once a turn needed it.
+    own_address: str | None = None
+    own_address_read: bool = False
 
     @property
     def foreign(self) -> bool:
         """Whether someone else's words may be behind what the model asks for (contract §19)."""
         return self.turn.third_party or self.third_party_seen is not None
+
+    @property
+    def foreign_source(self) -> str | None:
+        """Where someone else's words reached the model in this turn, if they did."""
+        if self.third_party_seen is not None:
+            return self.third_party_seen
+        return "forwarded or quoted content" if self.turn.third_party else None
 
     def shown(self, stub_id: str) -> bool:
         """Whether the user was last shown this offer: by an assistant message, or by the page's

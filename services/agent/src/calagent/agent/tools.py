@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from calagent.agent.domain import fixed_replies, reads, receipts
+from calagent.agent.domain import fixed_replies, reads, receipts, words
 from calagent.agent.domain.pending import consent_to, speaks_for_user, write_hold
 from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, PeoplePort, StorePort
 from calagent.agent.state import Finished, TurnState
@@ -22,7 +22,6 @@ from calagent.contracts.commands import (
     ChangeAction,
     CommandError,
     CommandResult,
-    EventOut,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
@@ -85,9 +84,13 @@ def tool_error(code: str, message: str) -> ToolResult:
     return ToolResult(f"error:{code}", error_content(code, message))
 
 
-def finished_content(finished: Finished) -> str:
-    """What the model sees of a terminal result when the turn goes on (one write per response)."""
-    return json.dumps({"outcome": finished.outcome, "receipt": finished.reply}, ensure_ascii=False)
+def finished_content(finished: Finished, source: str | None) -> str:
+    """What the model sees of a terminal result when the turn goes on (one write per response);
+    a receipt that quotes someone else's text (`source`) says so (contract §19)."""
+    content: dict[str, Any] = {"outcome": finished.outcome, "receipt": finished.reply}
+    if source is not None:
+        content[words.TOOL_MARK] = {"source": source, "fields": ["receipt"]}
+    return json.dumps(content, ensure_ascii=False)
 
 
 def add_db_segment(state: TurnState, db_ms: float) -> None:
@@ -142,7 +145,7 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
     outcome: Outcome = result.status if is_command_outcome(result.status) else "answered"
     if result.status in WRITTEN_STATUSES and not result.persisted:
         outcome = "answered"
-    return Finished(outcome, reply)
+    return Finished(outcome, reply, words.quoted_in(result))
 
 
 Handler = Callable[[TurnState, Any], Awaitable[ToolResult]]
@@ -271,7 +274,7 @@ class Tools:
             reply = receipts.command_receipt(CommandResult(status=stub.status, stub=stub), state.view)
             return ToolResult(
                 "refused:not_consent",
-                finished=Finished("held", fixed_replies.not_consent(state.lang) + reply),
+                finished=Finished("held", fixed_replies.not_consent(state.lang) + reply, (stub,)),
             )
         command = confirm_command(state, stub.id)
         if consent != "confirm":
@@ -292,9 +295,10 @@ class Tools:
             # Held, like every other write forwarded or quoted content asks for: the user's pending
             # request stays as it is until the user cancels it in their own words.
             state.flag("held")
+            stub = state.current_stub
+            reply = fixed_replies.cancel_not_own_words(stub, state.lang)
             return ToolResult(
-                "held:third_party",
-                finished=Finished("held", fixed_replies.cancel_not_own_words(state.current_stub, state.lang)),
+                "held:third_party", finished=Finished("held", reply, (stub,) if stub is not None else ())
             )
         return await self.execute(
             state,
@@ -343,9 +347,8 @@ class Tools:
             return result
         state.events.extend(event_view(e) for e in result.events)
         with state.timeline.segment("receipt"):
-            return ToolResult(
-                "queried", finished=Finished("queried", reads.query_receipt(result, state.view))
-            )
+            reply = reads.query_receipt(result, state.view)
+            return ToolResult("queried", finished=Finished("queried", reply, result.events))
 
     async def suggest_free_time(self, state: TurnState, args: SuggestFreeTime) -> ToolResult:
         result = await self.read(
@@ -382,35 +385,47 @@ class Tools:
         )
         if isinstance(result, ToolResult):
             return result
-        await self.note_organizers(state, result.events)
+        own = await self.own_address(state, result.events)
+        if state.third_party_seen is None:
+            state.third_party_seen = words.source_of(result.events, own)
         found = [
-            {
-                "id": e.id,
-                "title": e.title,
-                "start": e.start.isoformat(),
-                "end": e.end.isoformat(),
-                "when": state.view.for_model().span(e.start, e.end, e.all_day),
-                "all_day": e.all_day,
-                "calendar": e.calendar,
-                **({"series_id": e.series_id} if e.series_id else {}),
-                **({"occurrence_start": e.occurrence_start.isoformat()} if e.occurrence_start else {}),
-                **({"recurrence": e.recurrence} if e.recurrence else {}),
-                **{k: v for k in ("location", "notes", "url") if (v := getattr(e, k))},
-            }
+            words.marked_event(
+                {
+                    "id": e.id,
+                    "title": e.title,
+                    "start": e.start.isoformat(),
+                    "end": e.end.isoformat(),
+                    "when": state.view.for_model().span(e.start, e.end, e.all_day),
+                    "all_day": e.all_day,
+                    "calendar": e.calendar,
+                    **({"series_id": e.series_id} if e.series_id else {}),
+                    **({"occurrence_start": e.occurrence_start.isoformat()} if e.occurrence_start else {}),
+                    **({"recurrence": e.recurrence} if e.recurrence else {}),
+                    **{k: v for k in ("location", "notes", "url") if (v := getattr(e, k))},
+                },
+                words.event_source(e, own),
+            )
             for e in result.events
         ]
         return ToolResult(f"found:{len(found)}", json.dumps({"events": found}, ensure_ascii=False))
 
-    async def note_organizers(self, state: TurnState, events: Sequence[EventOut]) -> None:
-        """Mark the turn when the model is shown an event someone else organizes: its text is
-        that person's (contract §19). Without the people service every organizer counts."""
-        organizers = {e.organizer.casefold() for e in events if e.organizer}
-        if not organizers or state.third_party_seen is not None:
-            return
-        own = await self.people.own_address(state.env) if self.people is not None else None
-        others = sorted(organizers - {own.casefold()} if own else organizers)
-        if others:
-            state.third_party_seen = f"an event organized by {others[0]}"
+    async def own_address(self, state: TurnState, quotes: Sequence[words.Quoted]) -> str | None:
+        """The user's own address, read once a turn and only when something names an organizer:
+        an event someone else organizes is that person's words (contract §19). Without the
+        people service every organizer counts as someone else."""
+        if state.own_address_read or not words.organizers(quotes) or self.people is None:
+            return state.own_address
+        try:
+            state.own_address = await self.people.own_address(state.env)
+        except BusRequestError:
+            # Not known this time: every organizer counts as someone else, which holds more, never less.
+            return None
+        state.own_address_read = True
+        return state.own_address
+
+    async def quoted_source(self, state: TurnState, quotes: Sequence[words.Quoted]) -> str | None:
+        """Whose words a reply written from `quotes` carries besides the user's, if anyone's."""
+        return words.source_of(quotes, await self.own_address(state, quotes))
 
     async def search_memory(self, state: TurnState, args: SearchMemory) -> ToolResult:
         with state.timeline.segment("db.search_memory"):

@@ -30,6 +30,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
+from calagent.agent.domain.context import replayed
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage
 from calagent.contracts.turns import HistoryMessage, HistoryRequest, HistoryResult, TurnAnswer
@@ -114,7 +115,7 @@ _START = (
         FROM lease WHERE NOT EXISTS (SELECT 1 FROM replay)
         ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
     ), history AS (
-        SELECT id, role, content, created_at, offer_command_id, turn_id FROM agent.messages
+        SELECT id, role, content, created_at, offer_command_id, turn_id, third_party FROM agent.messages
         WHERE user_id = :user_id AND conversation_id = :conversation_id AND turn_id != :turn_id
             AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM replay)
         ORDER BY created_at DESC, id DESC
@@ -122,7 +123,7 @@ _START = (
     )
     SELECT (SELECT holder FROM lease) AS holder, EXISTS (SELECT 1 FROM claim) AS claimed,
         (SELECT status FROM prior) AS prior_status, (SELECT answer FROM prior) AS prior_answer,
-        h.role, h.content, h.created_at, h.offer_command_id, h.turn_id
+        h.role, h.content, h.created_at, h.offer_command_id, h.turn_id, h.third_party
     FROM (SELECT 1) AS one LEFT JOIN history AS h ON true
     ORDER BY h.created_at DESC, h.id DESC
     """
@@ -138,6 +139,7 @@ _START = (
         column("created_at", DateTime(timezone=True)),
         column("offer_command_id", String),
         column("turn_id", String),
+        column("third_party", String),
     )
 )
 _CLAIMED = select(turns.c.status, turns.c.answer).where(
@@ -175,8 +177,10 @@ _FINISH = text(
     """
     WITH reply AS (
         INSERT INTO agent.messages
-            (user_id, conversation_id, role, content, turn_id, created_at, offer_command_id)
-        VALUES (:user_id, :conversation_id, 'assistant', :content, :turn_id, :at, :offer_command_id)
+            (user_id, conversation_id, role, content, turn_id, created_at, offer_command_id, third_party)
+        VALUES (
+            :user_id, :conversation_id, 'assistant', :content, :turn_id, :at, :offer_command_id, :third_party
+        )
         ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
     ), answered AS (
         UPDATE agent.turns SET status = 'done', answer = CAST(:answer AS jsonb), updated_at = :at
@@ -307,7 +311,7 @@ class AgentStore:
             # Answered already: replayed, nothing archived, no history needed.
             return TurnLease(start.user_id, holder, claim)
         history = [
-            ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id)
+            ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id, r.third_party)
             for r in reversed(rows)
             if r.role is not None
         ]
@@ -321,11 +325,13 @@ class AgentStore:
         now: datetime,
         *,
         offer_command_id: str | None = None,
+        third_party: str | None = None,
         settled: bool = True,
     ) -> None:
         """Archive the assistant's reply, store the answer and give the user's lease back, in one
         statement (one transaction, one round trip). Not `settled` (refused before running, to be
-        run by the client's retry): the reply is archived but the claim stays unfinished."""
+        run by the client's retry): the reply is archived but the claim stays unfinished.
+        `third_party`: whose words the reply quoted besides the user's (contract §19)."""
         params = {
             "user_id": lease.user_id,
             "holder": lease.holder,
@@ -334,6 +340,7 @@ class AgentStore:
             "turn_id": answer.turn_id,
             "content": answer.reply,
             "offer_command_id": offer_command_id,
+            "third_party": third_party,
             "at": now,
             "answer": answer.model_dump_json(),
             "settled": settled,
@@ -387,7 +394,15 @@ class AgentStore:
         rows = await self._newest_matching(
             messages, terms, messages.c.user_id == user_id, messages.c.turn_id != before_turn
         )
-        texts = [f"[{r.created_at.isoformat()}] {r.role}: {r.content}" for r in rows]
+        # Each as the model reads it in the history: a reply that quoted someone else's text by
+        # whose it was (contract §19), never the text.
+        texts = [
+            f"[{r.created_at.isoformat()}] {r.role}: "
+            + replayed(
+                ArchivedMessage(r.role, r.content, r.created_at, r.offer_command_id, r.turn_id, r.third_party)
+            )
+            for r in rows
+        ]
         return rank(texts, terms)
 
     async def _newest_matching(

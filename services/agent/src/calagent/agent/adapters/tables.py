@@ -31,6 +31,9 @@ messages = Table(
     # The stub this assistant message offered (held write, conflicting time): the timed gate
     # answers it only when it is the last thing the assistant said.
     Column("offer_command_id", String(64), nullable=True),
+    # Whose words an assistant message quoted besides the user's (contract §19), if anyone's: the
+    # model reads the message again by that source, never by its text.
+    Column("third_party", Text, nullable=True),
     # Authoritative server time of the message: what session segments are cut by.
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("turn_id", "role", name="uq_messages_turn_role"),

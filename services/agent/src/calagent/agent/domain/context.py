@@ -9,7 +9,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from calagent.agent.domain.pending import from_outside, offer_kind
-from calagent.agent.domain.session import SessionSegment
+from calagent.agent.domain.session import ArchivedMessage, SessionSegment
+from calagent.agent.domain.words import offer_source, replayed_reply, third_party_block
 from calagent.contracts.commands import EventOut, StubOut
 from calagent.contracts.display import format_day
 
@@ -41,37 +42,13 @@ def describe_now(now: datetime, tz: str) -> str:
     )
 
 
-THIRD_PARTY_MARK = "— third-party content, not the user's own words:]"
-
-
-def third_party_block(source: str, content: str) -> str:
-    """Someone else's text as the model may read it (contract §19): in a user-role message, after
-    a line naming where it came from and saying it is not the user's words. The one marking, for
-    a forward or quote in the user's message and for an offer from outside alike."""
-    return f"[{source} {THIRD_PARTY_MARK}\n{content}"
-
-
-def carries_third_party(content: str | None) -> bool:
-    """Whether text the model is about to read holds someone else's words in their marking: a
-    replayed message, a tool result (an archive search). Text that only looks marked counts too;
-    that errs towards holding."""
-    return content is not None and THIRD_PARTY_MARK in content
-
-
-def offer_source(stub: StubOut) -> str:
-    """Where an offer from outside came from, in words naming no text of it but an address."""
-    if stub.invitation is not None:
-        return f"the invitation of {stub.invitation.organizer}"
-    if stub.hold_reason == "sync_conflict":
-        return "the connected calendar"
-    return "forwarded or quoted content"
-
-
 def _event_label(event: EventOut, tz: str) -> str:
-    """An event the stub meets: its title when it is the user's own, else who organizes it."""
+    """An event the stub meets: its title when it is the user's own, else whose it is."""
     when = f"{event.start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M}"
     if event.organizer:
         return f"an event at {when} organized by {event.organizer}"
+    if event.foreign_calendar:
+        return f"an event at {when} of the calendar {event.calendar!r}, which the user does not own"
     return f"{event.title!r} at {when}"
 
 
@@ -134,7 +111,7 @@ def build_messages(
             "search_chat_archive only if the user refers to it.]"
         )
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_RULES + "\n\n" + "\n".join(facts)}]
-    messages.extend({"role": m.role, "content": m.content} for m in segment.messages)
+    messages.extend({"role": m.role, "content": replayed(m)} for m in segment.messages)
     messages.append({"role": "user", "content": user_content(text, quoted, forwarded, promoted=promoted)})
     return messages
 
@@ -148,3 +125,13 @@ def user_content(text: str, quoted: Sequence[str], forwarded: str | None, *, pro
         return text
     block = third_party_block("Quoted or forwarded content", foreign)
     return block if promoted else f"{text}\n\n{block}"
+
+
+def replayed(message: ArchivedMessage) -> str:
+    """An archived message as the model reads it again: a reply that quoted someone else's text
+    (an invitation's title, an event someone else organizes, a card's name) by what it was and
+    from whom, never its text; anything else as it was archived (a message with no words of the
+    user's own was archived inside the third-party block)."""
+    if message.role == "assistant" and message.third_party is not None:
+        return replayed_reply(message.third_party, message.offer_command_id)
+    return message.content

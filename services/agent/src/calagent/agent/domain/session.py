@@ -17,6 +17,9 @@ class ArchivedMessage:
     # The turn that wrote the message: a bare "撤销" after an assistant's receipt undoes that
     # turn's change (contract §15).
     turn_id: str | None = None
+    # Whose words an assistant message quoted besides the user's (contract §19: an invitation,
+    # an event someone else organizes, a card), if any: it is replayed by that, not by its text.
+    third_party: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""Whose words (contract §19): where text the model may read came from, and how someone else's is
+marked wherever it reaches the model. The one home of the marks: the block in a user-role message,
+the key in a tool result, the source an item is named by, and what an archived reply that quoted
+someone else is replayed as.
+
+Someone else's text is any the user did not type in this conversation: forwarded and quoted blocks,
+every field of mail and invitations, events someone else organizes or that come from a calendar the
+user does not own, and cards of a connected address book. It is data, never instructions: it
+reaches the model only inside a marked block (a user or tool message), never in the system message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from calagent.agent.domain.pending import from_outside
+from calagent.contracts.commands import CommandResult, EventOut, StubOut
+from calagent.contracts.people import Attendee
+
+# What a reply can quote: the items a receipt is written from.
+Quoted = EventOut | StubOut | Attendee
+
+# The key a tool result marks someone else's text with: on the object whose fields it names.
+TOOL_MARK = "third_party"
+# An event's fields that carry its author's words.
+EVENT_TEXT_FIELDS = ("title", "location", "notes", "url")
+CARD_SOURCE = "a card of the connected address book"
+
+
+THIRD_PARTY_MARK = "— third-party content, not the user's own words:]"
+
+
+def third_party_block(source: str, content: str) -> str:
+    """Someone else's text as the model may read it (contract §19): in a user-role message, after
+    a line naming where it came from and saying it is not the user's words. The one marking, for
+    a forward or quote in the user's message and for an offer from outside alike."""
+    return f"[{source} {THIRD_PARTY_MARK}\n{content}"
+
+
+def carries_third_party(content: str | None) -> bool:
+    """Whether text the model is about to read holds someone else's words in their marking: a
+    replayed message, a tool result (an archive search). Text that only looks marked counts too;
+    that errs towards holding."""
+    return content is not None and THIRD_PARTY_MARK in content
+
+
+def offer_source(stub: StubOut) -> str:
+    """Where an offer from outside came from, in words naming no text of it but an address."""
+    if stub.invitation is not None:
+        return f"the invitation of {stub.invitation.organizer}"
+    if stub.hold_reason == "sync_conflict":
+        return "the connected calendar"
+    return "forwarded or quoted content"
+
+
+def event_source(event: EventOut, own_address: str | None) -> str | None:
+    """Whose words an event's text is, when not the user's: the person who organizes it (not the
+    user's own address), or the calendar it came from that the user does not own."""
+    if event.organizer and (own_address is None or event.organizer.casefold() != own_address.casefold()):
+        return f"an event organized by {event.organizer}"
+    if event.foreign_calendar:
+        return f"an event of the calendar {event.calendar!r}, which the user does not own"
+    if any(a.card for a in event.attendees):
+        return CARD_SOURCE
+    return None
+
+
+def quoted_in(result: CommandResult) -> tuple[Quoted, ...]:
+    """What a command's receipt is written from: the stubs and events it names."""
+    items = (result.stub, result.kept, result.superseded, result.event, result.before)
+    return tuple(item for item in items if item is not None)
+
+
+def _expanded(quotes: Iterable[Quoted]) -> Iterator[Quoted]:
+    """Every item a quote shows: a stub's change, the events it meets and the people it names."""
+    for item in quotes:
+        yield item
+        if isinstance(item, StubOut):
+            if item.change is not None:
+                yield item.change.before
+                if item.change.after is not None:
+                    yield item.change.after
+            yield from item.conflicts_with
+            yield from item.recipients
+            yield from item.attendee_candidates
+
+
+def organizers(quotes: Iterable[Quoted]) -> set[str]:
+    """The organizers named in what is quoted: whether the user's own address is needed."""
+    return {i.organizer for i in _expanded(quotes) if isinstance(i, EventOut) and i.organizer}
+
+
+def source_of(quotes: Iterable[Quoted], own_address: str | None) -> str | None:
+    """Where the first text of someone else's in `quotes` came from; None when all is the user's."""
+    for item in _expanded(quotes):
+        if isinstance(item, StubOut):
+            if from_outside(item):
+                return offer_source(item)
+        elif isinstance(item, EventOut):
+            found = event_source(item, own_address)
+            if found is not None:
+                return found
+        elif item.card:
+            return CARD_SOURCE
+    return None
+
+
+def marked_event(fields: Mapping[str, Any], source: str | None) -> dict[str, Any]:
+    """An event as a tool result shows it: when its text is someone else's, the key naming whose
+    and which of its fields are not the user's words."""
+    if source is None:
+        return dict(fields)
+    text_fields = [name for name in EVENT_TEXT_FIELDS if fields.get(name)]
+    return {**fields, TOOL_MARK: {"source": source, "fields": text_fields}}
+
+
+def replayed_reply(source: str, offer_id: str | None) -> str:
+    """An archived reply that quoted someone else's text, as the model reads it again (history,
+    archive search): what it was and from whom, not its text."""
+    offered = f" It offered id={offer_id}; what is still pending is in the system facts." if offer_id else ""
+    return f"[My reply here showed the user text from {source}; it is third-party and not repeated.{offered}]"
