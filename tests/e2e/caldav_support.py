@@ -22,11 +22,16 @@ ALLOW_NETWORKS = "CALAGENT_CALDAV_ALLOW_NETWORKS"
 
 @contextmanager
 def radicale_server(
-    *, host: str = "127.0.0.1", rights: str | None = None, prefix: str = "calagent-radicale-"
+    *,
+    host: str = "127.0.0.1",
+    rights: str | None = None,
+    prefix: str = "calagent-radicale-",
+    sharing: bool = False,
 ) -> Iterator[EmbeddedRadicale]:
-    """A Radicale with no users yet (tests add their own), in a folder that goes with it."""
+    """A Radicale with no users yet (tests add their own), in a folder that goes with it;
+    `sharing`: its users may share calendars with each other (`share_calendar`)."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        server = EmbeddedRadicale(Path(tmp), {}, rights=rights, host=host)
+        server = EmbeddedRadicale(Path(tmp), {}, rights=rights, host=host, sharing=sharing)
         server.start()
         yield server
         server.stop()

@@ -25,6 +25,7 @@ class EmbeddedRadicale(ChildServer):
         port: int | None = None,
         rights: str | None = None,
         host: str = "127.0.0.1",
+        sharing: bool = False,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.users = dict(users)
@@ -33,6 +34,9 @@ class EmbeddedRadicale(ChildServer):
         self.rights = rights
         # Any loopback address (Linux routes all of 127/8 to lo): tests run servers on distinct ones.
         self.host = host
+        # Radicale's sharing by map (3.6+): a user's collection shown inside another user's home,
+        # the way hosted servers show a calendar shared with you (`share_calendar`).
+        self.sharing = sharing
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -58,6 +62,18 @@ class EmbeddedRadicale(ChildServer):
             rights_file = self.data_dir / "rights"
             rights_file.write_text(self.rights)
             rights = ["--rights-type", "from_file", "--rights-file", str(rights_file)]
+        sharing = []
+        if self.sharing:
+            sharing = [
+                "--sharing-type",
+                "csv",
+                "--sharing-database-path",
+                str(self.data_dir / "shares.csv"),
+                "--sharing-collection-by-map",
+                "true",
+                "--sharing-permit-create-map",
+                "true",
+            ]
         self.proc = spawn_child(
             [
                 sys.executable,
@@ -77,6 +93,7 @@ class EmbeddedRadicale(ChildServer):
                 "--auth-delay",
                 "0",
                 *rights,
+                *sharing,
             ],
             self.data_dir / "radicale.log",
         )
@@ -104,3 +121,29 @@ def make_calendar(
 
             calendar.set_properties([ical.CalendarColor(color)])
         return str(calendar.url)
+
+
+def share_calendar(
+    url: str, owner: tuple[str, str], calendar_path: str, sharee: tuple[str, str], name: str
+) -> str:
+    """Share `owner`'s calendar (its path, "/alice/work/") read-only with `sharee`, shown in the
+    sharee's home as `name` (a server started with `sharing=True`); the URL the sharee sees it at.
+    Both sides agree through Radicale's sharing API: the owner offers, the sharee enables it."""
+    import httpx
+
+    mapped = f"/{sharee[0]}/{name}/"
+    offer = {
+        "PathMapped": calendar_path,
+        "PathOrToken": mapped,
+        "User": sharee[0],
+        "Permissions": "r",
+        "Enabled": True,
+        "Hidden": False,
+    }
+    with httpx.Client(base_url=url, timeout=10, headers={"Accept": "application/json"}) as client:
+        made = client.post("/.sharing/v1/map/create", auth=owner, json=offer)
+        assert made.status_code == 200, made.text
+        for action in ("enable", "unhide"):
+            taken = client.post(f"/.sharing/v1/map/{action}", auth=sharee, json={"PathOrToken": mapped})
+            assert taken.status_code == 200, taken.text
+    return f"{url.rstrip('/')}{mapped}"

@@ -41,6 +41,7 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         url=event.url,
         attendees=event.attendees,
         organizer=event.organizer,
+        foreign_calendar=event.foreign_calendar,
     )
 
 

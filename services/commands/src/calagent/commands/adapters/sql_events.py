@@ -54,6 +54,7 @@ def event_from_row(row: Row[Any]) -> Event:
         organizer=row.organizer,
         transparent=row.transparent,
         tentative=row.tentative,
+        foreign_calendar=row.foreign_calendar,
     )
 
 
@@ -78,6 +79,7 @@ def _event_values(event: Event) -> dict[str, object]:
         "organizer": event.organizer,
         "transparent": event.transparent,
         "tentative": event.tentative,
+        "foreign_calendar": event.foreign_calendar,
     }
 
 

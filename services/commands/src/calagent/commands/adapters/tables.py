@@ -82,6 +82,9 @@ events = Table(
     # yet certain (STATUS:TENTATIVE).
     Column("transparent", Boolean, nullable=False, server_default=text("false")),
     Column("tentative", Boolean, nullable=False, server_default=text("false")),
+    # It arrived from a connected calendar the user does not own: its text is someone else's
+    # words (contract §19).
+    Column("foreign_calendar", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
@@ -205,6 +208,8 @@ caldav_calendars = Table(
     Column("color", String(32), nullable=True),
     Column("position", Integer, nullable=False),
     Column("is_default", Boolean, nullable=False, server_default=text("false")),
+    # The login's own calendar; False: someone else's, shared with the user (contract §19).
+    Column("owned", Boolean, nullable=False, server_default=text("true")),
     # RFC 6578 sync token of the last inbound sync (None: not synced yet, or not offered).
     Column("sync_token", Text, nullable=True),
     PrimaryKeyConstraint("account_id", "url", name="pk_caldav_calendars"),

@@ -297,6 +297,7 @@ async def _store_calendars(
                 url=calendar.url,
                 name=name,
                 color=calendar.color,
+                owned=calendar.owned,
                 position=position,
                 is_default=position == 0 and not has_default,
             )

@@ -124,7 +124,10 @@ class InboundSync:
                     calendars = (
                         await conn.execute(
                             select(
-                                caldav_calendars.c.url, caldav_calendars.c.name, caldav_calendars.c.sync_token
+                                caldav_calendars.c.url,
+                                caldav_calendars.c.name,
+                                caldav_calendars.c.owned,
+                                caldav_calendars.c.sync_token,
                             )
                             .where(caldav_calendars.c.account_id == account_id)
                             .order_by(caldav_calendars.c.position)
@@ -138,7 +141,8 @@ class InboundSync:
                     found = await asyncio.to_thread(
                         remote.changes, account.login, calendar.url, calendar.sync_token
                     )
-                    await self._apply(account, calendar.url, calendar.name, found, stats, listed_at)
+                    place = rows.Place(calendar.url, calendar.name, calendar.owned)
+                    await self._apply(account, place, found, stats, listed_at)
                 # The address books after the calendars: a server that cannot serve them (or has
                 # none) leaves the calendars synced all the same.
                 await self.cards.sync(account)
@@ -152,8 +156,7 @@ class InboundSync:
     async def _apply(
         self,
         account: rows.Account,
-        calendar_url: str,
-        name: str,
+        place: rows.Place,
         found: remote.Changes,
         stats: SyncStats,
         listed_at: datetime,
@@ -173,22 +176,16 @@ class InboundSync:
             waiting_uids = await _uids(conn, account.user_id, waiting)
             known = {r.href: r for r in await rows.resources_of(conn, account.id)}
             plan = _Plan()
-            listing = _Listing(account, calendar_url, name, found, stats, listed_at)
+            listing = _Listing(account, place, found, stats, listed_at)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
-            _take_deleted(calendar_url, found, stats, listed_at, known, waiting, seen, plan)
-            await _write(conn, account, calendar_url, found.token, plan)
+            _take_deleted(place.url, found, stats, listed_at, known, waiting, seen, plan)
+            await _write(conn, account, place.url, found.token, plan)
             await conn.commit()
 
     def _take_changed(self, listing: _Listing, before: _Known, plan: _Plan) -> set[str]:
         """The listed objects that are new or changed, planned as rows; the hrefs listed."""
-        account, calendar_url, name, found, stats, listed_at = (
-            listing.account,
-            listing.calendar_url,
-            listing.name,
-            listing.found,
-            listing.stats,
-            listing.listed_at,
-        )
+        account, found, stats, listed_at = listing.account, listing.found, listing.stats, listing.listed_at
+        calendar_url = listing.place.url
         known, waiting, waiting_uids = before.resources, before.waiting, before.waiting_uids
         seen: set[str] = set()
         for obj in found.changed:
@@ -201,12 +198,14 @@ class InboundSync:
                 continue
             event_id = resource.event_id if resource is not None else new_id()
             try:
-                theirs = parse_resource(
-                    obj.body,
-                    master_id=event_id,
-                    user_id=account.user_id,
-                    calendar=name,
-                    fallback_tz=self.fallback_tz,
+                theirs = listing.place.rows(
+                    parse_resource(
+                        obj.body,
+                        master_id=event_id,
+                        user_id=account.user_id,
+                        calendar=listing.place.name,
+                        fallback_tz=self.fallback_tz,
+                    )
                 )
             except (UnreadableObject, ValueError, KeyError) as exc:
                 log.info("skipping %s: %s", obj.href, exc)
@@ -244,8 +243,7 @@ class _Listing:
     """One calendar's listing as a sync read it."""
 
     account: rows.Account
-    calendar_url: str
-    name: str
+    place: rows.Place
     found: remote.Changes
     stats: SyncStats
     listed_at: datetime

@@ -357,14 +357,17 @@ class Deliverer:
             )
             return Outcome("conflict", "removed on the server")
         fallback = ZoneInfo(ours[0].tz) if ours and ours[0].tz else ZoneInfo("UTC")
-        name = await rows.calendar_name(conn, account.id, resource.calendar_url)
+        place = await rows.place(conn, account.id, resource.calendar_url)
+        name = place.name
         try:
-            theirs = parse_resource(
-                server.body,
-                master_id=resource.event_id,
-                user_id=resource.user_id,
-                calendar=name,
-                fallback_tz=fallback,
+            theirs = place.rows(
+                parse_resource(
+                    server.body,
+                    master_id=resource.event_id,
+                    user_id=resource.user_id,
+                    calendar=name,
+                    fallback_tz=fallback,
+                )
             )
         except UnreadableObject as exc:
             await self._mark(conn, resource.user_id, resource.event_id, "rejected")

@@ -17,11 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urljoin
+from typing import Any, ClassVar
+from urllib.parse import unquote, urljoin, urlsplit
 
 import caldav
 from caldav.elements import dav, ical
+from caldav.elements.base import BaseElement
 from caldav.lib import error
+from caldav.lib.namespace import ns
 
 from calagent.commands.caldav.addresses import AddressNotAllowed, Guard, GuardedSession, InvalidUrl
 
@@ -42,6 +45,48 @@ class FoundCalendar:
     url: str
     name: str
     color: str | None
+    # The login's own calendar, not one someone else shares with it (contract §19): what arrives
+    # from a calendar the user does not own is someone else's words.
+    owned: bool = True
+
+
+class ShareAccess(BaseElement):  # type: ignore[misc]
+    """DAV:share-access (draft-pot-webdav-resource-sharing; sabre/dav: Nextcloud, Baïkal): how the
+    login holds a shared collection — `shared-owner` or `not-shared` as its owner, `read` or
+    `read-write` as someone it is shared with."""
+
+    tag: ClassVar[str] = ns("D", "share-access")
+
+
+# What DAV:share-access says of a collection the login is a sharee of.
+SHAREE_ACCESS = frozenset({ns("D", "read"), ns("D", "read-write")})
+
+
+def principal_path(href: object) -> str | None:
+    """A principal's href as one spelling: its path, decoded, without the trailing slash."""
+    if not href:
+        return None
+    path = unquote(urlsplit(str(href)).path).rstrip("/")
+    return path or "/"
+
+
+def owned_by_login(
+    principal: str | None, home_owner: str | None, owner: str | None, share_access: object
+) -> bool:
+    """Whether a calendar the login's calendar home lists is the login's own.
+
+    Not the login's when the server says so: DAV:share-access names the login a sharee (sabre/dav),
+    or DAV:owner names another principal (RFC 3744). A calendar whose DAV:owner is empty is the
+    login's only where the server names no owner for the login's calendar home either (Xandikos
+    names no owner at all); a server that names the home's owner and none for this calendar hides
+    it (Radicale's shares mapped into the login's home). All are the hrefs as `principal_path`
+    spells them."""
+    accesses = share_access if isinstance(share_access, list | tuple) else [share_access]
+    if any(str(a) in SHAREE_ACCESS for a in accesses if a):
+        return False
+    if owner is not None:
+        return principal is None or owner == principal
+    return home_owner is None
 
 
 @dataclass(frozen=True)
@@ -157,19 +202,39 @@ def _classify(exc: Exception) -> RemoteError:
     return Unavailable(f"the server could not be reached ({type(exc).__name__})")
 
 
+def _owner(collection: Any) -> str | None:
+    """A collection's DAV:owner as `principal_path` spells it; None when the server names none."""
+    return principal_path(collection.get_properties([dav.Owner()]).get(dav.Owner.tag))
+
+
 def discover(login: Login) -> list[FoundCalendar]:
-    """PROPFIND the principal and its calendar home: the calendars this login can see."""
+    """PROPFIND the principal and its calendar home: the calendars this login can see, and whether
+    each is the login's own (`owned_by_login`)."""
     try:
         with _client(login) as client:
             found = []
-            for calendar in client.principal().calendars():
-                # A collection the server names is checked like the account URL itself before it
-                # is stored (the PROPFIND below would be refused too: this says so before it).
+            principal = client.principal()
+            home = principal.calendar_home_set
+            # Server-named collections are checked like the account URL itself before they are
+            # read or stored (the PROPFIND would be refused too: this says so before it).
+            client.session.check(str(home.url))
+            home_owner = _owner(home)
+            for calendar in principal.calendars():
                 client.session.check(str(calendar.url))
-                props = calendar.get_properties([dav.DisplayName(), ical.CalendarColor()])
+                props = calendar.get_properties(
+                    [dav.DisplayName(), ical.CalendarColor(), dav.Owner(), ShareAccess()]
+                )
                 name = props.get(dav.DisplayName.tag) or str(calendar.url).rstrip("/").rsplit("/", 1)[-1]
                 color = props.get(ical.CalendarColor.tag)
-                found.append(FoundCalendar(str(calendar.url), str(name)[:100], str(color) if color else None))
+                owned = owned_by_login(
+                    principal_path(principal.url),
+                    home_owner,
+                    principal_path(props.get(dav.Owner.tag)),
+                    props.get(ShareAccess.tag),
+                )
+                found.append(
+                    FoundCalendar(str(calendar.url), str(name)[:100], str(color) if color else None, owned)
+                )
     except error.AuthorizationError as exc:
         raise Refused("the server refused this user name and password", _status(exc)) from exc
     except Exception as exc:

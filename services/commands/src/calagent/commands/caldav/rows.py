@@ -130,10 +130,26 @@ async def move_resource(conn: AsyncConnection, event_id: str, to: Route, href: s
     )
 
 
-async def calendar_name(conn: AsyncConnection, account_id: str, url: str) -> str:
-    name = await conn.scalar(
-        select(caldav_calendars.c.name).where(
-            caldav_calendars.c.account_id == account_id, caldav_calendars.c.url == url
+@dataclass(frozen=True)
+class Place:
+    """One calendar of an account as what it brings is stored: under its name, and marked as
+    someone else's words when the user does not own it (contract §19)."""
+
+    url: str
+    name: str
+    owned: bool
+
+    def rows(self, found: list[Event]) -> list[Event]:
+        """The rows read from this calendar, as they are stored."""
+        return found if self.owned else [row.evolve(foreign_calendar=True) for row in found]
+
+
+async def place(conn: AsyncConnection, account_id: str, url: str) -> Place:
+    row = (
+        await conn.execute(
+            select(caldav_calendars.c.name, caldav_calendars.c.owned).where(
+                caldav_calendars.c.account_id == account_id, caldav_calendars.c.url == url
+            )
         )
-    )
-    return str(name) if name else "CalDAV"
+    ).first()
+    return Place(url, str(row.name), bool(row.owned)) if row is not None else Place(url, "CalDAV", True)

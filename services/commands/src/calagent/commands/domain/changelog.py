@@ -161,6 +161,7 @@ def event_of(snapshot: Snapshot) -> Event:
         organizer=snapshot.get("organizer"),
         transparent=bool(snapshot.get("transparent")),
         tentative=bool(snapshot.get("tentative")),
+        foreign_calendar=bool(snapshot.get("foreign_calendar")),
     )
 
 

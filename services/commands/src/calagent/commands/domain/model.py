@@ -71,6 +71,9 @@ class Event:
     # (TRANSP:TRANSPARENT), and not yet certain (STATUS:TENTATIVE). See `freetime.shows_as`.
     transparent: bool = False
     tentative: bool = False
+    # It arrived from a connected calendar the user does not own (contract §19): its text is
+    # someone else's words.
+    foreign_calendar: bool = False
 
     @property
     def is_master(self) -> bool:

@@ -1,0 +1,43 @@
+"""Whether a calendar a CalDAV login's home lists is the login's own (contract §19), from what the
+servers say of it: DAV:owner against the principal, DAV:share-access, and the owner of the home.
+The servers' answers in the table are the ones Radicale, Xandikos and sabre/dav give (the first two
+are checked against the real servers in tests/e2e/test_whose_words_sync.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from calagent.commands.caldav.remote import owned_by_login, principal_path
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("principal", "home_owner", "owner", "share_access", "owned"),
+    [
+        # Radicale: every collection names its owner; a share mapped into the home names none.
+        ("/bob", "/bob", "/bob", None, True),
+        ("/bob", "/bob", None, None, False),
+        # Xandikos names no owner at all: everything in the login's home is its own.
+        ("/user", None, None, None, True),
+        # RFC 3744 servers naming another principal as the owner.
+        ("/principals/bob", "/principals/bob", "/principals/alice", None, False),
+        # sabre/dav (Nextcloud, Baïkal): the sharee's instance of a shared calendar.
+        ("/principals/users/bob", None, "/principals/users/bob", "{DAV:}read-write", False),
+        ("/principals/users/bob", None, "/principals/users/bob", ["{DAV:}read"], False),
+        ("/principals/users/bob", None, "/principals/users/bob", "{DAV:}shared-owner", True),
+        ("/principals/users/bob", None, "/principals/users/bob", "{DAV:}not-shared", True),
+    ],
+)
+def test_a_calendar_is_the_logins_unless_the_server_says_someone_else_owns_it(
+    principal: str, home_owner: str | None, owner: str | None, share_access: object, owned: bool
+) -> None:
+    assert owned_by_login(principal, home_owner, owner, share_access) is owned
+
+
+def test_a_principal_is_compared_by_its_decoded_path() -> None:
+    assert principal_path("http://dav.example.com/principals/b%C3%B6b/") == "/principals/böb"
+    assert principal_path("/principals/böb") == "/principals/böb"
+    assert principal_path("/") == "/"
+    assert principal_path(None) is None
+    assert principal_path("") is None
