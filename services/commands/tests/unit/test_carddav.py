@@ -84,9 +84,10 @@ def test_an_own_contact_wins_over_a_card_of_its_address_and_the_cards_names_lead
     assert resolve_attendees(["Bobby"], contacts) == (Attendee(name="Bob", email="bob@example.com"),)
     found = resolve_attendees(["Robert Smith"], contacts)
     assert isinstance(found, Unresolved)
+    # A name the user typed is theirs; a card's name says whose it is (contract §19).
     assert found.candidates == (
         Attendee(name="Bob", email="bob@example.com"),
-        Attendee(name="Robert Smith", email="robert@example.org"),
+        Attendee(name="Robert Smith", email="robert@example.org", card=True),
     )
     assert resolve_attendees(["bob@example.com"], contacts) == (
         Attendee(name="Bob", email="bob@example.com"),

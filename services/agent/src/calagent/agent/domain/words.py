@@ -56,13 +56,12 @@ def offer_source(stub: StubOut) -> str:
 
 def event_source(event: EventOut, own_address: str | None) -> str | None:
     """Whose words an event's text is, when not the user's: the person who organizes it (not the
-    user's own address), or the calendar it came from that the user does not own."""
+    user's own address), or the calendar it came from that the user does not own. (The names of
+    its people are each their own: a card's is the address book's, see `source_of`.)"""
     if event.organizer and (own_address is None or event.organizer.casefold() != own_address.casefold()):
         return f"an event organized by {event.organizer}"
     if event.foreign_calendar:
         return f"an event of the calendar {event.calendar!r}, which the user does not own"
-    if any(a.card for a in event.attendees):
-        return CARD_SOURCE
     return None
 
 
@@ -73,15 +72,19 @@ def quoted_in(result: CommandResult) -> tuple[Quoted, ...]:
 
 
 def _expanded(quotes: Iterable[Quoted]) -> Iterator[Quoted]:
-    """Every item a quote shows: a stub's change, the events it meets and the people it names."""
+    """Every item a quote shows: a stub's change, the events it meets and the people it and its
+    events name."""
     for item in quotes:
         yield item
+        if isinstance(item, EventOut):
+            yield from item.attendees
         if isinstance(item, StubOut):
-            if item.change is not None:
-                yield item.change.before
-                if item.change.after is not None:
-                    yield item.change.after
-            yield from item.conflicts_with
+            yield from _expanded(
+                (item.change.before, *((item.change.after,) if item.change.after else ()))
+                if item.change is not None
+                else ()
+            )
+            yield from _expanded(item.conflicts_with)
             yield from item.recipients
             yield from item.attendee_candidates
 

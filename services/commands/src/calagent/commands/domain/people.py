@@ -33,7 +33,8 @@ class Contact:
     source: Literal["own", "carddav"] = "own"
 
     def as_attendee(self) -> Attendee:
-        return Attendee(name=self.name, email=self.email)
+        # A card's name is someone else's words (contract §19): the attendee says so wherever it goes.
+        return Attendee(name=self.name, email=self.email, card=self.source == "carddav")
 
 
 @dataclass(frozen=True)
