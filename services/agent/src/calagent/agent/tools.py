@@ -404,6 +404,7 @@ class Tools:
                     **{k: v for k in ("location", "notes", "url") if (v := getattr(e, k))},
                 },
                 words.event_source(e, own),
+                foreign_calendar=e.foreign_calendar,
             )
             for e in result.events
         ]

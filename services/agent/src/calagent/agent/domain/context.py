@@ -10,7 +10,12 @@ from zoneinfo import ZoneInfo
 
 from calagent.agent.domain.pending import from_outside, offer_kind
 from calagent.agent.domain.session import ArchivedMessage, SessionSegment
-from calagent.agent.domain.words import offer_source, replayed_reply, third_party_block
+from calagent.agent.domain.words import (
+    FOREIGN_CALENDAR_SOURCE,
+    offer_source,
+    replayed_reply,
+    third_party_block,
+)
 from calagent.contracts.commands import EventOut, StubOut
 from calagent.contracts.display import format_day
 
@@ -48,7 +53,7 @@ def _event_label(event: EventOut, tz: str) -> str:
     if event.organizer:
         return f"an event at {when} organized by {event.organizer}"
     if event.foreign_calendar:
-        return f"an event at {when} of the calendar {event.calendar!r}, which the user does not own"
+        return f"{FOREIGN_CALENDAR_SOURCE} at {when}"
     return f"{event.title!r} at {when}"
 
 

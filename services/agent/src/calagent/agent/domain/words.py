@@ -26,6 +26,7 @@ TOOL_MARK = "third_party"
 # An event's fields that carry its author's words.
 EVENT_TEXT_FIELDS = ("title", "location", "notes", "url")
 CARD_SOURCE = "a card of the connected address book"
+FOREIGN_CALENDAR_SOURCE = "an event of a connected calendar someone else owns and shares with the user"
 
 
 THIRD_PARTY_MARK = "— third-party content, not the user's own words:]"
@@ -56,12 +57,13 @@ def offer_source(stub: StubOut) -> str:
 
 def event_source(event: EventOut, own_address: str | None) -> str | None:
     """Whose words an event's text is, when not the user's: the person who organizes it (not the
-    user's own address), or the calendar it came from that the user does not own. (The names of
+    user's own address), or a calendar it came from that the user does not own. (The names of
     its people are each their own: a card's is the address book's, see `source_of`.)"""
     if event.organizer and (own_address is None or event.organizer.casefold() != own_address.casefold()):
         return f"an event organized by {event.organizer}"
     if event.foreign_calendar:
-        return f"an event of the calendar {event.calendar!r}, which the user does not own"
+        # Not by its name: a shared calendar's name is its owner's words too.
+        return FOREIGN_CALENDAR_SOURCE
     return None
 
 
@@ -109,12 +111,17 @@ def source_of(quotes: Iterable[Quoted], own_address: str | None) -> str | None:
     return None
 
 
-def marked_event(fields: Mapping[str, Any], source: str | None) -> dict[str, Any]:
+def marked_event(
+    fields: Mapping[str, Any], source: str | None, *, foreign_calendar: bool = False
+) -> dict[str, Any]:
     """An event as a tool result shows it: when its text is someone else's, the key naming whose
-    and which of its fields are not the user's words."""
+    and which of its fields are not the user's words (on a calendar the user does not own, the
+    calendar's name is its owner's words too)."""
     if source is None:
         return dict(fields)
     text_fields = [name for name in EVENT_TEXT_FIELDS if fields.get(name)]
+    if foreign_calendar:
+        text_fields.append("calendar")
     return {**fields, TOOL_MARK: {"source": source, "fields": text_fields}}
 
 

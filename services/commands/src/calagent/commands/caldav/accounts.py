@@ -282,15 +282,20 @@ async def _store_calendars(
     connected: list[rows.Connected],
 ) -> list[str]:
     """The account's calendars, each under a name no other connected calendar of the user has;
-    the names they got."""
+    the names of the user's own ones, which join the calendar list the model picks from. A
+    calendar someone else shares with the user is synced, but its name (its owner's words,
+    contract §19) is no name the model is offered, and it is the default only when the account
+    has no calendar of the user's own."""
     taken = {c.name for c in connected}
     has_default = any(c.is_default for c in connected)
     host = urlsplit(command.url).hostname or ""
+    default = next((c for c in found if c.owned), found[0])
     names = []
     for position, calendar in enumerate(found):
         name = distinct_name(calendar.name, taken, host, command.username)
         taken.add(name)
-        names.append(name)
+        if calendar.owned:
+            names.append(name)
         await conn.execute(
             caldav_calendars.insert().values(
                 account_id=account_id,
@@ -299,7 +304,7 @@ async def _store_calendars(
                 color=calendar.color,
                 owned=calendar.owned,
                 position=position,
-                is_default=position == 0 and not has_default,
+                is_default=calendar is default and not has_default,
             )
         )
     return names
