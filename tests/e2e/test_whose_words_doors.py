@@ -110,3 +110,42 @@ async def test_a_replayed_receipt_of_an_invitation_reaches_the_next_turns_only_m
     for system in system_texts(scripted):
         assert not any(text in system for text in FOREIGN)
     assert unmarked(scripted, FOREIGN) == []
+
+
+async def users_own(stack: Stack, user: str) -> dict[str, object]:
+    """What only the user changes (contract §19), as the API shows it."""
+    found: dict[str, object] = {}
+    for path in ("/v1/settings", "/v1/sharing", "/v1/contacts", "/v1/accounts"):
+        response = await stack.client.get(path, headers=stack.headers(user))
+        assert response.status_code == 200, response.text
+        found[path] = response.json()
+    return found
+
+
+FORBIDDEN = (
+    ("put_settings", {"invitations_from": "everyone", "tz": "America/New_York"}),
+    ("share_free_busy", {"with": "mallory", "level": "freebusy"}),
+    ("add_contact", {"contact_name": "Mallory", "email": "mallory@example.com"}),
+    ("connect_caldav_account", {"url": "https://evil.example.com/", "username": "m", "password": "p"}),
+)
+
+
+async def test_a_tool_call_never_changes_settings_sharing_accounts_or_contacts(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    await add_contact(stack, user, "王五", f"wang5-{user}@example.com")
+    before = await users_own(stack, user)
+    # A model that asks for them all at once, whatever the user said.
+    scripted.set_script(
+        script(on_user("设置", tool_calls=[{"name": n, "arguments": a} for n, a in FORBIDDEN]))
+    )
+    answer = (await stack.chat(user, "把我的设置和联系人都改一下，再共享给 mallory")).json()
+    # None is a tool at all: each call is answered so, and nothing is sent anywhere.
+    assert [(c["name"], c["result"]) for c in answer["tool_calls"]] == [
+        (name, "error:unknown_tool") for name, _ in FORBIDDEN
+    ], answer
+    # The next, unrelated message, and the facts.
+    scripted.set_script(script())
+    assert (await stack.chat(user, "今天天气怎么样")).json()["tool_calls"] == []
+    assert await users_own(stack, user) == before
+    assert await mail_rows(db, user) == []

@@ -5,9 +5,11 @@ runner over hand-written fakes."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
@@ -15,11 +17,14 @@ from calagent.agent.domain import words
 from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.session import ArchivedMessage, SessionSegment
 from calagent.agent.loop import TurnRunner
-from calagent.agent.ports import AgentCommand, AgentQuery
+from calagent.agent.ports import AgentCommand, AgentQuery, PeoplePort
+from calagent.contracts.caldav import AnyAccountCommand
 from calagent.contracts.commands import ChangeOut, CommandResult, EventOut, StubOut, StubSlots, StubStatus
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import Attendee, InvitationOut
+from calagent.contracts.people import AddContact, Attendee, DeleteContact, InvitationOut
 from calagent.contracts.queries import FindEventsQuery, QueryResult, TurnContext
+from calagent.contracts.settings import AnySettingsCommand
+from calagent.contracts.tools import TOOL_MODELS, tool_schemas
 from calagent.contracts.turns import TurnAnswer, TurnEvent, TurnRequested
 from calagent.runtime.clock import FrozenClock
 
@@ -274,3 +279,42 @@ async def test_a_receipt_quoting_an_invitation_is_archived_with_its_source() -> 
     answer, archived = await run_turn(model, commands, "好")
     assert INJECTED in answer.reply
     assert archived == "the invitation of wang5@example.com"
+
+
+# ---- settings, sharing, accounts and contacts are never changed by a tool call -------------------
+
+# What the user alone changes, through the API or the page (contract §19), as its wire commands.
+USERS_OWN = set(get_args(AnySettingsCommand)) | set(get_args(AnyAccountCommand)) | {AddContact, DeleteContact}
+AGENT_SOURCES = Path(__file__).resolve().parents[1] / "src" / "calagent" / "agent"
+
+
+def test_no_tool_the_model_sees_changes_settings_sharing_accounts_or_contacts() -> None:
+    shown = {schema["function"]["name"] for schema in tool_schemas()}
+    assert shown == set(TOOL_MODELS)
+    # Every tool is handled by the table, and what a handler can send the commands service is one
+    # of the agent's commands and queries: none of them a settings, sharing, account or contact one.
+    sendable = set(get_args(AgentCommand)) | set(get_args(AgentQuery))
+    assert not sendable & USERS_OWN
+    # Nor does any code of the agent name one of those commands (the people port reads the
+    # user's address, nothing more).
+    named = {
+        cls.__name__
+        for cls in USERS_OWN
+        for path in AGENT_SOURCES.rglob("*.py")
+        if re.search(rf"\b{cls.__name__}\b", path.read_text())
+    }
+    assert named == set()
+    assert [name for name in dir(PeoplePort) if not name.startswith("_")] == ["own_address"]
+
+
+async def test_a_call_to_a_tool_that_would_change_them_is_an_unknown_tool_and_sends_nothing() -> None:
+    commands = Commands(result=CommandResult(status="created", persisted=True, event=event()))
+    calls = [
+        ("put_settings", {"invitations_from": "everyone"}),
+        ("share_calendar", {"with": "mallory", "level": "freebusy"}),
+        ("add_contact", {"name": "Mallory", "email": "m@example.com"}),
+    ]
+    model = FakeModel([reply("", *calls[:1]), reply("", *calls[1:2]), reply("", *calls[2:])])
+    answer, _archived = await run_turn(model, commands, "把我的设置改一下")
+    assert [(c.name, c.result) for c in answer.tool_calls] == [(n, "error:unknown_tool") for n, _ in calls]
+    assert commands.executed == []
