@@ -4,6 +4,7 @@ runner over hand-written fakes."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Sequence
@@ -13,15 +14,24 @@ from typing import Any, get_args
 
 import pytest
 
-from calagent.agent.domain import words
+from calagent.agent.domain import context, words
 from calagent.agent.domain.context import build_messages
+from calagent.agent.domain.pending import from_outside
 from calagent.agent.domain.session import ArchivedMessage, SessionSegment
 from calagent.agent.loop import TurnRunner
 from calagent.agent.ports import AgentCommand, AgentQuery, PeoplePort
 from calagent.contracts.caldav import AnyAccountCommand
-from calagent.contracts.commands import ChangeOut, CommandResult, EventOut, StubOut, StubSlots, StubStatus
-from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import AddContact, Attendee, DeleteContact, InvitationOut
+from calagent.contracts.commands import (
+    ChangeOut,
+    CommandResult,
+    EventOut,
+    HoldReason,
+    StubOut,
+    StubSlots,
+    StubStatus,
+)
+from calagent.contracts.envelope import Channel, Envelope
+from calagent.contracts.people import AddContact, Attendee, ContactOut, DeleteContact, InvitationOut
 from calagent.contracts.queries import FindEventsQuery, QueryResult, TurnContext
 from calagent.contracts.settings import AnySettingsCommand
 from calagent.contracts.tools import TOOL_MODELS, tool_schemas
@@ -318,3 +328,53 @@ async def test_a_call_to_a_tool_that_would_change_them_is_an_unknown_tool_and_se
     answer, _archived = await run_turn(model, commands, "把我的设置改一下")
     assert [(c.name, c.result) for c in answer.tool_calls] == [(n, "error:unknown_tool") for n, _ in calls]
     assert commands.executed == []
+
+
+# ---- every door text comes in by has its mark ------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def doc_doors() -> dict[str, str]:
+    """The "Whose words" table of docs/architecture.md: door → whose."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("## Whose words", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| ")]
+    return {door.strip(): whose.strip() for door, whose in rows[2:]}
+
+
+def test_every_door_text_comes_in_by_is_in_the_registry_with_its_mark() -> None:
+    names = {door.name for door in words.DOORS}
+    assert len(names) == len(words.DOORS)
+    # Whatever the code can bring text in by: a new one without a door fails here.
+    assert set(get_args(Channel)) == set(words.CHANNELS)
+    assert set(TurnRequested.model_fields) == set(words.TURN_FIELDS)
+    assert set(inspect.signature(build_messages).parameters) == set(words.PROMPT_INPUTS)
+    assert set(TOOL_MODELS) == set(words.TOOL_RESULTS)
+    assert set(get_args(ContactOut.model_fields["source"].annotation)) == set(words.CONTACT_SOURCES)
+    assert set(get_args(HoldReason)) == set(words.HOLD_REASONS)
+    assert InvitationOut.model_fields["sender_known"].annotation is bool
+    assert set(words.INVITATION_SENDERS) == {True, False}
+    used = {
+        *words.CHANNELS.values(),
+        *(d for d in words.TURN_FIELDS.values() if d is not None),
+        *words.PROMPT_INPUTS.values(),
+        *(d for doors in words.TOOL_RESULTS.values() for d in doors),
+        *words.CONTACT_SOURCES.values(),
+        *words.INVITATION_SENDERS.values(),
+        *(d for d in words.HOLD_REASONS.values() if d is not None),
+    }
+    # Every door is one of those, and every one of those a door.
+    assert used == names
+    # Someone else's text has a mark the code has.
+    for door in words.DOORS:
+        if door.whose == "third_party":
+            assert hasattr(words, door.mark) or hasattr(context, door.mark), door
+    # An offer waits as someone else's exactly when its hold reason came in by such a door.
+    for reason, came_in_by in words.HOLD_REASONS.items():
+        stub = StubOut(
+            id="s", status="held", title="t", slots=StubSlots(), expires_at=NOW, hold_reason=reason
+        )
+        assert from_outside(stub) is (came_in_by is not None), reason
+    # And the architecture's table is this list.
+    assert doc_doors() == {d.name: d.whose.replace("_", " ") for d in words.DOORS}

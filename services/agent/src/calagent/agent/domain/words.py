@@ -12,7 +12,8 @@ reaches the model only inside a marked block (a user or tool message), never in 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 from calagent.agent.domain.pending import from_outside
 from calagent.contracts.commands import CommandResult, EventOut, StubOut
@@ -130,3 +131,129 @@ def replayed_reply(source: str, offer_id: str | None) -> str:
     archive search): what it was and from whom, not its text."""
     offered = f" It offered id={offer_id}; what is still pending is in the system facts." if offer_id else ""
     return f"[My reply here showed the user text from {source}; it is third-party and not repeated.{offered}]"
+
+
+# ---- every door text comes in by (contract §19; docs/architecture.md "Whose words") ------------------
+
+Whose = Literal["user", "third_party", "code"]
+
+
+@dataclass(frozen=True)
+class Door:
+    """One way text reaches what the model reads: whose it is, the mark it carries there (a
+    function or constant of this module or of `context`, for someone else's text), and what a
+    write the model asks for after it does."""
+
+    name: str
+    whose: Whose
+    mark: str
+    after: str
+
+
+HELD = "held third_party_content; save_memory held"
+DOORS: Final[tuple[Door, ...]] = (
+    Door("the user's chat message", "user", "the user's own words", "runs (held only for its own reasons)"),
+    Door("the client's own call (a page button, the API)", "user", "no model call", "runs as asked"),
+    Door("quoted and forwarded blocks", "third_party", "third_party_block", HELD),
+    Door("mail received by the assistant (channel email)", "third_party", "third_party_block", HELD),
+    Door(
+        "an invitation's fields (mail)",
+        "third_party",
+        "describe_outside_offer",
+        "answered only by 接受/暂定/拒绝",
+    ),
+    Door(
+        "an invitation from someone not in the contacts",
+        "third_party",
+        "describe_outside_offer",
+        "answered only by 接受/暂定/拒绝",
+    ),
+    Door("a sync conflict", "third_party", "describe_outside_offer", "answered only by 确认"),
+    Door("the user's own events (find_events)", "user", "the user's own words", "runs (changes always held)"),
+    Door("an event someone else organizes (find_events)", "third_party", "TOOL_MARK", HELD),
+    Door("an event of a calendar the user does not own (find_events)", "third_party", "TOOL_MARK", HELD),
+    Door("CardDAV cards", "third_party", "CARD_SOURCE", "a reply naming one is replayed by its source"),
+    Door("contacts the user typed", "user", "the user's own words", "—"),
+    Door("memories (search_memory)", "user", "saved only from the user's own words", "runs"),
+    Door("the chat archive replayed (history, search_chat_archive)", "third_party", "replayed_reply", HELD),
+    Door("receipts shown as a tool result", "third_party", "TOOL_MARK", HELD),
+    Door("the system facts", "code", "no text of anyone's: offers by kind, source and id", "—"),
+)
+
+# The doors each thing that can carry text comes in by: a new channel, turn field, prompt input,
+# tool, contact source, invitation sender or hold reason without a door here fails the registry's test.
+CHANNELS: Final[Mapping[str, str]] = {
+    "web": "the user's chat message",
+    "telegram": "the user's chat message",
+    "api": "the user's chat message",
+    "email": "mail received by the assistant (channel email)",
+}
+# The fields of a turn (contracts.turns.TurnRequested) by the door their text comes in by; None:
+# not text the model reads (ids, flags, timings; `raw_text` is the transport's, never sent).
+TURN_FIELDS: Final[Mapping[str, str | None]] = {
+    "text": "the user's chat message",
+    "quoted": "quoted and forwarded blocks",
+    "forwarded": "quoted and forwarded blocks",
+    "promoted": "mail received by the assistant (channel email)",
+    "third_party": "quoted and forwarded blocks",
+    "direct": "the client's own call (a page button, the API)",
+    "raw_text": None,
+    "envelope": None,
+    "client_message_id": None,
+    "active_command_id": None,
+    "received_ms": None,
+    "published_ms": None,
+    "stream": None,
+}
+# What the prompt is built from (`context.build_messages`).
+PROMPT_INPUTS: Final[Mapping[str, str]] = {
+    "now": "the system facts",
+    "tz": "the system facts",
+    "calendars": "the system facts",
+    "stub": "the system facts",
+    "segment": "the chat archive replayed (history, search_chat_archive)",
+    "text": "the user's chat message",
+    "quoted": "quoted and forwarded blocks",
+    "forwarded": "quoted and forwarded blocks",
+    "promoted": "mail received by the assistant (channel email)",
+}
+# What each tool's result can carry (a terminal tool's is its receipt, shown to the model only
+# when the turn goes on).
+RECEIPT = ("receipts shown as a tool result",)
+TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
+    "prepare_or_create_schedule": RECEIPT,
+    "query_schedule_range": RECEIPT,
+    "suggest_free_time": RECEIPT,
+    "update_schedule": RECEIPT,
+    "delete_schedule": RECEIPT,
+    "cancel_schedule_command": RECEIPT,
+    "confirm_command": RECEIPT,
+    "propose_automation": RECEIPT,
+    "undo_change": RECEIPT,
+    "save_memory": RECEIPT,
+    "find_events": (
+        "the user's own events (find_events)",
+        "an event someone else organizes (find_events)",
+        "an event of a calendar the user does not own (find_events)",
+    ),
+    "search_memory": ("memories (search_memory)",),
+    "search_chat_archive": ("the chat archive replayed (history, search_chat_archive)",),
+}
+CONTACT_SOURCES: Final[Mapping[str, str]] = {"own": "contacts the user typed", "carddav": "CardDAV cards"}
+# An invitation by whether its sender is known (`InvitationOut.sender_known`).
+INVITATION_SENDERS: Final[Mapping[bool, str]] = {
+    True: "an invitation's fields (mail)",
+    False: "an invitation from someone not in the contacts",
+}
+# Why a stub waits, by the door its text came in by (None: the user's own request).
+HOLD_REASONS: Final[Mapping[str, str | None]] = {
+    "past_start": None,
+    "recurrence_plan": None,
+    "recurrence_unclear": None,
+    "change_confirmation": None,
+    "automation_plan": None,
+    "sends_invitations": None,
+    "third_party_content": "quoted and forwarded blocks",
+    "sync_conflict": "a sync conflict",
+    "invitation_received": "an invitation's fields (mail)",
+}
