@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import caldav
 import pytest
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.cli.stack import Stack
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar, share_calendar
 from calagent.devtools.testing.servers import Servers
+from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
@@ -250,3 +252,26 @@ def test_the_shared_calendar_is_read_only_for_the_user(radicale: EmbeddedRadical
                 "SUMMARY:x\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
             )
     assert theirs.summaries() == [TITLE]
+
+
+async def test_every_calendar_of_a_server_that_names_no_owner_is_the_users(
+    stack: Stack, db: AsyncEngine, user: str, tmp_path: Path
+) -> None:
+    """Xandikos names no DAV:owner for anything: its calendars in the login's home are the
+    user's, and what they bring is the user's words."""
+    server = EmbeddedXandikos(tmp_path / "xandikos")
+    server.start()
+    try:
+        remote = Remote(server.url, "anyone", "any-password", server.calendar_url)
+        remote.add("from-phone", "看牙医", "20260925T070000Z", "20260925T080000Z")
+        account = await connect(stack, user, remote)
+        owned = await scalar(
+            db, "select bool_and(owned) from commands.caldav_calendars where account_id = :a", a=account["id"]
+        )
+        assert owned is True
+        assert [e["title"] for e in await read_events(stack, user)] == ["看牙医"]
+        assert not await scalar(
+            db, "select bool_or(foreign_calendar) from commands.events where user_id = :u", u=user
+        )
+    finally:
+        server.stop()

@@ -1,7 +1,8 @@
 """Whether a calendar a CalDAV login's home lists is the login's own (contract §19), from what the
 servers say of it: DAV:owner against the principal, DAV:share-access, and the owner of the home.
 The servers' answers in the table are the ones Radicale, Xandikos and sabre/dav give (the first two
-are checked against the real servers in tests/e2e/test_whose_words_sync.py)."""
+are also checked against the real servers, through the whole system, in
+tests/e2e/test_whose_words_sync.py)."""
 
 from __future__ import annotations
 
