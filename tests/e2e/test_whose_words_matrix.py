@@ -34,6 +34,7 @@ from .conftest import call, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained
 from .test_inbound import MAIL_DOMAIN, active_stub, calendar_of, message, send
 from .test_people import Sink, add_contact, mail_address, mail_rows
+from .whose_words_support import unmarked
 
 pytestmark = pytest.mark.e2e
 
@@ -338,9 +339,13 @@ async def test_someone_elses_instruction_never_acts(
         for m in request.messages:
             if m.get("role") == "system":
                 assert MARK not in str(m.get("content") or ""), "someone else's words in a system message"
-    if channel in ("summary", "mail", "synced_title", "synced_description"):
+    if channel in ("mail", "synced_title", "synced_description"):
         # The instruction reached the model in these (marked), and it obeyed: the harm was tried.
+        # (An invitation's SUMMARY no longer does: its offer and the receipt of its answer are
+        # read again by whose they are, never by their text.)
         assert attempted(scripted), "the obeying model never obeyed"
+    # Wherever it reached the model, it was inside a block or a tool result that says whose it is.
+    assert unmarked(scripted, (case.instruction,)) == []
 
 
 def attempted(scripted: ScriptedModelServer) -> bool:
