@@ -32,8 +32,9 @@ class Attendee(WireModel):
     email: str = Field(min_length=3, max_length=EMAIL_MAX)
     status: PartStat = "NEEDS-ACTION"
     # The name is a card's, read from a connected address book (contract §19): someone else's
-    # words, not a contact the user typed.
-    card: bool = False
+    # words, not a contact the user typed. Said only when true, so an attendee is stored and sent
+    # as it always was otherwise.
+    card: bool = Field(default=False, exclude_if=lambda card: not card)
 
 
 class ContactOut(WireModel):
