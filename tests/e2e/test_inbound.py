@@ -380,15 +380,11 @@ async def test_forwarded_mail_is_a_turn_on_channel_email_whose_write_is_held(
     scripted.clear_requests()
     assert (await stack.chat(user, "谢谢")).json()["outcome"] == "answered"
     assert await read_events(stack, user) == []
-    # The mail is replayed in the next turn as what it is, never as the user's own words (§19).
-    replayed = [
-        str(m.get("content") or "")
-        for r in scripted.requests
-        for m in r.messages
-        if "周五下午三点看牙医" in str(m.get("content") or "")
-    ]
-    assert replayed, "the mail's turn is in the history the next turn reads"
-    assert all("third-party content, not the user's own words" in m for m in replayed), replayed
+    # The next turn reads that a message not in the user's words came, never its text (§19): the
+    # user's own requests there are not held for it, so it must not steer them either.
+    read = [str(m.get("content") or "") for r in scripted.requests for m in r.messages]
+    assert read and not any("周五下午三点看牙医" in m for m in read), read
+    assert any("not the user's own words came in here" in m for m in read), read
     # The user's own word runs it (the last message offered nothing, so "确认" would be chat).
     done = await stack.client.post(
         "/v1/commands",

@@ -161,6 +161,27 @@ def test_an_archived_reply_that_quoted_someone_else_is_replayed_by_its_source_no
     assert contents[3] == "已创建「项目周会」"
 
 
+def test_a_message_with_no_words_of_the_users_own_is_replayed_as_having_come_not_by_its_text() -> None:
+    """A mail received reaches the model in its own turn, marked, where what it asks for is held;
+    a later turn of the user's own words is not held for it, so it does not read it either."""
+    mail = ArchivedMessage("user", context.user_content(INJECTED, (), None, promoted=True), NOW)
+    own = ArchivedMessage("user", "明天下午三点开会", NOW)
+    messages = build_messages(
+        now=NOW,
+        tz="Asia/Shanghai",
+        calendars=("工作",),
+        stub=None,
+        segment=SessionSegment(messages=(mail, own), older_count=0, older_last_at=None),
+        text="今天天气怎么样",
+        quoted=(),
+        forwarded=None,
+    )
+    contents = [str(m["content"]) for m in messages]
+    assert not any(INJECTED in c for c in contents)
+    assert contents[1] == words.replayed_message()
+    assert contents[2] == "明天下午三点开会"
+
+
 def test_a_stub_that_meets_an_event_of_a_foreign_calendar_names_the_calendar_not_the_title() -> None:
     stub = StubOut(
         id="s1",

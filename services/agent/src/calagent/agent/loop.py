@@ -246,10 +246,6 @@ class TurnRunner:
             raise ModelUnavailable("no model is configured")
 
         segment = latest_segment(history, now, self.session_gap)
-        if state.third_party_seen is None and any(carries_third_party(m.content) for m in segment.messages):
-            # Someone else's words replayed from this conversation (a mail received) reach the
-            # model in this turn as well: the writes it asks for are held (contract §19).
-            state.third_party_seen = "third-party content earlier in this conversation"
         messages = build_messages(
             now=env.occurred_at,
             tz=env.tz,

@@ -12,7 +12,9 @@ from calagent.agent.domain.pending import from_outside, offer_kind
 from calagent.agent.domain.session import ArchivedMessage, SessionSegment
 from calagent.agent.domain.words import (
     FOREIGN_CALENDAR_SOURCE,
+    carries_third_party,
     offer_source,
+    replayed_message,
     replayed_reply,
     third_party_block,
 )
@@ -139,4 +141,6 @@ def replayed(message: ArchivedMessage) -> str:
     user's own was archived inside the third-party block)."""
     if message.role == "assistant" and message.third_party is not None:
         return replayed_reply(message.third_party, message.offer_command_id)
+    if message.role == "user" and carries_third_party(message.content):
+        return replayed_message()
     return message.content

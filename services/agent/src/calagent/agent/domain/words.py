@@ -126,6 +126,18 @@ def marked_event(
     return {**fields, TOOL_MARK: {"source": source, "fields": text_fields}}
 
 
+def replayed_message() -> str:
+    """An archived message with no words of the user's own (a mail received, a bare quote), as the
+    model reads it again in later turns: that it came, not its text. Someone else's words reach
+    the model in the turn they came in, where what it asks for is held; a later turn of the user's
+    own words is not held for them, so it must not read them either."""
+    return (
+        "[A message that was not the user's own words came in here (a mail received, forwarded or "
+        "quoted content); it is third-party and not repeated. What it led to, if anything is still "
+        "pending, is in the system facts.]"
+    )
+
+
 def replayed_reply(source: str, offer_id: str | None) -> str:
     """An archived reply that quoted someone else's text, as the model reads it again (history,
     archive search): what it was and from whom, not its text."""
