@@ -399,3 +399,28 @@ def test_every_door_text_comes_in_by_is_in_the_registry_with_its_mark() -> None:
         assert from_outside(stub) is (came_in_by is not None), reason
     # And the architecture's table is this list.
     assert doc_doors() == {d.name: d.whose.replace("_", " ") for d in words.DOORS}
+
+
+def test_an_offer_from_someone_not_in_the_contacts_says_so_in_the_facts() -> None:
+    invitation = InvitationOut(
+        method="REQUEST",
+        uid="u1",
+        organizer="mallory@example.org",
+        title=INJECTED,
+        start=NOW + timedelta(days=1),
+        end=NOW + timedelta(days=1, hours=1),
+    )
+    for known in (True, False):
+        stub = StubOut(
+            id="s1",
+            status="held",
+            title=INJECTED,
+            slots=StubSlots(),
+            expires_at=NOW + timedelta(days=7),
+            kind="invitation",
+            hold_reason="invitation_received",
+            invitation=invitation.model_copy(update={"sender_known": known}),
+        )
+        source = words.offer_source(stub)
+        assert "mallory@example.org" in source and INJECTED not in source
+        assert ("not in the user's contacts" in source) is not known

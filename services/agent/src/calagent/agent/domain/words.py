@@ -50,7 +50,8 @@ def carries_third_party(content: str | None) -> bool:
 def offer_source(stub: StubOut) -> str:
     """Where an offer from outside came from, in words naming no text of it but an address."""
     if stub.invitation is not None:
-        return f"the invitation of {stub.invitation.organizer}"
+        stranger = "" if stub.invitation.sender_known else " (someone not in the user's contacts)"
+        return f"the invitation of {stub.invitation.organizer}{stranger}"
     if stub.hold_reason == "sync_conflict":
         return "the connected calendar"
     return "forwarded or quoted content"
