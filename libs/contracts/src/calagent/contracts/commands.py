@@ -13,7 +13,7 @@ from pydantic import Field
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import Attendee, InvitationAnswer, InvitationOut
+from calagent.contracts.people import Attendee, CounterOut, InvitationAnswer, InvitationOut
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
 
@@ -75,14 +75,17 @@ HoldReason = Literal[
     # An invitation (or its cancellation) mailed to the user's private address by someone else:
     # nothing is added, removed or answered until the user says so.
     "invitation_received",
+    # An attendee's counter-proposal (iMIP COUNTER) for an event the user organizes: the event
+    # moves, and everyone is told, only when the user says so.
+    "counter_received",
 ]
 StubKind = Literal["create", "change", "plan", "invitation"]
 
 
 def waits_beside(kind: StubKind, hold_reason: HoldReason | None) -> bool:
-    """An offer from outside that waits beside the conversation (contract §19): an invitation, or
-    the user's change the connected calendar changed too."""
-    return kind == "invitation" or hold_reason == "sync_conflict"
+    """An offer from outside that waits beside the conversation (contract §19): an invitation, an
+    attendee's counter-proposal, or the user's change the connected calendar changed too."""
+    return kind == "invitation" or hold_reason in ("sync_conflict", "counter_received")
 
 
 ChangeAction = Literal["update", "delete"]
@@ -193,6 +196,8 @@ class StubFields(WireModel):
     recipients: tuple[Attendee, ...] = ()
     # An invitation received by mail (kind `invitation`): what it asks, and from whom.
     invitation: InvitationOut | None = None
+    # An attendee's counter-proposal (a `change` held `counter_received`): who proposes what.
+    counter: CounterOut | None = None
 
 
 class StubOut(StubFields):

@@ -143,6 +143,25 @@ class InvitationOut(WireModel):
     sender_known: bool = True
 
 
+class CounterOut(WireModel):
+    """An attendee's counter-proposal (iMIP COUNTER, RFC 5546 §3.2.7) for an event the user
+    organizes, as its offer shows it: who proposes which time for which event. Nothing of the
+    message's text (its COMMENT, the proposer's CN) is carried: it is someone else's words."""
+
+    uid: str
+    proposer: str
+    start: datetime
+    end: datetime
+    event_id: str
+    # The SEQUENCE the COUNTER names (the version it answers): a DECLINECOUNTER echoes it.
+    sequence: int = 0
+    # The occurrence it is about, for a series (its RECURRENCE-ID).
+    recurrence_id: datetime | None = None
+    all_day: bool = False
+    # Whether the proposer is someone the user knows (a contact); an attendee either way.
+    sender_known: bool = True
+
+
 class PeopleResult(WireModel):
     contact: ContactOut | None = None
     contacts: tuple[ContactOut, ...] = ()

@@ -13,7 +13,7 @@ from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
 from calagent.commands.domain.payloads import HeldChange, HeldInvitation, HeldPlan
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
-from calagent.contracts.people import InvitationOut
+from calagent.contracts.people import CounterOut, InvitationOut
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
@@ -106,6 +106,15 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
         invitation=payload.invitation if isinstance(payload, HeldInvitation) else None,
+        counter=_counter_in_zone(payload.counter, tz)
+        if isinstance(payload, HeldChange) and payload.counter is not None
+        else None,
+    )
+
+
+def _counter_in_zone(counter: CounterOut, tz: ZoneInfo) -> CounterOut:
+    return counter.model_copy(
+        update={"start": counter.start.astimezone(tz), "end": counter.end.astimezone(tz)}
     )
 
 

@@ -336,7 +336,9 @@ mail_outbox = Table(
     Column("sent_at", DateTime(timezone=True), nullable=True),
     Column("last_error", Text, nullable=True),
     Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    CheckConstraint("method IN ('REQUEST', 'CANCEL', 'REPLY')", name="ck_mail_outbox_method"),
+    CheckConstraint(
+        "method IN ('REQUEST', 'CANCEL', 'REPLY', 'DECLINECOUNTER')", name="ck_mail_outbox_method"
+    ),
     Index("ix_mail_outbox_due", "not_before", postgresql_where=text("sent_at IS NULL")),
     Index("ix_mail_outbox_user", "user_id", "id"),
 )

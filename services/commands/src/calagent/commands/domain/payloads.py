@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from calagent.contracts.commands import ChangeAction, ChangeOut, HoldReason, PlanOut, StubKind
-from calagent.contracts.people import Attendee, InvitationOut
+from calagent.contracts.people import Attendee, CounterOut, InvitationOut
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -133,6 +133,9 @@ class HeldChange(StoredPayload):
     # change held before offers were bound, or one a sync conflict offers, has neither.
     version: str | None = None
     request: ChangeRequest | None = None
+    # An attendee's counter-proposal offered as this move (hold `counter_received`): refusing it
+    # sends them a DECLINECOUNTER.
+    counter: CounterOut | None = None
 
     @model_validator(mode="after")
     def _update_has_after(self) -> HeldChange:

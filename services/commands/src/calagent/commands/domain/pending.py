@@ -56,6 +56,7 @@ from calagent.contracts.people import Attendee
 HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "third_party_content",
     "invitation_received",
+    "counter_received",
     "sync_conflict",
     "recurrence_unclear",
     "sends_invitations",
@@ -244,6 +245,11 @@ class PendingCommand:
         request sets it aside, and it is offered again once the user's request is settled."""
         return waits_beside(self.stub.kind, self.stub.hold_reason)
 
+    def from_mail(self) -> bool:
+        """An offer someone mailed (an invitation, a counter-proposal): mail is read later than
+        chat, so it waits longer than a chat request (`OUTSIDE_OFFER_TTL`)."""
+        return self.stub.kind == "invitation" or self.stub.hold_reason == "counter_received"
+
     def waiting(self) -> bool:
         return self.stub.waiting_since is not None
 
@@ -334,7 +340,7 @@ class PendingCommand:
     def come_back(self, now: datetime) -> Stub:
         """A waiting offer offered again: the user's active stub, asked anew (an invitation keeps
         the week mail gets to be read in; its event's start still ends it)."""
-        alive = OUTSIDE_OFFER_TTL if self.stub.kind == "invitation" else self.ttl
+        alive = OUTSIDE_OFFER_TTL if self.from_mail() else self.ttl
         start = self.subject_start()
         until = now + alive if start is None else min(now + alive, max(start, now + self.ttl))
         return replace(self.stub, waiting_since=None, expires_at=until, updated_at=now)

@@ -11,15 +11,16 @@ else is dropped with its reason on record (`inbound_mail`) and never becomes a w
   added, removed or answered until the user says so (`InvitationAnswers.answer`). While another
   request waits for the user, the offer waits on its record and comes up when that one ends.
 - REPLY → that attendee's PARTSTAT on the event; it mails nobody.
+- COUNTER from an attendee → a held move of the event (`counters.py`), waiting beside the
+  conversation like an invitation.
 - anything else → a turn on channel `email` (the gateway runs it; its content is third-party).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from icalendar import Calendar, Component
-from opentelemetry import propagate
 
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
@@ -33,6 +34,7 @@ from calagent.commands.ical.parse import parse_resource
 from calagent.commands.outside import master_of, sequence_of, still_refused
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip
+from calagent.commands.people.sending import queue_one
 from calagent.commands.placing import Placing
 from calagent.commands.ports import Store, UnitOfWork, UserDirectory
 from calagent.commands.txn import Txn, new_id
@@ -66,6 +68,14 @@ class SettingsDirectory:
         return (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings()).invitations()
 
 
+class CounterOffers(Protocol):
+    """What becomes of an attendee's COUNTER (`counters.Counters`): a held move, or dropped."""
+
+    async def receive(
+        self, txn: Txn, component: Component, sender: str, *, sender_known: bool
+    ) -> InboundVerdict: ...
+
+
 def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
     return InboundVerdict(verdict="dropped", reason=reason, user_id=user_id)
 
@@ -75,12 +85,14 @@ class Inbox:
         self,
         store: Store,
         answers: InvitationAnswers,
+        counters: CounterOffers,
         clock: Clock,
         directory: UserDirectory,
         default_tz: str,
     ) -> None:
         self.store = store
         self.answers = answers
+        self.counters = counters
         self.clock = clock
         self.directory = directory
         self.default_tz = default_tz
@@ -144,6 +156,10 @@ class Inbox:
         known = {normal_address(c.email) for c in await txn.uow.people.contacts(txn.user_id)}
         is_user = own is not None and sender == normal_address(own)
         sender_known = is_user or sender in known
+        if method == "COUNTER" and master is not None:
+            # An attendee speaks for themselves on an event the user organizes, like a REPLY:
+            # whether they are an attendee is the rule, not whether they are a contact.
+            return method, await self.counters.receive(txn, master, sender, sender_known=sender_known)
         # Someone not in the contacts may only invite (a held offer, marked), and only when the
         # user takes invitations from everyone; their other mail is never acted on.
         invitation = cal is not None and method in ("REQUEST", "CANCEL")
@@ -314,29 +330,23 @@ class InvitationAnswers:
         mailbox = await txn.uow.people.mailbox(txn.user_id)
         if mailbox is None:
             return
-        stamp = txn.now
-        body = imip.reply_body(received, attendee, partstat, stamp)
+        body = imip.reply_body(received, attendee, partstat, txn.now)
         master = master_of(received)
         assert master is not None
         uid = str(master["UID"])
-        sequence = sequence_of(master)
-        domain = mailbox.rpartition("@")[2]
         # The answer is part of the id: a changed answer to the same version is another message.
-        msg_id = imip.message_id(uid, sequence, f"REPLY {partstat}", organizer, domain)
-        text = imip.envelope(
+        mail = imip.one_mail(
             body,
             method="REPLY",
+            uid=uid,
+            sequence=sequence_of(master),
             sender=mailbox,
             recipient=Attendee(email=organizer),
-            msg_id=msg_id,
-            stamp=stamp,
+            stamp=txn.now,
             summary=imip.summary_of(received),
+            answer=partstat,
         )
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier)
-        await txn.uow.people.queue_mail(
-            txn.user_id, mailbox, [(uid, imip.Mail("REPLY", sequence, organizer, msg_id, text))], carrier
-        )
+        await queue_one(txn, mailbox, uid, mail)
 
 
 def _answered(received: Calendar, attendee: str, partstat: str) -> str:
