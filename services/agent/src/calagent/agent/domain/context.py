@@ -62,6 +62,8 @@ def offer_source(stub: StubOut) -> str:
     """Where an offer from outside came from, in words naming no text of it but an address."""
     if stub.invitation is not None:
         return f"the invitation of {stub.invitation.organizer}"
+    if stub.counter is not None:
+        return f"the counter-proposal of {stub.counter.proposer}"
     if stub.hold_reason == "sync_conflict":
         return "the connected calendar"
     return "forwarded or quoted content"
@@ -84,6 +86,8 @@ def describe_outside_offer(stub: StubOut, tz: str) -> str:
     if stub.proposed_start is not None:
         parts.append(f"proposed start: {stub.proposed_start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M}")
     answers = "接受 / 暂定 / 拒绝" if kind == "invitation" else "确认"
+    if stub.counter is not None:
+        answers = "确认 (moves the event) or refusal (cancel_schedule_command declines it)"
     # Its text is not shown at all: the user saw it on the offer's card, and someone else's words
     # that never reach the model cannot steer it (nor hold the user's own requests meanwhile).
     return "; ".join(parts) + f". Its text is not shown. Only the user's own {answers} answers it."

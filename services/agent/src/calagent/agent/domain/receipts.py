@@ -271,6 +271,16 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "发件人不在你的联系人中。",
         "This comes from someone not in your contacts. ",
     ),
+    # An attendee's counter-proposal (hold reason `counter_received`) and its refusal.
+    "counter": (
+        "{who} 提议把「{title}」从 {before} 改到 {after}。回复“确认”我会改期并通知所有参会人；回复“拒绝”我会告诉对方不改。现在没有任何改动。",
+        '{who} proposes moving "{title}" from {before} to {after}. Reply "confirm" and I will move it and tell '
+        'everyone invited; "decline" and I will tell them no. Nothing has changed yet.',
+    ),
+    "cancelled.counter": (
+        "已拒绝 {who} 对「{title}」的改期提议，并告知了对方。",
+        'Declined the new time {who} proposed for "{title}"; they have been told.',
+    ),
     "cancelled": ("好的，已取消「{title}」。", 'OK, cancelled "{title}".'),
     "cancelled.declined": ("已拒绝「{title}」，并告知了 {who}。", 'Declined "{title}"; {who} has been told.'),
     "expired": (
@@ -339,6 +349,14 @@ def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
     if result.status == "needs_attendee":
         return attendee_question(stub, view)
+    if stub.counter is not None and stub.change is not None and stub.change.after is not None:
+        if result.status == "held":
+            before, after = view.when(stub.change.before), view.when(stub.change.after)
+            return _say(
+                view, "counter", who=stub.counter.proposer, title=stub.title, before=before, after=after
+            )
+        if result.status == "cancelled":
+            return _say(view, "cancelled.counter", who=stub.counter.proposer, title=stub.title)
     if stub.kind == "change" and stub.change is not None and result.status in ("held", "conflict"):
         return change_offer(stub, stub.change, view)
     if result.status == "held" and stub.hold_reason == "recurrence_plan" and stub.slots.recurrence:
