@@ -88,6 +88,7 @@ class CommandsService:
             store,
             self.service.writes.answers,
             self.service.writes.counters,
+            self.service.writes.proposing,
             self.clock,
             SettingsDirectory(),
             self.settings.default_tz,

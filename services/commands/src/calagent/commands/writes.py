@@ -37,6 +37,8 @@ from calagent.commands.people.inbox import InvitationAnswers
 from calagent.commands.placing import Placing, resolved_within_supported_years
 from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
+from calagent.commands.proposing import Proposing
+from calagent.commands.queries import Queries
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
@@ -51,6 +53,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    ProposeTimesCommand,
     RevertChange,
     StubOut,
     StubSlots,
@@ -78,12 +81,14 @@ class Writes:
         self.undo = Undo()
         self.answers = InvitationAnswers(self.pending, self.placing)
         self.counters = Counters(self.pending, self.changes, self.offers, self.placing, self.people)
+        self.proposing = Proposing(self.pending, self.placing, Queries(store, time_port, config, clock))
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
             PrepareChange: self._prepare_change,
             RevertChange: self.undo.revert,
             ProposePlan: self.plans.propose,
+            ProposeTimesCommand: self.proposing.propose,
             CancelStub: self._cancel,
         }
 
@@ -206,6 +211,10 @@ class Writes:
                 return error_result("invalid_arguments", "this pending request takes only a confirmation")
             if stub.kind == "plan":
                 return await self.plans.confirm(txn, stub)
+            if stub.kind == "proposal":
+                return await self.proposing.send(txn, stub)
+            if stub.kind == "booking":
+                return await self.proposing.book(txn, stub)
             # A counter-proposal made again is still the attendee's: offered as theirs.
             check = self.counters.check if is_counter(stub) else self.offers.check
             stale = await check(txn, stub)

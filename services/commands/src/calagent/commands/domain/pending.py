@@ -34,7 +34,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.payloads import HeldChange, HeldInvitation, PendingChange
+from calagent.commands.domain.payloads import HeldBooking, HeldChange, HeldInvitation, PendingChange
 from calagent.commands.domain.proposals import Proposal
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
@@ -246,9 +246,10 @@ class PendingCommand:
         return waits_beside(self.stub.kind, self.stub.hold_reason)
 
     def from_mail(self) -> bool:
-        """An offer someone mailed (an invitation, a counter-proposal): mail is read later than
-        chat, so it waits longer than a chat request (`OUTSIDE_OFFER_TTL`)."""
-        return self.stub.kind == "invitation" or self.stub.hold_reason == "counter_received"
+        """An offer someone mailed (an invitation, a counter-proposal, a choice among proposed
+        times): mail is read later than chat, so it waits longer than a chat request
+        (`OUTSIDE_OFFER_TTL`)."""
+        return self.stub.kind in ("invitation", "booking") or self.stub.hold_reason == "counter_received"
 
     def waiting(self) -> bool:
         return self.stub.waiting_since is not None
@@ -260,6 +261,8 @@ class PendingCommand:
             return payload.invitation.start
         if isinstance(payload, HeldChange):
             return payload.view.before.start
+        if isinstance(payload, HeldBooking):
+            return payload.slot.start
         return self.stub.proposed_start
 
     def continued_by(self, title: str, command_id: str | None) -> bool:

@@ -13,6 +13,8 @@ else is dropped with its reason on record (`inbound_mail`) and never becomes a w
 - REPLY → that attendee's PARTSTAT on the event; it mails nobody.
 - COUNTER from an attendee → a held move of the event (`counters.py`), waiting beside the
   conversation like an invitation.
+- an answer to the user's proposal of times (it names the proposal's mail) → a held booking
+  (`proposing.py`), or a turn when it names no one slot.
 - anything else → a turn on channel `email` (the gateway runs it; its content is third-party).
 """
 
@@ -31,6 +33,7 @@ from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.parse import parse_resource
+from calagent.commands.ical.zones import sender_zone
 from calagent.commands.outside import master_of, sequence_of, still_refused
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip
@@ -76,6 +79,15 @@ class CounterOffers(Protocol):
     ) -> InboundVerdict: ...
 
 
+class ProposalAnswers(Protocol):
+    """What becomes of an answer to the user's proposal of times (`proposing.Proposing`): a held
+    booking, a turn, dropped — or None when the mail answers no proposal of the user's."""
+
+    async def answer(
+        self, txn: Txn, mail: ReceiveMail, component: Component | None, method: str | None, sender: str
+    ) -> InboundVerdict | None: ...
+
+
 def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
     return InboundVerdict(verdict="dropped", reason=reason, user_id=user_id)
 
@@ -86,6 +98,7 @@ class Inbox:
         store: Store,
         answers: InvitationAnswers,
         counters: CounterOffers,
+        proposals: ProposalAnswers,
         clock: Clock,
         directory: UserDirectory,
         default_tz: str,
@@ -93,6 +106,7 @@ class Inbox:
         self.store = store
         self.answers = answers
         self.counters = counters
+        self.proposals = proposals
         self.clock = clock
         self.directory = directory
         self.default_tz = default_tz
@@ -150,8 +164,16 @@ class Inbox:
         master = master_of(cal) if cal is not None else None
         if cal is not None and (master is None or "UID" not in master):
             return method, _dropped("no_event")
+        if mail.in_reply_to:
+            # An answer to the user's proposal of times, from the person asked.
+            answered = await self.proposals.answer(txn, mail, master, method, sender)
+            if answered is not None:
+                return method, answered
         if method == "REPLY" and master is not None:
-            return method, await self._reply(txn, sender, master)
+            replied = await self._reply(txn, sender, master)
+            if replied.verdict == "replied":
+                await self._note_zone(txn, sender, master)
+            return method, replied
         own = await self.directory.own_address(txn.uow, txn.user_id)
         known = {normal_address(c.email) for c in await txn.uow.people.contacts(txn.user_id)}
         is_user = own is not None and sender == normal_address(own)
@@ -159,7 +181,10 @@ class Inbox:
         if method == "COUNTER" and master is not None:
             # An attendee speaks for themselves on an event the user organizes, like a REPLY:
             # whether they are an attendee is the rule, not whether they are a contact.
-            return method, await self.counters.receive(txn, master, sender, sender_known=sender_known)
+            countered = await self.counters.receive(txn, master, sender, sender_known=sender_known)
+            if countered.verdict != "dropped":
+                await self._note_zone(txn, sender, master)
+            return method, countered
         # Someone not in the contacts may only invite (a held offer, marked), and only when the
         # user takes invitations from everyone; their other mail is never acted on.
         invitation = cal is not None and method in ("REQUEST", "CANCEL")
@@ -185,6 +210,12 @@ class Inbox:
             marked = verdict.invitation.model_copy(update={"sender_known": False})
             verdict = verdict.model_copy(update={"invitation": marked})
         return method, verdict
+
+    async def _note_zone(self, txn: Txn, sender: str, master: Component) -> None:
+        """The zone an attendee's answer was written in: the one a proposal to them uses (§20)."""
+        named = sender_zone(master)
+        if named is not None:
+            await txn.uow.people.note_zone(txn.user_id, sender, named, txn.now)
 
     async def _reply(self, txn: Txn, sender: str, master: Component) -> InboundVerdict:
         """An attendee's answer to an event the user organizes: their PARTSTAT, mailing nobody."""
