@@ -240,7 +240,7 @@ async def test_a_reply_naming_no_slot_is_a_turn_and_one_from_someone_else_books_
     wang5 = f"wang5-{user}@example.com"
     await add_contact(stack, user, "王五", wang5)
     scripted.set_script(proposing())
-    _, mail = await proposed(stack, scripted, db, sink, user, wang5)
+    stub, mail = await proposed(stack, scripted, db, sink, user, wang5)
     address = await mail_address(stack, user)
     holds = await held_rows(db, user)
 
@@ -252,9 +252,16 @@ async def test_a_reply_naming_no_slot_is_a_turn_and_one_from_someone_else_books_
         mail_from=wang5,
         rcpt=address,
     )
+    # Their client declining in the thread chooses no slot either.
+    first = datetime.fromisoformat(stub["proposal"]["slots"][0]["start"])
+    declined = calendar_of(
+        "REPLY", uid="p@example.com", organizer=address, attendees=[(wang5, "DECLINED")], start=first
+    )
+    await send(receiver_port, reply_to(mail, wang5, address, "", cal=declined), mail_from=wang5, rcpt=address)
     assert [(r["verdict"], r["reason"]) for r in await inbound_rows(db, user)] == [
         ("dropped", "unknown_sender"),
         ("turn", None),
+        ("dropped", "not_a_proposed_time"),
     ]
     await asyncio.sleep(1.0)  # the turn runs: its words are someone else's, nothing is booked
     assert await held_rows(db, user) == holds

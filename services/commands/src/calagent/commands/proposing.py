@@ -32,6 +32,7 @@ from calagent.commands.domain.payloads import HeldBooking, HeldProposal
 from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask, shown_conflicts, strongest
 from calagent.commands.domain.people import SentProposal, Unresolved, normal_address, resolve_one
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
+from calagent.commands.ical.attendees import attendees_of
 from calagent.commands.ical.parse import component_span
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip, proposal_mail
@@ -180,6 +181,10 @@ class Proposing:
         if component is not None:
             if method not in ("REPLY", "COUNTER"):
                 return None
+            answers = [a for a in attendees_of(component) if normal_address(a.email) == sender]
+            if method == "REPLY" and (not answers or answers[0].status not in ("ACCEPTED", "TENTATIVE")):
+                # A REPLY that does not accept a slot chooses none.
+                return InboundVerdict(verdict="dropped", reason="not_a_proposed_time")
             start, end, _all_day = component_span(component, txn.tz)
             chosen = next((i for i, s in enumerate(proposal.slots) if (s.start, s.end) == (start, end)), None)
             if chosen is None:
