@@ -228,6 +228,10 @@ VALID_CALLS: dict[str, tuple[dict[str, Any], str]] = {
     "update_schedule": ({"event_id": "e1", "time": "16:00"}, "PrepareChange"),
     "delete_schedule": ({"event_id": "e1", "scope": "all"}, "PrepareChange"),
     "propose_automation": ({"trigger": "每天早上", "steps": ["总结日程"]}, "ProposePlan"),
+    "propose_times": (
+        {"title": "聊一聊", "attendee": "王五", "start": "W1+1", "end": "W1+2", "duration_minutes": 60},
+        "ProposeTimesCommand",
+    ),
     "undo_change": ({"change_id": "c1"}, "RevertChange"),
     "save_memory": ({"content": "咖啡不加糖"}, "memory"),
     "search_memory": ({"query": "生日"}, "memory"),

@@ -26,6 +26,7 @@ from calagent.contracts.commands import (
     CommandResult,
     EventOut,
     HoldReason,
+    StubKind,
     StubOut,
     StubSlots,
     StubStatus,
@@ -384,6 +385,7 @@ def test_every_door_text_comes_in_by_is_in_the_registry_with_its_mark() -> None:
         *words.CONTACT_SOURCES.values(),
         *words.INVITATION_SENDERS.values(),
         *(d for d in words.HOLD_REASONS.values() if d is not None),
+        *(d for d in words.STUB_KINDS.values() if d is not None),
     }
     # Every door is one of those, and every one of those a door.
     assert used == names
@@ -397,6 +399,11 @@ def test_every_door_text_comes_in_by_is_in_the_registry_with_its_mark() -> None:
             id="s", status="held", title="t", slots=StubSlots(), expires_at=NOW, hold_reason=reason
         )
         assert from_outside(stub) is (came_in_by is not None), reason
+    # And so does one whose kind did; every kind of stub is named.
+    assert set(words.STUB_KINDS) == set(get_args(StubKind))
+    for kind, came_in_by in words.STUB_KINDS.items():
+        stub = StubOut(id="s", status="held", title="t", slots=StubSlots(), expires_at=NOW, kind=kind)
+        assert from_outside(stub) is (came_in_by is not None), kind
     # And the architecture's table is this list.
     assert doc_doors() == {d.name: d.whose.replace("_", " ") for d in words.DOORS}
 

@@ -16,7 +16,7 @@ from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.people import Contact, Told
+from calagent.commands.domain.people import Contact, SentProposal, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.service import CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
@@ -229,6 +229,24 @@ class FakePeople:
         self, user_id: str, sender: str, mails: Sequence[tuple[str, Any]], carrier: dict[str, str]
     ) -> None:
         raise NotImplementedError("mail is tested against PostgreSQL")
+
+    async def insert_proposal(self, user_id: str, sent: SentProposal, at: datetime) -> None:
+        raise NotImplementedError("proposals are tested against PostgreSQL")
+
+    async def proposal_answered(self, user_id: str, message_ids: Sequence[str]) -> SentProposal | None:
+        raise NotImplementedError("proposals are tested against PostgreSQL")
+
+    async def get_proposal(self, user_id: str, proposal_id: str) -> SentProposal | None:
+        raise NotImplementedError("proposals are tested against PostgreSQL")
+
+    async def book_proposal(self, user_id: str, proposal_id: str, event_id: str, at: datetime) -> None:
+        raise NotImplementedError("proposals are tested against PostgreSQL")
+
+    async def note_zone(self, user_id: str, address: str, tz: str, at: datetime) -> None:
+        raise NotImplementedError("mail is tested against PostgreSQL")
+
+    async def zone_of(self, user_id: str, address: str) -> str | None:
+        return None  # no mail reaches the fake
 
     async def last_told(self, user_id: str, uid: str) -> Told | None:
         return None  # no mail is queued by the fake

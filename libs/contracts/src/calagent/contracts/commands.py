@@ -13,9 +13,9 @@ from pydantic import Field
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import Attendee, InvitationAnswer, InvitationOut
+from calagent.contracts.people import Attendee, CounterOut, InvitationAnswer, InvitationOut, ProposalOut
 from calagent.contracts.time import SlotPatch
-from calagent.contracts.tools import PrepareOrCreateSchedule, Scope, UpdateSchedule
+from calagent.contracts.tools import PrepareOrCreateSchedule, ProposeTimes, Scope, UpdateSchedule
 
 # The stub and command-outcome vocabulary, each word declared once (issue 31): every set and
 # every wider Literal below is built from these, so a new status must be placed in one of them.
@@ -75,14 +75,20 @@ HoldReason = Literal[
     # An invitation (or its cancellation) mailed to the user's private address by someone else:
     # nothing is added, removed or answered until the user says so.
     "invitation_received",
+    # An attendee's counter-proposal (iMIP COUNTER) for an event the user organizes: the event
+    # moves, and everyone is told, only when the user says so.
+    "counter_received",
 ]
-StubKind = Literal["create", "change", "plan", "invitation"]
+# `proposal`: times to propose to someone outside, mailed on confirmation; `booking`: the time
+# they chose, booked (the event created, the invitation sent) on confirmation (contract §20).
+StubKind = Literal["create", "change", "plan", "invitation", "proposal", "booking"]
 
 
 def waits_beside(kind: StubKind, hold_reason: HoldReason | None) -> bool:
-    """An offer from outside that waits beside the conversation (contract §19): an invitation, or
-    the user's change the connected calendar changed too."""
-    return kind == "invitation" or hold_reason == "sync_conflict"
+    """An offer from outside that waits beside the conversation (contract §19): an invitation, an
+    attendee's counter-proposal or choice among proposed times, or the user's change the connected
+    calendar changed too."""
+    return kind in ("invitation", "booking") or hold_reason in ("sync_conflict", "counter_received")
 
 
 ChangeAction = Literal["update", "delete"]
@@ -196,6 +202,10 @@ class StubFields(WireModel):
     recipients: tuple[Attendee, ...] = ()
     # An invitation received by mail (kind `invitation`): what it asks, and from whom.
     invitation: InvitationOut | None = None
+    # An attendee's counter-proposal (a `change` held `counter_received`): who proposes what.
+    counter: CounterOut | None = None
+    # Times proposed to someone outside (kind `proposal`), or the one they chose (kind `booking`).
+    proposal: ProposalOut | None = None
 
 
 class StubOut(StubFields):
@@ -260,6 +270,9 @@ class CommandError(WireModel):
         "changed_since",
         "already_undone",
         "nothing_to_undo",
+        # A proposal of times found none to offer (the reason in the message), or none of its
+        # times is free any more at confirmation: nothing was written or sent.
+        "no_free_time",
         # A write broke a constraint of the store: a defect, answered at once (never retried);
         # nothing was written.
         "internal_error",
@@ -337,6 +350,17 @@ class ProposePlan(WireModel):
     steps: tuple[str, ...] = Field(min_length=1, max_length=10)
 
 
+class ProposeTimesCommand(WireModel):
+    """The model's `propose_times`: the free times found are held as an offer; nothing is held on
+    the calendar or mailed before the user confirms it (contract §20)."""
+
+    kind: Literal["propose"] = "propose"
+    envelope: Envelope
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    args: ProposeTimes
+    hold: HoldReason | None = None
+
+
 class RevertChange(WireModel):
     """Revert one committed change (contract §15): `change_id`, else the latest change `turn_id`
     made (the receipt just shown), else the caller's latest change made by the assistant. An undo
@@ -350,7 +374,15 @@ class RevertChange(WireModel):
     source: WriteSource = "chat"
 
 
-AnyCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan | RevertChange
+AnyCommand = (
+    PrepareOrCreate
+    | MergeStub
+    | CancelStub
+    | PrepareChange
+    | ProposePlan
+    | ProposeTimesCommand
+    | RevertChange
+)
 Command = Annotated[AnyCommand, Field(discriminator="kind")]
 
 

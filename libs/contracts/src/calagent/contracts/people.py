@@ -21,6 +21,8 @@ from calagent.contracts.settings import AnySettingsCommand, SettingsOut, Sharing
 NAME_MAX = 200
 ALIASES_MAX = 20
 CALENDAR_MAX_CHARS = 1_000_000  # the text/calendar part of a received message
+BODY_MAX_CHARS = 20_000  # the plain-text body of a received message, as read for a reply
+MAX_THREAD = 20  # the message ids a received message names as those it answers
 # RFC 5545 PARTSTAT values of a VEVENT attendee.
 PartStat = Literal["NEEDS-ACTION", "ACCEPTED", "DECLINED", "TENTATIVE", "DELEGATED"]
 # What the user may answer an invitation received by mail (the REPLY's PARTSTAT).
@@ -96,6 +98,10 @@ class ReceiveMail(WireModel):
     calendar: str | None = Field(default=None, max_length=CALENDAR_MAX_CHARS)
     defect: str | None = Field(default=None, max_length=200)
     received_at: datetime
+    # The messages this one answers (In-Reply-To, then References): a reply to a proposal of times
+    # is found by them. Its plain-text body, someone else's words, read only for the slot it names.
+    in_reply_to: tuple[Annotated[str, Field(max_length=300)], ...] = Field(default=(), max_length=MAX_THREAD)
+    body: str | None = Field(default=None, max_length=BODY_MAX_CHARS)
 
 
 AnyContactCommand = AddContact | ListContacts | DeleteContact | GetMailAddress
@@ -145,6 +151,50 @@ class InvitationOut(WireModel):
     # Whether its sender is someone the user knows: their own address or a contact. False: someone
     # not in the contacts, offered marked as such (contract §19; settings `invitations_from`).
     sender_known: bool = True
+
+
+class CounterOut(WireModel):
+    """An attendee's counter-proposal (iMIP COUNTER, RFC 5546 §3.2.7) for an event the user
+    organizes, as its offer shows it: who proposes which time for which event. Nothing of the
+    message's text (its COMMENT, the proposer's CN) is carried: it is someone else's words."""
+
+    uid: str
+    proposer: str
+    start: datetime
+    end: datetime
+    event_id: str
+    # The SEQUENCE the COUNTER names (the version it answers): a DECLINECOUNTER echoes it.
+    sequence: int = 0
+    # The occurrence it is about, for a series (its RECURRENCE-ID).
+    recurrence_id: datetime | None = None
+    all_day: bool = False
+    # Whether the proposer is someone the user knows (a contact); an attendee either way.
+    sender_known: bool = True
+
+
+class ProposedSlot(WireModel):
+    start: datetime
+    end: datetime
+
+
+ZoneSource = Literal["settings", "reply"]
+
+
+class ProposalOut(WireModel):
+    """Times proposed to someone outside (contract §20) as the offers show them: the proposal the
+    user confirms (kind `proposal`), and the attendee's choice the user books (kind `booking`,
+    `chosen` set). The attendee's zone, when known, and where it was learnt: their settings (a
+    user here) or the TZID of an earlier REPLY or COUNTER of theirs."""
+
+    id: str
+    title: str
+    attendee: Attendee
+    duration_minutes: int
+    slots: tuple[ProposedSlot, ...]
+    attendee_tz: str | None = None
+    zone_source: ZoneSource | None = None
+    # The slot the attendee chose (its index in `slots`), on a booking offer.
+    chosen: int | None = None
 
 
 class PeopleResult(WireModel):

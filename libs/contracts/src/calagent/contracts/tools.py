@@ -192,6 +192,18 @@ class SuggestFreeTime(ToolArgs):
     )
 
 
+class ProposeTimes(ToolArgs):
+    """Ask one person by mail which of up to three free times suits them ("约王五下周找个时间聊一
+    小时"): code finds the slots, holds them as tentative, and mails them only once the user
+    confirms; their answer comes back as an offer for the user to book."""
+
+    title: str = Field(min_length=1, max_length=200, description="what the meeting is, in the user's words")
+    attendee: Person = Field(description="the person to ask: a name as the user said it or an e-mail address")
+    start: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="inclusive: D, D+1T12:00, W1+1")
+    end: str = Field(pattern=RANGE_SYMBOL_PATTERN, description="exclusive: D+1, W1+2")
+    duration_minutes: int = Field(ge=5, le=24 * 60)
+
+
 class CancelScheduleCommand(ToolArgs):
     """Cancel the pending schedule request (the active stub) when the user gives it up."""
 
@@ -236,6 +248,7 @@ TOOL_MODELS: Final[dict[str, type[ToolArgs]]] = {
     "prepare_or_create_schedule": PrepareOrCreateSchedule,
     "query_schedule_range": QueryScheduleRange,
     "suggest_free_time": SuggestFreeTime,
+    "propose_times": ProposeTimes,
     "find_events": FindEvents,
     "update_schedule": UpdateSchedule,
     "delete_schedule": DeleteSchedule,
@@ -252,6 +265,7 @@ TOOL_KINDS: Final[dict[str, ToolKind]] = {
     "prepare_or_create_schedule": "terminal",
     "query_schedule_range": "terminal",
     "suggest_free_time": "terminal",
+    "propose_times": "terminal",
     "find_events": "intermediate",
     "update_schedule": "terminal",
     "delete_schedule": "terminal",
@@ -272,6 +286,7 @@ WRITE_TOOLS: Final = frozenset(
         "cancel_schedule_command",
         "confirm_command",
         "propose_automation",
+        "propose_times",
         "undo_change",
         "save_memory",
     }

@@ -123,6 +123,8 @@ _STUB_EXTRAS = (
     "attendee_candidates",
     "recipients",
     "invitation",
+    "counter",
+    "proposal",
 )
 _EVENT_EXTRAS = (
     "series_id",

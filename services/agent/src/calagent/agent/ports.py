@@ -14,6 +14,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    ProposeTimesCommand,
     RevertChange,
 )
 from calagent.contracts.envelope import Envelope
@@ -30,7 +31,15 @@ from calagent.contracts.time import ParsedReply
 from calagent.contracts.turns import TurnAnswer, TurnEvent
 
 # What the agent sends the commands service: the writes and reads of a turn.
-AgentCommand = PrepareOrCreate | MergeStub | CancelStub | PrepareChange | ProposePlan | RevertChange
+AgentCommand = (
+    PrepareOrCreate
+    | MergeStub
+    | CancelStub
+    | PrepareChange
+    | ProposePlan
+    | ProposeTimesCommand
+    | RevertChange
+)
 AgentQuery = TurnContext | QueryRange | SuggestFree | GetActiveStub | ListCalendars | FindEventsQuery
 
 

@@ -26,6 +26,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    ProposeTimesCommand,
     RevertChange,
     is_command_outcome,
 )
@@ -39,6 +40,7 @@ from calagent.contracts.tools import (
     FindEvents,
     PrepareOrCreateSchedule,
     ProposeAutomation,
+    ProposeTimes,
     QueryScheduleRange,
     SaveMemory,
     Scope,
@@ -169,6 +171,7 @@ class Tools:
             CancelScheduleCommand: self.cancel,
             ConfirmCommand: self.confirm,
             ProposeAutomation: self.propose_automation,
+            ProposeTimes: self.propose_times,
             UndoChange: self.undo,
             SaveMemory: self.save_memory,
             SearchMemory: self.search_memory,
@@ -242,6 +245,19 @@ class Tools:
                 idempotency_key=state.next_key(),
                 trigger=args.trigger,
                 steps=tuple(args.steps),
+            ),
+        )
+
+    async def propose_times(self, state: TurnState, args: ProposeTimes) -> ToolResult:
+        # A proposal mails someone once confirmed: held like any write, and held as someone
+        # else's when their words reached the model in this turn (contract §19).
+        return await self.execute(
+            state,
+            ProposeTimesCommand(
+                envelope=state.env,
+                idempotency_key=state.next_key(),
+                args=args,
+                hold=write_hold(state.foreign),
             ),
         )
 

@@ -85,7 +85,13 @@ class CommandsService:
         self.people = People(store, self.clock, self.settings.mail_domain)
         self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
         self.inbox = Inbox(
-            store, self.service.writes.answers, self.clock, SettingsDirectory(), self.settings.default_tz
+            store,
+            self.service.writes.answers,
+            self.service.writes.counters,
+            self.service.writes.proposing,
+            self.clock,
+            SettingsDirectory(),
+            self.settings.default_tz,
         )
         vault = Vault(load_key(self.settings.credentials_key, self.settings.data_dir))
         guard = Guard(AddressRule.from_setting(self.settings.caldav_allow_networks))

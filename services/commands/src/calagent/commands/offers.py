@@ -24,7 +24,8 @@ class Offers:
         self.changes = changes
         self.placing = placing
 
-    async def _version(self, txn: Txn, change: HeldChange) -> str | None:
+    async def version(self, txn: Txn, change: HeldChange) -> str | None:
+        """The version of the change's target as it is now (None: it is gone)."""
         rows = await txn.uow.changes.current_rows(txn.user_id, change.target_ids, series=True)
         return version_of(rows.values()) if rows else None
 
@@ -38,7 +39,7 @@ class Offers:
         change = stub.payload
         bound = change.model_copy(
             update={
-                "version": await self._version(txn, change),
+                "version": await self.version(txn, change),
                 "request": ChangeRequest(
                     action=command.action,
                     event_id=command.event_id,
@@ -59,12 +60,7 @@ class Offers:
         if not isinstance(change, HeldChange) or not change.bound:
             return None
         txn.log_as(scope=change.scope)
-        now = await self._version(txn, change)
-        if now is None:
-            return None  # gone: confirming answers it as it always has (not found)
-        if self.changes.pending.of(stub).offer_stands(
-            now, change.version, await self._conflicts_now(txn, change)
-        ):
+        if await self.stands(txn, stub, change):
             return None
         request = change.request
         again = PrepareChange(
@@ -81,6 +77,17 @@ class Offers:
         if fresh.status == "error":
             return fresh
         return fresh.model_copy(update={"superseded": None, "reoffered": True})
+
+    async def stands(self, txn: Txn, stub: Stub, change: HeldChange) -> bool:
+        """Whether the offer still says what confirming it does: its target is the version it
+        was offered from and nothing new stands where it would go (§15). A target gone since
+        stands too: confirming it answers as it always has (not found)."""
+        now = await self.version(txn, change)
+        if now is None:
+            return True
+        return self.changes.pending.of(stub).offer_stands(
+            now, change.version, await self._conflicts_now(txn, change)
+        )
 
     async def _conflicts_now(self, txn: Txn, change: HeldChange) -> tuple[Event, ...]:
         """What a move would meet now (one added since, by sync or another command, included): the

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.people import Contact, Told
+from calagent.commands.domain.people import Contact, SentProposal, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.settings import InvitationsFrom, ShareEntry
@@ -165,6 +165,22 @@ class PeopleRows(Protocol):
 
     def quiet_people(self) -> None:
         """This transaction's changes mail no attendee (an attendee's own answer is recorded)."""
+
+    async def insert_proposal(self, user_id: str, sent: SentProposal, at: datetime) -> None: ...
+
+    async def proposal_answered(self, user_id: str, message_ids: Sequence[str]) -> SentProposal | None:
+        """The open proposal whose mail one of `message_ids` names (the newest, if several)."""
+        ...
+
+    async def get_proposal(self, user_id: str, proposal_id: str) -> SentProposal | None: ...
+
+    async def book_proposal(self, user_id: str, proposal_id: str, event_id: str, at: datetime) -> None: ...
+
+    async def note_zone(self, user_id: str, address: str, tz: str, at: datetime) -> None:
+        """The zone a person's REPLY or COUNTER named, kept for the next proposal to them."""
+        ...
+
+    async def zone_of(self, user_id: str, address: str) -> str | None: ...
 
 
 class SettingsRows(Protocol):

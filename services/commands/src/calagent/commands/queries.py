@@ -189,19 +189,33 @@ class Queries:
         )
 
     async def _suggest_free(self, query: SuggestFree, tz: ZoneInfo) -> QueryResult:
-        bounds = await self._range(query.envelope, query.start_symbol, query.end_symbol)
+        bounds = await self.window(query.envelope, query.start_symbol, query.end_symbol)
         if isinstance(bounds, QueryResult):
             return bounds
-        start, end = bounds
         async with self.store.unit_of_work() as uow:
-            found = await suggestion_people(
-                uow,
-                query,
-                (start - ALL_DAY_SLACK, end + ALL_DAY_SLACK),
-                tz,
-                self.config.working_hours,
-                self.config.default_tz,
-            )
+            found = await self.suggested(uow, query, bounds, tz)
+        return found.model_copy(update={"db_ms": uow.db_ms})
+
+    async def window(
+        self, envelope: Envelope, start_symbol: str, end_symbol: str
+    ) -> tuple[datetime, datetime] | QueryResult:
+        """A suggestion's range symbols resolved (or the error result to answer with)."""
+        return await self._range(envelope, start_symbol, end_symbol)
+
+    async def suggested(
+        self, uow: UnitOfWork, query: SuggestFree, bounds: tuple[datetime, datetime], tz: ZoneInfo
+    ) -> QueryResult:
+        """The slots a suggestion offers over `bounds`, read in `uow` (a query's own, or the
+        transaction of a write that offers them: a proposal to someone outside)."""
+        start, end = bounds
+        found = await suggestion_people(
+            uow,
+            query,
+            (start - ALL_DAY_SLACK, end + ALL_DAY_SLACK),
+            tz,
+            self.config.working_hours,
+            self.config.default_tz,
+        )
         offered = suggest(
             found.people,
             start,
@@ -232,7 +246,6 @@ class Queries:
             ),
             people=found.named if query.attendees else None,
             empty_reason=offered.empty_reason,
-            db_ms=uow.db_ms,
         )
 
     async def _find(self, query: FindEventsQuery, tz: ZoneInfo) -> QueryResult:

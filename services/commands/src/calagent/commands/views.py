@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
-from calagent.commands.domain.payloads import HeldChange, HeldInvitation, HeldPlan
+from calagent.commands.domain.payloads import HeldBooking, HeldChange, HeldInvitation, HeldPlan, HeldProposal
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
-from calagent.contracts.people import InvitationOut
+from calagent.contracts.people import CounterOut, InvitationOut, ProposalOut, ProposedSlot
 
 PLAN_PREVIEW = 3  # occurrences a repeating create shows before it is confirmed
 
@@ -107,6 +107,25 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
         invitation=payload.invitation if isinstance(payload, HeldInvitation) else None,
+        counter=_counter_in_zone(payload.counter, tz)
+        if isinstance(payload, HeldChange) and payload.counter is not None
+        else None,
+        proposal=_proposal_in_zone(payload.proposal, tz)
+        if isinstance(payload, HeldProposal | HeldBooking)
+        else None,
+    )
+
+
+def _proposal_in_zone(proposal: ProposalOut, tz: ZoneInfo) -> ProposalOut:
+    slots = tuple(
+        ProposedSlot(start=slot.start.astimezone(tz), end=slot.end.astimezone(tz)) for slot in proposal.slots
+    )
+    return proposal.model_copy(update={"slots": slots})
+
+
+def _counter_in_zone(counter: CounterOut, tz: ZoneInfo) -> CounterOut:
+    return counter.model_copy(
+        update={"start": counter.start.astimezone(tz), "end": counter.end.astimezone(tz)}
     )
 
 

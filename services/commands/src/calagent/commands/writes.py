@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 from calagent.commands.changes import Changes
 from calagent.commands.config import CommandConfig
+from calagent.commands.counters import Counters, is_counter
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
@@ -36,6 +37,8 @@ from calagent.commands.people.inbox import InvitationAnswers
 from calagent.commands.placing import Placing, resolved_within_supported_years
 from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
+from calagent.commands.proposing import Proposing
+from calagent.commands.queries import Queries
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
@@ -50,6 +53,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    ProposeTimesCommand,
     RevertChange,
     StubOut,
     StubSlots,
@@ -76,12 +80,15 @@ class Writes:
         self.offers = Offers(self.changes, self.placing)
         self.undo = Undo()
         self.answers = InvitationAnswers(self.pending, self.placing)
+        self.counters = Counters(self.pending, self.changes, self.offers, self.placing, self.people)
+        self.proposing = Proposing(self.pending, self.placing, Queries(store, time_port, config, clock))
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
             PrepareChange: self._prepare_change,
             RevertChange: self.undo.revert,
             ProposePlan: self.plans.propose,
+            ProposeTimesCommand: self.proposing.propose,
             CancelStub: self._cancel,
         }
 
@@ -204,7 +211,13 @@ class Writes:
                 return error_result("invalid_arguments", "this pending request takes only a confirmation")
             if stub.kind == "plan":
                 return await self.plans.confirm(txn, stub)
-            stale = await self.offers.check(txn, stub)
+            if stub.kind == "proposal":
+                return await self.proposing.send(txn, stub)
+            if stub.kind == "booking":
+                return await self.proposing.book(txn, stub)
+            # A counter-proposal made again is still the attendee's: offered as theirs.
+            check = self.counters.check if is_counter(stub) else self.offers.check
+            stale = await check(txn, stub)
             if stale is not None:
                 return stale
             return await self.changes.confirm(txn, stub)
@@ -232,6 +245,9 @@ class Writes:
         if stub.kind == "invitation":
             # Turning an invitation down is declining it: the organizer is told.
             return await self.answers.answer(txn, stub, "DECLINED")
+        if is_counter(stub):
+            # Turning a counter-proposal down is declining it: the proposer is told.
+            return await self.counters.decline(txn, stub)
         cancelled = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from email import message_from_bytes
@@ -35,7 +36,9 @@ from icalendar import Calendar
 from calagent.contracts import wire
 from calagent.contracts.address import EMAIL_MAX
 from calagent.contracts.people import (
+    BODY_MAX_CHARS,
     CALENDAR_MAX_CHARS,
+    MAX_THREAD,
     FindMailbox,
     PeopleRequest,
     PeopleResult,
@@ -65,6 +68,9 @@ class MailFacts:
     calendar: str | None
     text: str
     defect: str | None = None
+    # The messages it answers (In-Reply-To, then References), and its plain-text body alone.
+    in_reply_to: tuple[str, ...] = ()
+    body: str = ""
 
 
 def _normal(address: str | None) -> str:
@@ -78,16 +84,29 @@ def _calendar_part(message: Message) -> Message | None:
     return None
 
 
-def _text(message: Message) -> str:
-    subject = str(message.get("Subject", "") or "").strip()
-    body = ""
+def _body(message: Message) -> str:
     if isinstance(message, EmailMessage):
         part = message.get_body(preferencelist=("plain",))
         if part is not None:
             content = part.get_content()
-            body = content if isinstance(content, str) else ""
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+def _text(message: Message) -> str:
+    subject = str(message.get("Subject", "") or "").strip()
+    body = _body(message)
     text = f"{subject}\n\n{body}".strip() if subject else body.strip()
     return text[:MAX_MESSAGE_CHARS]
+
+
+def _answers(message: Message) -> tuple[str, ...]:
+    """The Message-IDs a message names as those it answers: In-Reply-To first, then References."""
+    found: list[str] = []
+    for header in ("In-Reply-To", "References"):
+        for value in message.get_all(header) or []:
+            found += [f"<{m}>" for m in re.findall(r"<([^<>\s]{1,298})>", str(value))]
+    return tuple(dict.fromkeys(found))[:MAX_THREAD]
 
 
 def read_mail(raw: bytes, mail_from: str | None) -> MailFacts:
@@ -123,7 +142,15 @@ def read_mail(raw: bytes, mail_from: str | None) -> MailFacts:
         defect = "from_not_envelope_sender"
     elif not declared:
         defect = "no_message_id"
-    return MailFacts(from_address, message_id[:300], calendar, _text(message), defect)
+    return MailFacts(
+        from_address,
+        message_id[:300],
+        calendar,
+        _text(message),
+        defect,
+        in_reply_to=_answers(message),
+        body=_body(message)[:BODY_MAX_CHARS],
+    )
 
 
 class MailHost(Protocol):
@@ -192,6 +219,8 @@ class MailHandler:
                 calendar=facts.calendar,
                 defect=facts.defect,
                 received_at=gw.clock.now(),
+                in_reply_to=facts.in_reply_to,
+                body=facts.body or None,
             )
         except (ValueError, LookupError, TypeError) as exc:
             # A message the parser cannot take apart is refused for good: a retry would fail alike.

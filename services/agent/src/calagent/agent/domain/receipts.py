@@ -25,7 +25,7 @@ from calagent.agent.domain.offers import (
 from calagent.agent.domain.rule_words import describe_rule
 from calagent.contracts.commands import CommandResult, EventOut, StubOut
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
-from calagent.contracts.people import Attendee
+from calagent.contracts.people import Attendee, ProposalOut
 from calagent.contracts.queries import SyncNotice
 
 
@@ -271,6 +271,34 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "发件人不在你的联系人中。",
         "This comes from someone not in your contacts. ",
     ),
+    # An attendee's counter-proposal (hold reason `counter_received`) and its refusal.
+    "counter": (
+        "{who} 提议把「{title}」从 {before} 改到 {after}。回复“确认”我会改期并通知所有参会人；回复“拒绝”我会告诉对方不改。现在没有任何改动。",
+        '{who} proposes moving "{title}" from {before} to {after}. Reply "confirm" and I will move it and tell '
+        'everyone invited; "decline" and I will tell them no. Nothing has changed yet.',
+    ),
+    "cancelled.counter": (
+        "已拒绝 {who} 对「{title}」的改期提议，并告知了对方。",
+        'Declined the new time {who} proposed for "{title}"; they have been told.',
+    ),
+    # Times proposed to someone outside (kind `proposal`), mailed once confirmed; and the one they
+    # chose (kind `booking`), booked once confirmed.
+    "proposal": (
+        "我会给 {who} 发一封邮件，请对方从这些时间里选一个「{title}」的时间：{slots}。发出后这些时间会先暂时占住。"
+        "回复“确认”发送；现在什么都没有写入或发出。",
+        'I will mail {who} these times for "{title}" to choose from: {slots}. Once sent, they are held '
+        'as tentative. Reply "confirm" to send; nothing is written or sent yet.',
+    ),
+    "proposal.sent": (
+        "已把 {count} 个时间发给 {who}（「{title}」），这些时间已暂时占住；对方选定后我会请你确认。",
+        'Sent {who} {count} times for "{title}"; they are held as tentative until they choose, '
+        "and I will ask you before booking.",
+    ),
+    "booking": (
+        "{who} 选了「{title}」{when}。回复“确认”我会创建它、给对方发送邀请并释放其余暂定时间；现在什么都没有改动。",
+        '{who} chose {when} for "{title}". Reply "confirm" and I will book it, send them the invitation '
+        "and release the other held times; nothing has changed yet.",
+    ),
     "cancelled": ("好的，已取消「{title}」。", 'OK, cancelled "{title}".'),
     "cancelled.declined": ("已拒绝「{title}」，并告知了 {who}。", 'Declined "{title}"; {who} has been told.'),
     "expired": (
@@ -339,6 +367,16 @@ def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
     if result.status == "needs_attendee":
         return attendee_question(stub, view)
+    if stub.proposal is not None and result.status in ("held", "created"):
+        return _proposal_text(result, stub, stub.proposal, view)
+    if stub.counter is not None and stub.change is not None and stub.change.after is not None:
+        if result.status == "held":
+            before, after = view.when(stub.change.before), view.when(stub.change.after)
+            return _say(
+                view, "counter", who=stub.counter.proposer, title=stub.title, before=before, after=after
+            )
+        if result.status == "cancelled":
+            return _say(view, "cancelled.counter", who=stub.counter.proposer, title=stub.title)
     if stub.kind == "change" and stub.change is not None and result.status in ("held", "conflict"):
         return change_offer(stub, stub.change, view)
     if result.status == "held" and stub.hold_reason == "recurrence_plan" and stub.slots.recurrence:
@@ -361,6 +399,19 @@ def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
         names=conflict_names(stub, view) if key == "conflict" else "",
         who=who,
     )
+
+
+def _proposal_text(result: CommandResult, stub: StubOut, proposal: ProposalOut, view: View) -> str:
+    """A proposal of times (to send, or sent), or the time its attendee chose (to book)."""
+    who = proposal.attendee.email
+    if stub.kind == "booking" and proposal.chosen is not None:
+        slot = proposal.slots[proposal.chosen]
+        return _say(view, "booking", who=who, title=stub.title, when=view.span(slot.start, slot.end))
+    if result.status == "created":
+        return _say(view, "proposal.sent", who=who, title=stub.title, count=len(proposal.slots))
+    slots = "；".join if view.zh else "; ".join
+    listed = slots(f"{n}. {view.span(s.start, s.end)}" for n, s in enumerate(proposal.slots, start=1))
+    return _say(view, "proposal", who=who, title=stub.title, slots=listed)
 
 
 def _stub_key(result: CommandResult, stub: StubOut) -> str:

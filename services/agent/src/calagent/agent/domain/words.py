@@ -52,6 +52,10 @@ def offer_source(stub: StubOut) -> str:
     if stub.invitation is not None:
         stranger = "" if stub.invitation.sender_known else " (someone not in the user's contacts)"
         return f"the invitation of {stub.invitation.organizer}{stranger}"
+    if stub.counter is not None:
+        return f"the counter-proposal of {stub.counter.proposer}"
+    if stub.kind == "booking" and stub.proposal is not None:
+        return f"the answer of {stub.proposal.attendee.email} to the user's proposal of times"
     if stub.hold_reason == "sync_conflict":
         return "the connected calendar"
     return "forwarded or quoted content"
@@ -182,6 +186,18 @@ DOORS: Final[tuple[Door, ...]] = (
         "answered only by 接受/暂定/拒绝",
     ),
     Door("a sync conflict", "third_party", "describe_outside_offer", "answered only by 确认"),
+    Door(
+        "an attendee's counter-proposal (mail)",
+        "third_party",
+        "describe_outside_offer",
+        "answered only by 确认, or refused (DECLINECOUNTER)",
+    ),
+    Door(
+        "an answer to the user's proposal of times (mail)",
+        "third_party",
+        "describe_outside_offer",
+        "answered only by 确认; one naming no single slot is a mail turn",
+    ),
     Door("the user's own events (find_events)", "user", "the user's own words", "runs (changes always held)"),
     Door("an event someone else organizes (find_events)", "third_party", "TOOL_MARK", HELD),
     Door("an event of a calendar the user does not own (find_events)", "third_party", "TOOL_MARK", HELD),
@@ -242,6 +258,7 @@ TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
     "cancel_schedule_command": RECEIPT,
     "confirm_command": RECEIPT,
     "propose_automation": RECEIPT,
+    "propose_times": RECEIPT,
     "undo_change": RECEIPT,
     "save_memory": RECEIPT,
     "find_events": (
@@ -258,6 +275,15 @@ INVITATION_SENDERS: Final[Mapping[bool, str]] = {
     True: "an invitation's fields (mail)",
     False: "an invitation from someone not in the contacts",
 }
+# What a stub is, by the door its text came in by (None: the user's own request, or code's).
+STUB_KINDS: Final[Mapping[str, str | None]] = {
+    "create": None,
+    "change": None,
+    "plan": None,
+    "proposal": None,
+    "invitation": "an invitation's fields (mail)",
+    "booking": "an answer to the user's proposal of times (mail)",
+}
 # Why a stub waits, by the door its text came in by (None: the user's own request).
 HOLD_REASONS: Final[Mapping[str, str | None]] = {
     "past_start": None,
@@ -269,4 +295,5 @@ HOLD_REASONS: Final[Mapping[str, str | None]] = {
     "third_party_content": "quoted and forwarded blocks",
     "sync_conflict": "a sync conflict",
     "invitation_received": "an invitation's fields (mail)",
+    "counter_received": "an attendee's counter-proposal (mail)",
 }

@@ -13,8 +13,17 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
-from calagent.commands.adapters.tables import caldav_cards, contacts, inbound_mail, mail_outbox, mailboxes
-from calagent.commands.domain.people import Contact, Told
+from calagent.commands.adapters.tables import (
+    attendee_zones,
+    caldav_cards,
+    contacts,
+    inbound_mail,
+    mail_outbox,
+    mailboxes,
+    proposals,
+)
+from calagent.commands.domain.people import Contact, SentProposal, Told, normal_address
+from calagent.contracts.people import Attendee, ProposalOut, ProposedSlot
 
 
 class SqlPeople:
@@ -158,3 +167,100 @@ class SqlPeople:
 
     def quiet_people(self) -> None:
         self.effects.people_quieted()
+
+    # ---- proposals of times (contract §20) ---------------------------------------------------------
+
+    async def insert_proposal(self, user_id: str, sent: SentProposal, at: datetime) -> None:
+        proposal = sent.proposal
+        await self.session.run(
+            proposals.insert().values(
+                id=proposal.id,
+                user_id=user_id,
+                title=proposal.title,
+                attendee=proposal.attendee.model_dump(mode="json"),
+                duration_minutes=proposal.duration_minutes,
+                slots=[
+                    {"start": s.start.isoformat(), "end": s.end.isoformat(), "event_id": event_id}
+                    for s, event_id in zip(proposal.slots, sent.hold_ids, strict=True)
+                ],
+                attendee_tz=proposal.attendee_tz,
+                zone_source=proposal.zone_source,
+                message_id=sent.message_id,
+                state="open",
+                created_at=at,
+                updated_at=at,
+            )
+        )
+
+    async def proposal_answered(self, user_id: str, message_ids: Sequence[str]) -> SentProposal | None:
+        if not message_ids:
+            return None
+        found = (
+            await self.session.run(
+                select(proposals)
+                .where(
+                    proposals.c.user_id == user_id,
+                    proposals.c.message_id.in_(list(message_ids)),
+                    proposals.c.state == "open",
+                )
+                .order_by(proposals.c.created_at.desc())
+                .limit(1)
+            )
+        ).first()
+        return _sent(found) if found is not None else None
+
+    async def get_proposal(self, user_id: str, proposal_id: str) -> SentProposal | None:
+        found = (
+            await self.session.run(
+                select(proposals).where(proposals.c.user_id == user_id, proposals.c.id == proposal_id)
+            )
+        ).first()
+        return _sent(found) if found is not None else None
+
+    async def book_proposal(self, user_id: str, proposal_id: str, event_id: str, at: datetime) -> None:
+        await self.session.run(
+            update(proposals)
+            .where(proposals.c.user_id == user_id, proposals.c.id == proposal_id)
+            .values(state="booked", event_id=event_id, updated_at=at)
+        )
+
+    async def note_zone(self, user_id: str, address: str, tz: str, at: datetime) -> None:
+        statement = pg_insert(attendee_zones).values(
+            user_id=user_id, address=normal_address(address), tz=tz, updated_at=at
+        )
+        await self.session.run(
+            statement.on_conflict_do_update(
+                index_elements=[attendee_zones.c.user_id, attendee_zones.c.address],
+                set_={"tz": statement.excluded.tz, "updated_at": statement.excluded.updated_at},
+            )
+        )
+
+    async def zone_of(self, user_id: str, address: str) -> str | None:
+        found = await self.session.run(
+            select(attendee_zones.c.tz).where(
+                attendee_zones.c.user_id == user_id, attendee_zones.c.address == normal_address(address)
+            )
+        )
+        tz: str | None = found.scalar_one_or_none()
+        return tz
+
+
+def _sent(row: Any) -> SentProposal:
+    slots = [dict(s) for s in row.slots]
+    return SentProposal(
+        proposal=ProposalOut(
+            id=row.id,
+            title=row.title,
+            attendee=Attendee.model_validate(row.attendee),
+            duration_minutes=row.duration_minutes,
+            slots=tuple(
+                ProposedSlot(start=datetime.fromisoformat(s["start"]), end=datetime.fromisoformat(s["end"]))
+                for s in slots
+            ),
+            attendee_tz=row.attendee_tz,
+            zone_source=row.zone_source,
+        ),
+        hold_ids=tuple(str(s["event_id"]) for s in slots),
+        message_id=row.message_id,
+        booked=row.event_id,
+    )

@@ -132,7 +132,9 @@ stubs = Table(
         "'cancelled', 'expired', 'superseded', 'updated', 'deleted', 'planned')",
         name="ck_stubs_status",
     ),
-    CheckConstraint("kind IN ('create', 'change', 'plan', 'invitation')", name="ck_stubs_kind"),
+    CheckConstraint(
+        "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking')", name="ck_stubs_kind"
+    ),
     # At most one active stub per user, enforced by the database as well as by the code.
     Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(OFFERED_SQL)),
     Index("ix_stubs_waiting", "user_id", "seq", postgresql_where=text("waiting_since IS NOT NULL")),
@@ -341,9 +343,44 @@ mail_outbox = Table(
     Column("sent_at", DateTime(timezone=True), nullable=True),
     Column("last_error", Text, nullable=True),
     Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    CheckConstraint("method IN ('REQUEST', 'CANCEL', 'REPLY')", name="ck_mail_outbox_method"),
+    CheckConstraint(
+        "method IN ('REQUEST', 'CANCEL', 'REPLY', 'DECLINECOUNTER')", name="ck_mail_outbox_method"
+    ),
     Index("ix_mail_outbox_due", "not_before", postgresql_where=text("sent_at IS NULL")),
     Index("ix_mail_outbox_user", "user_id", "id"),
+)
+
+# Times proposed to someone outside (contract §20), once the user confirmed them: whom, the slots
+# mailed (each held as a tentative event of the user's), the mail's Message-ID a reply names, and
+# whether one was booked.
+proposals = Table(
+    "proposals",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("title", String(200), nullable=False),
+    Column("attendee", JSONB, nullable=False),
+    Column("duration_minutes", Integer, nullable=False),
+    Column("slots", JSONB, nullable=False),
+    Column("attendee_tz", String(64), nullable=True),
+    Column("zone_source", String(8), nullable=True),
+    Column("message_id", String(300), nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("event_id", String(32), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("state IN ('open', 'booked')", name="ck_proposals_state"),
+    Index("ix_proposals_message", "user_id", "message_id"),
+)
+
+# The zone the last REPLY or COUNTER of a person named (its DTSTART's TZID), per user and address.
+attendee_zones = Table(
+    "attendee_zones",
+    metadata,
+    Column("user_id", String(128), primary_key=True),
+    Column("address", String(254), primary_key=True),
+    Column("tz", String(64), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
 # What the user's private address received (contract §16), acted on or not: a message is acted on

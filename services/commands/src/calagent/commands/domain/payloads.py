@@ -28,7 +28,7 @@ from pydantic import (
 )
 
 from calagent.contracts.commands import ChangeAction, ChangeOut, HoldReason, PlanOut, StubKind
-from calagent.contracts.people import Attendee, InvitationOut
+from calagent.contracts.people import Attendee, CounterOut, InvitationOut, ProposalOut, ProposedSlot
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -133,6 +133,9 @@ class HeldChange(StoredPayload):
     # change held before offers were bound, or one a sync conflict offers, has neither.
     version: str | None = None
     request: ChangeRequest | None = None
+    # An attendee's counter-proposal offered as this move (hold `counter_received`): refusing it
+    # sends them a DECLINECOUNTER.
+    counter: CounterOut | None = None
 
     @model_validator(mode="after")
     def _update_has_after(self) -> HeldChange:
@@ -164,12 +167,32 @@ class HeldInvitation(StoredPayload):
     attendee: str
 
 
-PendingChange = HeldChange | HeldPlan | HeldInvitation
+class HeldProposal(StoredPayload):
+    """Times to propose to someone outside (kind `proposal`), mailed once the user confirms."""
 
-_KINDS: Mapping[str, type[HeldChange] | type[HeldPlan] | type[HeldInvitation]] = {
+    proposal: ProposalOut
+
+
+class HeldBooking(StoredPayload):
+    """The time the attendee chose among those proposed (kind `booking`, `proposal.chosen` set):
+    booked once the user confirms."""
+
+    proposal: ProposalOut
+
+    @property
+    def slot(self) -> ProposedSlot:
+        assert self.proposal.chosen is not None, "a booking names the slot chosen"
+        return self.proposal.slots[self.proposal.chosen]
+
+
+PendingChange = HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking
+
+_KINDS: Mapping[str, type[PendingChange]] = {
     "change": HeldChange,
     "plan": HeldPlan,
     "invitation": HeldInvitation,
+    "proposal": HeldProposal,
+    "booking": HeldBooking,
 }
 
 

@@ -34,7 +34,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.payloads import HeldChange, HeldInvitation, PendingChange
+from calagent.commands.domain.payloads import HeldBooking, HeldChange, HeldInvitation, PendingChange
 from calagent.commands.domain.proposals import Proposal
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
@@ -56,6 +56,7 @@ from calagent.contracts.people import Attendee
 HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "third_party_content",
     "invitation_received",
+    "counter_received",
     "sync_conflict",
     "recurrence_unclear",
     "sends_invitations",
@@ -244,6 +245,12 @@ class PendingCommand:
         request sets it aside, and it is offered again once the user's request is settled."""
         return waits_beside(self.stub.kind, self.stub.hold_reason)
 
+    def from_mail(self) -> bool:
+        """An offer someone mailed (an invitation, a counter-proposal, a choice among proposed
+        times): mail is read later than chat, so it waits longer than a chat request
+        (`OUTSIDE_OFFER_TTL`)."""
+        return self.stub.kind in ("invitation", "booking") or self.stub.hold_reason == "counter_received"
+
     def waiting(self) -> bool:
         return self.stub.waiting_since is not None
 
@@ -254,6 +261,8 @@ class PendingCommand:
             return payload.invitation.start
         if isinstance(payload, HeldChange):
             return payload.view.before.start
+        if isinstance(payload, HeldBooking):
+            return payload.slot.start
         return self.stub.proposed_start
 
     def continued_by(self, title: str, command_id: str | None) -> bool:
@@ -334,7 +343,7 @@ class PendingCommand:
     def come_back(self, now: datetime) -> Stub:
         """A waiting offer offered again: the user's active stub, asked anew (an invitation keeps
         the week mail gets to be read in; its event's start still ends it)."""
-        alive = OUTSIDE_OFFER_TTL if self.stub.kind == "invitation" else self.ttl
+        alive = OUTSIDE_OFFER_TTL if self.from_mail() else self.ttl
         start = self.subject_start()
         until = now + alive if start is None else min(now + alive, max(start, now + self.ttl))
         return replace(self.stub, waiting_since=None, expires_at=until, updated_at=now)

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Literal
 
 from calagent.contracts.address import is_address
-from calagent.contracts.people import Attendee
+from calagent.contracts.people import Attendee, ProposalOut
 
 SUGGESTIONS_MAX = 5
 
@@ -146,6 +146,18 @@ class Told:
         kept: the CANCEL of a whole event is the one message whose object is not kept (the event
         is gone), so it alone goes above the kept object's sequence."""
         return self.cancelled and self.sequence > kept
+
+
+@dataclass(frozen=True)
+class SentProposal:
+    """A proposal of times the user confirmed (contract §20): as its offers show it, the tentative
+    events holding its slots (in slot order; one the user removed meanwhile is simply gone), the
+    Message-ID of its mail (a reply names it), and the event booked from it, once one is."""
+
+    proposal: ProposalOut
+    hold_ids: tuple[str, ...]
+    message_id: str
+    booked: str | None = None
 
 
 def next_sequence(sequence: int, told: Told | None) -> int:

@@ -52,6 +52,12 @@ def _span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]
     return start, end, all_day
 
 
+def component_span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]:
+    """A VEVENT's start and end (UTC; a floating time read in `tz`) and whether it is all-day: as
+    an event read from an object is placed, for a scheduling message that only proposes a time."""
+    return _span(component, tz)
+
+
 def reminder_alarm(component: Component) -> Component | None:
     """The alarm that is the event's reminder: the first one some minutes before the start."""
     for alarm in component.subcomponents:

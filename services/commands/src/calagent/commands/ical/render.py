@@ -68,6 +68,13 @@ def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
     if event.url:
         item.add("url", event.url)
     item.add("categories", [event.calendar])
+    if event.transparent:
+        item.add("transp", "TRANSPARENT")
+    elif event.tentative:
+        # A tentative hold (a time proposed to someone) keeps its owner's time all the same.
+        item.add("transp", "OPAQUE")
+    if event.tentative:
+        item.add("status", "TENTATIVE")
     if event.organizer:
         item["ORGANIZER"] = organizer_property(event.organizer)
     if event.attendees:

@@ -89,3 +89,16 @@ def add_new_zones(parsed: Calendar, missing_before: set[str], rows: Sequence[Eve
             first_date=date(min(r.start for r in rows).year - 1, 1, 1),
             last_date=date(max(r.end for r in rows).year + 20, 1, 1),
         )
+
+
+def sender_zone(component: Component) -> str | None:
+    """The IANA zone a scheduling message's DTSTART is written in (its TZID), when it is one: the
+    zone its sender's calendar keeps (a Windows zone name, or none, says nothing)."""
+    prop = component.get("DTSTART")
+    tzid = getattr(prop, "params", {}).get("TZID") if prop is not None else None
+    if not tzid:
+        return None
+    try:
+        return ZoneInfo(str(tzid)).key
+    except (ZoneInfoNotFoundError, ValueError):
+        return None

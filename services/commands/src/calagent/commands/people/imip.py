@@ -135,6 +135,57 @@ def reply_body(obj: Calendar, attendee: str, partstat: str, stamp: datetime) -> 
     return cal
 
 
+def declinecounter_body(
+    *,
+    uid: str,
+    sequence: int,
+    organizer: str,
+    proposer: str,
+    stamp: datetime,
+    summary: str,
+    recurrence_id: datetime | None = None,
+) -> Calendar:
+    """RFC 5546 §3.2.8: the organizer turns down an attendee's COUNTER — the UID and SEQUENCE the
+    COUNTER named (echoed), the occurrence it was about, the organizer, and the attendee who
+    proposed it."""
+    cal = _scheduling("DECLINECOUNTER")
+    event: Component = IcsEvent()
+    event.add("uid", uid)
+    event.add("dtstamp", stamp.astimezone(UTC))
+    event.add("sequence", sequence)
+    if recurrence_id is not None:
+        event.add("recurrence-id", recurrence_id.astimezone(UTC))
+    if summary:
+        event.add("summary", summary)
+    event["ORGANIZER"] = organizer_property(organizer)
+    event["ATTENDEE"] = vCalAddress(f"mailto:{proposer}")
+    cal.add_component(event)
+    return cal
+
+
+def one_mail(
+    body: Calendar,
+    *,
+    method: str,
+    uid: str,
+    sequence: int,
+    sender: str,
+    recipient: Attendee,
+    stamp: datetime,
+    summary: str,
+    answer: str | None = None,
+) -> Mail:
+    """One scheduling message to one person from the user's mailbox, ready for the outbox.
+    `answer` tells apart messages of one method to the same version (a changed REPLY, a second
+    DECLINECOUNTER): it is part of the Message-ID."""
+    domain = sender.rpartition("@")[2]
+    msg_id = message_id(uid, sequence, f"{method} {answer}" if answer else method, recipient.email, domain)
+    text = envelope(
+        body, method=method, sender=sender, recipient=recipient, msg_id=msg_id, stamp=stamp, summary=summary
+    )
+    return Mail(method, sequence, recipient.email, msg_id, text)
+
+
 def envelope(
     body: Calendar,
     *,
@@ -146,7 +197,12 @@ def envelope(
     summary: str,
 ) -> str:
     """The RFC 6047 message: a short text part and the text/calendar part with its method."""
-    subject = {"REQUEST": "Invitation", "CANCEL": "Cancelled", "REPLY": "Reply"}.get(method, method)
+    subject = {
+        "REQUEST": "Invitation",
+        "CANCEL": "Cancelled",
+        "REPLY": "Reply",
+        "DECLINECOUNTER": "Proposed time declined",
+    }.get(method, method)
     message = EmailMessage(policy=SMTP)
     message["From"] = sender
     message["To"] = formataddr((recipient.name or "", recipient.email))

@@ -11,15 +11,18 @@ else is dropped with its reason on record (`inbound_mail`) and never becomes a w
   added, removed or answered until the user says so (`InvitationAnswers.answer`). While another
   request waits for the user, the offer waits on its record and comes up when that one ends.
 - REPLY → that attendee's PARTSTAT on the event; it mails nobody.
+- COUNTER from an attendee → a held move of the event (`counters.py`), waiting beside the
+  conversation like an invitation.
+- an answer to the user's proposal of times (it names the proposal's mail) → a held booking
+  (`proposing.py`), or a turn when it names no one slot.
 - anything else → a turn on channel `email` (the gateway runs it; its content is third-party).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from icalendar import Calendar, Component
-from opentelemetry import propagate
 
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
@@ -30,9 +33,11 @@ from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.parse import parse_resource
+from calagent.commands.ical.zones import sender_zone
 from calagent.commands.outside import master_of, sequence_of, still_refused
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip
+from calagent.commands.people.sending import queue_one
 from calagent.commands.placing import Placing
 from calagent.commands.ports import Store, UnitOfWork, UserDirectory
 from calagent.commands.txn import Txn, new_id
@@ -66,6 +71,23 @@ class SettingsDirectory:
         return (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings()).invitations()
 
 
+class CounterOffers(Protocol):
+    """What becomes of an attendee's COUNTER (`counters.Counters`): a held move, or dropped."""
+
+    async def receive(
+        self, txn: Txn, component: Component, sender: str, *, sender_known: bool
+    ) -> InboundVerdict: ...
+
+
+class ProposalAnswers(Protocol):
+    """What becomes of an answer to the user's proposal of times (`proposing.Proposing`): a held
+    booking, a turn, dropped — or None when the mail answers no proposal of the user's."""
+
+    async def answer(
+        self, txn: Txn, mail: ReceiveMail, component: Component | None, method: str | None, sender: str
+    ) -> InboundVerdict | None: ...
+
+
 def _dropped(reason: str, user_id: str | None = None) -> InboundVerdict:
     return InboundVerdict(verdict="dropped", reason=reason, user_id=user_id)
 
@@ -75,12 +97,16 @@ class Inbox:
         self,
         store: Store,
         answers: InvitationAnswers,
+        counters: CounterOffers,
+        proposals: ProposalAnswers,
         clock: Clock,
         directory: UserDirectory,
         default_tz: str,
     ) -> None:
         self.store = store
         self.answers = answers
+        self.counters = counters
+        self.proposals = proposals
         self.clock = clock
         self.directory = directory
         self.default_tz = default_tz
@@ -138,12 +164,27 @@ class Inbox:
         master = master_of(cal) if cal is not None else None
         if cal is not None and (master is None or "UID" not in master):
             return method, _dropped("no_event")
+        if mail.in_reply_to:
+            # An answer to the user's proposal of times, from the person asked.
+            answered = await self.proposals.answer(txn, mail, master, method, sender)
+            if answered is not None:
+                return method, answered
         if method == "REPLY" and master is not None:
-            return method, await self._reply(txn, sender, master)
+            replied = await self._reply(txn, sender, master)
+            if replied.verdict == "replied":
+                await self._note_zone(txn, sender, master)
+            return method, replied
         own = await self.directory.own_address(txn.uow, txn.user_id)
         known = {normal_address(c.email) for c in await txn.uow.people.contacts(txn.user_id)}
         is_user = own is not None and sender == normal_address(own)
         sender_known = is_user or sender in known
+        if method == "COUNTER" and master is not None:
+            # An attendee speaks for themselves on an event the user organizes, like a REPLY:
+            # whether they are an attendee is the rule, not whether they are a contact.
+            countered = await self.counters.receive(txn, master, sender, sender_known=sender_known)
+            if countered.verdict != "dropped":
+                await self._note_zone(txn, sender, master)
+            return method, countered
         # Someone not in the contacts may only invite (a held offer, marked), and only when the
         # user takes invitations from everyone; their other mail is never acted on.
         invitation = cal is not None and method in ("REQUEST", "CANCEL")
@@ -169,6 +210,12 @@ class Inbox:
             marked = verdict.invitation.model_copy(update={"sender_known": False})
             verdict = verdict.model_copy(update={"invitation": marked})
         return method, verdict
+
+    async def _note_zone(self, txn: Txn, sender: str, master: Component) -> None:
+        """The zone an attendee's answer was written in: the one a proposal to them uses (§20)."""
+        named = sender_zone(master)
+        if named is not None:
+            await txn.uow.people.note_zone(txn.user_id, sender, named, txn.now)
 
     async def _reply(self, txn: Txn, sender: str, master: Component) -> InboundVerdict:
         """An attendee's answer to an event the user organizes: their PARTSTAT, mailing nobody."""
@@ -314,29 +361,23 @@ class InvitationAnswers:
         mailbox = await txn.uow.people.mailbox(txn.user_id)
         if mailbox is None:
             return
-        stamp = txn.now
-        body = imip.reply_body(received, attendee, partstat, stamp)
+        body = imip.reply_body(received, attendee, partstat, txn.now)
         master = master_of(received)
         assert master is not None
         uid = str(master["UID"])
-        sequence = sequence_of(master)
-        domain = mailbox.rpartition("@")[2]
         # The answer is part of the id: a changed answer to the same version is another message.
-        msg_id = imip.message_id(uid, sequence, f"REPLY {partstat}", organizer, domain)
-        text = imip.envelope(
+        mail = imip.one_mail(
             body,
             method="REPLY",
+            uid=uid,
+            sequence=sequence_of(master),
             sender=mailbox,
             recipient=Attendee(email=organizer),
-            msg_id=msg_id,
-            stamp=stamp,
+            stamp=txn.now,
             summary=imip.summary_of(received),
+            answer=partstat,
         )
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier)
-        await txn.uow.people.queue_mail(
-            txn.user_id, mailbox, [(uid, imip.Mail("REPLY", sequence, organizer, msg_id, text))], carrier
-        )
+        await queue_one(txn, mailbox, uid, mail)
 
 
 def _answered(received: Calendar, attendee: str, partstat: str) -> str:
