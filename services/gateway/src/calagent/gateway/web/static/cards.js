@@ -227,6 +227,50 @@ function cancelButton(command, labelKey) {
   return commandButton(command, "cancel_schedule_command", labelKey, "cancel");
 }
 
+// Times proposed to someone outside (a proposal to confirm, or the one they chose, to book), and an
+// attendee's counter-proposal: who, and which times, in the user's zone (contract §20).
+function slotText(slot) {
+  return `${t(`weekday.${isoWeekday(wallDate(slot.start))}`)} ${dayLabel(wallDate(slot.start))} ${wallTime(slot.start)}–${wallTime(slot.end)}`;
+}
+
+function proposalView(proposal) {
+  const box = el("div", { cls: "proposal" });
+  box.append(say(el("h3"), proposal.chosen === null || proposal.chosen === undefined ? "card.proposal" : "card.booking"));
+  const facts = el("dl", { cls: "known" });
+  const who = el("dd", { text: proposal.attendee.email });
+  who.dataset.fact = "attendee";
+  facts.append(say(el("dt"), "card.proposal.attendee"), who);
+  const zone = el("dd", { text: proposal.attendee_tz ?? t("card.proposal.zone_unknown") });
+  zone.dataset.fact = "attendee-zone";
+  facts.append(say(el("dt"), "card.proposal.zone"), zone);
+  box.append(facts);
+  const list = el("ol", { cls: "slot-list" });
+  proposal.slots.forEach((slot, index) => {
+    const item = el("li", { text: slotText(slot) });
+    item.dataset.slot = String(index + 1);
+    if (index === proposal.chosen) {
+      item.dataset.chosen = "true";
+      item.classList.add("chosen");
+    }
+    list.append(item);
+  });
+  box.append(list);
+  return box;
+}
+
+function counterView(counter) {
+  const box = el("div", { cls: "counter" });
+  box.append(say(el("h3"), "card.counter"));
+  const facts = el("dl", { cls: "known" });
+  const who = el("dd", { text: counter.proposer });
+  who.dataset.fact = "proposer";
+  const when = el("dd", { text: slotText(counter) });
+  when.dataset.fact = "proposed";
+  facts.append(say(el("dt"), "card.counter.proposer"), who, say(el("dt"), "card.counter.time"), when);
+  box.append(facts);
+  return box;
+}
+
 function changeView(change) {
   const box = el("div", { cls: "change" });
   box.append(say(el("h3"), "card.change"));
@@ -322,6 +366,8 @@ function fillCard(card, command, prefix) {
   card.append(knownFields(command));
 
   if (command.change) card.append(changeView(command.change));
+  if (command.proposal) card.append(proposalView(command.proposal));
+  if (command.counter) card.append(counterView(command.counter));
 
   const candidates = command.candidates ?? [];
   if (candidates.length) {
