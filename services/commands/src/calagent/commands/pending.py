@@ -120,7 +120,14 @@ class Pending:
         kind: StubKind = "create",
     ) -> Stub:
         """A new request's stub, inserted (after `make_way`)."""
-        fresh = PendingCommand.open(
+        fresh = self._opened(txn, status, ask, kind).stub
+        await txn.uow.stubs.insert_stub(fresh)
+        return fresh
+
+    def _opened(
+        self, txn: StubTxn, status: ActiveStubStatus | Literal["created"], ask: Ask, kind: StubKind
+    ) -> PendingCommand:
+        return PendingCommand.open(
             stub_id=new_id(),
             user_id=txn.user_id,
             status=status,
@@ -129,9 +136,7 @@ class Pending:
             ttl=self.ttl,
             turn_id=txn.turn_id,
             kind=kind,
-        ).stub
-        await txn.uow.stubs.insert_stub(fresh)
-        return fresh
+        )
 
     async def from_outside(self, txn: StubTxn, ask: Ask, kind: StubKind) -> Stub:
         """An offer from outside (an invitation, a sync conflict): the user's held stub when
@@ -142,20 +147,7 @@ class Pending:
             await self.offer_waiting(txn)
         if await txn.uow.stubs.active_stub(txn.user_id) is None:
             return await self.open(txn, "held", ask, kind)
-        return await self.open_aside(txn, ask, kind)
-
-    async def open_aside(self, txn: StubTxn, ask: Ask, kind: StubKind) -> Stub:
-        fresh = PendingCommand.open(
-            stub_id=new_id(),
-            user_id=txn.user_id,
-            status="held",
-            ask=ask,
-            now=txn.now,
-            ttl=self.ttl,
-            turn_id=txn.turn_id,
-            kind=kind,
-        )
-        waiting = fresh.set_aside(txn.now)
+        waiting = self._opened(txn, "held", ask, kind).set_aside(txn.now)
         await txn.uow.stubs.insert_stub(waiting)
         return waiting
 
