@@ -65,6 +65,40 @@ async def memories(db: AsyncEngine, user: str) -> list[str]:
         return [str(r[0]) for r in rows]
 
 
+async def plant_injected_invitation(
+    stack: Stack,
+    receiver_port: int,
+    user: str,
+    *,
+    title: str = INJECTED,
+    description: str = DESCRIPTION,
+    location: str = LOCATION,
+    cn: str = CN,
+) -> tuple[str, str, str]:
+    """A known contact's invitation with an instruction in its SUMMARY, DESCRIPTION, LOCATION and
+    an attendee's CN, mailed and offered: (its UID, the organizer, the user's private address)."""
+    address = await mail_address(stack, user)
+    organizer = f"known-{user}@example.com"
+    await add_contact(stack, user, "王五", organizer)
+    uid = f"{uuid.uuid4()}@example.com"
+    cal = calendar_of(
+        "REQUEST", uid=uid, organizer=organizer, attendees=[(address, "NEEDS-ACTION")], title=title
+    )
+    [event] = cal.walk("VEVENT")
+    event.add("description", description)
+    event.add("location", location)
+    person = vCalAddress(f"mailto:peer-{user}@example.com")
+    person.params["CN"] = cn
+    event.add("attendee", person, encode=False)
+    await send(receiver_port, message(organizer, address, cal=cal), mail_from=organizer, rcpt=address)
+
+    async def offered() -> bool:
+        return ((await active_stub(stack, user)) or {}).get("kind") == "invitation"
+
+    await eventually(offered, "the invitation offered")
+    return uid, organizer, address
+
+
 async def test_an_injected_invitation_never_deletes_the_users_meeting_and_accept_answers_only_it(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, receiver_port: int, user: str
 ) -> None:
@@ -79,25 +113,11 @@ async def test_an_injected_invitation_never_deletes_the_users_meeting_and_accept
     assert (await stack.chat(user, "明天上午十点项目周会")).json()["outcome"] == "created"
     [meeting] = await read_events(stack, user)
 
-    address = await mail_address(stack, user)
-    organizer = f"known-{user}@example.com"
-    await add_contact(stack, user, "王五", organizer)
-    uid = f"{uuid.uuid4()}@example.com"
-    cal = calendar_of(
-        "REQUEST", uid=uid, organizer=organizer, attendees=[(address, "NEEDS-ACTION")], title=INJECTED
-    )
-    [event] = cal.walk("VEVENT")
-    event.add("description", DESCRIPTION)
-    event.add("location", LOCATION)
-    person = vCalAddress(f"mailto:peer-{user}@example.com")
-    person.params["CN"] = CN
-    event.add("attendee", person, encode=False)
-    await send(receiver_port, message(organizer, address, cal=cal), mail_from=organizer, rcpt=address)
+    uid, organizer, address = await plant_injected_invitation(stack, receiver_port, user)
 
     async def offered() -> bool:
         return ((await active_stub(stack, user)) or {}).get("kind") == "invitation"
 
-    await eventually(offered, "the invitation offered")
     scripted.clear_requests()
 
     # A model that obeys what it reads: whatever the user says, it finds the meetings and deletes,

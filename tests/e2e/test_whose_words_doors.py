@@ -9,10 +9,8 @@ request the model was sent."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
-from icalendar import vCalAddress
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
@@ -28,8 +26,8 @@ from .test_inbound import (  # noqa: F401
     sink,
     stack,
 )
-from .test_people import Sink, add_contact, eventually, mail_address, mail_rows
-from .test_whose_words import memories, system_texts
+from .test_people import Sink, add_contact, eventually, mail_rows
+from .test_whose_words import memories, plant_injected_invitation, system_texts
 from .whose_words_support import delete_first_found, reached, unmarked
 
 pytestmark = pytest.mark.e2e
@@ -55,25 +53,9 @@ async def test_a_replayed_receipt_of_an_invitation_reaches_the_next_turns_only_m
     assert (await stack.chat(user, "明天上午十点项目周会")).json()["outcome"] == "created"
     [meeting] = await read_events(stack, user)
 
-    address = await mail_address(stack, user)
-    organizer = f"known-{user}@example.com"
-    await add_contact(stack, user, "王五", organizer)
-    uid = f"{uuid.uuid4()}@example.com"
-    cal = calendar_of(
-        "REQUEST", uid=uid, organizer=organizer, attendees=[(address, "NEEDS-ACTION")], title=TITLE
+    uid, organizer, _ = await plant_injected_invitation(
+        stack, receiver_port, user, title=TITLE, description=DESCRIPTION, location=LOCATION, cn=CN
     )
-    [event] = cal.walk("VEVENT")
-    event.add("description", DESCRIPTION)
-    event.add("location", LOCATION)
-    person = vCalAddress(f"mailto:peer-{user}@example.com")
-    person.params["CN"] = CN
-    event.add("attendee", person, encode=False)
-    await send(receiver_port, message(organizer, address, cal=cal), mail_from=organizer, rcpt=address)
-
-    async def offered() -> bool:
-        return ((await active_stub(stack, user)) or {}).get("kind") == "invitation"
-
-    await eventually(offered, "the invitation offered")
     # The user accepts: the receipt, archived, quotes the invitation's title.
     accepted = (await stack.chat(user, "接受")).json()
     assert accepted["outcome"] == "created", accepted

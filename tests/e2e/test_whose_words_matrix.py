@@ -26,7 +26,6 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
-from calagent.devtools.processes import free_port
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
 from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
@@ -35,11 +34,13 @@ from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained
 from .test_carddav import Book, sync
-from .test_inbound import MAIL_DOMAIN, active_stub, calendar_of, message, send
+from .test_inbound import MAIL_DOMAIN, active_stub, calendar_of, message, receiver_port, send, sink
 from .test_people import Sink, add_contact, mail_address, mail_rows
 from .whose_words_support import unmarked
 
 pytestmark = pytest.mark.e2e
+
+__all__ = ["receiver_port", "sink"]  # the mail fixtures, shared with test_inbound
 
 MARK = "MALLORY"
 ATTACKER = "mallory@evil.example"
@@ -59,19 +60,6 @@ SURFACES = ("/v1/settings", "/v1/sharing", "/v1/accounts", "/v1/contacts", "/v1/
 def radicale() -> Iterator[EmbeddedRadicale]:
     with radicale_server() as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def sink() -> Iterator[Sink]:
-    server = Sink(free_port())
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def receiver_port() -> int:
-    return free_port()
 
 
 @pytest.fixture(scope="module")
