@@ -123,6 +123,7 @@ _STUB_EXTRAS = (
     "attendee_candidates",
     "recipients",
     "invitation",
+    "event_candidates",
 )
 _EVENT_EXTRAS = (
     "series_id",

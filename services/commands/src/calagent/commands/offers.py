@@ -15,7 +15,7 @@ from calagent.commands.domain.changelog import version_of
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import ChangeRequest, HeldChange
 from calagent.commands.placing import Placing
-from calagent.commands.txn import Txn
+from calagent.commands.txn import Txn, error_result
 from calagent.contracts.commands import CommandResult, PrepareChange
 
 
@@ -50,6 +50,24 @@ class Offers:
         )
         await txn.uow.stubs.update_stub(self.changes.pending.of(stub).bound(bound))
         return result
+
+    async def pick(self, txn: Txn, stub: Stub, event_id: str) -> CommandResult:
+        """The user singled out one of the events the change asks about (contract §20): the request
+        that made it, prepared again for that event on the same stub, and bound to it."""
+        change = stub.payload
+        if not isinstance(change, HeldChange) or not self.changes.pending.of(stub).picks(event_id):
+            return error_result("invalid_arguments", "not one of the events this change asks about")
+        request = change.request
+        again = PrepareChange(
+            envelope=txn.envelope,
+            idempotency_key=txn.key,
+            action=request.action if request else change.action,
+            event_id=event_id,
+            update=request.update if request else None,
+            scope=request.scope if request else change.scope,
+            hold=request.hold if request else None,
+        )
+        return await self.bind(txn, again, await self.changes.pick(txn, stub, again))
 
     async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:
         """None when the offer still says what confirming it does (the caller then runs it);

@@ -107,6 +107,7 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         attendee_candidates=stub.attendee_candidates,
         recipients=stub.recipients,
         invitation=payload.invitation if isinstance(payload, HeldInvitation) else None,
+        event_candidates=payload.candidates if isinstance(payload, HeldChange) else (),
     )
 
 

@@ -18,6 +18,8 @@ A user has at most one active pending command. The rules, each decided here and 
   conflicts it meets (`decide`). "In the past" is one rule (`is_past`).
 - **Consent**: only an explicit confirmation lifts a hold; the conflict override needs both code's
   fact (the stub is in `conflict`) and the model's flag (`consent_of_reply`, `consent_of_create`).
+  A change chosen from several events found for the same words runs on no confirmation until the
+  user has said which (`asks_which`, `picks`; contract §20).
 - **Binding** (§15): a held change runs only while its target is the version the offer showed and
   nothing new stands where it would go (`offer_stands`).
 - **Ending**: run, cancelled, expired, superseded — each a method returning the stub to store. A step
@@ -50,13 +52,14 @@ from calagent.contracts.people import Attendee
 
 # Why a write waits, strongest first: when several reasons hold, the user is told the first. Someone
 # else's words come before everything (the user must know whose request it is); then what came
-# from outside; then what the user's own words left unclear; then what the write would do beyond
-# the calendar (mail); then what the user is shown before it exists; "in the past" and the plain
-# confirmation every change waits for come last.
+# from outside; then which event the user means and what their own words left unclear; then what
+# the write would do beyond the calendar (mail); then what the user is shown before it exists; "in
+# the past" and the plain confirmation every change waits for come last.
 HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "third_party_content",
     "invitation_received",
     "sync_conflict",
+    "which_event",
     "recurrence_unclear",
     "sends_invitations",
     "recurrence_plan",
@@ -263,6 +266,21 @@ class PendingCommand:
         the user moved on; merging it would write the old title at the new time.
         """
         return command_id == self.stub.id or normalise_title(title) == normalise_title(self.stub.title)
+
+    def asks_which(self) -> bool:
+        """A change chosen from several events found for the same words, the user not having said
+        which yet (contract §20): no confirmation runs it."""
+        payload = self.stub.payload
+        return isinstance(payload, HeldChange) and payload.asks_which
+
+    def picks(self, event_id: str) -> bool:
+        """Whether an event is one of those this change asks the user to choose among."""
+        payload = self.stub.payload
+        return (
+            isinstance(payload, HeldChange)
+            and payload.asks_which
+            and any(c.event_id == event_id for c in payload.candidates)
+        )
 
     def consent_of_reply(self, confirm: bool) -> Consent:
         """A reply to the stub (`MergeStub`): only an explicit confirmation lifts a hold, and
