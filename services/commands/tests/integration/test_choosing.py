@@ -5,12 +5,17 @@ confirmation runs it until the user has picked, and a pick prepares it again for
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from calagent.contracts.commands import CancelStub, CommandResult, MergeStub, PrepareChange
+from calagent.commands.domain.payloads import ChangeAfter, HeldChange
+from calagent.commands.domain.pending import Ask
+from calagent.commands.pending import BackgroundTxn, Pending
+from calagent.commands.views import event_out
+from calagent.contracts.commands import CancelStub, ChangeOut, CommandResult, MergeStub, PrepareChange
 from calagent.contracts.queries import QueryRange
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import Scope, UpdateSchedule
@@ -216,3 +221,86 @@ async def test_two_clients_confirming_one_held_create_at_once_book_it_once(syste
     )
     assert sorted(a.status for a in answers).count("created") == 1
     assert await at(system, user, "09-25 15:00") == ["面试"]
+
+
+async def offer_from_sync(system: System, user: str, event_id: str, start: str, end: str) -> str:
+    """A sync conflict's offer, as the CalDAV outbox makes it (`caldav.outbox._offer`): the user's
+    move of the event, kept aside while the server's version stands; no version, no request."""
+    service = system.app.service
+    assert service is not None
+    store = service.writes.store
+    tz = ZoneInfo("Asia/Shanghai")
+    async with store.unit_of_work() as uow:
+        kept = await uow.events.get_event(user, event_id)
+        assert kept is not None
+        mine = kept.evolve(start=datetime.fromisoformat(start), end=datetime.fromisoformat(end))
+        ask = Ask(
+            title=kept.title,
+            hold_reason="sync_conflict",
+            proposed_start=mine.start,
+            proposed_end=mine.end,
+            payload=HeldChange(
+                view=ChangeOut(
+                    action="update", scope="this", before=event_out(kept, tz), after=event_out(mine, tz)
+                ),
+                action="update",
+                scope="this",
+                row_id=kept.id,
+                master_id=None,
+                occurrence_start=None,
+                after=ChangeAfter.of(mine, ("time",)),
+            ),
+        )
+        stub = await Pending(timedelta(minutes=30)).from_outside(
+            BackgroundTxn(uow, system.clock.now(), user, tz), ask, "change"
+        )
+        await uow.commit()
+    return stub.id
+
+
+async def test_a_sync_conflicts_offer_confirmed_after_its_time_was_taken_writes_nothing_and_shows_it(
+    system: System, user: str
+) -> None:
+    """Every held write is checked again at confirmation, an offer with no version to bind it (a
+    sync conflict's) too: the user said yes to the time as it was shown, not to a double booking."""
+    moved = await created(system, user, title="和张三开会", date="D+1", time="10:00")
+    assert moved.event is not None
+    held = await system.execute(
+        create(user, title="面试", date="D+1", time="15:00", hold="third_party_content")
+    )
+    assert held.stub is not None
+    waiting = await offer_from_sync(
+        system, user, moved.event.id, "2026-09-25T15:00:00+08:00", "2026-09-25T16:00:00+08:00"
+    )
+    assert (await system.execute(merge(user, held.stub.id, confirm=True))).status == "created"
+    again = await system.execute(merge(user, waiting, confirm=True))
+    assert (again.status, again.persisted, again.reoffered) == ("held", False, True)
+    assert again.stub is not None and [e.title for e in again.stub.conflicts_with] == ["面试"]
+    assert await at(system, user, "09-25 15:00") == ["面试"]
+    # Shown the clash, the user's yes now runs it (a clash is the user's to accept).
+    done = await system.execute(merge(user, waiting, confirm=True))
+    assert (done.status, done.persisted) == ("updated", True)
+    assert sorted(await at(system, user, "09-25 15:00")) == ["和张三开会", "面试"]
+
+
+@pytest.mark.parametrize("round_", range(6))
+async def test_two_held_writes_for_one_time_confirmed_at_once_book_it_once(
+    system: System, user: str, round_: int
+) -> None:
+    """The user's held create and an offer waiting beside it for the same time, confirmed at once
+    (two clients): the user's lock lets one in first, and the other meets it."""
+    moved = await created(system, user, title="和张三开会", date="D+1", time="10:00")
+    assert moved.event is not None
+    held = await system.execute(
+        create(user, title="面试", date="D+1", time="15:00", hold="third_party_content")
+    )
+    assert held.stub is not None
+    waiting = await offer_from_sync(
+        system, user, moved.event.id, "2026-09-25T15:00:00+08:00", "2026-09-25T16:00:00+08:00"
+    )
+    answers = await asyncio.gather(
+        system.execute(merge(user, held.stub.id, confirm=True)),
+        system.execute(merge(user, waiting, confirm=True)),
+    )
+    assert len(await at(system, user, "09-25 15:00")) == 1, [a.status for a in answers]
+    assert sum(a.persisted for a in answers) == 1

@@ -4,8 +4,10 @@ At prepare, the offer records the version of its target (a digest of the event's
 or the series' master and its overrides) and the request that made it. At confirmation the target
 is read again: if it changed since (a sync brought the user's own edit, another command moved it),
 nothing is written; the request is prepared again against the event as it is now, and that new
-before → after is the offer the user answers next. An offer is consumed only by the transaction
-that writes its change, so a write that fails leaves it held.
+before → after is the offer the user answers next. An offer with no version (a sync conflict's) is
+still checked for what its time meets now, under the same user's lock as every write, so two
+confirmations never book one time unseen. An offer is consumed only by the transaction that
+writes its change, so a write that fails leaves it held.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import ChangeRequest, HeldChange
 from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn, error_result
+from calagent.commands.views import stub_out
 from calagent.contracts.commands import CommandResult, PrepareChange
 
 
@@ -74,8 +77,10 @@ class Offers:
         else the offer made again from the calendar as it is now, with nothing written: the target
         changed since, or a new event now stands where it would go."""
         change = stub.payload
-        if not isinstance(change, HeldChange) or not change.bound:
+        if not isinstance(change, HeldChange):
             return None
+        if not change.bound:
+            return await self._meets_now(txn, stub, change)
         txn.log_as(scope=change.scope)
         now = await self._version(txn, change)
         if now is None:
@@ -99,6 +104,17 @@ class Offers:
         if fresh.status == "error":
             return fresh
         return fresh.model_copy(update={"superseded": None, "reoffered": True})
+
+    async def _meets_now(self, txn: Txn, stub: Stub, change: HeldChange) -> CommandResult | None:
+        """An offer with no version to compare (a sync conflict's, or one held before offers were
+        bound) is still a yes to its time as it was shown: when something now stands there that it
+        did not show, nothing is written and it is shown again with it."""
+        conflicts = await self._conflicts_now(txn, change)
+        pending = self.changes.pending.of(stub)
+        if pending.shows(conflicts):
+            return None
+        again = await self.changes.pending.store(txn, pending.shown_again(conflicts, txn.now))
+        return CommandResult(status="held", stub=stub_out(again, conflicts, txn.tz), reoffered=True)
 
     async def _conflicts_now(self, txn: Txn, change: HeldChange) -> tuple[Event, ...]:
         """What a move would meet now (one added since, by sync or another command, included): the

@@ -309,8 +309,12 @@ class PendingCommand:
         """Contract §15: a confirmation runs the held change only while its target is the version
         the offer was made from and no single event stands where it would go that the offer did
         not show (a series' occurrences are shown by their series)."""
-        shown = set(self.stub.conflict_event_ids)
-        return version_now == version_shown and set(shown_conflicts(conflicts)) <= shown
+        return version_now == version_shown and self.shows(conflicts)
+
+    def shows(self, conflicts: Iterable[Event]) -> bool:
+        """Whether the offer showed every single event its time meets now: a confirmation is a yes
+        to the time as it was shown, never to a double booking it did not show."""
+        return set(shown_conflicts(conflicts)) <= set(self.stub.conflict_event_ids)
 
     # ---- steps -----------------------------------------------------------------------------------
 
@@ -332,6 +336,12 @@ class PendingCommand:
             hold_reason=None,
             conflict_event_ids=(),
         )
+
+    def shown_again(self, conflicts: Iterable[Event], now: datetime) -> Stub:
+        """The offer asked again as it is, now showing what its time meets: the question the user
+        answers next (its deadline stays, as an offer from outside keeps its event's start)."""
+        check_transition(self.stub.status, self.stub.status)
+        return replace(self.stub, conflict_event_ids=shown_conflicts(conflicts), updated_at=now)
 
     def bound(self, payload: PendingChange) -> Stub:
         """The held change with the version of its target and the request that made it recorded
