@@ -29,7 +29,6 @@ A user has at most one active pending command. The rules, each decided here and 
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
@@ -49,6 +48,7 @@ from calagent.contracts.commands import (
     waits_beside,
 )
 from calagent.contracts.people import Attendee
+from calagent.contracts.text import normalise_title
 
 # Why a write waits, strongest first: when several reasons hold, the user is told the first. Someone
 # else's words come before everything (the user must know whose request it is); then what came
@@ -86,13 +86,6 @@ def can_transition(current: StubStatus | None, target: StubStatus) -> bool:
 def check_transition(current: StubStatus | None, target: StubStatus) -> None:
     if not can_transition(current, target):
         raise IllegalTransitionError(f"a stub cannot go from {current} to {target}")
-
-
-def normalise_title(title: str) -> str:
-    """A title as compared for continuation: case, whitespace and punctuation do not count."""
-    return "".join(
-        ch for ch in title.casefold() if not ch.isspace() and not unicodedata.category(ch).startswith("P")
-    )
 
 
 def lapsed(stub: Stub, now: datetime) -> bool:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from calagent.contracts.choosing import POINTING_WORDS
+
 __all__ = [
     "BLOCKER_RE",
     "EN_FILLERS",
@@ -257,12 +259,8 @@ def _filler_pattern(word: str) -> str:
 REPLY_FILLER_RE = re.compile("|".join(map(_filler_pattern, sorted(REPLY_FILLERS, key=len, reverse=True))))
 
 # The words that point at one of several things ("五点那个", "周四那场", "the 3pm one"): a reply
-# made of a date/time phrase and these names one of a stub's candidates (contract §20), which is
-# not a slot to fill — so they complete only such a choice, never a reply merged into slots.
-POINTING_WORDS: tuple[str, ...] = (
-    "那个", "那一个", "那场", "那一场", "那次", "那一次", "那项", "这个", "这场", "这次",
-    "the one", "that one", "this one", "one", "the",
-)  # fmt: skip
+# made of a date/time phrase and these names one of a change's candidates (contract §20), which is
+# not a slot to fill — so they complete only such a choice (`ParsedReply.points_at_one`).
 POINTING_RE = re.compile("|".join(map(_filler_pattern, sorted(POINTING_WORDS, key=len, reverse=True))))
 
 # --------------------------------------------------------------------------- recurrence markers
