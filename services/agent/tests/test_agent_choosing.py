@@ -93,6 +93,7 @@ FRIDAY, SATURDAY = date(2026, 9, 25), date(2026, 9, 26)
         ("就第2个吧", None, "e2"),
         ("2", None, "e2"),
         ("#3", None, "e3"),
+        ("number 2", None, "e2"),
         ("the second one", None, "e2"),
         ("Third.", None, "e3"),
         ("最后一个", None, "e3"),
