@@ -25,7 +25,7 @@ from calagent.contracts.commands import (
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import FindEventsQuery, QueryResult, TurnContext
 from calagent.contracts.time import ParsedReply, SlotPatch
-from calagent.contracts.turns import TurnEvent, TurnRequested
+from calagent.contracts.turns import DirectCall, TurnEvent, TurnRequested
 from calagent.runtime.clock import FrozenClock
 
 from .test_agent_runner import FakeModel, FakeStore, FakeTime, reply
@@ -261,3 +261,25 @@ async def test_the_models_confirmation_of_a_change_asking_which_runs_nothing() -
     assert answer.model_calls == 1
     assert [c.result for c in answer.tool_calls] == ["refused:not_consent"]
     assert commands.executed == []
+
+
+async def test_a_change_the_user_names_on_the_page_carries_just_that_event() -> None:
+    commands = ChoosingCommands(asking(*MEETINGS[:2]))
+    runner = TurnRunner(
+        clock=FrozenClock(NOW),
+        model=FakeModel([]),
+        commands=commands,
+        time=FakeTime(),
+        store=FakeStore(),
+        session_gap_minutes=120,
+    )
+    env = Envelope(turn_id="t3", user_id="u1", conversation_id="c", occurred_at=NOW, tz=TZ)
+    direct = DirectCall(tool="delete_schedule", arguments={"event_id": "e2"})
+    turn = TurnRequested(envelope=env, text="delete e2", raw_text="delete e2", direct=direct)
+
+    async def sink(item: TurnEvent) -> None:
+        return None
+
+    await runner.run(turn, "t3", sink)
+    [change] = [c for c in commands.executed if isinstance(c, PrepareChange)]
+    assert change.candidates == ("e2",)

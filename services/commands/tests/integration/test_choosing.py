@@ -149,6 +149,10 @@ async def test_a_new_change_of_an_event_still_asked_about_keeps_asking(system: S
     assert candidate_ids(second) == [five, three]
     assert (await system.execute(merge(user, second.stub.id, confirm=True))).status == "held"
     assert await starts(system, user) == [("和张三开会", "09-25 15:00"), ("和张三开会", "09-25 17:00")]
+    # The user's own choice of one (a client's call naming just it) asks nothing more.
+    third = await system.execute(change(user, three, (three,), date="D+3"))
+    assert third.stub is not None
+    assert (third.stub.hold_reason, third.stub.event_candidates) == ("change_confirmation", ())
 
 
 async def test_occurrences_of_one_series_are_one_candidate_for_the_whole_series_and_several_for_one(

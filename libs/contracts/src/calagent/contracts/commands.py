@@ -349,7 +349,8 @@ class PrepareChange(WireModel):
     scope: Scope = "this"
     hold: HoldReason | None = None
     # Every event the `find_events` result the change was chosen from listed for the same words,
-    # `event_id` among them (contract §20): with more than one, the change asks which.
+    # `event_id` among them (contract §20): with more than one, the change asks which. Just
+    # `event_id`: the user named it themselves (a client's own call). Empty: no find listed it.
     candidates: tuple[Annotated[str, Field(min_length=1, max_length=80)], ...] = Field(
         default=(), max_length=MAX_EVENT_CANDIDATES
     )

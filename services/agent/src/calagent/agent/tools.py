@@ -233,7 +233,10 @@ class Tools:
                 update=update,
                 scope=scope,
                 hold=write_hold(state.foreign),
-                candidates=candidates_for(event_id, state.found),
+                # The client's own call names the event the user chose on the page.
+                candidates=(event_id,)
+                if state.turn.direct is not None
+                else candidates_for(event_id, state.found),
             ),
         )
 

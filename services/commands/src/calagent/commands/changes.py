@@ -161,11 +161,12 @@ class Changes:
         self, txn: Txn, command: PrepareChange, target: Target, active: Stub | None
     ) -> tuple[EventCandidate, ...]:
         """The events the change may be about, the one it names first: those the find it was chosen
-        from listed for the same words — or, when it names one the user is still being asked about
-        and lists none, those (the choice is the user's, not the model's). Occurrences of one
-        series count once for a change of the whole series. Fewer than two: none to choose among."""
+        from listed for the same words — or, when no find listed it and it names one the user is
+        still being asked about, those (the choice is the user's, not the model's). Occurrences of
+        one series count once for a change of the whole series. Fewer than two: none to choose
+        among."""
         ids = command.candidates
-        if len(set(ids) | {command.event_id}) < 2 and active is not None:
+        if not ids and active is not None:
             pending = self.pending.of(active)
             if pending.picks(command.event_id) and isinstance(active.payload, HeldChange):
                 ids = tuple(c.event_id for c in active.payload.candidates)
