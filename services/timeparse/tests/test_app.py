@@ -108,3 +108,37 @@ async def test_the_wired_endpoints_answer_over_the_bus() -> None:
     assert resolved.start.isoformat() == "2026-09-25T15:00:00+08:00"
     assert b'"code":"malformed"' in malformed.body
     assert refused.value.code == "malformed"
+
+
+@pytest.mark.parametrize(
+    ("text", "patch", "days", "points"),
+    [
+        # A date/time phrase and the words that point at one of several things (contract §20).
+        ("五点那个", {"ambiguous_time": "05:00"}, (), True),
+        ("下午五点的那个", {"time": "17:00"}, (), True),
+        ("the 3pm one", {"time": "15:00"}, (), True),
+        ("周四那场", {"weekday": 4}, (), True),
+        ("明天那个", {"date": "D+1"}, ("2026-09-25",), True),
+        ("下周三的那个", {"date": "W3+1"}, ("2026-09-30",), True),
+        ("3号那个", {"date": "2026-10-03"}, ("2026-10-03",), True),
+        ("周末那个", {"date": "WE+0"}, ("2026-09-26", "2026-09-27"), True),
+        # A complete reply points too; other content never does.
+        ("周日下午2点", {"weekday": 7, "time": "14:00"}, (), True),
+        ("删除明天下午四点的会", {"date": "D+1", "time": "16:00"}, ("2026-09-25",), False),
+        ("吃饭那个", {}, (), False),
+        ("第二个", {}, (), False),
+    ],
+)
+async def test_parse_reply_says_whether_a_reply_points_at_one_by_its_day_or_time_and_which_days(
+    text: str, patch: dict[str, object], days: tuple[str, ...], points: bool
+) -> None:
+    service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
+    now = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+    reply = await service.on_parse_reply(ParseReplyRequest(text=text, now=now, tz="Asia/Shanghai"))
+    assert reply.patch.model_dump(exclude_none=True) == patch
+    assert [d.isoformat() for d in reply.days] == list(days)
+    assert reply.points_at_one is points
+    # Pointing words complete only a choice, never a reply merged into slots.
+    if text.endswith(("那个", "那场", "one")):
+        assert reply.complete is False
+    assert ParsedReply.model_validate_json(reply.model_dump_json()) == reply

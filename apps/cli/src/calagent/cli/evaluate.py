@@ -61,6 +61,15 @@ def print_pass_hat_k(table: dict[str, dict[str, float]], out: TextIO) -> None:
         print(f"{_cell(group, 14)} " + " ".join(f"{row.get(str(k), 0.0):>8.3f}" for k in ks), file=out)
 
 
+def print_ambiguity(matrix: dict[str, dict[str, int]], out: TextIO) -> None:
+    """The ambiguity set's confusion matrix (contract §20): per number of events matching the
+    user's words, the conversations that acted on the right one, only asked, or acted on a wrong one."""
+    print("ambiguity: matching events × what the conversation did", file=out)
+    print(f"{_cell('matches', 10)} {'right':>6} {'asked':>6} {'wrong':>6}", file=out)
+    for matches, row in matrix.items():
+        print(f"{_cell(matches, 10)} {row['right']:>6} {row['asked']:>6} {row['wrong']:>6}", file=out)
+
+
 @contextmanager
 def _servers() -> Iterator[tuple[str, str]]:
     from calagent.devtools.testing.servers import provide_servers
@@ -232,5 +241,7 @@ def run_eval(
     )
     if "pass_hat_k" in summary:
         print_pass_hat_k(summary["pass_hat_k"], out)
+    if "ambiguity" in summary:
+        print_ambiguity(summary["ambiguity"], out)
     print(f"{summary['passed']} passed, {summary['failed']} failed", file=out, flush=True)
     return EXIT_GATE_FAILED if summary["unclassified"] or summary["stale_known_issue"] else 0

@@ -78,6 +78,9 @@ HoldReason = Literal[
     # An attendee's counter-proposal (iMIP COUNTER) for an event the user organizes: the event
     # moves, and everyone is told, only when the user says so.
     "counter_received",
+    # The change was chosen from several events found for the same words (contract §20): it asks
+    # which one (`event_candidates`), and no confirmation runs it until the user has picked.
+    "which_event",
 ]
 # `proposal`: times to propose to someone outside, mailed on confirmation; `booking`: the time
 # they chose, booked (the event created, the invitation sent) on confirmation (contract §20).
@@ -92,6 +95,8 @@ def waits_beside(kind: StubKind, hold_reason: HoldReason | None) -> bool:
 
 
 ChangeAction = Literal["update", "delete"]
+# The most events a change offers to choose among: a find that lists more is the model's to narrow.
+MAX_EVENT_CANDIDATES = 20
 # Who made a change (contract §15): a chat turn, a client's own call (the page, the API), or the
 # connected calendar.
 ChangeSource = Literal["chat", "api", "sync"]
@@ -139,6 +144,17 @@ class EventOut(EventFields):
     # It came from a connected calendar the user does not own (contract §19): its text is the
     # words of whoever writes that calendar, like an event someone else organizes.
     foreign_calendar: bool = False
+
+
+class EventCandidate(WireModel):
+    """One of the events a held change may be about (contract §20), as the user picks among them."""
+
+    event_id: str
+    title: str
+    start: datetime  # in the user's zone (offset included)
+    end: datetime
+    calendar: str
+    all_day: bool = False
 
 
 class StubSlots(WireModel):
@@ -206,6 +222,10 @@ class StubFields(WireModel):
     counter: CounterOut | None = None
     # Times proposed to someone outside (kind `proposal`), or the one they chose (kind `booking`).
     proposal: ProposalOut | None = None
+    # A change asking which event it is about (hold reason `which_event`, contract §20): every
+    # event found for the same words, the model's pick first; the user's reply names one. Named
+    # apart from `candidates`, which are a create's candidate days.
+    event_candidates: tuple[EventCandidate, ...] = ()
 
 
 class StubOut(StubFields):
@@ -315,6 +335,9 @@ class MergeStub(WireModel):
     confirm: bool = False
     # The answer to an invitation offer (kind `invitation`): a confirmation alone accepts.
     partstat: InvitationAnswer | None = None
+    # The event the user singled out among a change's `event_candidates` (contract §20): code's
+    # reading of the user's reply, never the model's. The change is prepared again for it.
+    pick: str | None = Field(default=None, min_length=1, max_length=80)
     source: WriteSource = "chat"
 
 
@@ -338,6 +361,12 @@ class PrepareChange(WireModel):
     update: UpdateSchedule | None = None
     scope: Scope = "this"
     hold: HoldReason | None = None
+    # Every event the `find_events` result the change was chosen from listed for the same words,
+    # `event_id` among them (contract §20): with more than one, the change asks which. Just
+    # `event_id`: the user named it themselves (a client's own call). Empty: no find listed it.
+    candidates: tuple[Annotated[str, Field(min_length=1, max_length=80)], ...] = Field(
+        default=(), max_length=MAX_EVENT_CANDIDATES
+    )
 
 
 class ProposePlan(WireModel):

@@ -10,6 +10,7 @@ the model writes freely.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 NUL = "\x00"
@@ -63,3 +64,11 @@ def refuse_unstorable(value: str) -> str:
     if reason:
         raise ValueError(reason)
     return value
+
+
+def normalise_title(title: str) -> str:
+    """A title as two titles are compared (a create continuing a stub, two events found for the same
+    words): case, whitespace and punctuation do not count."""
+    return "".join(
+        ch for ch in title.casefold() if not ch.isspace() and not unicodedata.category(ch).startswith("P")
+    )

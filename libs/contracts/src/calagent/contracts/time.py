@@ -141,6 +141,13 @@ class ParsedReply(WireModel):
 
     patch: SlotPatch
     complete: bool
+    # `complete` once the words that point at one of several things are set aside too ("五点那个",
+    # "the 3pm one"): a reply that picks one of a change's candidate events by its day or time
+    # (contract §20). It never completes a reply merged into a stub's slots.
+    points_at_one: bool = False
+    # The days the patch's `date` names, read by the resolver against the request's `now` and `tz`
+    # (empty without them, or without a date): what a pick compares with its candidates' days.
+    days: tuple[dt.date, ...] = ()
     # The first word of the time service's bounded recurrence / trigger lexicon (contract section
     # 9) found anywhere in the user's own words (transport wrappers removed), as written: "每周",
     # "every", "自动". None when there is none. It does not depend on the message being a short

@@ -125,6 +125,7 @@ _STUB_EXTRAS = (
     "invitation",
     "counter",
     "proposal",
+    "event_candidates",
 )
 _EVENT_EXTRAS = (
     "series_id",

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from calagent.agent.domain import fixed_replies, receipts
+from calagent.agent.domain.choosing import asks_which, choose
 from calagent.agent.domain.pending import (
+    bare_answer,
     fast_path_patch,
     invitation_answer,
+    offer_open,
     speaks_for_user,
     timed_gate,
     undo_gate,
@@ -22,7 +26,8 @@ from calagent.agent.tools import (
     result_label,
     undo_command,
 )
-from calagent.contracts.commands import CancelStub, CommandResult, MergeStub, RevertChange
+from calagent.contracts.commands import CancelStub, CommandResult, MergeStub, RevertChange, StubOut
+from calagent.contracts.time import SlotPatch
 from calagent.contracts.turns import ToolCallOut
 
 
@@ -93,6 +98,8 @@ async def answer_pending(
             state, sink, ToolCallOut(name=name, arguments={"command_id": stub.id}, result=result.status)
         )
         return apply_command_result(state, result)
+    if asks_which(stub):
+        return await answer_which(state, sink, stub, now, commands=commands, window=window)
 
     env = state.env
     patch = (
@@ -119,6 +126,55 @@ async def answer_pending(
     call = ToolCallOut(name="merge_stub", arguments=patch.model_dump(exclude_none=True), result=result.status)
     await record_call(state, sink, call)
     return apply_command_result(state, result)
+
+
+async def answer_which(
+    state: TurnState,
+    sink: EventSink,
+    stub: StubOut,
+    now: datetime,
+    *,
+    commands: CommandsPort,
+    window: timedelta,
+) -> Finished | None:
+    """Zero-model answers to a change asking which event it is about (contract §20): a reply that
+    names one picks it (the change is prepared again for it, and still waits for the user's word);
+    a bare confirmation, or a reply that names none or several, asks again; anything else is the
+    model's to read."""
+    if not speaks_for_user(promoted=state.turn.promoted, forwarded=state.turn.forwarded):
+        return None
+    text = state.turn.text
+    if bare_answer(text) == "confirm":
+        if not offer_open(stub, state.last_assistant, now=now, window=window):
+            return None
+        return which_again(state, stub)
+    pick = choose(text, stub, state.parsed, state.env.tz)
+    if pick is None:
+        return None
+    if pick == "ask_again":
+        return which_again(state, stub)
+    merge = MergeStub(
+        envelope=state.env, idempotency_key=state.next_key(), command_id=stub.id, patch=SlotPatch(), pick=pick
+    )
+    result = await execute(state, commands, "merge_stub", merge)
+    if result.status == "error":
+        # The change is no longer what the reply answered (it ended, its event went): the model,
+        # which sees the stub and the message, takes over.
+        return None
+    state.flag("fast_path")
+    await record_call(
+        state, sink, ToolCallOut(name="merge_stub", arguments={"pick": pick}, result=result.status)
+    )
+    return apply_command_result(state, result)
+
+
+def which_again(state: TurnState, stub: StubOut) -> Finished:
+    """The question asked again, with nothing written and no model called."""
+    state.flag("fast_path")
+    state.flag("held")
+    state.stub_touched, state.stub_after = True, stub
+    reply = receipts.command_receipt(CommandResult(status="held", stub=stub), state.view)
+    return Finished("held", fixed_replies.which_again(state.lang) + reply, (stub,))
 
 
 async def execute(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from calagent.agent.domain.choosing import Found
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.receipts import View
@@ -57,6 +58,8 @@ class TurnState:
     read_ran: bool = False
     tool_errors: int = 0
     events: list[EventView] = field(default_factory=list)
+    # What each find_events of the turn listed: a change chosen from several asks which (§20).
+    found: list[Found] = field(default_factory=list)
     change_ids: list[str] = field(default_factory=list)  # the changes the turn's writes committed
     slots: list[SuggestedSlot] | None = None  # the times a suggestion offered
     empty_reason: EmptyReason | None = None  # why it offered none

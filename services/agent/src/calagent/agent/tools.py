@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from calagent.agent.domain import fixed_replies, reads, receipts, words
+from calagent.agent.domain.choosing import Found, candidates_for
 from calagent.agent.domain.pending import consent_to, speaks_for_user, write_hold
 from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, PeoplePort, StorePort
 from calagent.agent.state import Finished, TurnState
@@ -223,7 +224,8 @@ class Tools:
         scope: Scope,
         update: UpdateSchedule | None,
     ) -> ToolResult:
-        # Held, never run now: the user sees before and after and confirms (contract §9).
+        # Held, never run now: the user sees before and after and confirms (contract §9); chosen
+        # from several found for the same words, it asks which first (§20).
         return await self.execute(
             state,
             PrepareChange(
@@ -234,6 +236,10 @@ class Tools:
                 update=update,
                 scope=scope,
                 hold=write_hold(state.foreign),
+                # The client's own call names the event the user chose on the page.
+                candidates=(event_id,)
+                if state.turn.direct is not None
+                else candidates_for(event_id, state.found),
             ),
         )
 
@@ -401,6 +407,7 @@ class Tools:
         )
         if isinstance(result, ToolResult):
             return result
+        state.found.append(Found(args.text, result.events))
         own = await self.own_address(state, result.events)
         if state.third_party_seen is None:
             state.third_party_seen = words.source_of(result.events, own)

@@ -38,7 +38,14 @@ from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.placing import Placing
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out, stub_out
-from calagent.contracts.commands import ChangeOut, CommandResult, PrepareChange, StubSlots
+from calagent.contracts.commands import (
+    ActiveStubStatus,
+    ChangeOut,
+    CommandResult,
+    EventCandidate,
+    PrepareChange,
+    StubSlots,
+)
 from calagent.contracts.people import Attendee
 from calagent.contracts.tools import Scope, UpdateSchedule
 
@@ -55,6 +62,15 @@ class ChangeOffer:
     proposal: Proposal | None  # where an update puts the occurrence
     conflicts: tuple[Event, ...]
     recipients: tuple[Attendee, ...]  # whom confirming mails
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a change's stub asks the user, and the events its offer meets."""
+
+    status: ActiveStubStatus
+    ask: Ask
+    conflicts: tuple[Event, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,9 +130,75 @@ class Changes:
         target = await self.find(txn, command.event_id)
         if target is None:
             return error_result("not_found", NOT_FOUND)
-        way = await self.pending.make_way(txn, command.hold, await self.pending.active(txn))
+        active = await self.pending.active(txn)
+        candidates = await self._candidates(txn, command, target, active)
+        way = await self.pending.make_way(txn, command.hold, active)
         if way.kept is not None:
             return CommandResult(status="held", kept=stub_out(way.kept, (), txn.tz))
+        asked = await self._ask(txn, command, target, candidates)
+        if isinstance(asked, CommandResult):
+            return asked
+        stub = await self.pending.open(txn, asked.status, asked.ask, kind="change")
+        return CommandResult(
+            status=asked.status,
+            stub=stub_out(stub, asked.conflicts, txn.tz),
+            superseded=way.superseded,
+        )
+
+    async def pick(self, txn: Txn, stub: Stub, command: PrepareChange) -> CommandResult:
+        """The user singled out one of the events the change asked about (contract §20): the same
+        stub now offers the change for that event, and asks for the user's word as any change does."""
+        target = await self.find(txn, command.event_id)
+        if target is None:
+            return error_result("not_found", NOT_FOUND)
+        asked = await self._ask(txn, command, target, ())
+        if isinstance(asked, CommandResult):
+            return asked
+        stored = await self.pending.store(txn, self.pending.of(stub).ask(asked.status, asked.ask, txn.now))
+        return CommandResult(status=asked.status, stub=stub_out(stored, asked.conflicts, txn.tz))
+
+    async def _candidates(
+        self, txn: Txn, command: PrepareChange, target: Target, active: Stub | None
+    ) -> tuple[EventCandidate, ...]:
+        """The events the change may be about, the one it names first: those the find it was chosen
+        from listed for the same words — or, when no find listed it and it names one the user is
+        still being asked about, those (the choice is the user's, not the model's). Occurrences of
+        one series count once for a change of the whole series. Fewer than two: none to choose
+        among."""
+        ids = command.candidates
+        if not ids and active is not None:
+            pending = self.pending.of(active)
+            if pending.picks(command.event_id) and isinstance(active.payload, HeldChange):
+                ids = tuple(c.event_id for c in active.payload.candidates)
+        scope: Scope = command.scope if target.master is not None else "this"
+        found: list[EventCandidate] = []
+        seen: set[str] = set()
+        for event_id in (command.event_id, *ids):
+            each = target if event_id == command.event_id else await self.find(txn, event_id)
+            if each is None:
+                continue  # not the caller's, or gone: never offered
+            key = each.master.id if each.master is not None and scope == "all" else event_id
+            if key in seen:
+                continue
+            seen.add(key)
+            shown = event_out(each.occurrence, txn.tz)
+            found.append(
+                EventCandidate(
+                    event_id=event_id,
+                    title=shown.title,
+                    start=shown.start,
+                    end=shown.end,
+                    calendar=shown.calendar,
+                    all_day=shown.all_day,
+                )
+            )
+        return tuple(found) if len(found) > 1 else ()
+
+    async def _ask(
+        self, txn: Txn, command: PrepareChange, target: Target, candidates: tuple[EventCandidate, ...]
+    ) -> Asked | CommandResult:
+        """What the change's stub asks: the offer (before and after, or what goes) held for the
+        user's word, or the person an update names that no contact matches."""
         scope: Scope = command.scope if target.master is not None else "this"
         recipients = await self.people.invited(txn, target.row, target.master)
         if command.action == "update":
@@ -133,16 +215,15 @@ class Changes:
                 attendee_query=offer.query,
                 attendee_candidates=offer.candidates,
             )
-            stub = await self.pending.open(txn, "needs_attendee", ask, kind="change")
-            return CommandResult(
-                status="needs_attendee", stub=stub_out(stub, (), txn.tz), superseded=way.superseded
-            )
+            return Asked("needs_attendee", ask)
         decision = decide(
             offer.proposal,
             offer.conflicts,
             txn.spoken_at,
             reasons=(
                 command.hold,
+                # Found among several for the same words: the user says which (contract §20).
+                "which_event" if candidates else None,
                 # The change sends mail (an update or a cancellation) to the people invited.
                 "sends_invitations" if offer.recipients else None,
                 # Every update and delete waits for the user's word.
@@ -157,6 +238,8 @@ class Changes:
             master_id=target.master.id if target.master else None,
             occurrence_start=target.occurrence_start,
             after=offer.after,
+            # Kept only while it asks: a change held before candidates existed is stored as it was.
+            **({"candidates": candidates} if candidates else {}),
         )
         proposal = offer.proposal
         ask = Ask(
@@ -169,12 +252,7 @@ class Changes:
             recipients=offer.recipients,
         )
         assert decision.outcome != "run", "a change is never run without the user's word"
-        stub = await self.pending.open(txn, decision.outcome, ask, kind="change")
-        return CommandResult(
-            status=decision.outcome,
-            stub=stub_out(stub, offer.conflicts, txn.tz),
-            superseded=way.superseded,
-        )
+        return Asked(decision.outcome, ask, offer.conflicts)
 
     async def _update_offer(
         self,

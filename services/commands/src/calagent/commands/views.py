@@ -113,6 +113,7 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         proposal=_proposal_in_zone(payload.proposal, tz)
         if isinstance(payload, HeldProposal | HeldBooking)
         else None,
+        event_candidates=payload.candidates if isinstance(payload, HeldChange) else (),
     )
 
 

@@ -198,6 +198,11 @@ class Writes:
         stub = await self.pending.answered(txn, command.command_id)
         if isinstance(stub, CommandResult):
             return stub
+        if command.pick is not None:
+            # A pick only says which event (contract §20); the change still waits for the user's word.
+            if command.confirm or stub.kind != "change":
+                return error_result("invalid_arguments", "a pick answers only a change asking which event")
+            return await self.offers.pick(txn, stub, command.pick)
         if stub.kind == "invitation":
             if not command.confirm and command.partstat is None:
                 return error_result("invalid_arguments", "this invitation takes an answer")
@@ -215,6 +220,9 @@ class Writes:
                 return await self.proposing.send(txn, stub)
             if stub.kind == "booking":
                 return await self.proposing.book(txn, stub)
+            if self.pending.of(stub).asks_which():
+                # Which event is still the question (contract §20): nothing runs; it is asked again.
+                return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
             # A counter-proposal made again is still the attendee's: offered as theirs.
             check = self.counters.check if is_counter(stub) else self.offers.check
             stale = await check(txn, stub)

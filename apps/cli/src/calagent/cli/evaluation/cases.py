@@ -51,6 +51,8 @@ class EventSpec(_Strict):
     duration_minutes: int | None = None
     all_day: bool | None = None
     calendar: str | None = None
+    # A series: held as a plan like any repeating create, and confirmed by setup.
+    recurrence: str | None = None
 
     def arguments(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -70,6 +72,16 @@ class EventsAfter(_Strict):
     count: int | None = None
     include: list[ExpectedEvent] = Field(default_factory=list)
     exclude_titles: list[str] = Field(default_factory=list)
+
+
+class Ambiguity(_Strict):
+    """A case of the ambiguity set (contract §20): how many events match the user's words, and the
+    ones the right change alters (its occurrences, for a series change from one on). After every
+    turn the calendar is compared with the one setup left: nothing changed is `asked`, exactly the
+    meant ones changed is `right`, anything else `wrong` — which fails the case."""
+
+    matches: int = Field(ge=0, le=3)
+    meant: list[ExpectedEvent] = Field(default_factory=list)
 
 
 class Expect(_Strict):
@@ -95,6 +107,9 @@ class Expect(_Strict):
     same_as_previous: bool | None = None
     # The active stub's candidate days after the turn (ISO dates).
     candidates: list[str] | None = None
+    # How many events the active stub asks the user to choose among after the turn (contract §20;
+    # 0: it asks no such thing).
+    event_candidates: int | None = None
     # Offline only: text that must (not) reach the model in this turn's requests, e.g. an old
     # session segment that must stay out of the prompt.
     prompt_includes: list[str] | None = None
@@ -192,6 +207,7 @@ class Case(_Strict):
     source_turn_id: str | None = None
     reasons: list[str] = Field(default_factory=list)
     styles: list[str] = Field(default_factory=list)
+    ambiguity: Ambiguity | None = None
 
     @field_validator("styles")
     @classmethod

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from calagent.cli.evaluation.cases import EventsAfter, Expect, ExpectedEvent
+from calagent.cli.evaluation.cases import Ambiguity, EventsAfter, Expect, ExpectedEvent
 from calagent.contracts.time import RangeRequest
 from calagent.contracts.tools import WRITE_TOOLS
 from calagent.timeparse.domain.symbols import DateResolution, resolve_date, resolve_range
@@ -131,6 +131,31 @@ def check_events(spec: EventsAfter, events: Sequence[Mapping[str, Any]], now: da
         if any(title.casefold() in str(e.get("title", "")).casefold() for e in events):
             problems.append(f"an event titled like {title!r} exists")
     return problems
+
+
+# What a turn did to the events the ambiguity set asks about (contract §20).
+Verdict = Literal["right", "asked", "wrong"]
+VERDICTS: tuple[Verdict, ...] = ("right", "asked", "wrong")
+
+
+def _standing(events: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    return {(str(e.get("title")), str(e["start"])) for e in events}
+
+
+def ambiguity_verdict(
+    spec: Ambiguity,
+    before: Sequence[Mapping[str, Any]],
+    after: Sequence[Mapping[str, Any]],
+    now: datetime,
+    tz: str,
+) -> Verdict:
+    """`asked` when every event setup left stands as it was; `right` when exactly the meant ones do
+    not (moved or gone); `wrong` when any other one does not."""
+    changed = [e for e in before if (str(e.get("title")), str(e["start"])) not in _standing(after)]
+    if not changed:
+        return "asked"
+    meant = [e for e in before if any(_event_matches(want, e, now, tz) for want in spec.meant)]
+    return "right" if _standing(changed) == _standing(meant) else "wrong"
 
 
 def check_answer(

@@ -21,7 +21,14 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.evaluation.cases import Case, EventSpec, Mode, Turn
-from calagent.cli.evaluation.checks import check_answer, check_events, write_attempts
+from calagent.cli.evaluation.checks import (
+    VERDICTS,
+    Verdict,
+    ambiguity_verdict,
+    check_answer,
+    check_events,
+    write_attempts,
+)
 from calagent.cli.stack import Stack
 from calagent.scriptedmodel import Rule, Script, ScriptedModelServer
 from calagent.scriptedmodel.script import message_text
@@ -48,6 +55,8 @@ class CaseResult:
     turns: list[dict[str, Any]] = field(default_factory=list)
     # With `--trials K`: whether each of the K independent runs passed (no retries then).
     trials: list[bool] = field(default_factory=list)
+    # The ambiguity set (contract §20): how many events matched, and what the conversation did.
+    ambiguity: dict[str, Any] | None = None
 
     @classmethod
     def of(
@@ -60,8 +69,14 @@ class CaseResult:
         seconds: float = 0.0,
         turns: list[dict[str, Any]] | None = None,
         trials: list[bool] | None = None,
+        verdict: Verdict | None = None,
     ) -> CaseResult:
         """A case's result: what the case says of itself, and what its runs found."""
+        ambiguity = (
+            {"matches": case.ambiguity.matches, "verdict": verdict}
+            if case.ambiguity is not None and verdict is not None
+            else None
+        )
         return cls(
             case.id,
             case.group,
@@ -73,6 +88,7 @@ class CaseResult:
             seconds,
             turns or [],
             trials or [],
+            ambiguity,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -85,6 +101,7 @@ class CaseResult:
             "known_issue": self.known_issue,
             "attempts": self.attempts,
             **({"trials": self.trials} if self.trials else {}),
+            **({"ambiguity": self.ambiguity} if self.ambiguity else {}),
             "seconds": round(self.seconds, 3),
             "turns": self.turns,
         }
@@ -95,6 +112,9 @@ class Attempt:
     ok: bool
     reason: str
     turns: list[dict[str, Any]]
+    # The ambiguity set's verdict on the conversation: `wrong` if any turn acted on a wrong event,
+    # else what the last turn left.
+    verdict: Verdict | None = None
 
 
 class ModelControl:
@@ -176,21 +196,29 @@ class Runner:
         if moved:
             self.stack.clock.set(now)
         turns: list[dict[str, Any]] = []
+        verdict: Verdict | None = None
         try:
             for index, spec in enumerate(case.setup):
                 await self._setup(user, case, index, spec)
+            baseline = await self._events(user, case, now) if case.ambiguity is not None else []
             previous: Mapping[str, Any] | None = None
             for index, turn in enumerate(case.turns, start=1):
                 problems, answer = await self._turn(user, case, turn, previous)
                 turns.append(_summary(turn, answer))
+                if case.ambiguity is not None:
+                    after = await self._events(user, case, now)
+                    seen = ambiguity_verdict(case.ambiguity, baseline, after, now, case.tz)
+                    verdict = "wrong" if "wrong" in (verdict, seen) else seen
+                    if seen == "wrong":
+                        problems.append("acted on an event the user did not mean")
                 if problems:
-                    return Attempt(False, f"turn {index}: " + "; ".join(problems), turns)
+                    return Attempt(False, f"turn {index}: " + "; ".join(problems), turns, verdict)
                 previous = answer
-            return Attempt(True, "", turns)
+            return Attempt(True, "", turns, verdict)
         except SetupError as exc:
             return Attempt(False, f"setup: {exc}", turns)
         except Exception as exc:  # a crash is a failure of the case, never of the whole run
-            return Attempt(False, f"error: {type(exc).__name__}: {exc}", turns)
+            return Attempt(False, f"error: {type(exc).__name__}: {exc}", turns, verdict)
         finally:
             if moved:
                 self.stack.clock.set(self.default_now)
@@ -201,6 +229,10 @@ class Runner:
         await self.control.before_setup(message, spec)
         response = await self.stack.chat(user, message, tz=case.tz, conversation_id="eval-setup")
         answer = response.json() if response.status_code == 200 else {}
+        if spec.recurrence and answer.get("outcome") == "held":
+            # A series is shown as a plan first (contract §9): the user's word creates it.
+            response = await self.stack.chat(user, "确认", tz=case.tz, conversation_id="eval-setup")
+            answer = response.json() if response.status_code == 200 else {}
         if answer.get("outcome") != "created":
             raise SetupError(
                 f"{spec.title}: {answer.get('outcome') or response.status_code} {answer.get('reply', '')}"
@@ -245,6 +277,10 @@ class Runner:
             got = list(((answer.get("command") or {}).get("candidates")) or [])
             if got != expect.candidates:
                 problems.append(f"candidates {expect.candidates} expected, got {got}")
+        if expect.event_candidates is not None:
+            offered = len(((answer.get("command") or {}).get("event_candidates")) or [])
+            if offered != expect.event_candidates:
+                problems.append(f"{expect.event_candidates} events to choose among expected, got {offered}")
         prompts = self.control.prompts()
         if prompts is not None:
             seen = "\n".join(prompts)
@@ -322,7 +358,13 @@ class Runner:
             status = "known_issue" if case.known_issue is not None else "unclassified"
             reason = final.reason
         return CaseResult.of(
-            case, status, reason, attempts=attempts, seconds=time.perf_counter() - started, turns=final.turns
+            case,
+            status,
+            reason,
+            attempts=attempts,
+            seconds=time.perf_counter() - started,
+            turns=final.turns,
+            verdict=final.verdict,
         )
 
     async def _trials(self, case: Case, started: float) -> CaseResult:
@@ -415,6 +457,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
         "skipped": counts["skipped"],
         "by_group": dict(sorted(by_group.items())),
         **({"pass_hat_k": pass_hat_k_by_group(results)} if any(r.trials for r in results) else {}),
+        **({"ambiguity": ambiguity_matrix(results)} if any(r.ambiguity for r in results) else {}),
         "results": [r.to_json() for r in results],
     }
 
@@ -438,3 +481,15 @@ def pass_hat_k_by_group(results: Sequence[CaseResult]) -> dict[str, dict[str, fl
         group: {str(k): round(pass_hat_k(ts, k), 4) for k in range(1, k_max + 1)}
         for group, ts in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))
     }
+
+
+def ambiguity_matrix(results: Sequence[CaseResult]) -> dict[str, dict[str, int]]:
+    """The ambiguity set as a confusion matrix (contract §20): per number of matching events, how
+    many conversations acted on the right one, only asked, or acted on a wrong one."""
+    matrix: dict[str, dict[str, int]] = {}
+    for r in results:
+        if r.ambiguity is None:
+            continue
+        row = matrix.setdefault(str(r.ambiguity["matches"]), dict.fromkeys(VERDICTS, 0))
+        row[r.ambiguity["verdict"]] += 1
+    return dict(sorted(matrix.items()))

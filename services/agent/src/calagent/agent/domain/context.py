@@ -90,6 +90,16 @@ def describe_stub(stub: StubOut, tz: str) -> str:
         parts.append("conflicts with: " + ", ".join(_event_label(e, tz) for e in stub.conflicts_with))
     if stub.hold_reason:
         parts.append(f"held because: {stub.hold_reason}")
+    if stub.event_candidates:
+        # By id and time only: a candidate's title may be someone else's words (contract §19).
+        listed = ", ".join(
+            f"{n}) id={c.event_id} at {c.start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M}"
+            for n, c in enumerate(stub.event_candidates, start=1)
+        )
+        parts.append(
+            f"asking the user which event it is about: {listed}; code reads the user's pick, and no "
+            "confirmation runs it before one is picked"
+        )
     return "; ".join(parts) + ". The user's message may answer it, or be a new request."
 
 

@@ -30,6 +30,16 @@ def not_consent(lang: Lang) -> str:
     )
 
 
+def which_again(lang: Lang) -> str:
+    """Before a change's question shown again: the reply named no one event among those found
+    (contract §20), so nothing was done."""
+    return (
+        "我还不知道你指的是哪一个，所以什么也没有改。"
+        if lang == "zh"
+        else "I still don't know which one you mean, so nothing was changed. "
+    )
+
+
 def undo_not_own_words(lang: Lang) -> str:
     return (
         "撤销需要你本人的话，转发或引用的内容不能撤销日历上的修改。日历没有变化。"

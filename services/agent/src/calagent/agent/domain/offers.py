@@ -78,6 +78,34 @@ def change_offer(stub: StubOut, change: ChangeOut, view: View) -> str:
     )
 
 
+def which_question(stub: StubOut, view: View) -> str:
+    """A change found among several events for the same words (contract §20): each of them,
+    numbered, and how to say which; nothing is changed until the user has, and confirmed."""
+    zh = view.zh
+    items = []
+    for number, candidate in enumerate(stub.event_candidates, start=1):
+        when = view.span(candidate.start, candidate.end, candidate.all_day)
+        items.append(
+            f"{number}. 「{candidate.title}」{when}（{candidate.calendar}）"
+            if zh
+            else f'{number}. "{candidate.title}" {when} ({candidate.calendar})'
+        )
+    listed = ("；" if zh else "; ").join(items)
+    change = stub.change
+    verb = (
+        ("删除" if zh else "delete")
+        if change is not None and change.action == "delete"
+        else ("修改" if zh else "change")
+    )
+    return (
+        f"找到 {len(items)} 个符合的日程，要{verb}哪一个？{listed}。回复序号（如“2”）、时间（如“五点那个”）或名称，"
+        "现在没有任何改动。"
+        if zh
+        else f"I found {len(items)} matching events. Which one should I {verb}? {listed}. Reply with its number "
+        '("2"), its time ("the 5pm one") or its name; nothing has changed yet.'
+    )
+
+
 def recipients_clause(stub: StubOut, view: View) -> str:
     """Whom the confirmation mails (contract §16: the receipt names every recipient)."""
     if stub.hold_reason != "sends_invitations" or not stub.recipients:

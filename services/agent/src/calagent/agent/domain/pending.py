@@ -25,6 +25,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
+from calagent.agent.domain.choosing import asks_which
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, StubStatus, waits_beside
 from calagent.contracts.people import InvitationAnswer
 from calagent.contracts.time import ParsedReply, SlotPatch
@@ -106,10 +107,13 @@ def consent_to(text: str, stub: StubOut, *, own_words: bool) -> Consent | None:
     """The user's own words consenting to this offer's kind (contract §19), or None: the message
     opens with one of the bounded words of that kind ("确认，记下来", "接受，谢谢") and holds no
     refusal and no answer of the other kind. "接受" does not confirm a delete, "好" does not accept
-    an invitation, and a message that does not open with such a word ("今天天气怎么样") consents
-    to nothing."""
+    an invitation, a message that does not open with such a word ("今天天气怎么样") consents to
+    nothing, and nothing consents to a change still asking which event it is about (§20)."""
     chunks = _chunks(text)
     if not own_words or not chunks or any(c in REFUSE_WORDS for c in chunks):
+        return None
+    if asks_which(stub):
+        # Which event is still the question (contract §20): a yes to it says nothing of which.
         return None
     answers = {INVITATION_WORDS[c] for c in chunks if c in INVITATION_WORDS}
     confirms = any(c in CONFIRM_WORDS for c in chunks)
@@ -171,6 +175,18 @@ def bare_answer(text: str) -> GateAnswer | None:
     return None
 
 
+def offer_open(
+    stub: StubOut, last_assistant: LastAssistant | None, *, now: datetime, window: timedelta
+) -> bool:
+    """The timed gate's facts: the assistant's last message offered this stub (a held write, a
+    conflicting time), and it is younger than the window."""
+    if stub.status not in OFFER_STUB_STATUSES:
+        return False
+    if last_assistant is None or last_assistant.offer_command_id != stub.id:
+        return False
+    return now - last_assistant.at <= window
+
+
 def timed_gate(
     text: str,
     *,
@@ -181,11 +197,7 @@ def timed_gate(
     own_words: bool,
 ) -> GateAnswer | None:
     """Code answers the offer only when every fact holds; otherwise None (the model decides)."""
-    if stub is None or stub.status not in OFFER_STUB_STATUSES or not own_words:
-        return None
-    if last_assistant is None or last_assistant.offer_command_id != stub.id:
-        return None
-    if now - last_assistant.at > window:
+    if stub is None or not own_words or not offer_open(stub, last_assistant, now=now, window=window):
         return None
     answer = bare_answer(text)
     if answer == "confirm" and consent_to(text, stub, own_words=own_words) is None:

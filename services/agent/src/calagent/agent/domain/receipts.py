@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from calagent.agent.domain.choosing import asks_which
 from calagent.agent.domain.offers import (
     attendee_question,
     change_offer,
     conflict_names,
     plan_text,
     series_plan,
+    which_question,
 )
 from calagent.agent.domain.rule_words import describe_rule
 from calagent.contracts.commands import CommandResult, EventOut, StubOut
@@ -367,6 +369,8 @@ def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
     if result.status == "needs_attendee":
         return attendee_question(stub, view)
+    if result.status == "held" and asks_which(stub):
+        return which_question(stub, view)
     if stub.proposal is not None and result.status in ("held", "created"):
         return _proposal_text(result, stub, stub.proposal, view)
     if stub.counter is not None and stub.change is not None and stub.change.after is not None:

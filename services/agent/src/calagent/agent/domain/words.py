@@ -292,6 +292,7 @@ HOLD_REASONS: Final[Mapping[str, str | None]] = {
     "change_confirmation": None,
     "automation_plan": None,
     "sends_invitations": None,
+    "which_event": None,
     "third_party_content": "quoted and forwarded blocks",
     "sync_conflict": "a sync conflict",
     "invitation_received": "an invitation's fields (mail)",

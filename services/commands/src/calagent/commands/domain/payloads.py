@@ -27,7 +27,14 @@ from pydantic import (
     model_validator,
 )
 
-from calagent.contracts.commands import ChangeAction, ChangeOut, HoldReason, PlanOut, StubKind
+from calagent.contracts.commands import (
+    ChangeAction,
+    ChangeOut,
+    EventCandidate,
+    HoldReason,
+    PlanOut,
+    StubKind,
+)
 from calagent.contracts.people import Attendee, CounterOut, InvitationOut, ProposalOut, ProposedSlot
 from calagent.contracts.tools import Scope, UpdateSchedule
 
@@ -136,6 +143,9 @@ class HeldChange(StoredPayload):
     # An attendee's counter-proposal offered as this move (hold `counter_received`): refusing it
     # sends them a DECLINECOUNTER.
     counter: CounterOut | None = None
+    # Asking which event (contract §20): every event found for the same words, the one this change
+    # was prepared for first; empty once the user has picked (or when only one was found).
+    candidates: tuple[EventCandidate, ...] = ()
 
     @model_validator(mode="after")
     def _update_has_after(self) -> HeldChange:
@@ -150,6 +160,10 @@ class HeldChange(StoredPayload):
     @property
     def target_ids(self) -> tuple[str, ...]:
         return tuple(i for i in (self.row_id, self.master_id) if i)
+
+    @property
+    def asks_which(self) -> bool:
+        return len(self.candidates) > 1
 
 
 class HeldPlan(StoredPayload):

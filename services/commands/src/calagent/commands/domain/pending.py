@@ -18,6 +18,8 @@ A user has at most one active pending command. The rules, each decided here and 
   conflicts it meets (`decide`). "In the past" is one rule (`is_past`).
 - **Consent**: only an explicit confirmation lifts a hold; the conflict override needs both code's
   fact (the stub is in `conflict`) and the model's flag (`consent_of_reply`, `consent_of_create`).
+  A change chosen from several events found for the same words runs on no confirmation until the
+  user has said which (`asks_which`, `picks`; contract §20).
 - **Binding** (§15): a held change runs only while its target is the version the offer showed and
   nothing new stands where it would go (`offer_stands`).
 - **Ending**: run, cancelled, expired, superseded — each a method returning the stub to store. A step
@@ -27,7 +29,6 @@ A user has at most one active pending command. The rules, each decided here and 
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
@@ -47,17 +48,19 @@ from calagent.contracts.commands import (
     waits_beside,
 )
 from calagent.contracts.people import Attendee
+from calagent.contracts.text import normalise_title
 
 # Why a write waits, strongest first: when several reasons hold, the user is told the first. Someone
 # else's words come before everything (the user must know whose request it is); then what came
-# from outside; then what the user's own words left unclear; then what the write would do beyond
-# the calendar (mail); then what the user is shown before it exists; "in the past" and the plain
-# confirmation every change waits for come last.
+# from outside; then which event the user means and what their own words left unclear; then what
+# the write would do beyond the calendar (mail); then what the user is shown before it exists; "in
+# the past" and the plain confirmation every change waits for come last.
 HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "third_party_content",
     "invitation_received",
     "counter_received",
     "sync_conflict",
+    "which_event",
     "recurrence_unclear",
     "sends_invitations",
     "recurrence_plan",
@@ -84,13 +87,6 @@ def can_transition(current: StubStatus | None, target: StubStatus) -> bool:
 def check_transition(current: StubStatus | None, target: StubStatus) -> None:
     if not can_transition(current, target):
         raise IllegalTransitionError(f"a stub cannot go from {current} to {target}")
-
-
-def normalise_title(title: str) -> str:
-    """A title as compared for continuation: case, whitespace and punctuation do not count."""
-    return "".join(
-        ch for ch in title.casefold() if not ch.isspace() and not unicodedata.category(ch).startswith("P")
-    )
 
 
 def lapsed(stub: Stub, now: datetime) -> bool:
@@ -273,6 +269,21 @@ class PendingCommand:
         """
         return command_id == self.stub.id or normalise_title(title) == normalise_title(self.stub.title)
 
+    def asks_which(self) -> bool:
+        """A change chosen from several events found for the same words, the user not having said
+        which yet (contract §20): no confirmation runs it."""
+        payload = self.stub.payload
+        return isinstance(payload, HeldChange) and payload.asks_which
+
+    def picks(self, event_id: str) -> bool:
+        """Whether an event is one of those this change asks the user to choose among."""
+        payload = self.stub.payload
+        return (
+            isinstance(payload, HeldChange)
+            and payload.asks_which
+            and any(c.event_id == event_id for c in payload.candidates)
+        )
+
     def consent_of_reply(self, confirm: bool) -> Consent:
         """A reply to the stub (`MergeStub`): only an explicit confirmation lifts a hold, and
         accepting a conflict offer keeps the proposed time."""
@@ -300,8 +311,12 @@ class PendingCommand:
         """Contract §15: a confirmation runs the held change only while its target is the version
         the offer was made from and no single event stands where it would go that the offer did
         not show (a series' occurrences are shown by their series)."""
-        shown = set(self.stub.conflict_event_ids)
-        return version_now == version_shown and set(shown_conflicts(conflicts)) <= shown
+        return version_now == version_shown and self.shows(conflicts)
+
+    def shows(self, conflicts: Iterable[Event]) -> bool:
+        """Whether the offer showed every single event its time meets now: a confirmation is a yes
+        to the time as it was shown, never to a double booking it did not show."""
+        return set(shown_conflicts(conflicts)) <= set(self.stub.conflict_event_ids)
 
     # ---- steps -----------------------------------------------------------------------------------
 
@@ -323,6 +338,12 @@ class PendingCommand:
             hold_reason=None,
             conflict_event_ids=(),
         )
+
+    def shown_again(self, conflicts: Iterable[Event], now: datetime) -> Stub:
+        """The offer asked again as it is, now showing what its time meets: the question the user
+        answers next (its deadline stays, as an offer from outside keeps its event's start)."""
+        check_transition(self.stub.status, self.stub.status)
+        return replace(self.stub, conflict_event_ids=shown_conflicts(conflicts), updated_at=now)
 
     def bound(self, payload: PendingChange) -> Stub:
         """The held change with the version of its target and the request that made it recorded

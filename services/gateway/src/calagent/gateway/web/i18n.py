@@ -111,6 +111,7 @@ CATALOG: dict[str, tuple[str, str]] = {
     "card.field.recurrence": ("重复", "Repeats"),
     "card.field.reminder_minutes": ("提前提醒（分钟）", "Reminder (minutes before)"),
     "card.candidates": ("选一天", "Pick a day"),
+    "card.which_event": ("是哪一个？", "Which one?"),
     "card.ask_time": ("直接回复一个时间，例如“下午两点”。", "Reply with a time, e.g. “2pm”."),
     "card.change": ("改动", "The change"),
     "card.proposal": ("要发给对方的时间", "Times to propose"),
@@ -157,6 +158,10 @@ CATALOG: dict[str, tuple[str, str]] = {
         "Your connected calendar changed this event too: its version was kept, and your change waits "
         "for your word.",
     ),
+    "card.why.which_event": (
+        "找到了几个符合的日程，先选是哪一个，再确认改动。",
+        "Several events match: pick the one you mean, then confirm the change.",
+    ),
     "card.why.conflict": ("这个时间和已有日程冲突。", "This time meets something already on your calendar."),
     "card.field.first": ("第一次", "First"),
     "card.field.rule": ("重复规则", "Repeats"),
@@ -194,6 +199,8 @@ CATALOG: dict[str, tuple[str, str]] = {
     ),
     # The words a button sends: what a person would type (contract §7, §8).
     "reply.confirm": ("确认", "confirm"),
+    # The n-th of the events a change asks about (contract §20), as a person would type it.
+    "reply.ordinal": ("第{n}个", "number {n}"),
     "reply.accept": ("接受", "accept"),
     "reply.tentative": ("暂定", "tentative"),
     "reply.decline": ("拒绝", "decline"),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from calagent.contracts.choosing import POINTING_WORDS
+
 __all__ = [
     "BLOCKER_RE",
     "EN_FILLERS",
@@ -14,6 +16,7 @@ __all__ = [
     "EN_WEEKDAY_PREFIX",
     "MID_PERIODS",
     "PERIODS",
+    "POINTING_RE",
     "RECURRENCE_MARKERS",
     "REPLY_FILLERS",
     "REPLY_FILLER_RE",
@@ -254,6 +257,11 @@ def _filler_pattern(word: str) -> str:
 
 # Longest first so 那就 is removed as a whole before 那 and 就.
 REPLY_FILLER_RE = re.compile("|".join(map(_filler_pattern, sorted(REPLY_FILLERS, key=len, reverse=True))))
+
+# The words that point at one of several things ("五点那个", "周四那场", "the 3pm one"): a reply
+# made of a date/time phrase and these names one of a change's candidates (contract §20), which is
+# not a slot to fill — so they complete only such a choice (`ParsedReply.points_at_one`).
+POINTING_RE = re.compile("|".join(map(_filler_pattern, sorted(POINTING_WORDS, key=len, reverse=True))))
 
 # --------------------------------------------------------------------------- recurrence markers
 

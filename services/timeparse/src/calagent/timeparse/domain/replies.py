@@ -93,6 +93,7 @@ from calagent.timeparse.domain.clock import Time, apply_period, fmt, is_ambiguou
 from calagent.timeparse.domain.lexicon import (
     BLOCKER_RE,
     EN_FILLERS,
+    POINTING_RE,
     REPLY_FILLER_RE,
     WORD_RE,
     ZH_FILLER_RE,
@@ -101,7 +102,7 @@ from calagent.timeparse.domain.lexicon import (
 from calagent.timeparse.domain.monthdays import is_day_of_year, resolve_month_day
 from calagent.timeparse.domain.recurrence import marker_of_words, recurrence_marker
 from calagent.timeparse.domain.scan import ReplyParse, add_date, scan
-from calagent.timeparse.domain.symbols import local_today_or_none
+from calagent.timeparse.domain.symbols import DateResolution, local_today_or_none, resolve_date
 from calagent.timeparse.domain.transport import strip_transport
 
 __all__ = ["ReplyParse", "analyse_reply", "parse_reply", "parsed_reply", "strip_transport"]
@@ -238,6 +239,7 @@ def analyse_reply(text: str, now: datetime | None = None, tz: str | None = None)
     if reason:
         out.refuse(reason)
     out.whole_message = _only_reply_fillers(out.leftover)
+    out.pointing = _only_reply_fillers(POINTING_RE.sub(" ", out.leftover))
     _add_days(out, local_today_or_none(now, tz))
     _add_numeric_dates(out, date_order(tz), HAN.search(body) is not None)
     _check_weekday(out)
@@ -295,6 +297,14 @@ def _marker_or_none(text: str) -> str | None:
         return None
 
 
+def _days_named(symbol: str | None, today: date | None) -> tuple[date, ...]:
+    """The days a patch's date symbol names, by the resolver's own reading (none without today)."""
+    if symbol is None or today is None:
+        return ()
+    resolved = resolve_date(symbol, today)
+    return resolved.days if isinstance(resolved, DateResolution) else ()
+
+
 def parsed_reply(text: str, now: datetime | None = None, tz: str | None = None) -> ParsedReply:
     """The patch of a reply, whether it is `complete` and its recurrence marker.
 
@@ -310,6 +320,8 @@ def parsed_reply(text: str, now: datetime | None = None, tz: str | None = None) 
         return ParsedReply(
             patch=patch,
             complete=out.whole_message and not patch.is_empty(),
+            points_at_one=out.pointing and not patch.is_empty(),
+            days=_days_named(patch.date, local_today_or_none(now, tz)),
             recurrence_marker=out.recurrence_marker,
         )
     except Exception:  # a parser bug must degrade to "the model decides", never crash the turn

@@ -51,6 +51,8 @@ class ReplyParse:
     loose_weekday: bool = False
     # Every character outside the recognised tokens is a reply filler, whitespace or punctuation.
     whole_message: bool = False
+    # The same once the words that point at one of several things (那个, the … one) are set aside.
+    pointing: bool = False
     reason: str | None = None
 
     def refuse(self, reason: str) -> None:

@@ -81,7 +81,8 @@ function knownFields(command) {
     if (value === null || value === undefined || value === false) continue;
     add(`card.field.${name}`, value === true ? "✓" : String(value));
   }
-  if (command.proposed_start) {
+  // A change asking which event proposes a time only once the event is known.
+  if (command.proposed_start && !(command.event_candidates ?? []).length) {
     const start = command.proposed_start;
     const end = command.proposed_end ?? start;
     // A series' proposed time is its first occurrence, not a one-off date.
@@ -156,6 +157,27 @@ function attendeeChoices(command, prefix) {
   return group;
 }
 
+
+// A change found among several events for the same words (contract §20): one button per event,
+// sending its number as a person would type it in this language ("第2个"), as the answer to this
+// card; code reads it without the model.
+function eventChoices(command, events, prefix) {
+  const label = `${prefix}-events-label`;
+  const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": label } });
+  group.append(say(el("p", { cls: "group-label", attrs: { id: label } }), "card.which_event"));
+  const list = el("ul", { cls: "choice-list" });
+  events.forEach((event, index) => {
+    const day = wallDate(event.start);
+    const when = `${t(`weekday.${isoWeekday(day)}`)} ${dayLabel(day)} ${whenText(event)}`;
+    const text = `${index + 1}. ${event.title} · ${when} · ${event.calendar}`;
+    const button = el("button", { cls: "choice", text, attrs: { type: "button" } });
+    button.dataset.eventId = event.event_id;
+    answerButton(button, command, t("reply.ordinal", { n: index + 1 }));
+    list.append(el("li", {}, [button]));
+  });
+  group.append(list);
+  return group;
+}
 
 // ---- an invitation received by mail -------------------------------------------------------------
 
@@ -365,12 +387,16 @@ function fillCard(card, command, prefix) {
   card.append(say(el("h3", { cls: "sr-label" }), "card.known"));
   card.append(knownFields(command));
 
-  if (command.change) card.append(changeView(command.change));
+  // While it asks which event, the change depends on the answer: the events are the question.
+  const events = command.event_candidates ?? [];
+  if (command.change && !events.length) card.append(changeView(command.change));
   if (command.proposal) card.append(proposalView(command.proposal));
   if (command.counter) card.append(counterView(command.counter));
 
   const candidates = command.candidates ?? [];
-  if (candidates.length) {
+  if (events.length) {
+    card.append(eventChoices(command, events, prefix));
+  } else if (candidates.length) {
     const label = `${prefix}-candidates-label`;
     const group = el("div", { cls: "candidates", attrs: { role: "group", "aria-labelledby": label } });
     group.append(say(el("p", { cls: "group-label", attrs: { id: label } }), "card.candidates"));
@@ -410,7 +436,8 @@ function fillCard(card, command, prefix) {
   if (why) card.append(say(el("p", { cls: "why" }), why));
 
   const actions = el("div", { cls: "actions" });
-  if (OFFER_STATUSES.has(command.status)) {
+  // A change still asking which event has nothing to confirm yet (contract §20).
+  if (OFFER_STATUSES.has(command.status) && !events.length) {
     actions.append(actionButton(command, "card.confirm", t("reply.confirm"), "primary confirm"));
   }
   // Every card can be dropped, without the model: the same cancel a "算了" runs.
