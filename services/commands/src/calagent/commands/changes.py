@@ -17,6 +17,7 @@ from calagent.commands.domain.changes import (
     exdates_before,
     master_values,
     own_values,
+    row_values,
     series_move,
 )
 from calagent.commands.domain.model import Event, Stub
@@ -406,13 +407,10 @@ class Changes:
         start, end = after.start, after.end
         values = own_values(after)
         master, slot = target.master, target.occurrence_start
-        if master is None or slot is None:
-            await uow.events.update_event(target.row.evolve(start=start, end=end, **values))
+        if master is None or slot is None or (scope == "this" and target.row.id != master.id):
+            await uow.events.update_event(target.row.evolve(**row_values(target.row, after)))
             return target.row.id, None
         if scope == "this":
-            if target.row.id != master.id:
-                await uow.events.update_event(target.row.evolve(start=start, end=end, **values))
-                return target.row.id, None
             override = master.evolve(
                 id=new_id(),
                 start=start,

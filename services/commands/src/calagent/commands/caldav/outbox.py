@@ -32,6 +32,7 @@ from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, e
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.domain.changes import asked_between, change_onto, row_values
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
 from calagent.commands.domain.pending import Ask
@@ -397,34 +398,38 @@ class Deliverer:
             if body is None and kept.rrule is None:
                 await self._offer(uow, kept, None)
         elif mine.rrule is None and kept.rrule is None and len(ours) == 1:
-            await self._offer(uow, kept, mine)
+            asked = asked_between(self._base(mine, name, fallback) or kept, mine)
+            if asked:
+                await self._offer(uow, kept, change_onto(kept, mine, asked))
         return Outcome("conflict", "changed on the server since the last sync")
 
-    async def _offer(self, uow: SqlUnitOfWork, kept: Event, mine: Event | None) -> None:
-        """A held change stub: the assistant's update (`mine`) or delete (None) of the event as
-        the server has it now. Nothing changes until the user confirms it."""
+    def _base(self, mine: Event, calendar: str, fallback: ZoneInfo) -> Event | None:
+        """The version `mine` was edited from: the object as the server last gave it (None when
+        none was kept, or it cannot be read)."""
+        if mine.ical is None:
+            return None
+        try:
+            found = parse_resource(
+                mine.ical, master_id=mine.id, user_id=mine.user_id, calendar=calendar, fallback_tz=fallback
+            )
+        except UnreadableObject:
+            return None
+        return next((row for row in found if row.id == mine.id), None)
+
+    async def _offer(self, uow: SqlUnitOfWork, kept: Event, after: ChangeAfter | None) -> None:
+        """A held change stub: the assistant's update (`after`: only what it changed, on the
+        server's version) or delete (None) of the event as the server has it now. Nothing
+        changes until the user confirms it."""
         now = self.clock.now()
         tz = ZoneInfo(kept.tz) if kept.tz else ZoneInfo("UTC")
         before = event_out(kept, tz)
+        mine = None if after is None else kept.evolve(**row_values(kept, after))
         if mine is None:
             view = ChangeOut(
                 action="delete", scope="this", before=before, removed_starts=(kept.start,), removed_count=1
             )
-            after_values: ChangeAfter | None = None
         else:
             view = ChangeOut(action="update", scope="this", before=before, after=event_out(mine, tz))
-            # The people are left as they are: a sync conflict offers the user's edit of the event.
-            after_values = ChangeAfter(
-                title=mine.title,
-                start=mine.start,
-                end=mine.end,
-                all_day=mine.all_day,
-                calendar=kept.calendar,
-                reminder_minutes=mine.reminder_minutes,
-                location=mine.location,
-                notes=mine.notes,
-                url=mine.url,
-            )
         # An offer from outside: it never ends the user's pending request; it waits beside it.
         ask = Ask(
             title=(mine or kept).title,
@@ -438,7 +443,7 @@ class Deliverer:
                 row_id=kept.id,
                 master_id=None,
                 occurrence_start=None,
-                after=after_values,
+                after=after,
             ),
         )
         await Pending(self.stub_ttl).from_outside(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
