@@ -9,6 +9,7 @@ library, past the proxy), from `GET /v1/events`, `GET /v1/accounts` and the data
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -29,6 +30,8 @@ from .test_caldav import Remote, commands_app, create_by_chat, eventually, outbo
 
 pytestmark = pytest.mark.e2e
 
+MAX_ATTEMPTS = 3
+
 
 @pytest.fixture(scope="module")
 def radicale() -> Iterator[EmbeddedRadicale]:
@@ -40,8 +43,15 @@ def radicale() -> Iterator[EmbeddedRadicale]:
 async def stack(
     servers: Servers, database_url: str, scripted: ScriptedModelServer, radicale: EmbeddedRadicale
 ) -> AsyncIterator[Stack]:
-    # The proxy listens on the server's own loopback address: one network to allow.
-    async with caldav_stack(servers, database_url, scripted, allow_networks=radicale.network) as system:
+    # The proxy listens on the server's own loopback address: one network to allow. Three attempts
+    # instead of eight keep a refused delivery's backoff (0.5 s, 1 s) short.
+    async with caldav_stack(
+        servers,
+        database_url,
+        scripted,
+        allow_networks=radicale.network,
+        settings_overrides={"CALAGENT_CALDAV_MAX_ATTEMPTS": MAX_ATTEMPTS},
+    ) as system:
         yield system
 
 
@@ -166,4 +176,56 @@ async def test_confirming_a_conflict_offer_applies_only_what_our_change_made_on_
         "2026-09-25T20:00:00+08:00",
         "街角咖啡馆",
         "带上《百年孤独》",
+    )
+
+
+# ---- a delivery the server always refuses ends within the bound --------------------------------
+
+
+async def test_a_delivery_the_server_always_refuses_ends_rejected_after_the_bounded_attempts(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """Every PUT answered 500: the delivery is tried `CALAGENT_CALDAV_MAX_ATTEMPTS` times, then
+    ends `rejected`, marked on the event — not retried once a minute forever."""
+    await connect_through(stack, user, remote, proxy)
+    proxy.fail("PUT", None, 500)
+    await create_by_chat(stack, scripted, user, "体检", time="08:00")
+
+    async def settled() -> bool:
+        outcome = await scalar(db, "select outcome from commands.caldav_outbox where user_id = :u", u=user)
+        return outcome is not None
+
+    await eventually(settled, "the refused delivery to end")
+    row = await scalar(
+        db, "select outcome || ':' || refusals + 1 from commands.caldav_outbox where user_id = :u", u=user
+    )
+    assert row == f"rejected:{MAX_ATTEMPTS}"
+    assert proxy.count("PUT") == MAX_ATTEMPTS
+    [event] = await read_events(stack, user)
+    assert event["sync_state"] == "rejected"
+    await asyncio.sleep(2.5)  # longer than the backoff a fourth attempt would have waited
+    assert proxy.count("PUT") == MAX_ATTEMPTS
+    assert remote.objects() == []
+
+
+async def test_a_server_that_does_not_answer_is_waited_for_and_loses_nothing(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """No answer at all is no refusal: the delivery waits past the bound and goes out once the
+    server is back."""
+    await connect_through(stack, user, remote, proxy)
+    proxy.down = True
+    await create_by_chat(stack, scripted, user, "午饭", time="12:00")
+
+    async def retried() -> bool:
+        attempts = await scalar(db, "select attempts from commands.caldav_outbox where user_id = :u", u=user)
+        return int(attempts or 0) > MAX_ATTEMPTS
+
+    await eventually(retried, "more attempts than the bound while the server does not answer")
+    proxy.down = False
+    await outbox_drained(db, user)
+    assert remote.summaries() == ["午饭"]
+    assert (
+        await scalar(db, "select outcome from commands.caldav_outbox where user_id = :u", u=user)
+        == "delivered"
     )

@@ -92,7 +92,14 @@ class CommandsService:
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
         self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars, guard)
         self.sync = SyncWorker(
-            Deliverer(self.engine, vault, self.clock, self.config.stub_ttl, guard),
+            Deliverer(
+                self.engine,
+                vault,
+                self.clock,
+                self.config.stub_ttl,
+                guard,
+                max_attempts=self.settings.caldav_max_attempts,
+            ),
             InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,

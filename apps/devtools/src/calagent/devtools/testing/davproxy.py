@@ -43,7 +43,9 @@ HOP_HEADERS = frozenset(
         "upgrade",
         "host",
         "content-length",
+        # Bodies pass decoded (they may be rewritten): the client is told of no encoding.
         "content-encoding",
+        "accept-encoding",
     }
 )
 FLAKY = re.compile(r"~flaky\d+")
@@ -114,7 +116,7 @@ class DavProxy:
         return f"{self.host}/32"
 
     async def start(self) -> None:
-        self._session = ClientSession(timeout=ClientTimeout(total=30), auto_decompress=False)
+        self._session = ClientSession(timeout=ClientTimeout(total=30))
         app = web.Application(client_max_size=16 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)

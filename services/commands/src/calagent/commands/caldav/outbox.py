@@ -10,8 +10,11 @@ and an object that already says what we would send counts as delivered.
 
 A 412 for a real change (the user edited the event in their calendar app since we last saw it) is
 not merged by guessing: the server's version is stored, and the assistant's change becomes a held
-stub the user can confirm again. Any other refusal (403 …) is marked on the event; a server that
-does not answer is retried with exponential backoff.
+stub the user can confirm again. Any other refusal (403 …) is marked on the event. A server that
+answers with a failure (5xx …) is tried again with exponential backoff, at most
+`CALAGENT_CALDAV_MAX_ATTEMPTS` times in all, then the delivery ends `rejected`, marked on the event
+and told; a server that does not answer at all is waited for (one try a minute at most), since
+nothing reached it to refuse.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ tracer = trace.get_tracer("calagent.commands.caldav")
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 60.0
+DEFAULT_MAX_ATTEMPTS = 8  # CALAGENT_CALDAV_MAX_ATTEMPTS
 
 
 def backoff(attempts: int) -> timedelta:
@@ -58,17 +62,35 @@ def backoff(attempts: int) -> timedelta:
 class Outcome:
     kind: str  # delivered | rejected | conflict | dropped | retry
     error: str | None = None
+    # A retry the server answered (5xx …) or our own code failed: one of the bounded attempts. A
+    # server that could not be reached refused nothing: its retries wait for it, unbounded.
+    refused: bool = True
+
+
+def settled(outcome: Outcome, refusals: int, max_attempts: int) -> Outcome:
+    """A retry that used the last of the bounded attempts ends the delivery `rejected`: a server
+    that always refuses it is not asked again and again (contract §22)."""
+    if outcome.kind != "retry" or not outcome.refused or refusals + 1 < max_attempts:
+        return outcome
+    return Outcome("rejected", f"given up after {max_attempts} attempts: {outcome.error}"[:500])
 
 
 class Deliverer:
     def __init__(
-        self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta, guard: Guard
+        self,
+        engine: AsyncEngine,
+        vault: Vault,
+        clock: Clock,
+        stub_ttl: timedelta,
+        guard: Guard,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         self.engine = engine
         self.vault = vault
         self.guard = guard
         self.clock = clock
         self.stub_ttl = stub_ttl
+        self.max_attempts = max_attempts
 
     async def prune(self, older_than: timedelta) -> int:
         """Forget settled rows after a while: delivered ones, and refusals already told."""
@@ -100,6 +122,7 @@ class Deliverer:
                         caldav_outbox.c.event_id,
                         caldav_outbox.c.trace_context,
                         caldav_outbox.c.attempts,
+                        caldav_outbox.c.refusals,
                     )
                     .where(
                         caldav_outbox.c.delivered_at.is_(None),
@@ -138,9 +161,12 @@ class Deliverer:
             ) as span:
                 try:
                     outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
-                except Exception as exc:  # a bug or a broken row: kept and retried later, never lost
+                except Exception as exc:  # a bug or a broken row: retried a bounded number of times
                     log.exception("delivering %s failed", claimed.event_id)
-                    outcome = Outcome("retry", f"{type(exc).__name__}: {exc}"[:500])
+                    outcome = Outcome("retry", f"it could not be sent ({type(exc).__name__})")
+                outcome = settled(outcome, claimed.refusals, self.max_attempts)
+                if outcome.kind == "rejected":
+                    await self._mark(conn, claimed.user_id, claimed.event_id, "rejected")
                 span.set_attribute("calagent.outcome", outcome.kind)
             if outcome.kind == "retry":
                 await conn.execute(
@@ -148,6 +174,7 @@ class Deliverer:
                     .where(caldav_outbox.c.id.in_(batch))
                     .values(
                         attempts=caldav_outbox.c.attempts + 1,
+                        refusals=caldav_outbox.c.refusals + int(outcome.refused),
                         not_before=func.clock_timestamp() + backoff(claimed.attempts + 1),
                         last_error=outcome.error,
                     )
@@ -190,7 +217,7 @@ class Deliverer:
         try:
             stored = await self._with_servers_copy(account, resource, master, stored, event_id)
         except remote.Unavailable as exc:
-            return Outcome("retry", str(exc)[:500])
+            return _retry(exc)
         except remote.RemoteError:
             pass  # written from its rows, as before
         body = render_resource(stored, uid, self.clock.now())
@@ -221,7 +248,7 @@ class Deliverer:
             await self._mark(conn, user_id, event_id, "rejected")
             return Outcome("rejected", str(exc)[:500])
         except remote.Unavailable as exc:
-            return Outcome("retry", str(exc)[:500])
+            return _retry(exc)
         await self._mark(conn, user_id, event_id, None)
         return Outcome("delivered")
 
@@ -447,6 +474,10 @@ class Deliverer:
             ),
         )
         await Pending(self.stub_ttl).from_outside(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
+
+
+def _retry(exc: remote.Unavailable) -> Outcome:
+    return Outcome("retry", str(exc)[:500], refused=not isinstance(exc, remote.Unreachable))
 
 
 async def pending(conn: AsyncConnection, user_id: str) -> int:

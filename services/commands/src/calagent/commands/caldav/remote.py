@@ -7,9 +7,10 @@ the connection goes to the checked address.
 
 Failures come out as the kinds the sync logic decides on: `PreconditionFailed` (412: someone else
 changed or made the object), `Rejected` (any other 4xx: the server will not take this, retrying is
-pointless), `NotAllowed` (the address is one the rule refuses: nothing was sent to it) and
-`Unavailable` (no answer, 5xx: retry later). Their messages are in our words and carry at most the
-HTTP status: never the server's response body or headers, which may say anything.
+pointless), `NotAllowed` (the address is one the rule refuses: nothing was sent to it),
+`Unavailable` (5xx: retry later, a bounded number of times) and `Unreachable` (no answer at all:
+retry until the server is back). Their messages are in our words and carry at most the HTTP
+status: never the server's response body or headers, which may say anything.
 """
 
 from __future__ import annotations
@@ -129,7 +130,12 @@ class NotAllowed(Rejected):
 
 
 class Unavailable(RemoteError):
-    pass
+    """The server answered with a failure worth trying again (5xx, 408, 429), or an answer that
+    could not be read."""
+
+
+class Unreachable(Unavailable):
+    """No answer at all: the server is down or the network between is. Nothing reached it."""
 
 
 class Refused(RemoteError):
@@ -199,7 +205,7 @@ def _classify(exc: Exception) -> RemoteError:
         return Unavailable(f"the server answered HTTP {status}", status)
     if isinstance(exc, error.DAVError):
         return Unavailable("the server's answer could not be read")
-    return Unavailable(f"the server could not be reached ({type(exc).__name__})")
+    return Unreachable(f"the server could not be reached ({type(exc).__name__})")
 
 
 def _owner(collection: Any) -> str | None:
