@@ -13,6 +13,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from icalendar import Calendar
@@ -229,3 +230,276 @@ async def test_a_server_that_does_not_answer_is_waited_for_and_loses_nothing(
         await scalar(db, "select outcome from commands.caldav_outbox where user_id = :u", u=user)
         == "delivered"
     )
+
+
+# ---- an object gone under our write: kept here, the user asked -----------------------------------
+
+
+async def command(stack: Stack, user: str, tool: str, command_id: str) -> dict[str, Any]:
+    """The page's card answering an offer by its id (confirm_command / cancel_schedule_command)."""
+    response = await stack.client.post(
+        "/v1/commands",
+        json={"tool": tool, "arguments": {"command_id": command_id}},
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+async def offer_of(stack: Stack, user: str) -> dict[str, Any]:
+    """The offer from outside: the active stub, or the one waiting beside the user's request."""
+    active = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    if active is not None and active.get("hold_reason") == "sync_conflict":
+        return dict(active)
+    waiting = (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()["commands"]
+    [offer] = [w for w in waiting if w["hold_reason"] == "sync_conflict"]
+    return dict(offer)
+
+
+def remove_on_server(remote: Remote, href: str) -> None:
+    with remote.client() as client:
+        import caldav
+
+        caldav.Event(
+            client=client, url=href, parent=caldav.Calendar(client=client, url=remote.calendar_url)
+        ).delete()
+
+
+async def move_by_chat(
+    stack: Stack, scripted: ScriptedModelServer, user: str, event_id: str, time: str
+) -> None:
+    scripted.set_script(
+        script(
+            on_user("改到", tool_calls=[call("update_schedule", event_id=event_id, time=time)]),
+            on_user("确认", tool_calls=[call("confirm_command")]),
+        )
+    )
+    assert (await stack.chat(user, f"改到{time}")).json()["outcome"] == "held"
+    assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
+
+
+async def test_a_move_of_an_event_removed_in_the_app_is_kept_asked_about_and_put_back_when_kept(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """The app removed the event while chat moved it (the PUT meets 412 and the object is gone):
+    the event stays here with the move and the user is asked; keeping it puts it back on the
+    server with the move (it was once deleted here and the move dropped without a word)."""
+    connected = await connect_through(stack, user, remote, proxy)
+    event = await create_by_chat(stack, scripted, user, "家长会", time="10:00")
+    await outbox_drained(db, user)
+    [(href, _)] = remote.objects()
+    remove_on_server(remote, href)
+    await move_by_chat(stack, scripted, user, event["id"], "16:00")
+    await outbox_drained(db, user)
+    await sync_now(stack, connected["id"])
+    [local] = await read_events(stack, user)
+    assert (local["id"], local["start"]) == (event["id"], "2026-09-25T16:00:00+08:00")
+    offer = await offer_of(stack, user)
+    assert (offer["kind"], offer["change"]["action"], offer["change"]["removed_count"]) == (
+        "change",
+        "delete",
+        1,
+    )
+
+    refused = await command(stack, user, "cancel_schedule_command", offer["id"])
+    assert refused["outcome"] == "cancelled", refused
+    await sync_now(stack, connected["id"])
+    await outbox_drained(db, user)
+    vevent = only_vevent(remote)
+    assert (str(vevent["UID"]), str(vevent["SUMMARY"])) == (local["uid"], "家长会")
+    assert vevent.decoded("DTSTART").isoformat() == "2026-09-25T16:00:00+08:00"
+    await sync_now(stack, connected["id"])
+    assert [e["id"] for e in await read_events(stack, user)] == [event["id"]]
+
+
+async def test_a_404_on_our_update_is_asked_about_and_confirming_removes_it_here(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """The app removed the event and the server answers our update 404 (as Nextcloud does): not
+    marked rejected and then deleted here without a word — the user is asked, and confirming
+    removes it here too."""
+    connected = await connect_through(stack, user, remote, proxy)
+    event = await create_by_chat(stack, scripted, user, "周会", time="10:00")
+    await outbox_drained(db, user)
+    [(href, _)] = remote.objects()
+    remove_on_server(remote, href)
+    proxy.fail("PUT", r"\.ics$", 404, times=1)
+    await move_by_chat(stack, scripted, user, event["id"], "11:00")
+    await outbox_drained(db, user)
+    last = "select outcome from commands.caldav_outbox where user_id = :u order by id desc limit 1"
+    assert await scalar(db, last, u=user) == "conflict"
+    await sync_now(stack, connected["id"])
+    [local] = await read_events(stack, user)
+    assert (local["start"], local.get("sync_state")) == ("2026-09-25T11:00:00+08:00", None)
+    offer = await offer_of(stack, user)
+    assert (offer["change"]["action"], offer["change"]["removed_count"]) == ("delete", 1)
+    confirmed = await command(stack, user, "confirm_command", offer["id"])
+    assert confirmed["outcome"] == "deleted", confirmed
+    await outbox_drained(db, user)
+    await sync_now(stack, connected["id"])
+    assert await read_events(stack, user) == []
+    assert remote.objects() == []
+
+
+async def test_a_404_the_next_listing_contradicts_lets_our_change_go_out(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """A 404 the server takes back (the object is listed after all): the question goes by
+    itself and the move the server did not take is sent again."""
+    connected = await connect_through(stack, user, remote, proxy)
+    event = await create_by_chat(stack, scripted, user, "周会", time="10:00")
+    await outbox_drained(db, user)
+    proxy.fail("PUT", r"\.ics$", 404, times=1)
+    await move_by_chat(stack, scripted, user, event["id"], "11:00")
+    await outbox_drained(db, user)
+    assert (await offer_of(stack, user))["change"]["removed_count"] == 1
+    proxy.no_sync_tokens = True  # a full listing, which shows the object
+    await sync_now(stack, connected["id"])
+    await outbox_drained(db, user)
+    assert only_vevent(remote).decoded("DTSTART").isoformat() == "2026-09-25T11:00:00+08:00"
+    assert (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json() is None
+    [local] = await read_events(stack, user)
+    assert local["start"] == "2026-09-25T11:00:00+08:00"
+
+
+# ---- 409 no-uid-conflict: the object there is adopted, never doubled -----------------------------
+
+
+def put_raw(remote: Remote, name: str, body: str) -> str:
+    """The app stores an object under a name of its own choosing (Thunderbird's, not ours)."""
+    href = remote.calendar_url + name
+    with remote.client() as client:
+        response = client.put(href, body, {"Content-Type": "text/calendar; charset=utf-8"})
+        assert response.status in (201, 204), response.status
+    return href
+
+
+NEXTCLOUD_409 = (
+    '<?xml version="1.0" encoding="utf-8"?>\n<d:error xmlns:d="DAV:" xmlns:cal="urn:ietf:params:xml:ns:caldav">'
+    "<cal:no-uid-conflict><d:href>{href}</d:href></cal:no-uid-conflict></d:error>"
+)
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["radicale", "nextcloud-names-the-object"])
+async def test_a_uid_the_server_holds_under_another_name_is_adopted_not_doubled(
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    db: AsyncEngine,
+    user: str,
+    remote: Remote,
+    proxy: DavProxy,
+    named: bool,
+) -> None:
+    """While our create waited, the app stored the same UID under its own name: our PUT meets
+    409 no-uid-conflict (Radicale's names no object, Nextcloud's does); that object becomes the
+    event's, and no second one appears here or there (it was once marked rejected and the
+    server's copy imported beside ours)."""
+    connected = await connect_through(stack, user, remote, proxy)
+    proxy.fail("PUT", None, 503)
+    event = await create_by_chat(stack, scripted, user, "签合同", time="09:00")
+    [stored] = await read_events(stack, user)
+    uid = stored["uid"]
+    body = (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//Mozilla//Thunderbird//EN\r\nBEGIN:VEVENT\r\n"
+        f"UID:{uid}\r\nDTSTAMP:20260924T000000Z\r\nDTSTART:20260925T010000Z\r\nDTEND:20260925T020000Z\r\n"
+        "SUMMARY:签合同\r\nLOCATION:三楼会议室\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    theirs = put_raw(remote, "thunderbird-7f3a.ics", body)
+    proxy.clear()
+    if named:
+        path = urlsplit(theirs).path
+        proxy.fail(
+            "PUT",
+            r"_calagent\.ics$",
+            409,
+            times=1,
+            body=NEXTCLOUD_409.format(href=path),
+            content_type="application/xml",
+        )
+    await outbox_drained(db, user)
+    outcome = await scalar(db, "select outcome from commands.caldav_outbox where user_id = :u", u=user)
+    assert outcome in ("delivered", "conflict"), outcome
+    href = await scalar(db, "select href from commands.caldav_resources where event_id = :e", e=event["id"])
+    assert href.endswith("/thunderbird-7f3a.ics"), href
+    await sync_now(stack, connected["id"])
+    found = await read_events(stack, user)
+    assert [(e["id"], e["uid"]) for e in found] == [(event["id"], uid)]
+    assert found[0]["location"] == "三楼会议室"  # the object there, as the app wrote it
+    assert [h for h, _ in remote.objects()] == [theirs]
+
+
+# ---- a calendar that suddenly looks empty is not copied ------------------------------------------
+
+
+def fill(remote: Remote, n: int, tag: str) -> list[str]:
+    return [
+        remote.add(f"{tag}-{i}", f"事项{i}", f"202610{1 + i:02d}T010000Z", f"202610{1 + i:02d}T020000Z")
+        for i in range(n)
+    ]
+
+
+async def accounts_of(stack: Stack, user: str) -> list[dict[str, Any]]:
+    listed = await stack.client.get("/v1/accounts", headers=stack.headers(user))
+    assert listed.status_code == 200, listed.text
+    found: list[dict[str, Any]] = listed.json()["accounts"]
+    return found
+
+
+async def test_losing_more_than_half_in_one_sync_deletes_nothing_until_the_user_confirms(
+    stack: Stack, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """12 of 20 events vanish from the calendar in one sync: none is deleted here; one held offer
+    names the count; confirming it removes them here."""
+    connected = await connect_through(stack, user, remote, proxy)
+    hrefs = fill(remote, 20, uuid.uuid4().hex[:6])
+    await sync_now(stack, connected["id"])
+    assert len(await read_events(stack, user)) == 20
+    for href in hrefs[:12]:
+        remove_on_server(remote, href)
+    await sync_now(stack, connected["id"])
+    assert len(await read_events(stack, user)) == 20
+    offer = await offer_of(stack, user)
+    assert (offer["kind"], offer["change"]["action"], offer["change"]["removed_count"]) == (
+        "change",
+        "delete",
+        12,
+    )
+    assert "8 of 20" in offer["title"]
+    await sync_now(stack, connected["id"])  # asked once, not once a sync
+    assert (await offer_of(stack, user))["id"] == offer["id"]
+
+    confirmed = await command(stack, user, "confirm_command", offer["id"])
+    assert confirmed["outcome"] == "deleted", confirmed
+    await outbox_drained(db, user)
+    await sync_now(stack, connected["id"])
+    assert sorted(e["title"] for e in await read_events(stack, user)) == sorted(
+        f"事项{i}" for i in range(12, 20)
+    )
+    assert len(remote.objects()) == 8
+
+
+async def test_a_calendar_that_glitches_empty_is_not_copied_and_the_hold_lifts_when_it_shows_again(
+    stack: Stack, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """A server without sync tokens answers one listing empty: the 20 events stay here and the
+    user is asked; the next listing shows them again, and the offer goes by itself."""
+    connected = await connect_through(stack, user, remote, proxy)
+    fill(remote, 20, uuid.uuid4().hex[:6])
+    proxy.no_sync_tokens = True
+    await sync_now(stack, connected["id"])
+    assert len(await read_events(stack, user)) == 20
+    proxy.empty_listings = True
+    await sync_now(stack, connected["id"])
+    assert len(await read_events(stack, user)) == 20
+    offer = await offer_of(stack, user)
+    assert offer["change"]["removed_count"] == 20
+    assert "0 of 20" in offer["title"]
+
+    proxy.empty_listings = False
+    await sync_now(stack, connected["id"])
+    assert len(await read_events(stack, user)) == 20
+    assert (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json() is None
+    waiting = (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()["commands"]
+    assert waiting == []
+    assert len(remote.objects()) == 20

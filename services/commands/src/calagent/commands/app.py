@@ -16,6 +16,7 @@ from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
+from calagent.commands.caldav.withheld import Holds
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.config import CommandConfig
 from calagent.commands.handlers import Handlers, transient_failures
@@ -100,7 +101,14 @@ class CommandsService:
                 guard,
                 max_attempts=self.settings.caldav_max_attempts,
             ),
-            InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
+            InboundSync(
+                self.engine,
+                vault,
+                f"commands-{instance_id()}",
+                self.settings.default_tz,
+                guard,
+                Holds(self.clock, self.config.stub_ttl),
+            ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
             others=(MailOutbox(self.engine, smtp),),

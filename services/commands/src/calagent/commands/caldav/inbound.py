@@ -34,6 +34,7 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
 from calagent.commands.txn import new_id
@@ -50,16 +51,20 @@ class SyncStats:
     changed: int = 0
     deleted: int = 0
     skipped: int = 0
+    withheld: int = 0  # gone from the server, kept here until the user answers (withheld.py)
 
 
 class InboundSync:
-    def __init__(self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard) -> None:
+    def __init__(
+        self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard, holds: Holds
+    ) -> None:
         self.engine = engine
         self.vault = vault
         self.guard = guard
         self.owner = owner
         self.fallback_tz = ZoneInfo(fallback_tz)
         self.cards = CardSync(engine)
+        self.holds = holds
 
     async def sync_due(self, every: timedelta) -> SyncStats:
         """Sync every account not synced within `every` whose lease is free."""
@@ -83,6 +88,7 @@ class InboundSync:
                 total.changed += stats.changed
                 total.deleted += stats.deleted
                 total.skipped += stats.skipped
+                total.withheld += stats.withheld
         return total
 
     async def take_lease(self, account_id: str) -> bool:
@@ -175,10 +181,22 @@ class InboundSync:
             waiting = await _waiting(conn, account.user_id)
             waiting_uids = await _uids(conn, account.user_id, waiting)
             known = {r.href: r for r in await rows.resources_of(conn, account.id)}
+            listed = found.listed | {obj.href for obj in found.changed}
+            shown = {r.event_id for href, r in known.items() if href in listed}
+            withheld = await self.holds.settle(conn, uow, account, place, shown)
             plan = _Plan()
             listing = _Listing(account, place, found, stats, listed_at)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
-            _take_deleted(place.url, found, stats, listed_at, known, waiting, seen, plan)
+            gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
+            here = sum(1 for r in known.values() if r.calendar_url == place.url)
+            if gone and (withheld or looks_emptied(len(gone), here)):
+                # A glitch is not copied: nothing is deleted, the user is asked (withheld.py).
+                shows = here - len(gone) - len(withheld)
+                await self.holds.withhold(conn, uow, account, place, gone, had=here, shows=shows)
+                stats.withheld += len(gone)
+            else:
+                plan.removed.extend(gone)
+                stats.deleted += len(gone)
             await _write(conn, account, place.url, found.token, plan)
             await conn.commit()
 
@@ -296,23 +314,23 @@ class _Plan:
 def _take_deleted(
     calendar_url: str,
     found: remote.Changes,
-    stats: SyncStats,
     listed_at: datetime,
     known: dict[str, rows.Resource],
-    waiting: set[str],
+    left: set[str],
     seen: set[str],
-    plan: _Plan,
-) -> None:
-    """The objects gone from the server (said gone, or missing from a complete listing)."""
-    gone = [remote.normal_href(h) for h in found.deleted]
+) -> list[str]:
+    """The events whose objects are gone from the server (said gone, or missing from a complete
+    listing), but for those `left` to the outbox or to the user and those written since."""
+    hrefs = [remote.normal_href(h) for h in found.deleted]
     if found.complete:
-        gone += [href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen]
-    for href in gone:
+        hrefs += [href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen]
+    gone: list[str] = []
+    for href in dict.fromkeys(hrefs):
         resource = known.get(href)
-        if resource is None or resource.event_id in waiting or _newer(resource, listed_at):
+        if resource is None or resource.event_id in left or _newer(resource, listed_at):
             continue
-        plan.removed.append(resource.event_id)
-        stats.deleted += 1
+        gone.append(resource.event_id)
+    return gone
 
 
 async def _write(

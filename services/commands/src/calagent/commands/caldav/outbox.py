@@ -35,6 +35,7 @@ from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, e
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.withheld import Holds
 from calagent.commands.domain.changes import asked_between, change_onto, row_values
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
@@ -91,6 +92,7 @@ class Deliverer:
         self.clock = clock
         self.stub_ttl = stub_ttl
         self.max_attempts = max_attempts
+        self.holds = Holds(clock, stub_ttl)
 
     async def prune(self, older_than: timedelta) -> int:
         """Forget settled rows after a while: delivered ones, and refusals already told."""
@@ -244,6 +246,15 @@ class Deliverer:
         except remote.PreconditionFailed:
             assert resource is not None
             return await self._conflict(conn, account, resource, stored, body)
+        except remote.UidTaken as exc:
+            assert resource is not None
+            return await self._adopt(conn, account, resource, stored, body, exc.href)
+        except remote.Gone as exc:
+            if resource is not None and resource.etag is not None:
+                # Our update's object is gone from the server: the user is asked, not ignored.
+                return await self._gone(conn, account, resource)
+            await self._mark(conn, user_id, event_id, "rejected")
+            return Outcome("rejected", str(exc)[:500])
         except remote.Rejected as exc:
             await self._mark(conn, user_id, event_id, "rejected")
             return Outcome("rejected", str(exc)[:500])
@@ -378,12 +389,7 @@ class Deliverer:
                     caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
                 )
                 return Outcome("delivered")
-            # Removed in the calendar app: that wins too; the assistant's edit is not resurrected.
-            await uow.events.delete_events(resource.user_id, [e.id for e in ours])
-            await conn.execute(
-                caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
-            )
-            return Outcome("conflict", "removed on the server")
+            return await self._gone(conn, account, resource)
         fallback = ZoneInfo(ours[0].tz) if ours and ours[0].tz else ZoneInfo("UTC")
         place = await rows.place(conn, account.id, resource.calendar_url)
         name = place.name
@@ -425,7 +431,7 @@ class Deliverer:
             if body is None and kept.rrule is None:
                 await self._offer(uow, kept, None)
         elif mine.rrule is None and kept.rrule is None and len(ours) == 1:
-            asked = asked_between(self._base(mine, name, fallback) or kept, mine)
+            asked = asked_between(self._base(mine, name, fallback), mine, kept)
             if asked:
                 await self._offer(uow, kept, change_onto(kept, mine, asked))
         return Outcome("conflict", "changed on the server since the last sync")
@@ -442,6 +448,49 @@ class Deliverer:
         except UnreadableObject:
             return None
         return next((row for row in found if row.id == mine.id), None)
+
+    async def _adopt(
+        self,
+        conn: AsyncConnection,
+        account: rows.Account,
+        resource: rows.Resource,
+        ours: list[Event],
+        body: str | None,
+        href: str | None,
+    ) -> Outcome:
+        """Our new object's UID is in the calendar already under another name (a calendar app
+        stored it first): that object becomes the event's resource — never a second one — and
+        is settled as any object changed on both sides (same content: delivered; else the
+        server's version is kept and ours offered)."""
+        if href is None:
+            found = await asyncio.to_thread(
+                remote.find_uid, account.login, resource.calendar_url, resource.uid
+            )
+            if found is None:
+                await self._mark(conn, resource.user_id, resource.event_id, "rejected")
+                return Outcome("rejected", "the server holds this UID but shows no object with it")
+            href = found.href
+        taken = await conn.scalar(
+            select(caldav_resources.c.event_id).where(
+                caldav_resources.c.account_id == account.id,
+                caldav_resources.c.href == remote.normal_href(href),
+                caldav_resources.c.event_id != resource.event_id,
+            )
+        )
+        if taken is not None:
+            await self._mark(conn, resource.user_id, resource.event_id, "rejected")
+            return Outcome("rejected", "the server holds this UID as another event")
+        return await self._conflict(conn, account, replace(resource, href=href, etag=None), ours, body)
+
+    async def _gone(self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource) -> Outcome:
+        """Our write found its object gone (removed in the calendar app): neither resurrected nor
+        dropped without a word — the event stays here with the user's change and the user is asked
+        whether to remove it here too (withheld.py)."""
+        uow = from_server(conn)
+        await uow.lock_user(resource.user_id)
+        place = await rows.place(conn, account.id, resource.calendar_url)
+        await self.holds.withhold(conn, uow, account, place, [resource.event_id], unsent=True)
+        return Outcome("conflict", "removed on the server: kept here until the user answers")
 
     async def _offer(self, uow: SqlUnitOfWork, kept: Event, after: ChangeAfter | None) -> None:
         """A held change stub: the assistant's update (`after`: only what it changed, on the

@@ -15,6 +15,7 @@ status: never the server's response body or headers, which may say anything.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -104,7 +105,9 @@ class Changes:
     changed: list[RemoteObject]
     deleted: list[str]
     token: str | None
-    complete: bool  # every object of the calendar is in `changed`: what is not there is gone
+    complete: bool  # every object of the calendar is listed: what is not is gone
+    # Every object the listing named, read or not: one whose body did not come is still there.
+    listed: frozenset[str] = frozenset()
 
 
 class RemoteError(Exception):
@@ -119,6 +122,19 @@ class PreconditionFailed(RemoteError):
 
 class Rejected(RemoteError):
     pass
+
+
+class Gone(Rejected):
+    """404 on a PUT: the object (or its calendar) is not on the server any more."""
+
+
+class UidTaken(Rejected):
+    """409 with CALDAV:no-uid-conflict (RFC 4791 §5.3.2.1): the calendar holds this UID already,
+    under another name — `href`, when the server names it (Nextcloud does, Radicale does not)."""
+
+    def __init__(self, href: str | None) -> None:
+        super().__init__("PUT: the calendar holds this UID under another name (409)", 409)
+        self.href = href
 
 
 class NotAllowed(Rejected):
@@ -283,11 +299,39 @@ def put(login: Login, calendar_url: str, href: str, body: str, etag: str | None)
             response = client.put(href, body, headers)
     except Exception as exc:
         raise _classify(exc) from exc
+    if response.status == 409 and "no-uid-conflict" in str(response.raw):
+        raise UidTaken(_named_href(str(response.raw), calendar_url))
     _settle(response.status, "PUT")
     if response.status == 404:
-        raise Rejected("PUT: the calendar is gone (404)", 404)
+        raise Gone("PUT: the object or its calendar is gone (404)", 404)
     found = response.headers.get("ETag") if response.headers else None
     return str(found) if found else None
+
+
+NAMED_HREF = re.compile(r"no-uid-conflict[^>]*>\s*<(?:\w+:)?href[^>]*>([^<]+)<", re.IGNORECASE)
+
+
+def _named_href(answer: str, calendar_url: str) -> str | None:
+    """The object a no-uid-conflict names, when it lies in this calendar (an address anywhere
+    else is not taken from the server's word)."""
+    found = NAMED_HREF.search(answer)
+    if found is None:
+        return None
+    href = urljoin(calendar_url, found.group(1).strip())
+    return normal_href(href) if urlsplit(href).path.startswith(urlsplit(calendar_url).path) else None
+
+
+def find_uid(login: Login, calendar_url: str, uid: str) -> RemoteObject | None:
+    """The calendar's object with this UID (a calendar-query REPORT), or None."""
+    try:
+        with _client(login) as client:
+            calendar = caldav.Calendar(client=client, url=calendar_url)
+            found = calendar.get_object_by_uid(uid)
+            return RemoteObject(normal_href(str(found.url)), found.etag, str(found.data))
+    except error.NotFoundError:
+        return None
+    except Exception as exc:
+        raise _classify(exc) from exc
 
 
 def delete(login: Login, calendar_url: str, href: str, etag: str | None) -> None:
@@ -334,6 +378,7 @@ def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
             calendar = caldav.Calendar(client=client, url=calendar_url)
             found = calendar.objects_by_sync_token(sync_token=token, load_objects=True)
             deleted = {normal_href(str(u)) for u in found.deleted_urls}
+            listed = frozenset(normal_href(str(o.url)) for o in found) - deleted
             changed = [
                 RemoteObject(normal_href(str(o.url)), o.etag, str(o.data))
                 for o in found
@@ -344,8 +389,10 @@ def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
                 # No RFC 6578 on this server: the library lists everything and hashes the ETags
                 # into a token of its own; the same token back means nothing changed.
                 unchanged = token == new_token
-                return Changes([] if unchanged else changed, [], new_token, complete=not unchanged)
-            return Changes(changed, sorted(deleted), new_token, complete=token is None)
+                if unchanged:
+                    return Changes([], [], new_token, complete=False)
+                return Changes(changed, [], new_token, complete=True, listed=listed)
+            return Changes(changed, sorted(deleted), new_token, complete=token is None, listed=listed)
     except error.DAVError as exc:
         if token is not None and "valid-sync-token" in str(getattr(exc, "preconditions", "")):
             # The server forgot the token (RFC 6578 §3.2): start over with a full listing.

@@ -50,9 +50,13 @@ COMPARED_FIELDS: tuple[AskedField, ...] = ("title", "reminder_minutes", "locatio
 TIME_PARTS: tuple[AskedField, ...] = ("date", "time", "duration")
 
 
-def asked_between(base: Event, mine: Event) -> set[AskedField]:
+def asked_between(base: Event | None, mine: Event, theirs: Event) -> set[AskedField]:
     """What an edit made of `base` to give `mine`: the fields it changed, and all its time parts
-    when it moved or resized the event (the one edit is kept as one)."""
+    when it moved or resized the event (the one edit is kept as one). Without a base (an object
+    never delivered), what `mine` has that `theirs` has not — a field `mine` leaves empty is
+    nothing it asked for."""
+    if base is None:
+        base = theirs.evolve(**{name: None for name in COMPARED_FIELDS if getattr(mine, name) in (None, "")})
     asked: set[AskedField] = {name for name in COMPARED_FIELDS if getattr(mine, name) != getattr(base, name)}
     if mine.all_day != base.all_day:
         asked.add("all_day")

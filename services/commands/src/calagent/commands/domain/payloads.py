@@ -133,6 +133,11 @@ class HeldChange(StoredPayload):
     # change held before offers were bound, or one a sync conflict offers, has neither.
     version: str | None = None
     request: ChangeRequest | None = None
+    # Events a connected calendar stopped showing, kept here until the user answers (a calendar
+    # that suddenly looks empty, an object gone under our write; contract §22): confirming the
+    # delete removes every one of them here (`row_id` is the one shown); refusing keeps them, and
+    # the sync writes them to the server again.
+    gone_ids: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _update_has_after(self) -> HeldChange:
