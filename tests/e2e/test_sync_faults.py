@@ -503,3 +503,73 @@ async def test_a_calendar_that_glitches_empty_is_not_copied_and_the_hold_lifts_w
     waiting = (await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))).json()["commands"]
     assert waiting == []
     assert len(remote.objects()) == 20
+
+
+# ---- health you can see ------------------------------------------------------------------------
+
+
+async def test_accounts_show_the_last_sync_the_last_error_in_our_words_pending_deliveries_and_warnings(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
+) -> None:
+    """GET /v1/accounts tells what the log alone told: when the account last synced, its last
+    error (our words: the status, never the server's text), the deliveries waiting and refused,
+    and a calendar's withheld deletions until the user answers."""
+    connected = await connect_through(stack, user, remote, proxy)
+    [account] = await accounts_of(stack, user)
+    assert account["last_synced_at"] is not None
+    assert (account["last_error"], account["pending_deliveries"], account["warnings"]) == (None, 0, [])
+
+    proxy.fail(
+        "PUT", None, 503, body="<html>stack trace of the server: secret</html>", content_type="text/html"
+    )
+    await create_by_chat(stack, scripted, user, "复诊", time="09:00")
+
+    async def told() -> bool:
+        [now] = await accounts_of(stack, user)
+        return now["last_error"] is not None
+
+    await eventually(told, "the delivery's failure on the account")
+    [account] = await accounts_of(stack, user)
+    assert account["pending_deliveries"] == 1
+    assert "503" in account["last_error"]["message"]
+    assert "secret" not in account["last_error"]["message"]
+    assert account["last_error"]["at"] is not None
+
+    async def refused() -> bool:
+        [now] = await accounts_of(stack, user)
+        return bool(now["rejected_deliveries"] == 1 and now["pending_deliveries"] == 0)
+
+    await eventually(refused, "the refused delivery to be counted")
+    proxy.clear()
+
+    # A sync that fails says so; the next one that works clears it.
+    proxy.down = True
+    await sync_now(stack, connected["id"])
+    [account] = await accounts_of(stack, user)
+    assert "could not be reached" in account["last_error"]["message"]
+    proxy.down = False
+    hrefs = fill(remote, 3, uuid.uuid4().hex[:6])
+    await sync_now(stack, connected["id"])
+    [account] = await accounts_of(stack, user)
+    assert (
+        account["last_error"] is not None and "could not be reached" not in account["last_error"]["message"]
+    )
+
+    for href in hrefs:
+        remove_on_server(remote, href)
+    await sync_now(stack, connected["id"])
+    [account] = await accounts_of(stack, user)
+    offer = await offer_of(stack, user)
+    assert account["warnings"] == [
+        {
+            "kind": "events_withheld",
+            "calendar": "Personal",
+            "missing": 3,
+            "had": 3,
+            "shows": 0,
+            "command_id": offer["id"],
+        }
+    ]
+    await command(stack, user, "confirm_command", offer["id"])
+    [account] = await accounts_of(stack, user)
+    assert account["warnings"] == []

@@ -106,10 +106,14 @@ class InboundSync:
             )
             return taken.first() is not None
 
-    async def release_lease(self, account_id: str, synced: bool) -> None:
+    async def release_lease(self, account_id: str, synced: bool, error: str | None = None) -> None:
+        """The lease given up; the account's health says how the sync went (contract §22): when
+        it last synced, or why it did not, in our words."""
         values: dict[str, object] = {"lease_owner": None, "lease_until": None}
         if synced:
-            values["last_synced_at"] = func.clock_timestamp()
+            values.update(last_synced_at=func.clock_timestamp(), sync_error=None, sync_error_at=None)
+        elif error is not None:
+            values.update(sync_error=error[:500], sync_error_at=func.clock_timestamp())
         async with self.engine.begin() as conn:
             await conn.execute(
                 update(caldav_accounts)
@@ -122,6 +126,7 @@ class InboundSync:
         if not await self.take_lease(account_id):
             return None
         synced = False
+        error: str | None = None
         stats = SyncStats()
         try:
             with tracer.start_as_current_span("sync.inbound", attributes={"calagent.account_id": account_id}):
@@ -155,8 +160,12 @@ class InboundSync:
                 synced = True
         except remote.RemoteError as exc:
             log.warning("inbound sync of account %s failed: %s", account_id, exc)
+            error = f"the last sync failed: {exc}"
+        except Exception as exc:
+            error = f"the last sync failed ({type(exc).__name__})"
+            raise
         finally:
-            await self.release_lease(account_id, synced)
+            await self.release_lease(account_id, synced, error)
         return stats if synced else None
 
     async def _apply(

@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.store import SqlUnitOfWork, from_server
-from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, events
+from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, caldav_resources, events
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
@@ -66,6 +66,19 @@ class Outcome:
     # A retry the server answered (5xx …) or our own code failed: one of the bounded attempts. A
     # server that could not be reached refused nothing: its retries wait for it, unbounded.
     refused: bool = True
+    account_id: str | None = None  # the account it was for: its health shows how it went
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """One resource to send, as the database holds it now, and where it goes."""
+
+    user_id: str
+    event_id: str
+    resource: rows.Resource | None
+    target: rows.Route | None
+    master: Event | None
+    stored: list[Event]
 
 
 def settled(outcome: Outcome, refusals: int, max_attempts: int) -> Outcome:
@@ -169,6 +182,7 @@ class Deliverer:
                 outcome = settled(outcome, claimed.refusals, self.max_attempts)
                 if outcome.kind == "rejected":
                     await self._mark(conn, claimed.user_id, claimed.event_id, "rejected")
+                await _tell_account(conn, outcome)
                 span.set_attribute("calagent.outcome", outcome.kind)
             if outcome.kind == "retry":
                 await conn.execute(
@@ -212,6 +226,12 @@ class Deliverer:
         )
         if account is None or account.user_id != user_id:
             return Outcome("dropped", "no connected account")
+        what = _Delivery(user_id, event_id, resource, target, master, stored)
+        return replace(await self._send(conn, account, what), account_id=account.id)
+
+    async def _send(self, conn: AsyncConnection, account: rows.Account, what: _Delivery) -> Outcome:
+        user_id, event_id, resource, target = what.user_id, what.event_id, what.resource, what.target
+        master, stored = what.master, what.stored
         if resource is not None:
             uid = resource.uid
         else:
@@ -523,6 +543,29 @@ class Deliverer:
             ),
         )
         await Pending(self.stub_ttl).from_outside(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
+
+
+async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
+    """The account's health (contract §22): a delivery that failed is its last delivery error, in
+    our words; one that went through clears it."""
+    if outcome.account_id is None:
+        return
+    account = caldav_accounts.c.id == outcome.account_id
+    if outcome.kind in ("retry", "rejected"):
+        await conn.execute(
+            update(caldav_accounts)
+            .where(account)
+            .values(
+                delivery_error=f"a change could not be sent: {outcome.error}"[:500],
+                delivery_error_at=func.clock_timestamp(),
+            )
+        )
+    elif outcome.kind in ("delivered", "conflict"):
+        await conn.execute(
+            update(caldav_accounts)
+            .where(account, caldav_accounts.c.delivery_error.is_not(None))
+            .values(delivery_error=None, delivery_error_at=None)
+        )
 
 
 def _retry(exc: remote.Unavailable) -> Outcome:

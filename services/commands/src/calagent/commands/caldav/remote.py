@@ -282,7 +282,7 @@ def _settle(status: int, what: str) -> None:
     if 400 <= status < 500 and status not in (404, 408, 429):
         raise Rejected(f"{what}: refused with {status}", status)
     if status >= 500 or status in (408, 429):
-        raise Unavailable(f"{what}: {status}", status)
+        raise Unavailable(f"{what}: the server answered HTTP {status}", status)
 
 
 def put(login: Login, calendar_url: str, href: str, body: str, etag: str | None) -> str | None:

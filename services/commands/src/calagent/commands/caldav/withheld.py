@@ -40,6 +40,8 @@ from calagent.runtime.clock import Clock
 
 # The starts a removal offer lists (the count says how many in all).
 SHOWN_STARTS = 5
+# How the offer ends when the user answered it: removed here, or kept (and sent again).
+ANSWERED = frozenset({"deleted", "cancelled"})
 
 
 def looks_emptied(gone: int, known: int) -> bool:
@@ -149,7 +151,7 @@ class Holds:
         if current is None:
             return set()
         stub = await self._stub(uow, account.user_id, current)
-        if stub is not None and stub.status in ("deleted", "cancelled"):
+        if stub is not None and stub.status in ANSWERED:
             if stub.status == "cancelled":
                 await self._send_again(conn, account.user_id, current.ids)
             await self._store(conn, account.id, place.url, None)
