@@ -10,6 +10,8 @@ library, past the proxy), from `GET /v1/events`, `GET /v1/accounts` and the data
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -17,12 +19,16 @@ from urllib.parse import urlsplit
 
 import pytest
 from icalendar import Calendar
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
+from calagent.commands.caldav.inbound import InboundSync
+from calagent.commands.caldav.worker import SyncWorker
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
 from calagent.devtools.testing.davproxy import DavProxy
 from calagent.devtools.testing.servers import Servers
+from calagent.runtime.bus import instance_id
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
@@ -573,3 +579,64 @@ async def test_accounts_show_the_last_sync_the_last_error_in_our_words_pending_d
     await command(stack, user, "confirm_command", offer["id"])
     [account] = await accounts_of(stack, user)
     assert account["warnings"] == []
+
+
+# ---- a sync killed half-way -----------------------------------------------------------------------
+
+
+async def test_a_restarted_service_does_not_wait_for_the_lease_its_killed_process_left(
+    stack: Stack, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    """The process that held the account's lease was killed mid-sync (its pid runs no more on
+    this host): the restarted service syncs the account in its first round, not after the lease
+    ran out (about 20 rounds with nothing read). Another replica's live lease is still kept."""
+    response = await stack.client.post(
+        "/v1/accounts/caldav",
+        json={"url": remote.url, "username": remote.username, "password": remote.password},
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    account_id = response.json()["id"]
+    running = commands_app(stack).sync
+    assert running is not None
+    owner = f"commands-{instance_id()}"
+    dead = f"{owner.rpartition(':')[0]}:{_gone_pid()}"  # a process of this host, killed
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "update commands.caldav_accounts set lease_owner = :o,"
+                " lease_until = clock_timestamp() + interval '60 seconds', last_synced_at = null where id = :a"
+            ),
+            {"o": dead, "a": account_id},
+        )
+    remote.add("after-the-kill", "复盘", "20260925T010000Z", "20260925T020000Z")
+    first = running.inbound
+    inbound = InboundSync(first.engine, first.vault, owner, "Asia/Shanghai", first.guard, first.holds)
+    restarted = SyncWorker(running.deliverer, inbound, sweep_s=0.2, sync_s=0.5)
+    restarted.start()
+    try:
+
+        async def synced() -> bool:
+            return any(e["title"] == "复盘" for e in await read_events(stack, user))
+
+        await eventually(synced, "the restarted service to sync the account")
+    finally:
+        await restarted.stop()
+    # A lease a live process of this host holds (another replica) is not taken from it.
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "update commands.caldav_accounts set lease_owner = :o,"
+                " lease_until = clock_timestamp() + interval '60 seconds' where id = :a"
+            ),
+            {"o": f"{owner.rpartition(':')[0]}:{os.getppid()}", "a": account_id},
+        )
+    assert await inbound.release_stale() == 0
+    assert await inbound.sync_account(account_id) is None
+
+
+def _gone_pid() -> int:
+    """The pid of a child that has exited and been reaped: no process runs under it now."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

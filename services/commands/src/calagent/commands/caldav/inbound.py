@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -54,6 +56,25 @@ class SyncStats:
     withheld: int = 0  # gone from the server, kept here until the user answers (withheld.py)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host runs under `pid` (signal 0 checks, sends nothing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def left_by_gone_process(owner: str, mine: str, alive: Callable[[int], bool]) -> bool:
+    """Whether a lease `owner` (`<role>-<host>:<pid>`, as `mine` is) was taken by a process of
+    this same host and role that runs no more."""
+    their_host, _, their_pid = owner.rpartition(":")
+    my_host, _, _ = mine.rpartition(":")
+    return owner != mine and their_host == my_host and their_pid.isdigit() and not alive(int(their_pid))
+
+
 class InboundSync:
     def __init__(
         self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard, holds: Holds
@@ -90,6 +111,31 @@ class InboundSync:
                 total.skipped += stats.skipped
                 total.withheld += stats.withheld
         return total
+
+    async def release_stale(self, alive: Callable[[int], bool] = process_alive) -> int:
+        """Leases left by an earlier process of this host that is gone — a service killed in the
+        middle of a sync and started again — released at start instead of waited out (up to
+        `LEASE` of rounds with nothing read). A lease of another host, or of a process still
+        running here (another replica), is left alone. How many were released."""
+        released = 0
+        async with self.engine.begin() as conn:
+            held = await conn.execute(
+                select(caldav_accounts.c.id, caldav_accounts.c.lease_owner).where(
+                    caldav_accounts.c.lease_owner.is_not(None),
+                    caldav_accounts.c.lease_owner != self.owner,
+                    caldav_accounts.c.lease_until > func.clock_timestamp(),
+                )
+            )
+            for row in held.all():
+                if not left_by_gone_process(row.lease_owner, self.owner, alive):
+                    continue
+                await conn.execute(
+                    update(caldav_accounts)
+                    .where(caldav_accounts.c.id == row.id, caldav_accounts.c.lease_owner == row.lease_owner)
+                    .values(lease_owner=None, lease_until=None)
+                )
+                released += 1
+        return released
 
     async def take_lease(self, account_id: str) -> bool:
         async with self.engine.begin() as conn:
