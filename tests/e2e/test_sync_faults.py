@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
 from calagent.commands.caldav.inbound import InboundSync
+from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
 from calagent.devtools.testing.davproxy import DavProxy
@@ -640,3 +641,41 @@ def _gone_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+# ---- replicas delivering one resource at once -----------------------------------------------------
+
+
+async def test_two_replicas_meeting_on_one_resources_rows_do_not_deadlock(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    """Two writes of one event wait as two rows; two replicas each claim one and meet on the
+    resource's lock. The one that waits steps aside instead of holding its row while the other
+    needs it (a deadlock PostgreSQL broke by failing a sweep; found by the sync proof)."""
+    response = await stack.client.post(
+        "/v1/accounts/caldav",
+        json={"url": remote.url, "username": remote.username, "password": remote.password},
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    event = await create_by_chat(stack, scripted, user, "站会", time="09:30")
+    await outbox_drained(db, user)
+    running = commands_app(stack).sync
+    assert running is not None
+    first = running.deliverer
+    replicas = [
+        Deliverer(first.engine, first.vault, first.clock, first.stub_ttl, first.guard) for _ in range(2)
+    ]
+    for _ in range(10):
+        async with db.begin() as conn:
+            await conn.execute(
+                text(
+                    "insert into commands.caldav_outbox (user_id, event_id, not_before)"
+                    " select :u, :e, clock_timestamp() + interval '1 second' from generate_series(1, 2)"
+                ),
+                {"u": user, "e": event["id"]},
+            )
+        await asyncio.sleep(1.05)  # both rows due at once, for both replicas
+        await asyncio.gather(*(r.deliver_due() for r in replicas))
+    await outbox_drained(db, user)
+    assert len(remote.objects()) == 1

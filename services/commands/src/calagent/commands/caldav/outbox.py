@@ -122,38 +122,48 @@ class Deliverer:
     async def deliver_due(self, limit: int = 100) -> int:
         """Deliver due rows until none is left (or `limit` resources); how many were handled."""
         handled = 0
-        while handled < limit and await self.deliver_one():
+        busy: set[str] = set()
+        while handled < limit and await self.deliver_one(busy):
             handled += 1
         return handled
 
-    async def deliver_one(self) -> bool:
+    async def deliver_one(self, busy: set[str] | None = None) -> bool:
+        """Claim the oldest due row and deliver its resource. `busy`: resources another replica
+        is delivering right now, skipped by this pass (one found busy is added to it)."""
+        busy = busy if busy is not None else set()
         async with self.engine.connect() as conn:
             await conn.begin()
+            due = select(
+                caldav_outbox.c.id,
+                caldav_outbox.c.user_id,
+                caldav_outbox.c.event_id,
+                caldav_outbox.c.trace_context,
+                caldav_outbox.c.attempts,
+                caldav_outbox.c.refusals,
+            ).where(
+                caldav_outbox.c.delivered_at.is_(None),
+                caldav_outbox.c.not_before <= func.clock_timestamp(),
+            )
+            if busy:
+                due = due.where(caldav_outbox.c.event_id.not_in(sorted(busy)))
             claimed = (
                 await conn.execute(
-                    select(
-                        caldav_outbox.c.id,
-                        caldav_outbox.c.user_id,
-                        caldav_outbox.c.event_id,
-                        caldav_outbox.c.trace_context,
-                        caldav_outbox.c.attempts,
-                        caldav_outbox.c.refusals,
-                    )
-                    .where(
-                        caldav_outbox.c.delivered_at.is_(None),
-                        caldav_outbox.c.not_before <= func.clock_timestamp(),
-                    )
-                    .order_by(caldav_outbox.c.id)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
+                    due.order_by(caldav_outbox.c.id).limit(1).with_for_update(skip_locked=True)
                 )
             ).first()
             if claimed is None:
                 await conn.rollback()
                 return False
-            await conn.execute(
-                select(func.pg_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
+            # Tried, not waited for: a replica holding the resource needs every row of it, this
+            # one's claimed row too — waiting here while holding it would deadlock the two. The
+            # row is let go; the replica delivering the resource takes it into its batch.
+            taken = await conn.scalar(
+                select(func.pg_try_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
             )
+            if not taken:
+                await conn.rollback()
+                busy.add(claimed.event_id)
+                return True
             # Every waiting row of this resource: one delivery answers them all.
             batch = [
                 r.id
@@ -176,6 +186,8 @@ class Deliverer:
             ) as span:
                 try:
                     outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
+                except remote.Unavailable as exc:  # met settling a conflict: as for any request
+                    outcome = _retry(exc)
                 except Exception as exc:  # a bug or a broken row: retried a bounded number of times
                     log.exception("delivering %s failed", claimed.event_id)
                     outcome = Outcome("retry", f"it could not be sent ({type(exc).__name__})")

@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import select, update
+from sqlalchemy import null, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from calagent.commands.adapters.store import SqlUnitOfWork
@@ -105,7 +105,8 @@ class Holds:
         await conn.execute(
             update(caldav_calendars)
             .where(caldav_calendars.c.account_id == account_id, caldav_calendars.c.url == url)
-            .values(withheld=held.json() if held is not None else None)
+            # SQL NULL, not JSON null: "nothing withheld" is the column's absence.
+            .values(withheld=held.json() if held is not None else null())
         )
 
     async def withhold(
