@@ -8,8 +8,8 @@ so a test can make that server behave like the ones in the wild (contract §22):
   recompute their ETags do;
 - `no_sync_tokens`: a `sync-collection` REPORT is refused as unsupported (RFC 3253
   DAV:supported-report), so the client lists everything;
-- `empty_listings`: every REPORT and `Depth: 1` PROPFIND answers with no members, as a server
-  that glitches does;
+- `empty_listings`: every REPORT and `Depth: 1` PROPFIND answers with no members (and no sync
+  token), as a server that glitches does;
 - `down`: every connection is closed without an answer.
 
 It runs in the test's event loop (aiohttp); the client under test reaches it in its own threads.
@@ -225,6 +225,11 @@ class DavProxy:
             root = ET.fromstring(payload)  # noqa: S314
         except ET.ParseError:
             return payload
+        if empty:
+            # Nothing at all, its sync token neither: an empty answer with a new token would say
+            # "nothing changed" for good, which no client can tell from the truth.
+            for token in root.findall(f"{DAV}sync-token"):
+                root.remove(token)
         for response in list(root.findall(f"{DAV}response")):
             href = response.findtext(f"{DAV}href") or ""
             if empty and unquote(href).rstrip("/") != path.rstrip("/"):

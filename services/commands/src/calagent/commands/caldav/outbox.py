@@ -165,19 +165,21 @@ class Deliverer:
                 busy.add(claimed.event_id)
                 return True
             # Every waiting row of this resource: one delivery answers them all.
-            batch = [
-                r.id
-                for r in await conn.execute(
-                    select(caldav_outbox.c.id)
+            waiting = (
+                await conn.execute(
+                    select(caldav_outbox.c.id, caldav_outbox.c.refusals)
                     .where(
                         caldav_outbox.c.event_id == claimed.event_id, caldav_outbox.c.delivered_at.is_(None)
                     )
                     .with_for_update()
                 )
-            ]
+            ).all()
+            batch = [r.id for r in waiting]
             if claimed.id not in batch:  # another replica delivered it while we waited for the lock
                 await conn.commit()
                 return True
+            # The bound counts for the resource: its most refused row says how many tries are left.
+            refusals = max(r.refusals for r in waiting)
             context = propagate.extract(claimed.trace_context or {})
             with tracer.start_as_current_span(
                 "sync.deliver",
@@ -191,7 +193,7 @@ class Deliverer:
                 except Exception as exc:  # a bug or a broken row: retried a bounded number of times
                     log.exception("delivering %s failed", claimed.event_id)
                     outcome = Outcome("retry", f"it could not be sent ({type(exc).__name__})")
-                outcome = settled(outcome, claimed.refusals, self.max_attempts)
+                outcome = settled(outcome, refusals, self.max_attempts)
                 if outcome.kind == "rejected":
                     await self._mark(conn, claimed.user_id, claimed.event_id, "rejected")
                 await _tell_account(conn, outcome)
