@@ -679,3 +679,30 @@ async def test_two_replicas_meeting_on_one_resources_rows_do_not_deadlock(
         await asyncio.gather(*(r.deliver_due() for r in replicas))
     await outbox_drained(db, user)
     assert len(remote.objects()) == 1
+
+
+async def test_a_second_conflict_on_one_event_replaces_its_first_offer(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote
+) -> None:
+    """Both sides changed one event twice: the user is offered their latest change on the
+    server's latest version, once — not two offers about one event, the first one stale."""
+    response = await stack.client.post(
+        "/v1/accounts/caldav",
+        json={"url": remote.url, "username": remote.username, "password": remote.password},
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    event = await create_by_chat(stack, scripted, user, "读书会", time="19:00")
+    await outbox_drained(db, user)
+    [(href, _)] = remote.objects()
+    for n, time in enumerate(("20:00", "21:00")):
+        remote.retitle(href, f"读书会（第{n + 1}次改）")
+        await move_by_chat(stack, scripted, user, event["id"], time)
+        await outbox_drained(db, user)
+    held = await scalar(
+        db,
+        "select array_agg(change->'after'->>'start') from commands.stubs where user_id = :u"
+        " and hold_reason = 'sync_conflict' and status = 'held'",
+        u=user,
+    )
+    assert held == ["2026-09-25T13:00:00+00:00"]  # 21:00 in Shanghai, the latest change

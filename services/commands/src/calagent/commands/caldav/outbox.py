@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.store import SqlUnitOfWork, from_server
-from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, caldav_resources, events
+from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, caldav_resources, events, stubs
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
@@ -463,11 +463,11 @@ class Deliverer:
         kept = theirs[0]
         if mine is None or body is None:
             if body is None and kept.rrule is None:
-                await self._offer(uow, kept, None)
+                await self._offer(conn, uow, kept, None)
         elif mine.rrule is None and kept.rrule is None and len(ours) == 1:
             asked = asked_between(self._base(mine, name, fallback), mine, kept)
             if asked:
-                await self._offer(uow, kept, change_onto(kept, mine, asked))
+                await self._offer(conn, uow, kept, change_onto(kept, mine, asked))
         return Outcome("conflict", "changed on the server since the last sync")
 
     def _base(self, mine: Event, calendar: str, fallback: ZoneInfo) -> Event | None:
@@ -526,7 +526,9 @@ class Deliverer:
         await self.holds.withhold(conn, uow, account, place, [resource.event_id], unsent=True)
         return Outcome("conflict", "removed on the server: kept here until the user answers")
 
-    async def _offer(self, uow: SqlUnitOfWork, kept: Event, after: ChangeAfter | None) -> None:
+    async def _offer(
+        self, conn: AsyncConnection, uow: SqlUnitOfWork, kept: Event, after: ChangeAfter | None
+    ) -> None:
         """A held change stub: the assistant's update (`after`: only what it changed, on the
         server's version) or delete (None) of the event as the server has it now. Nothing
         changes until the user confirms it."""
@@ -556,7 +558,15 @@ class Deliverer:
                 after=after,
             ),
         )
-        await Pending(self.stub_ttl).from_outside(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
+        txn = BackgroundTxn(uow, now, kept.user_id, tz)
+        pending = Pending(self.stub_ttl)
+        # One offer per event: an earlier conflict offer about it (the server changed it again
+        # since) gives way to this one, made from the version the server holds now.
+        for earlier in await _offers_about(conn, kept.user_id, kept.id):
+            stub = await uow.stubs.get_stub(kept.user_id, earlier)
+            if stub is not None and stub.active:
+                await pending.store(txn, pending.of(stub).supersede(now))
+        await pending.from_outside(txn, ask, "change")
 
 
 async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
@@ -580,6 +590,20 @@ async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
             .where(account, caldav_accounts.c.delivery_error.is_not(None))
             .values(delivery_error=None, delivery_error_at=None)
         )
+
+
+async def _offers_about(conn: AsyncConnection, user_id: str, event_id: str) -> list[str]:
+    """The user's open sync-conflict offers about one event (not those naming several)."""
+    found = await conn.execute(
+        select(stubs.c.id).where(
+            stubs.c.user_id == user_id,
+            stubs.c.hold_reason == "sync_conflict",
+            stubs.c.status == "held",
+            stubs.c.change["row_id"].astext == event_id,
+            stubs.c.change["gone_ids"].is_(None),
+        )
+    )
+    return [r.id for r in found]
 
 
 def _retry(exc: remote.Unavailable) -> Outcome:
