@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck pytest browser bench faults fidelity clean
+.PHONY: up test lint typecheck pytest browser bench faults fidelity sync-proof clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,14 @@ bench: $(STAMP)
 fidelity: $(STAMP)
 	CALAGENT_FIDELITY_FUZZ_EXAMPLES=3000 $(BIN)/pytest -q services/commands/tests/unit/test_fidelity_patch.py
 	CALAGENT_FIDELITY_E2E_EXAMPLES=300 $(BIN)/pytest -q tests/e2e/test_fidelity.py -k generated
+
+# The sync proof's long run (`make test` keeps a short one): the Hypothesis state machine of
+# tests/e2e/test_sync_proof.py drives the sync against Radicale through the fault-injecting proxy —
+# chat and app writes, deletes on both sides, faults, killed syncs — and prints the sequences and
+# steps it ran.
+sync-proof: $(STAMP)
+	CALAGENT_SYNC_PROOF_EXAMPLES=200 CALAGENT_SYNC_PROOF_STEPS=50 CALAGENT_SYNC_PROOF_RANDOM=1 \
+	CALAGENT_SYNC_PROOF_TIMEOUT=7200 $(BIN)/pytest -q -s -p no:logging tests/e2e/test_sync_proof.py
 
 # The fault suite (not part of `make test`, which keeps a short smoke of it): hundreds of SIGKILLs
 # of every part of a running system under load; prints faults, turns, lost, duplicated, 5xx and the

@@ -568,7 +568,7 @@ async def test_only_the_replica_holding_an_accounts_lease_syncs_it(
     worker = commands_app(stack).sync
     assert worker is not None
     mine = worker.inbound
-    other = InboundSync(mine.engine, mine.vault, "another-replica", "Asia/Shanghai", mine.guard)
+    other = InboundSync(mine.engine, mine.vault, "another-replica", "Asia/Shanghai", mine.guard, mine.holds)
     assert await other.take_lease(connected["id"])
     assert await mine.sync_account(connected["id"]) is None
     await other.release_lease(connected["id"], synced=False)

@@ -19,6 +19,7 @@ from playwright.async_api import Browser, Page, expect
 
 from calagent.cli.stack import Stack, start_stack
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
+from calagent.devtools.testing.davproxy import DavProxy
 from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
@@ -150,6 +151,53 @@ async def test_a_calendar_account_is_connected_its_default_chosen_and_it_is_disc
     await expect(page.locator("#accounts-list .account")).to_have_count(0)
     assert (await get_json(stack, user, "/v1/accounts"))["accounts"] == []
     await expect(page.locator("#accounts-empty")).to_be_visible()
+
+
+async def test_an_accounts_health_shows_its_last_sync_its_last_error_and_what_waits_for_an_answer(
+    browser: Browser, base_url: str, stack: Stack, radicale: EmbeddedRadicale, user: str, tabs: list[Tab]
+) -> None:
+    """Contract §22: the settings show what GET /v1/accounts says of an account — when it last
+    synced, its last error in our words, and a calendar's events kept until the user answers."""
+    remote = remote_account(radicale, user, "Personal")
+    proxy = DavProxy(radicale.url, host=radicale.host)
+    await proxy.start()
+    try:
+        connected = await connect(
+            stack,
+            user,
+            Remote(proxy.rebase(remote.url), remote.username, remote.password, remote.calendar_url),
+        )
+        inbound = commands_app(stack).sync.inbound  # type: ignore[union-attr]
+        hrefs = [
+            remote.add(f"health-{user}-{i}", f"事项{i}", f"2026092{6 + i}T010000Z", f"2026092{6 + i}T020000Z")
+            for i in range(2)
+        ]
+        await inbound.sync_account(connected["id"])
+        assert len(await read_events(stack, user)) == 2
+        for href in hrefs:
+            with remote.client() as client:
+                client.delete(href)
+        await inbound.sync_account(connected["id"])  # both gone at once: kept, the user asked
+        proxy.down = True
+        await inbound.sync_account(connected["id"])  # and then the server does not answer
+    finally:
+        await proxy.stop()
+    [account] = (await get_json(stack, user, "/v1/accounts"))["accounts"]
+    [warning] = account["warnings"]
+
+    tab = await new_tab(browser, base_url, tabs)
+    await tab.sign_in(user)
+    page = tab.page
+    await open_settings(page)
+    item = page.locator("#accounts-list .account")
+    await expect(item.locator('[data-fact="last_synced_at"]')).to_have_attribute(
+        "data-i18n", "accounts.synced"
+    )
+    await expect(item.locator('[data-fact="last_error"]')).to_contain_text("could not be reached")
+    shown = item.locator('[data-fact="warning"]')
+    await expect(shown).to_have_attribute("data-command-id", warning["command_id"])
+    await expect(shown).to_contain_text("0/2")
+    await tab.shot("settings-account-health")
 
 
 async def test_the_private_mail_address_is_shown_and_the_panel_fits_a_phone(

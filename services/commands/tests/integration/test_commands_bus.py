@@ -103,7 +103,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency", "inbound_mail"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0016p"
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0017x"
 
 
 # ---- create and every stub status ------------------------------------------------------------------
@@ -811,3 +811,31 @@ async def test_invalid_zone_is_an_error(system: System, user: str) -> None:
     result: CommandResult = await system.execute(bad)
     assert result.error is not None
     assert result.error.code == "invalid_zone"
+
+
+async def test_migrations_match_the_table_definitions(system: System) -> None:
+    """What the code reads and writes (`tables.py`) is what the migrations made: a column declared
+    only in code fails every statement naming its table, far from the change that caused it."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy.engine import Connection
+
+    from calagent.commands.adapters.tables import metadata
+
+    def only_commands(name: str | None, type_: str, _parent: object) -> bool:
+        if type_ == "schema":
+            return name == "commands"
+        return not (type_ == "table" and name == "alembic_version")
+
+    def diff(connection: Connection) -> list[object]:
+        context = MigrationContext.configure(
+            connection, opts={"include_schemas": True, "include_name": only_commands}
+        )
+        return list(compare_metadata(context, metadata))
+
+    engine = make_engine(system.database_url)
+    try:
+        async with engine.connect() as conn:
+            assert await conn.run_sync(diff) == []
+    finally:
+        await engine.dispose()

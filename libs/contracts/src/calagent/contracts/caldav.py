@@ -60,6 +60,28 @@ class RemoteCalendar(WireModel):
     default: bool = False
 
 
+class AccountProblem(WireModel):
+    """The account's last failure (contract §22), in our words: what failed and the HTTP status at
+    most, never the server's own text."""
+
+    kind: Literal["sync", "delivery"]
+    message: str
+    at: datetime
+
+
+class AccountWarning(WireModel):
+    """Something the user has to answer (contract §22): events a calendar stopped showing, kept
+    here until the offer `command_id` is answered. `had`/`shows`: how many the calendar held and
+    showed when it lost them at once (None: an object gone under a change of ours)."""
+
+    kind: Literal["events_withheld"] = "events_withheld"
+    calendar: str
+    missing: int
+    had: int | None = None
+    shows: int | None = None
+    command_id: str | None = None
+
+
 class AccountOut(WireModel):
     id: str
     url: str
@@ -67,6 +89,12 @@ class AccountOut(WireModel):
     calendars: tuple[RemoteCalendar, ...] = ()
     created_at: datetime
     last_synced_at: datetime | None = None
+    # Health you can see (contract §22): the last failure, the deliveries still waiting and those
+    # the server refused (kept a week), and what waits for the user's answer.
+    last_error: AccountProblem | None = None
+    pending_deliveries: int = 0
+    rejected_deliveries: int = 0
+    warnings: tuple[AccountWarning, ...] = ()
 
 
 class AccountError(WireModel):

@@ -90,6 +90,8 @@ class Settings(BaseSettings):
     credentials_key: str | None = Field(default=None, alias="CALAGENT_CREDENTIALS_KEY", repr=False)
     caldav_sweep_s: float = Field(default=5.0, gt=0, alias="CALAGENT_CALDAV_SWEEP_S")
     caldav_sync_s: float = Field(default=60.0, gt=0, alias="CALAGENT_CALDAV_SYNC_S")
+    # Attempts of one delivery the server may refuse (5xx …) before it ends `rejected` (§22).
+    caldav_max_attempts: int = Field(default=8, ge=1, le=100, alias="CALAGENT_CALDAV_MAX_ATTEMPTS")
     # Networks a CalDAV account may lie in besides public addresses (comma-separated CIDRs, e.g. a
     # home server's 192.168.1.0/24); loopback, private and link-local addresses are refused else.
     caldav_allow_networks: str = Field(default="", alias="CALAGENT_CALDAV_ALLOW_NETWORKS")

@@ -16,6 +16,7 @@ from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
 from calagent.commands.caldav.inbound import InboundSync
 from calagent.commands.caldav.outbox import Deliverer
+from calagent.commands.caldav.withheld import Holds
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.config import CommandConfig
 from calagent.commands.handlers import Handlers, transient_failures
@@ -98,8 +99,22 @@ class CommandsService:
         smtp = SmtpTarget.parse(self.settings.smtp_url) if self.settings.smtp_url else None
         self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars, guard)
         self.sync = SyncWorker(
-            Deliverer(self.engine, vault, self.clock, self.config.stub_ttl, guard),
-            InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
+            Deliverer(
+                self.engine,
+                vault,
+                self.clock,
+                self.config.stub_ttl,
+                guard,
+                max_attempts=self.settings.caldav_max_attempts,
+            ),
+            InboundSync(
+                self.engine,
+                vault,
+                f"commands-{instance_id()}",
+                self.settings.default_tz,
+                guard,
+                Holds(self.clock, self.config.stub_ttl),
+            ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
             others=(MailOutbox(self.engine, smtp),),

@@ -17,6 +17,7 @@ from calagent.commands.domain.changes import (
     exdates_before,
     master_values,
     own_values,
+    row_values,
     series_move,
 )
 from calagent.commands.domain.model import Event, Stub
@@ -392,6 +393,8 @@ class Changes:
 
     async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
         change = stub.payload
+        if isinstance(change, HeldChange) and change.gone_ids:
+            return await self._confirm_gone(txn, stub, change)
         target = await self._stored_target(txn, change) if isinstance(change, HeldChange) else None
         if target is None or not isinstance(change, HeldChange):
             # The event went away meanwhile (removed elsewhere): nothing to change.
@@ -423,6 +426,25 @@ class Changes:
             persisted=True,
             before=before,
             event=event_out(new, txn.tz),
+            stub=stub_out(done, (), txn.tz),
+        )
+
+    async def _confirm_gone(self, txn: Txn, stub: Stub, change: HeldChange) -> CommandResult:
+        """The events the connected calendar no longer shows, removed here too (each with its
+        overrides); those removed meanwhile are simply not counted."""
+        uow = txn.uow
+        found = await uow.events.events_by_ids(txn.user_id, list(change.gone_ids))
+        overrides = [
+            o for e in found if e.rrule for o in await uow.events.series_overrides(txn.user_id, e.id)
+        ]
+        await uow.events.delete_events(txn.user_id, [row.id for row in (*found, *overrides)])
+        removed = len(found)
+        done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
+        return CommandResult(
+            status="deleted",
+            persisted=True,
+            before=change.view.before,
+            removed_count=removed,
             stub=stub_out(done, (), txn.tz),
         )
 
@@ -484,13 +506,10 @@ class Changes:
         start, end = after.start, after.end
         values = own_values(after)
         master, slot = target.master, target.occurrence_start
-        if master is None or slot is None:
-            await uow.events.update_event(target.row.evolve(start=start, end=end, **values))
+        if master is None or slot is None or (scope == "this" and target.row.id != master.id):
+            await uow.events.update_event(target.row.evolve(**row_values(target.row, after)))
             return target.row.id, None
         if scope == "this":
-            if target.row.id != master.id:
-                await uow.events.update_event(target.row.evolve(start=start, end=end, **values))
-                return target.row.id, None
             override = master.evolve(
                 id=new_id(),
                 start=start,

@@ -1,5 +1,6 @@
 """Connected calendars on the HTTP surface (contract §12, §14): `POST /v1/accounts/caldav`,
-`GET /v1/accounts`, `PATCH /v1/accounts/{id}` (the default calendar), `DELETE /v1/accounts/{id}`.
+`GET /v1/accounts` (with each account's health, §22), `PATCH /v1/accounts/{id}` (the default
+calendar), `DELETE /v1/accounts/{id}`.
 
 The gateway only checks the body's shape and forwards it to commands over the bus; commands does
 the PROPFIND, stores the sealed password and answers. No response carries the password.
@@ -56,6 +57,10 @@ def account_view(account: AccountOut) -> dict[str, Any]:
         "calendars": [
             {"name": c.name, "url": c.url, "color": c.color, "default": c.default} for c in account.calendars
         ],
+        "last_error": account.last_error.model_dump(mode="json") if account.last_error else None,
+        "pending_deliveries": account.pending_deliveries,
+        "rejected_deliveries": account.rejected_deliveries,
+        "warnings": [w.model_dump(mode="json") for w in account.warnings],
     }
 
 

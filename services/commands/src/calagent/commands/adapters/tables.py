@@ -193,6 +193,12 @@ caldav_accounts = Table(
     Column("lease_owner", String(64), nullable=True),
     Column("lease_until", DateTime(timezone=True), nullable=True),
     Column("last_synced_at", DateTime(timezone=True), nullable=True),
+    # The last failure of a sync and of a delivery, in our words (never the server's), and when:
+    # what `GET /v1/accounts` shows (contract §22). A later success of the same kind clears it.
+    Column("sync_error", Text, nullable=True),
+    Column("sync_error_at", DateTime(timezone=True), nullable=True),
+    Column("delivery_error", Text, nullable=True),
+    Column("delivery_error_at", DateTime(timezone=True), nullable=True),
     Index("ix_caldav_accounts_user", "user_id", "created_at"),
 )
 
@@ -214,6 +220,10 @@ caldav_calendars = Table(
     Column("owned", Boolean, nullable=False, server_default=text("true")),
     # RFC 6578 sync token of the last inbound sync (None: not synced yet, or not offered).
     Column("sync_token", Text, nullable=True),
+    # Events this calendar stopped showing that are kept here until the user answers the offer
+    # naming them (a calendar that suddenly looks empty, an object gone under our write): see
+    # caldav/withheld.py. None: nothing withheld.
+    Column("withheld", JSONB, nullable=True),
     PrimaryKeyConstraint("account_id", "url", name="pk_caldav_calendars"),
 )
 
@@ -252,6 +262,9 @@ caldav_outbox = Table(
     Column("event_id", String(32), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
     Column("attempts", Integer, nullable=False, server_default=text("0")),
+    # The attempts the server answered with a failure (or our own code failed): bounded by
+    # CALAGENT_CALDAV_MAX_ATTEMPTS, after which the delivery ends 'rejected'.
+    Column("refusals", Integer, nullable=False, server_default=text("0")),
     Column("not_before", DateTime(timezone=True), nullable=False, server_default=func.clock_timestamp()),
     Column("delivered_at", DateTime(timezone=True), nullable=True),
     # 'delivered', 'rejected' (403 and the like: shown on the event), 'conflict' (412: the server's
@@ -449,6 +462,12 @@ user_settings = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("invitations_from", String(8), nullable=True),
     CheckConstraint("invitations_from IN ('known', 'everyone')", name="ck_user_settings_invitations_from"),
+)
+# A contact's address is matched to a user without case (contract §16).
+Index(
+    "ix_user_settings_email",
+    func.lower(user_settings.c.email),
+    postgresql_where=user_settings.c.email.isnot(None),
 )
 
 # The owner lets `with_user_id` see when the owner is busy, and nothing more.

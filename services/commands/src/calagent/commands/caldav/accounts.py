@@ -10,10 +10,11 @@ and resources, the events that came from it, and whatever still waited to be del
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Row, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -25,16 +26,20 @@ from calagent.commands.adapters.tables import (
     caldav_resources,
     calendars,
     events,
+    stubs,
 )
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.withheld import ANSWERED, Withheld
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.txn import new_id
 from calagent.contracts.caldav import (
     AccountError,
     AccountOut,
+    AccountProblem,
     AccountResult,
+    AccountWarning,
     ConnectCalDav,
     DisconnectAccount,
     ListAccounts,
@@ -244,34 +249,110 @@ class Accounts:
     async def _accounts(
         self, conn: AsyncConnection, user_id: str, account_id: str | None = None
     ) -> list[AccountOut]:
-        query = select(
-            caldav_accounts.c.id,
-            caldav_accounts.c.url,
-            caldav_accounts.c.username,
-            caldav_accounts.c.created_at,
-            caldav_accounts.c.last_synced_at,
-        ).where(caldav_accounts.c.user_id == user_id)
+        query = select(caldav_accounts).where(caldav_accounts.c.user_id == user_id)
         if account_id is not None:
             query = query.where(caldav_accounts.c.id == account_id)
         found = (await conn.execute(query.order_by(caldav_accounts.c.created_at, caldav_accounts.c.id))).all()
+        if not found:
+            return []
+        deliveries = await _deliveries(conn, user_id)
         out = []
         for row in found:
-            cals = await conn.execute(
-                select(caldav_calendars)
-                .where(caldav_calendars.c.account_id == row.id)
-                .order_by(caldav_calendars.c.position)
-            )
+            cals = (
+                await conn.execute(
+                    select(caldav_calendars)
+                    .where(caldav_calendars.c.account_id == row.id)
+                    .order_by(caldav_calendars.c.position)
+                )
+            ).all()
+            pending, rejected = deliveries.get(row.id, (0, 0))
             out.append(
                 AccountOut(
-                    # The columns read are the account's fields, by name.
-                    **row._mapping,
+                    id=row.id,
+                    url=row.url,
+                    username=row.username,
+                    created_at=row.created_at,
+                    last_synced_at=row.last_synced_at,
                     calendars=tuple(
                         RemoteCalendar(name=c.name, url=c.url, color=c.color, default=c.is_default)
                         for c in cals
                     ),
+                    last_error=_last_error(row),
+                    pending_deliveries=pending,
+                    rejected_deliveries=rejected,
+                    warnings=tuple(await _warnings(conn, user_id, cals)),
                 )
             )
         return out
+
+
+def _last_error(row: Row[Any]) -> AccountProblem | None:
+    """The newer of the last sync and delivery failures (each cleared by a success of its kind)."""
+    problems = [
+        AccountProblem(kind=kind, message=message, at=at)
+        for kind, message, at in (
+            ("sync", row.sync_error, row.sync_error_at),
+            ("delivery", row.delivery_error, row.delivery_error_at),
+        )
+        if message is not None and at is not None
+    ]
+    return max(problems, key=lambda p: p.at, default=None)
+
+
+async def _deliveries(conn: AsyncConnection, user_id: str) -> dict[str, tuple[int, int]]:
+    """Per account: the deliveries waiting, and those refused within the outbox's week. A
+    delivery not yet on any server is the account's whose calendar is the user's default."""
+    default = await conn.scalar(
+        select(caldav_calendars.c.account_id)
+        .join(caldav_accounts, caldav_accounts.c.id == caldav_calendars.c.account_id)
+        .where(caldav_accounts.c.user_id == user_id)
+        .order_by(
+            caldav_calendars.c.is_default.desc(), caldav_accounts.c.created_at, caldav_calendars.c.position
+        )
+        .limit(1)
+    )
+    account = func.coalesce(caldav_resources.c.account_id, default).label("account")
+    found = await conn.execute(
+        select(
+            account,
+            func.count().filter(caldav_outbox.c.delivered_at.is_(None)).label("pending"),
+            func.count().filter(caldav_outbox.c.outcome == "rejected").label("rejected"),
+        )
+        .select_from(
+            caldav_outbox.outerjoin(caldav_resources, caldav_resources.c.event_id == caldav_outbox.c.event_id)
+        )
+        .where(
+            caldav_outbox.c.user_id == user_id,
+            caldav_outbox.c.delivered_at.is_(None) | (caldav_outbox.c.outcome == "rejected"),
+        )
+        .group_by(account)
+    )
+    return {r.account: (int(r.pending), int(r.rejected)) for r in found if r.account is not None}
+
+
+async def _warnings(conn: AsyncConnection, user_id: str, cals: Sequence[Row[Any]]) -> list[AccountWarning]:
+    """A calendar's withheld events, until the user answers the offer naming them."""
+    warnings = []
+    for calendar in cals:
+        held = Withheld.read(calendar.withheld)
+        if held is None:
+            continue
+        if held.stub is not None:
+            status = await conn.scalar(
+                select(stubs.c.status).where(stubs.c.user_id == user_id, stubs.c.id == held.stub)
+            )
+            if status in ANSWERED:
+                continue
+        warnings.append(
+            AccountWarning(
+                calendar=calendar.name,
+                missing=len(held.ids),
+                had=held.had,
+                shows=held.shows,
+                command_id=held.stub,
+            )
+        )
+    return warnings
 
 
 async def _store_calendars(

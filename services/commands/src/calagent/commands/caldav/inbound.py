@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -34,6 +36,7 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
 from calagent.commands.txn import new_id
@@ -50,16 +53,39 @@ class SyncStats:
     changed: int = 0
     deleted: int = 0
     skipped: int = 0
+    withheld: int = 0  # gone from the server, kept here until the user answers (withheld.py)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host runs under `pid` (signal 0 checks, sends nothing)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def left_by_gone_process(owner: str, mine: str, alive: Callable[[int], bool]) -> bool:
+    """Whether a lease `owner` (`<role>-<host>:<pid>`, as `mine` is) was taken by a process of
+    this same host and role that runs no more."""
+    their_host, _, their_pid = owner.rpartition(":")
+    my_host, _, _ = mine.rpartition(":")
+    return owner != mine and their_host == my_host and their_pid.isdigit() and not alive(int(their_pid))
 
 
 class InboundSync:
-    def __init__(self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard) -> None:
+    def __init__(
+        self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard, holds: Holds
+    ) -> None:
         self.engine = engine
         self.vault = vault
         self.guard = guard
         self.owner = owner
         self.fallback_tz = ZoneInfo(fallback_tz)
         self.cards = CardSync(engine)
+        self.holds = holds
 
     async def sync_due(self, every: timedelta) -> SyncStats:
         """Sync every account not synced within `every` whose lease is free."""
@@ -83,7 +109,33 @@ class InboundSync:
                 total.changed += stats.changed
                 total.deleted += stats.deleted
                 total.skipped += stats.skipped
+                total.withheld += stats.withheld
         return total
+
+    async def release_stale(self, alive: Callable[[int], bool] = process_alive) -> int:
+        """Leases left by an earlier process of this host that is gone — a service killed in the
+        middle of a sync and started again — released at start instead of waited out (up to
+        `LEASE` of rounds with nothing read). A lease of another host, or of a process still
+        running here (another replica), is left alone. How many were released."""
+        released = 0
+        async with self.engine.begin() as conn:
+            held = await conn.execute(
+                select(caldav_accounts.c.id, caldav_accounts.c.lease_owner).where(
+                    caldav_accounts.c.lease_owner.is_not(None),
+                    caldav_accounts.c.lease_owner != self.owner,
+                    caldav_accounts.c.lease_until > func.clock_timestamp(),
+                )
+            )
+            for row in held.all():
+                if not left_by_gone_process(row.lease_owner, self.owner, alive):
+                    continue
+                await conn.execute(
+                    update(caldav_accounts)
+                    .where(caldav_accounts.c.id == row.id, caldav_accounts.c.lease_owner == row.lease_owner)
+                    .values(lease_owner=None, lease_until=None)
+                )
+                released += 1
+        return released
 
     async def take_lease(self, account_id: str) -> bool:
         async with self.engine.begin() as conn:
@@ -100,10 +152,14 @@ class InboundSync:
             )
             return taken.first() is not None
 
-    async def release_lease(self, account_id: str, synced: bool) -> None:
+    async def release_lease(self, account_id: str, synced: bool, error: str | None = None) -> None:
+        """The lease given up; the account's health says how the sync went (contract §22): when
+        it last synced, or why it did not, in our words."""
         values: dict[str, object] = {"lease_owner": None, "lease_until": None}
         if synced:
-            values["last_synced_at"] = func.clock_timestamp()
+            values.update(last_synced_at=func.clock_timestamp(), sync_error=None, sync_error_at=None)
+        elif error is not None:
+            values.update(sync_error=error[:500], sync_error_at=func.clock_timestamp())
         async with self.engine.begin() as conn:
             await conn.execute(
                 update(caldav_accounts)
@@ -116,6 +172,7 @@ class InboundSync:
         if not await self.take_lease(account_id):
             return None
         synced = False
+        error: str | None = None
         stats = SyncStats()
         try:
             with tracer.start_as_current_span("sync.inbound", attributes={"calagent.account_id": account_id}):
@@ -149,8 +206,12 @@ class InboundSync:
                 synced = True
         except remote.RemoteError as exc:
             log.warning("inbound sync of account %s failed: %s", account_id, exc)
+            error = f"the last sync failed: {exc}"
+        except Exception as exc:
+            error = f"the last sync failed ({type(exc).__name__})"
+            raise
         finally:
-            await self.release_lease(account_id, synced)
+            await self.release_lease(account_id, synced, error)
         return stats if synced else None
 
     async def _apply(
@@ -175,10 +236,22 @@ class InboundSync:
             waiting = await _waiting(conn, account.user_id)
             waiting_uids = await _uids(conn, account.user_id, waiting)
             known = {r.href: r for r in await rows.resources_of(conn, account.id)}
+            listed = found.listed | {obj.href for obj in found.changed}
+            shown = {r.event_id for href, r in known.items() if href in listed}
+            withheld = await self.holds.settle(conn, uow, account, place, shown)
             plan = _Plan()
             listing = _Listing(account, place, found, stats, listed_at)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
-            _take_deleted(place.url, found, stats, listed_at, known, waiting, seen, plan)
+            gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
+            here = sum(1 for r in known.values() if r.calendar_url == place.url)
+            if gone and (withheld or looks_emptied(len(gone), here)):
+                # A glitch is not copied: nothing is deleted, the user is asked (withheld.py).
+                shows = here - len(gone) - len(withheld)
+                await self.holds.withhold(conn, uow, account, place, gone, had=here, shows=shows)
+                stats.withheld += len(gone)
+            else:
+                plan.removed.extend(gone)
+                stats.deleted += len(gone)
             await _write(conn, account, place.url, found.token, plan)
             await conn.commit()
 
@@ -296,23 +369,23 @@ class _Plan:
 def _take_deleted(
     calendar_url: str,
     found: remote.Changes,
-    stats: SyncStats,
     listed_at: datetime,
     known: dict[str, rows.Resource],
-    waiting: set[str],
+    left: set[str],
     seen: set[str],
-    plan: _Plan,
-) -> None:
-    """The objects gone from the server (said gone, or missing from a complete listing)."""
-    gone = [remote.normal_href(h) for h in found.deleted]
+) -> list[str]:
+    """The events whose objects are gone from the server (said gone, or missing from a complete
+    listing), but for those `left` to the outbox or to the user and those written since."""
+    hrefs = [remote.normal_href(h) for h in found.deleted]
     if found.complete:
-        gone += [href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen]
-    for href in gone:
+        hrefs += [href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen]
+    gone: list[str] = []
+    for href in dict.fromkeys(hrefs):
         resource = known.get(href)
-        if resource is None or resource.event_id in waiting or _newer(resource, listed_at):
+        if resource is None or resource.event_id in left or _newer(resource, listed_at):
             continue
-        plan.removed.append(resource.event_id)
-        stats.deleted += 1
+        gone.append(resource.event_id)
+    return gone
 
 
 async def _write(

@@ -10,8 +10,11 @@ and an object that already says what we would send counts as delivered.
 
 A 412 for a real change (the user edited the event in their calendar app since we last saw it) is
 not merged by guessing: the server's version is stored, and the assistant's change becomes a held
-stub the user can confirm again. Any other refusal (403 …) is marked on the event; a server that
-does not answer is retried with exponential backoff.
+stub the user can confirm again. Any other refusal (403 …) is marked on the event. A server that
+answers with a failure (5xx …) is tried again with exponential backoff, at most
+`CALAGENT_CALDAV_MAX_ATTEMPTS` times in all, then the delivery ends `rejected`, marked on the event
+and told; a server that does not answer at all is waited for (one try a minute at most), since
+nothing reached it to refuse.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.store import SqlUnitOfWork, from_server
-from calagent.commands.adapters.tables import caldav_outbox, caldav_resources, events
+from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, caldav_resources, events, stubs
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.withheld import Holds
+from calagent.commands.domain.changes import asked_between, change_onto, row_values
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import ChangeAfter, HeldChange
 from calagent.commands.domain.pending import Ask
@@ -47,6 +52,7 @@ tracer = trace.get_tracer("calagent.commands.caldav")
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 60.0
+DEFAULT_MAX_ATTEMPTS = 8  # CALAGENT_CALDAV_MAX_ATTEMPTS
 
 
 def backoff(attempts: int) -> timedelta:
@@ -57,17 +63,49 @@ def backoff(attempts: int) -> timedelta:
 class Outcome:
     kind: str  # delivered | rejected | conflict | dropped | retry
     error: str | None = None
+    # A retry the server answered (5xx …) or our own code failed: one of the bounded attempts. A
+    # server that could not be reached refused nothing: its retries wait for it, unbounded.
+    refused: bool = True
+    account_id: str | None = None  # the account it was for: its health shows how it went
+
+
+@dataclass(frozen=True)
+class _Delivery:
+    """One resource to send, as the database holds it now, and where it goes."""
+
+    user_id: str
+    event_id: str
+    resource: rows.Resource | None
+    target: rows.Route | None
+    master: Event | None
+    stored: list[Event]
+
+
+def settled(outcome: Outcome, refusals: int, max_attempts: int) -> Outcome:
+    """A retry that used the last of the bounded attempts ends the delivery `rejected`: a server
+    that always refuses it is not asked again and again (contract §22)."""
+    if outcome.kind != "retry" or not outcome.refused or refusals + 1 < max_attempts:
+        return outcome
+    return Outcome("rejected", f"given up after {max_attempts} attempts: {outcome.error}"[:500])
 
 
 class Deliverer:
     def __init__(
-        self, engine: AsyncEngine, vault: Vault, clock: Clock, stub_ttl: timedelta, guard: Guard
+        self,
+        engine: AsyncEngine,
+        vault: Vault,
+        clock: Clock,
+        stub_ttl: timedelta,
+        guard: Guard,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         self.engine = engine
         self.vault = vault
         self.guard = guard
         self.clock = clock
         self.stub_ttl = stub_ttl
+        self.max_attempts = max_attempts
+        self.holds = Holds(clock, stub_ttl)
 
     async def prune(self, older_than: timedelta) -> int:
         """Forget settled rows after a while: delivered ones, and refusals already told."""
@@ -84,51 +122,64 @@ class Deliverer:
     async def deliver_due(self, limit: int = 100) -> int:
         """Deliver due rows until none is left (or `limit` resources); how many were handled."""
         handled = 0
-        while handled < limit and await self.deliver_one():
+        busy: set[str] = set()
+        while handled < limit and await self.deliver_one(busy):
             handled += 1
         return handled
 
-    async def deliver_one(self) -> bool:
+    async def deliver_one(self, busy: set[str] | None = None) -> bool:
+        """Claim the oldest due row and deliver its resource. `busy`: resources another replica
+        is delivering right now, skipped by this pass (one found busy is added to it)."""
+        busy = busy if busy is not None else set()
         async with self.engine.connect() as conn:
             await conn.begin()
+            due = select(
+                caldav_outbox.c.id,
+                caldav_outbox.c.user_id,
+                caldav_outbox.c.event_id,
+                caldav_outbox.c.trace_context,
+                caldav_outbox.c.attempts,
+                caldav_outbox.c.refusals,
+            ).where(
+                caldav_outbox.c.delivered_at.is_(None),
+                caldav_outbox.c.not_before <= func.clock_timestamp(),
+            )
+            if busy:
+                due = due.where(caldav_outbox.c.event_id.not_in(sorted(busy)))
             claimed = (
                 await conn.execute(
-                    select(
-                        caldav_outbox.c.id,
-                        caldav_outbox.c.user_id,
-                        caldav_outbox.c.event_id,
-                        caldav_outbox.c.trace_context,
-                        caldav_outbox.c.attempts,
-                    )
-                    .where(
-                        caldav_outbox.c.delivered_at.is_(None),
-                        caldav_outbox.c.not_before <= func.clock_timestamp(),
-                    )
-                    .order_by(caldav_outbox.c.id)
-                    .limit(1)
-                    .with_for_update(skip_locked=True)
+                    due.order_by(caldav_outbox.c.id).limit(1).with_for_update(skip_locked=True)
                 )
             ).first()
             if claimed is None:
                 await conn.rollback()
                 return False
-            await conn.execute(
-                select(func.pg_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
+            # Tried, not waited for: a replica holding the resource needs every row of it, this
+            # one's claimed row too — waiting here while holding it would deadlock the two. The
+            # row is let go; the replica delivering the resource takes it into its batch.
+            taken = await conn.scalar(
+                select(func.pg_try_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
             )
+            if not taken:
+                await conn.rollback()
+                busy.add(claimed.event_id)
+                return True
             # Every waiting row of this resource: one delivery answers them all.
-            batch = [
-                r.id
-                for r in await conn.execute(
-                    select(caldav_outbox.c.id)
+            waiting = (
+                await conn.execute(
+                    select(caldav_outbox.c.id, caldav_outbox.c.refusals)
                     .where(
                         caldav_outbox.c.event_id == claimed.event_id, caldav_outbox.c.delivered_at.is_(None)
                     )
                     .with_for_update()
                 )
-            ]
+            ).all()
+            batch = [r.id for r in waiting]
             if claimed.id not in batch:  # another replica delivered it while we waited for the lock
                 await conn.commit()
                 return True
+            # The bound counts for the resource: its most refused row says how many tries are left.
+            refusals = max(r.refusals for r in waiting)
             context = propagate.extract(claimed.trace_context or {})
             with tracer.start_as_current_span(
                 "sync.deliver",
@@ -137,9 +188,15 @@ class Deliverer:
             ) as span:
                 try:
                     outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
-                except Exception as exc:  # a bug or a broken row: kept and retried later, never lost
+                except remote.Unavailable as exc:  # met settling a conflict: as for any request
+                    outcome = _retry(exc)
+                except Exception as exc:  # a bug or a broken row: retried a bounded number of times
                     log.exception("delivering %s failed", claimed.event_id)
-                    outcome = Outcome("retry", f"{type(exc).__name__}: {exc}"[:500])
+                    outcome = Outcome("retry", f"it could not be sent ({type(exc).__name__})")
+                outcome = settled(outcome, refusals, self.max_attempts)
+                if outcome.kind == "rejected":
+                    await self._mark(conn, claimed.user_id, claimed.event_id, "rejected")
+                await _tell_account(conn, outcome)
                 span.set_attribute("calagent.outcome", outcome.kind)
             if outcome.kind == "retry":
                 await conn.execute(
@@ -147,6 +204,7 @@ class Deliverer:
                     .where(caldav_outbox.c.id.in_(batch))
                     .values(
                         attempts=caldav_outbox.c.attempts + 1,
+                        refusals=caldav_outbox.c.refusals + int(outcome.refused),
                         not_before=func.clock_timestamp() + backoff(claimed.attempts + 1),
                         last_error=outcome.error,
                     )
@@ -182,6 +240,12 @@ class Deliverer:
         )
         if account is None or account.user_id != user_id:
             return Outcome("dropped", "no connected account")
+        what = _Delivery(user_id, event_id, resource, target, master, stored)
+        return replace(await self._send(conn, account, what), account_id=account.id)
+
+    async def _send(self, conn: AsyncConnection, account: rows.Account, what: _Delivery) -> Outcome:
+        user_id, event_id, resource, target = what.user_id, what.event_id, what.resource, what.target
+        master, stored = what.master, what.stored
         if resource is not None:
             uid = resource.uid
         else:
@@ -189,7 +253,7 @@ class Deliverer:
         try:
             stored = await self._with_servers_copy(account, resource, master, stored, event_id)
         except remote.Unavailable as exc:
-            return Outcome("retry", str(exc)[:500])
+            return _retry(exc)
         except remote.RemoteError:
             pass  # written from its rows, as before
         body = render_resource(stored, uid, self.clock.now())
@@ -216,11 +280,20 @@ class Deliverer:
         except remote.PreconditionFailed:
             assert resource is not None
             return await self._conflict(conn, account, resource, stored, body)
+        except remote.UidTaken as exc:
+            assert resource is not None
+            return await self._adopt(conn, account, resource, stored, body, exc.href)
+        except remote.Gone as exc:
+            if resource is not None and resource.etag is not None:
+                # Our update's object is gone from the server: the user is asked, not ignored.
+                return await self._gone(conn, account, resource)
+            await self._mark(conn, user_id, event_id, "rejected")
+            return Outcome("rejected", str(exc)[:500])
         except remote.Rejected as exc:
             await self._mark(conn, user_id, event_id, "rejected")
             return Outcome("rejected", str(exc)[:500])
         except remote.Unavailable as exc:
-            return Outcome("retry", str(exc)[:500])
+            return _retry(exc)
         await self._mark(conn, user_id, event_id, None)
         return Outcome("delivered")
 
@@ -350,12 +423,7 @@ class Deliverer:
                     caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
                 )
                 return Outcome("delivered")
-            # Removed in the calendar app: that wins too; the assistant's edit is not resurrected.
-            await uow.events.delete_events(resource.user_id, [e.id for e in ours])
-            await conn.execute(
-                caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
-            )
-            return Outcome("conflict", "removed on the server")
+            return await self._gone(conn, account, resource)
         fallback = ZoneInfo(ours[0].tz) if ours and ours[0].tz else ZoneInfo("UTC")
         place = await rows.place(conn, account.id, resource.calendar_url)
         name = place.name
@@ -395,36 +463,85 @@ class Deliverer:
         kept = theirs[0]
         if mine is None or body is None:
             if body is None and kept.rrule is None:
-                await self._offer(uow, kept, None)
+                await self._offer(conn, uow, kept, None)
         elif mine.rrule is None and kept.rrule is None and len(ours) == 1:
-            await self._offer(uow, kept, mine)
+            asked = asked_between(self._base(mine, name, fallback), mine, kept)
+            if asked:
+                await self._offer(conn, uow, kept, change_onto(kept, mine, asked))
         return Outcome("conflict", "changed on the server since the last sync")
 
-    async def _offer(self, uow: SqlUnitOfWork, kept: Event, mine: Event | None) -> None:
-        """A held change stub: the assistant's update (`mine`) or delete (None) of the event as
-        the server has it now. Nothing changes until the user confirms it."""
+    def _base(self, mine: Event, calendar: str, fallback: ZoneInfo) -> Event | None:
+        """The version `mine` was edited from: the object as the server last gave it (None when
+        none was kept, or it cannot be read)."""
+        if mine.ical is None:
+            return None
+        try:
+            found = parse_resource(
+                mine.ical, master_id=mine.id, user_id=mine.user_id, calendar=calendar, fallback_tz=fallback
+            )
+        except UnreadableObject:
+            return None
+        return next((row for row in found if row.id == mine.id), None)
+
+    async def _adopt(
+        self,
+        conn: AsyncConnection,
+        account: rows.Account,
+        resource: rows.Resource,
+        ours: list[Event],
+        body: str | None,
+        href: str | None,
+    ) -> Outcome:
+        """Our new object's UID is in the calendar already under another name (a calendar app
+        stored it first): that object becomes the event's resource — never a second one — and
+        is settled as any object changed on both sides (same content: delivered; else the
+        server's version is kept and ours offered)."""
+        if href is None:
+            found = await asyncio.to_thread(
+                remote.find_uid, account.login, resource.calendar_url, resource.uid
+            )
+            if found is None:
+                await self._mark(conn, resource.user_id, resource.event_id, "rejected")
+                return Outcome("rejected", "the server holds this UID but shows no object with it")
+            href = found.href
+        taken = await conn.scalar(
+            select(caldav_resources.c.event_id).where(
+                caldav_resources.c.account_id == account.id,
+                caldav_resources.c.href == remote.normal_href(href),
+                caldav_resources.c.event_id != resource.event_id,
+            )
+        )
+        if taken is not None:
+            await self._mark(conn, resource.user_id, resource.event_id, "rejected")
+            return Outcome("rejected", "the server holds this UID as another event")
+        return await self._conflict(conn, account, replace(resource, href=href, etag=None), ours, body)
+
+    async def _gone(self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource) -> Outcome:
+        """Our write found its object gone (removed in the calendar app): neither resurrected nor
+        dropped without a word — the event stays here with the user's change and the user is asked
+        whether to remove it here too (withheld.py)."""
+        uow = from_server(conn)
+        await uow.lock_user(resource.user_id)
+        place = await rows.place(conn, account.id, resource.calendar_url)
+        await self.holds.withhold(conn, uow, account, place, [resource.event_id], unsent=True)
+        return Outcome("conflict", "removed on the server: kept here until the user answers")
+
+    async def _offer(
+        self, conn: AsyncConnection, uow: SqlUnitOfWork, kept: Event, after: ChangeAfter | None
+    ) -> None:
+        """A held change stub: the assistant's update (`after`: only what it changed, on the
+        server's version) or delete (None) of the event as the server has it now. Nothing
+        changes until the user confirms it."""
         now = self.clock.now()
         tz = ZoneInfo(kept.tz) if kept.tz else ZoneInfo("UTC")
         before = event_out(kept, tz)
+        mine = None if after is None else kept.evolve(**row_values(kept, after))
         if mine is None:
             view = ChangeOut(
                 action="delete", scope="this", before=before, removed_starts=(kept.start,), removed_count=1
             )
-            after_values: ChangeAfter | None = None
         else:
             view = ChangeOut(action="update", scope="this", before=before, after=event_out(mine, tz))
-            # The people are left as they are: a sync conflict offers the user's edit of the event.
-            after_values = ChangeAfter(
-                title=mine.title,
-                start=mine.start,
-                end=mine.end,
-                all_day=mine.all_day,
-                calendar=kept.calendar,
-                reminder_minutes=mine.reminder_minutes,
-                location=mine.location,
-                notes=mine.notes,
-                url=mine.url,
-            )
         # An offer from outside: it never ends the user's pending request; it waits beside it.
         ask = Ask(
             title=(mine or kept).title,
@@ -438,10 +555,59 @@ class Deliverer:
                 row_id=kept.id,
                 master_id=None,
                 occurrence_start=None,
-                after=after_values,
+                after=after,
             ),
         )
-        await Pending(self.stub_ttl).from_outside(BackgroundTxn(uow, now, kept.user_id, tz), ask, "change")
+        txn = BackgroundTxn(uow, now, kept.user_id, tz)
+        pending = Pending(self.stub_ttl)
+        # One offer per event: an earlier conflict offer about it (the server changed it again
+        # since) gives way to this one, made from the version the server holds now.
+        for earlier in await _offers_about(conn, kept.user_id, kept.id):
+            stub = await uow.stubs.get_stub(kept.user_id, earlier)
+            if stub is not None and stub.active:
+                await pending.store(txn, pending.of(stub).supersede(now))
+        await pending.from_outside(txn, ask, "change")
+
+
+async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
+    """The account's health (contract §22): a delivery that failed is its last delivery error, in
+    our words; one that went through clears it."""
+    if outcome.account_id is None:
+        return
+    account = caldav_accounts.c.id == outcome.account_id
+    if outcome.kind in ("retry", "rejected"):
+        await conn.execute(
+            update(caldav_accounts)
+            .where(account)
+            .values(
+                delivery_error=f"a change could not be sent: {outcome.error}"[:500],
+                delivery_error_at=func.clock_timestamp(),
+            )
+        )
+    elif outcome.kind in ("delivered", "conflict"):
+        await conn.execute(
+            update(caldav_accounts)
+            .where(account, caldav_accounts.c.delivery_error.is_not(None))
+            .values(delivery_error=None, delivery_error_at=None)
+        )
+
+
+async def _offers_about(conn: AsyncConnection, user_id: str, event_id: str) -> list[str]:
+    """The user's open sync-conflict offers about one event (not those naming several)."""
+    found = await conn.execute(
+        select(stubs.c.id).where(
+            stubs.c.user_id == user_id,
+            stubs.c.hold_reason == "sync_conflict",
+            stubs.c.status == "held",
+            stubs.c.change["row_id"].astext == event_id,
+            stubs.c.change["gone_ids"].is_(None),
+        )
+    )
+    return [r.id for r in found]
+
+
+def _retry(exc: remote.Unavailable) -> Outcome:
+    return Outcome("retry", str(exc)[:500], refused=not isinstance(exc, remote.Unreachable))
 
 
 async def pending(conn: AsyncConnection, user_id: str) -> int:

@@ -7,13 +7,15 @@ the connection goes to the checked address.
 
 Failures come out as the kinds the sync logic decides on: `PreconditionFailed` (412: someone else
 changed or made the object), `Rejected` (any other 4xx: the server will not take this, retrying is
-pointless), `NotAllowed` (the address is one the rule refuses: nothing was sent to it) and
-`Unavailable` (no answer, 5xx: retry later). Their messages are in our words and carry at most the
-HTTP status: never the server's response body or headers, which may say anything.
+pointless), `NotAllowed` (the address is one the rule refuses: nothing was sent to it),
+`Unavailable` (5xx: retry later, a bounded number of times) and `Unreachable` (no answer at all:
+retry until the server is back). Their messages are in our words and carry at most the HTTP
+status: never the server's response body or headers, which may say anything.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -103,7 +105,9 @@ class Changes:
     changed: list[RemoteObject]
     deleted: list[str]
     token: str | None
-    complete: bool  # every object of the calendar is in `changed`: what is not there is gone
+    complete: bool  # every object of the calendar is listed: what is not is gone
+    # Every object the listing named, read or not: one whose body did not come is still there.
+    listed: frozenset[str] = frozenset()
 
 
 class RemoteError(Exception):
@@ -120,6 +124,19 @@ class Rejected(RemoteError):
     pass
 
 
+class Gone(Rejected):
+    """404 on a PUT: the object (or its calendar) is not on the server any more."""
+
+
+class UidTaken(Rejected):
+    """409 with CALDAV:no-uid-conflict (RFC 4791 §5.3.2.1): the calendar holds this UID already,
+    under another name — `href`, when the server names it (Nextcloud does, Radicale does not)."""
+
+    def __init__(self, href: str | None) -> None:
+        super().__init__("PUT: the calendar holds this UID under another name (409)", 409)
+        self.href = href
+
+
 class NotAllowed(Rejected):
     """The address (or one a redirect or the server named) is refused by the rule; no request
     was made to it."""
@@ -129,7 +146,12 @@ class NotAllowed(Rejected):
 
 
 class Unavailable(RemoteError):
-    pass
+    """The server answered with a failure worth trying again (5xx, 408, 429), or an answer that
+    could not be read."""
+
+
+class Unreachable(Unavailable):
+    """No answer at all: the server is down or the network between is. Nothing reached it."""
 
 
 class Refused(RemoteError):
@@ -199,7 +221,7 @@ def _classify(exc: Exception) -> RemoteError:
         return Unavailable(f"the server answered HTTP {status}", status)
     if isinstance(exc, error.DAVError):
         return Unavailable("the server's answer could not be read")
-    return Unavailable(f"the server could not be reached ({type(exc).__name__})")
+    return Unreachable(f"the server could not be reached ({type(exc).__name__})")
 
 
 def _owner(collection: Any) -> str | None:
@@ -260,7 +282,7 @@ def _settle(status: int, what: str) -> None:
     if 400 <= status < 500 and status not in (404, 408, 429):
         raise Rejected(f"{what}: refused with {status}", status)
     if status >= 500 or status in (408, 429):
-        raise Unavailable(f"{what}: {status}", status)
+        raise Unavailable(f"{what}: the server answered HTTP {status}", status)
 
 
 def put(login: Login, calendar_url: str, href: str, body: str, etag: str | None) -> str | None:
@@ -277,11 +299,39 @@ def put(login: Login, calendar_url: str, href: str, body: str, etag: str | None)
             response = client.put(href, body, headers)
     except Exception as exc:
         raise _classify(exc) from exc
+    if response.status == 409 and "no-uid-conflict" in str(response.raw):
+        raise UidTaken(_named_href(str(response.raw), calendar_url))
     _settle(response.status, "PUT")
     if response.status == 404:
-        raise Rejected("PUT: the calendar is gone (404)", 404)
+        raise Gone("PUT: the object or its calendar is gone (404)", 404)
     found = response.headers.get("ETag") if response.headers else None
     return str(found) if found else None
+
+
+NAMED_HREF = re.compile(r"no-uid-conflict[^>]*>\s*<(?:\w+:)?href[^>]*>([^<]+)<", re.IGNORECASE)
+
+
+def _named_href(answer: str, calendar_url: str) -> str | None:
+    """The object a no-uid-conflict names, when it lies in this calendar (an address anywhere
+    else is not taken from the server's word)."""
+    found = NAMED_HREF.search(answer)
+    if found is None:
+        return None
+    href = urljoin(calendar_url, found.group(1).strip())
+    return normal_href(href) if urlsplit(href).path.startswith(urlsplit(calendar_url).path) else None
+
+
+def find_uid(login: Login, calendar_url: str, uid: str) -> RemoteObject | None:
+    """The calendar's object with this UID (a calendar-query REPORT), or None."""
+    try:
+        with _client(login) as client:
+            calendar = caldav.Calendar(client=client, url=calendar_url)
+            found = calendar.get_object_by_uid(uid)
+            return RemoteObject(normal_href(str(found.url)), found.etag, str(found.data))
+    except error.NotFoundError:
+        return None
+    except Exception as exc:
+        raise _classify(exc) from exc
 
 
 def delete(login: Login, calendar_url: str, href: str, etag: str | None) -> None:
@@ -328,6 +378,7 @@ def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
             calendar = caldav.Calendar(client=client, url=calendar_url)
             found = calendar.objects_by_sync_token(sync_token=token, load_objects=True)
             deleted = {normal_href(str(u)) for u in found.deleted_urls}
+            listed = frozenset(normal_href(str(o.url)) for o in found) - deleted
             changed = [
                 RemoteObject(normal_href(str(o.url)), o.etag, str(o.data))
                 for o in found
@@ -338,8 +389,10 @@ def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
                 # No RFC 6578 on this server: the library lists everything and hashes the ETags
                 # into a token of its own; the same token back means nothing changed.
                 unchanged = token == new_token
-                return Changes([] if unchanged else changed, [], new_token, complete=not unchanged)
-            return Changes(changed, sorted(deleted), new_token, complete=token is None)
+                if unchanged:
+                    return Changes([], [], new_token, complete=False)
+                return Changes(changed, [], new_token, complete=True, listed=listed)
+            return Changes(changed, sorted(deleted), new_token, complete=token is None, listed=listed)
     except error.DAVError as exc:
         if token is not None and "valid-sync-token" in str(getattr(exc, "preconditions", "")):
             # The server forgot the token (RFC 6578 §3.2): start over with a full listing.

@@ -102,6 +102,11 @@ class SyncWorker:
                 _failed(exc, "the outbox sweep failed; trying again at the next one")
 
     async def _inbound_loop(self) -> None:
+        try:
+            # A sync this replica's earlier process left half-way holds its lease still.
+            await self.inbound.release_stale()
+        except Exception as exc:
+            _failed(exc, "releasing the leases of an earlier process failed; they run out by themselves")
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._sync_now.wait(), timeout=self.sync_s)

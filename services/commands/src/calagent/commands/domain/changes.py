@@ -44,6 +44,50 @@ def asked_in(update: UpdateSchedule, current: Event) -> set[AskedField]:
     return asked
 
 
+# The fields a change found between two versions of one event compares (people are left out: a
+# sync conflict offers the user's edit of the event, never of whom it invites).
+COMPARED_FIELDS: tuple[AskedField, ...] = ("title", "reminder_minutes", "location", "notes", "url")
+TIME_PARTS: tuple[AskedField, ...] = ("date", "time", "duration")
+
+
+def asked_between(base: Event | None, mine: Event, theirs: Event) -> set[AskedField]:
+    """What an edit made of `base` to give `mine`: the fields it changed, and all its time parts
+    when it moved or resized the event (the one edit is kept as one). Without a base (an object
+    never delivered), what `mine` has that `theirs` has not — a field `mine` leaves empty is
+    nothing it asked for."""
+    if base is None:
+        base = theirs.evolve(**{name: None for name in COMPARED_FIELDS if getattr(mine, name) in (None, "")})
+    asked: set[AskedField] = {name for name in COMPARED_FIELDS if getattr(mine, name) != getattr(base, name)}
+    if mine.all_day != base.all_day:
+        asked.add("all_day")
+    if (mine.start, mine.end, mine.all_day) != (base.start, base.end, base.all_day):
+        asked.update(TIME_PARTS)
+    return asked
+
+
+def change_onto(theirs: Event, mine: Event, asked: set[AskedField]) -> ChangeAfter:
+    """`mine`'s edit as a change of `theirs` (the other side's version): what was asked from
+    `mine`, everything else as `theirs` has it — field by field, never the whole of `mine`."""
+    moved = bool(asked & set(TIME_PARTS))
+    picked = theirs.evolve(
+        **{name: getattr(mine, name) for name in (*COMPARED_FIELDS, "all_day") if name in asked},
+        **({"start": mine.start, "end": mine.end} if moved else {}),
+    )
+    return ChangeAfter.of(picked, asked)
+
+
+def row_values(row: Event, after: ChangeAfter) -> dict[str, Any]:
+    """One row's fields after a change (an event, or an occurrence that is a row of its own):
+    what was asked, set on the row as it is now. A chat change is bound to the version it was
+    made on, so the rest equals the row anyway; a change offered from outside (a sync conflict)
+    lands on the server's version, keeping whatever the other side changed since."""
+    asked = asked_of(after)
+    values = {name: value for name, value in own_values(after).items() if name in asked}
+    if asked & {"all_day", *TIME_PARTS}:
+        values.update(start=after.start, end=after.end)
+    return values
+
+
 def asked_of(after: ChangeAfter) -> set[str]:
     # A change held before `asked` was recorded applies everything it shows, as it did then.
     if after.asked is not None:

@@ -146,6 +146,11 @@ class HeldChange(StoredPayload):
     # Asking which event (contract §20): every event found for the same words, the one this change
     # was prepared for first; empty once the user has picked (or when only one was found).
     candidates: tuple[EventCandidate, ...] = ()
+    # Events a connected calendar stopped showing, kept here until the user answers (a calendar
+    # that suddenly looks empty, an object gone under our write; contract §22): confirming the
+    # delete removes every one of them here (`row_id` is the one shown); refusing keeps them, and
+    # the sync writes them to the server again.
+    gone_ids: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _update_has_after(self) -> HeldChange:

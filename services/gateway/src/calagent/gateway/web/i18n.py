@@ -334,6 +334,21 @@ CATALOG: dict[str, tuple[str, str]] = {
     "accounts.empty": ("还没有连接其他日历。", "No calendar account is connected yet."),
     "accounts.account": ("{user} · {host}", "{user} · {host}"),
     "accounts.default": ("新日程写入", "New events go to"),
+    "accounts.synced": ("上次同步：{when}", "Last synced {when}"),
+    "accounts.never_synced": ("还没有同步过。", "Not synced yet."),
+    "accounts.pending": ("{count} 个改动等待发送", "{count} changes waiting to be sent"),
+    "accounts.rejected": ("{count} 个改动被服务器拒绝", "{count} changes the server refused"),
+    "accounts.last_error": ("最近的问题（{when}）：{message}", "Last problem ({when}): {message}"),
+    "accounts.withheld": (
+        "日历 {calendar} 现在只显示 {shows}/{had} 个日程：这里先保留 {missing} 个，等你确认是否删除。",
+        "Your calendar {calendar} now shows {shows} of {had} events: {missing} are kept here until you say "
+        "whether to remove them.",
+    ),
+    "accounts.withheld_one": (
+        "日历 {calendar} 里已经没有 {missing} 个日程：这里先保留，等你确认是否删除。",
+        "{missing} events are gone from your calendar {calendar}: they are kept here until you say whether to "
+        "remove them.",
+    ),
     "accounts.disconnect": ("断开 {host}", "Disconnect {host}"),
     "accounts.connect_heading": ("连接 CalDAV 日历", "Connect a CalDAV calendar"),
     "accounts.url": ("服务器地址", "Server address"),

@@ -192,11 +192,61 @@ function hostOf(url) {
   }
 }
 
+// A moment as the user's calendar shows it: in their zone, never the browser's.
+function momentText(iso) {
+  const zone = state.session?.tz ?? document.body.dataset.defaultTz;
+  return new Intl.DateTimeFormat(state.lang === "zh" ? "zh-CN" : "en", {
+    timeZone: zone,
+    month: "short",
+    day: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  }).format(new Date(iso));
+}
+
+// The account's health (contract §22): when it last synced, its last error in our words, what
+// waits to be sent or was refused, and the events a calendar stopped showing that wait for an answer.
+function accountHealth(account) {
+  const health = el("div", { cls: "account-health" });
+  const synced = el("p", { cls: "account-synced" });
+  synced.dataset.fact = "last_synced_at";
+  if (account.last_synced_at) say(synced, "accounts.synced", { when: momentText(account.last_synced_at) });
+  else say(synced, "accounts.never_synced");
+  health.append(synced);
+  for (const [fact, key] of [
+    ["pending_deliveries", "accounts.pending"],
+    ["rejected_deliveries", "accounts.rejected"],
+  ]) {
+    if (!account[fact]) continue;
+    const line = say(el("p", { cls: `account-${fact.split("_")[0]}` }), key, { count: account[fact] });
+    line.dataset.fact = fact;
+    health.append(line);
+  }
+  if (account.last_error) {
+    const error = say(el("p", { cls: "account-error" }), "accounts.last_error", {
+      when: momentText(account.last_error.at),
+      message: account.last_error.message,
+    });
+    error.dataset.fact = "last_error";
+    health.append(error);
+  }
+  for (const warning of account.warnings ?? []) {
+    const key = warning.had == null ? "accounts.withheld_one" : "accounts.withheld";
+    const line = say(el("p", { cls: "account-warning", attrs: { role: "status" } }), key, warning);
+    line.dataset.fact = "warning";
+    if (warning.command_id) line.dataset.commandId = warning.command_id;
+    health.append(line);
+  }
+  return health;
+}
+
 function accountItem(account) {
   const item = el("li", { cls: "account" });
   item.dataset.accountId = account.id;
   const host = hostOf(account.url);
   item.append(say(el("p", { cls: "account-name" }), "accounts.account", { user: account.username, host }));
+  item.append(accountHealth(account));
   const choose = el("fieldset", { cls: "account-calendars" });
   choose.append(say(el("legend"), "accounts.default"));
   for (const calendar of account.calendars ?? []) {
