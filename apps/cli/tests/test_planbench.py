@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import random
+from time import perf_counter as time_counter
 
 import pytest
 
 from calagent.cli.main import build_parser
-from calagent.cli.planbench import measure
+from calagent.cli.planbench import measure, meetings, problem_of
+from calagent.commands.domain.placement import greedy, plan, score
 
 pytestmark = pytest.mark.unit
 
@@ -23,3 +26,15 @@ def test_a_replan_moves_no_more_blocks_than_greedy_from_scratch() -> None:
     assert row.plan_minutes >= row.greedy_minutes
     assert row.replan_moved <= row.greedy_moved
     assert row.blocks > 0
+
+
+def test_a_hundred_tasks_are_placed_within_the_budget_and_the_same_on_a_rerun() -> None:
+    # The bench's largest calendar: the solver's limit is the budget (it ran for three budgets).
+    rng = random.Random("34-100-2")
+    hard = problem_of(rng, 100, 2, meetings(rng, 2))
+    began = time_counter()
+    first = plan(hard, budget_s=1.0)
+    took = time_counter() - began
+    assert took < 1.5, took
+    assert score(first) >= score(greedy(hard))
+    assert plan(hard, budget_s=1.0) == first

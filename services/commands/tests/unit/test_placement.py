@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from calagent.commands.config import CommandConfig
 from calagent.commands.domain.placement import (
     Block,
     Problem,
@@ -19,6 +20,7 @@ from calagent.commands.domain.placement import (
     plan,
     replan,
 )
+from calagent.runtime.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -121,3 +123,9 @@ def test_the_same_inputs_give_the_same_plan() -> None:
     tasks = [task(f"t{i}", 90 + 15 * i, at(i % 5, 17)) for i in range(6)]
     p = problem(tasks, [(at(1, 10), at(1, 12)), (at(3, 13), at(3, 15))])
     assert plan(p, budget_s=1.0) == plan(p, budget_s=1.0)
+
+
+def test_the_budget_is_the_services_setting() -> None:
+    settings = Settings.model_validate({"CALAGENT_PLAN_BUDGET_S": "0.5"})
+    assert CommandConfig.from_settings(settings).plan_budget_s == 0.5
+    assert CommandConfig.from_settings(Settings()).plan_budget_s == 2.0

@@ -6,7 +6,6 @@ measure the same problems."""
 
 from __future__ import annotations
 
-import os
 import random
 import time as clock
 from dataclasses import dataclass
@@ -24,11 +23,11 @@ from calagent.commands.domain.placement import (
     replan,
     score,
 )
+from calagent.runtime.settings import Settings
 
 MONDAY = datetime(2026, 6, 1, 0, 0, tzinfo=UTC)
 WEEK = {d: (time(9), time(18)) for d in range(1, 6)}
 SIZES = ((10, 1), (10, 4), (30, 1), (30, 2), (100, 2), (100, 4))
-DEFAULT_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ def format_row(row: Row) -> str:
 def run_plan_bench(args: Any, sizes: tuple[tuple[int, int], ...] = SIZES) -> int:
     budget = getattr(args, "budget", None)
     if budget is None:
-        budget = float(os.environ.get("CALAGENT_PLAN_BUDGET_S", DEFAULT_BUDGET_S))
+        budget = Settings().plan_budget_s
     print(f"calagent bench plan: budget {budget:g} s (CALAGENT_PLAN_BUDGET_S), one worker, fixed seed")
     for n_tasks, weeks in sizes:
         print(format_row(measure(n_tasks, weeks, budget)), flush=True)

@@ -8,7 +8,6 @@ their events keep busy (`freetime`). Blocks are not written yet: this reads how 
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -24,16 +23,10 @@ from calagent.contracts.queries import QueryResult
 from calagent.contracts.tasks import ListTasks, SaveTask, TaskOut
 from calagent.runtime.clock import Clock
 
-DEFAULT_BUDGET_S = 2.0
 # How far ahead a task with no due is placed, and the furthest any plan looks.
 UNDATED_HORIZON = timedelta(days=28)
 LONGEST_HORIZON = timedelta(days=92)
 NOT_FOUND = "no task with that id"
-
-
-def plan_budget_s() -> float:
-    """`CALAGENT_PLAN_BUDGET_S` (default 2 s): how long the solver may improve on greedy."""
-    return float(os.environ.get("CALAGENT_PLAN_BUDGET_S", DEFAULT_BUDGET_S))
 
 
 def spec_of(task: TaskOut) -> TaskSpec:
@@ -51,13 +44,11 @@ def spec_of(task: TaskOut) -> TaskSpec:
 
 
 class Tasks:
-    def __init__(
-        self, store: Store, config: CommandConfig, clock: Clock, budget_s: float | None = None
-    ) -> None:
+    def __init__(self, store: Store, config: CommandConfig, clock: Clock) -> None:
         self.store = store
         self.config = config
         self.clock = clock
-        self.budget_s = plan_budget_s() if budget_s is None else budget_s
+        self.budget_s = config.plan_budget_s
 
     async def problem(self, uow: UnitOfWork, user_id: str, tasks: list[TaskOut], tz: ZoneInfo) -> Problem:
         now = self.clock.now()

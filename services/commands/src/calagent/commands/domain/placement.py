@@ -18,7 +18,8 @@ use, starts bounded by `earliest` and ends by `due`, chunks allowed absent), see
 greedy plan; `plan` keeps the better of the two by `score` (more minutes placed, then blocks
 ending earlier), and does not call the solver when greedy already places every minute. `replan` keeps as many of the current blocks as it can (fewest moved) while
 placing as many minutes as a fresh plan would. CP-SAT runs with one worker, a fixed seed and a
-deterministic time limit, so a rerun gives the same answer; the wall-clock limit is only a guard.
+deterministic time limit scaled to the model (`deterministic_limit`), so a rerun gives the same
+answer within the budget; the wall-clock limit (the budget) is only a guard.
 
 Blocks that should show busy are `opaque_tasks`': a task that could not be placed whole outside
 every current block (its own too) before its due has no other placement left.
@@ -42,11 +43,15 @@ STEP = timedelta(minutes=STEP_MINUTES)
 EPOCH = datetime(2000, 1, 3, tzinfo=UTC)  # a Monday midnight: steps are counted on its grid
 Hours = Literal["work", "personal"]
 Solver = Literal["greedy", "cp-sat"]
-# CP-SAT stops at this share of the budget in deterministic time (the same work on every run, so
-# the same plan), about the budget in wall time on this kind of machine even when it is shared;
-# the wall clock stops it only at `WALL_GUARD` budgets, a guard against a machine far slower.
-DETERMINISTIC_SHARE = 0.1
-WALL_GUARD = 3
+# CP-SAT stops after a deterministic amount of work (the same on every run, so the same plan). Its
+# deterministic clock runs slower than the wall clock the more intervals the model has: measured
+# on this kind of machine (2 shared cores), one deterministic second of search costs about
+# `WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL` wall seconds per interval (7 s at 55 intervals, 50 s at
+# 530). The deterministic limit is scaled so the search takes `WALL_SHARE` of the budget, leaving
+# the rest for building the model and for a busier machine; the wall clock stops it at the budget
+# only as a guard (a machine far slower), the one case where a rerun may differ.
+WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL = 0.12
+WALL_SHARE = 0.5
 # The hours a personal task may use when the user has set none: evenings, and weekend days.
 DEFAULT_PERSONAL_WEEK: Week = {
     **{d: (time(19), time(22)) for d in range(1, 6)},
@@ -246,6 +251,12 @@ def score(plan_: Plan) -> tuple[int, float]:
     return (plan_.placed_minutes, -ends)
 
 
+def deterministic_limit(budget_s: float, intervals: int) -> float:
+    """The deterministic time CP-SAT may search for: `WALL_SHARE` of the budget in wall time on
+    this kind of machine, for a model of `intervals` intervals."""
+    return budget_s * WALL_SHARE / (WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL * max(intervals, 1))
+
+
 def _solve(
     grid: _Grid,
     budget_s: float,
@@ -255,20 +266,25 @@ def _solve(
 ) -> dict[str, list[tuple[int, int]]] | None:
     """CP-SAT: each task has optional chunks; with `keep` (re-planning), each current block is an
     optional fixed interval, and the objective is minutes placed first, then fewest blocks not
-    kept; otherwise minutes placed first, then the sum of chunk ends."""
+    kept; otherwise minutes placed first, then the sum of chunk ends.
+
+    The model counts steps from the horizon's start (`grid.origin`), not from `EPOCH`: small
+    domains and objective coefficients make its presolve and relaxation several times faster."""
+    o = grid.origin
+    span = grid.horizon - o
     model = cp_model.CpModel()
     forbidden: dict[str, list[cp_model.IntervalVar]] = {}
     for kind in {t.spec.hours for t in grid.tasks}:
         windows = grid.free.get(kind, ())
         gaps: list[tuple[int, int]] = []
-        cursor = grid.origin
+        cursor = o
         for a, b in windows:
             if a > cursor:
                 gaps.append((cursor, a))
             cursor = max(cursor, b)
         if cursor < grid.horizon:
             gaps.append((cursor, grid.horizon))
-        forbidden[kind] = [model.new_fixed_size_interval_var(a, b - a, f"no_{kind}_{a}") for a, b in gaps]
+        forbidden[kind] = [model.new_fixed_size_interval_var(a - o, b - a, f"no_{kind}_{a}") for a, b in gaps]
 
     everyone: list[cp_model.IntervalVar] = []
     by_kind: dict[str, list[cp_model.IntervalVar]] = {k: list(v) for k, v in forbidden.items()}
@@ -280,33 +296,36 @@ def _solve(
     n_kept = sum(len(v) for v in (keep or {}).values())
     for t in grid.tasks:
         tid = t.spec.id
+        lo, hi = max(t.lo - o, 0), max(t.hi - o, 0)
         padded: list[cp_model.IntervalVar] = []  # [start, end + 1): a step between a task's own chunks
         task_sizes: list[cp_model.LinearExprT] = []
         kept_vars[tid] = []
         for a, b in (keep or {}).get(tid, ()):
             k = model.new_bool_var(f"keep_{tid}_{a}")
-            iv = model.new_optional_fixed_size_interval_var(a, b - a, k, f"kept_{tid}_{a}")
-            padded.append(model.new_optional_fixed_size_interval_var(a, b - a + 1, k, f"kpad_{tid}_{a}"))
+            if not (a >= t.lo and b <= t.hi):
+                model.add(k == 0)
+                kept_vars[tid].append((k, (a, b)))
+                continue
+            iv = model.new_optional_fixed_size_interval_var(a - o, b - a, k, f"kept_{tid}_{a}")
+            padded.append(model.new_optional_fixed_size_interval_var(a - o, b - a + 1, k, f"kpad_{tid}_{a}"))
             everyone.append(iv)
             by_kind[t.spec.hours].append(iv)
             task_sizes.append((b - a) * k)
             kept_bools.append(k)
             kept_vars[tid].append((k, (a, b)))
-            if not (a >= t.lo and b <= t.hi):
-                model.add(k == 0)
-        count = 0 if t.hi - t.lo < t.cmin else min(math.ceil(t.size / t.cmin), 16)
+        count = 0 if hi - lo < t.cmin else min(math.ceil(t.size / t.cmin), 16)
         variables[tid] = []
         previous: tuple[cp_model.IntVar, cp_model.IntVar] | None = None
         for c in range(count):
             p = model.new_bool_var(f"p_{tid}_{c}")
-            start = model.new_int_var(0, t.hi, f"s_{tid}_{c}")
+            start = model.new_int_var(0, hi, f"s_{tid}_{c}")
             size = model.new_int_var(0, t.cmax, f"z_{tid}_{c}")
-            end = model.new_int_var(0, t.hi, f"e_{tid}_{c}")
+            end = model.new_int_var(0, hi, f"e_{tid}_{c}")
             iv = model.new_optional_interval_var(start, size, end, p, f"i_{tid}_{c}")
-            pad_end = model.new_int_var(0, t.hi + 1, f"pe_{tid}_{c}")
+            pad_end = model.new_int_var(0, hi + 1, f"pe_{tid}_{c}")
             model.add(pad_end == end + 1)
             padded.append(model.new_optional_interval_var(start, size + 1, pad_end, p, f"pad_{tid}_{c}"))
-            model.add(start >= t.lo).only_enforce_if(p)
+            model.add(start >= lo).only_enforce_if(p)
             model.add(size >= t.cmin).only_enforce_if(p)
             model.add(start == 0).only_enforce_if(~p)
             model.add(size == 0).only_enforce_if(~p)
@@ -323,7 +342,8 @@ def _solve(
         model.add_no_overlap(padded)
         model.add(sum(task_sizes) <= t.size)
         placed_terms.extend(task_sizes)
-    model.add_no_overlap(everyone)
+    if len(by_kind) > 1:
+        model.add_no_overlap(everyone)  # with one kind, its own no-overlap already says this
     for intervals in by_kind.values():
         model.add_no_overlap(intervals)
 
@@ -331,18 +351,18 @@ def _solve(
     if keep is not None:
         model.maximize((n_kept + 1) * placed + cp_model.LinearExpr.sum(kept_bools))
     else:
-        weight = len(end_terms) * (grid.horizon + 1) + 1
+        weight = len(end_terms) * (span + 1) + 1
         model.maximize(weight * placed - cp_model.LinearExpr.sum(end_terms))
 
     for tid, triples in variables.items():
         kept_here = {tuple(x) for x in (keep or {}).get(tid, ())}
         fresh = [c for c in hint.get(tid, ()) if tuple(c) not in kept_here]
-        for k, span in kept_vars.get(tid, ()):
-            model.add_hint(k, span in {tuple(c) for c in hint.get(tid, ())})
+        for k, span_ in kept_vars.get(tid, ()):
+            model.add_hint(k, span_ in {tuple(c) for c in hint.get(tid, ())})
         for i, (p, start, size) in enumerate(triples):
             if i < len(fresh):
                 model.add_hint(p, True)
-                model.add_hint(start, fresh[i][0])
+                model.add_hint(start, fresh[i][0] - o)
                 model.add_hint(size, fresh[i][1] - fresh[i][0])
             else:
                 model.add_hint(p, False)
@@ -352,19 +372,24 @@ def _solve(
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
-    solver.parameters.max_deterministic_time = budget_s * DETERMINISTIC_SHARE
-    solver.parameters.max_time_in_seconds = budget_s * WALL_GUARD
+    solver.parameters.max_deterministic_time = deterministic_limit(budget_s, len(everyone))
+    solver.parameters.max_time_in_seconds = budget_s
+    # Probing in presolve costs seconds of wall time on a model this size for almost no
+    # deterministic time (so no limit would see it), and the precedence reasoning of no-overlap
+    # slows every branch; neither helps these models.
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.use_precedences_in_disjunctive_constraint = False
     status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     out: dict[str, list[tuple[int, int]]] = {}
     for tid, triples in variables.items():
         chunks = [
-            (solver.value(start), solver.value(start) + solver.value(size))
+            (solver.value(start) + o, solver.value(start) + solver.value(size) + o)
             for p, start, size in triples
             if solver.boolean_value(p)
         ]
-        chunks.extend(span for k, span in kept_vars.get(tid, ()) if solver.boolean_value(k))
+        chunks.extend(span_ for k, span_ in kept_vars.get(tid, ()) if solver.boolean_value(k))
         out[tid] = sorted(chunks)
     return out
 
