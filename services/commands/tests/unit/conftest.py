@@ -328,6 +328,9 @@ class FakeTasks:
     async def delete_task(self, user_id: str, task_id: str) -> bool:
         return False
 
+    async def blocks(self, user_id: str) -> list[Any]:
+        return []
+
 
 class FakeUnitOfWork:
     def __init__(self, store: FakeStore) -> None:

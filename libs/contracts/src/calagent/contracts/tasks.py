@@ -74,6 +74,27 @@ class TaskOut(WireModel):
     missing_minutes: int = 0
 
 
+class BlockMove(WireModel):
+    """One block of a re-plan offered (contract §21): where it is, and where it would go (None: it
+    finds no place before its due and would be removed; `block_id` None: a new block)."""
+
+    task_id: str
+    title: str
+    block_id: str | None
+    old_start: datetime | None
+    old_end: datetime | None
+    new_start: datetime | None
+    new_end: datetime | None
+
+
+class ReplanOut(WireModel):
+    """A re-plan of task blocks held for the user's word: each block's old and new time, and the
+    tasks that would still miss minutes before their due."""
+
+    moves: tuple[BlockMove, ...]
+    missing: tuple[tuple[str, int], ...] = ()
+
+
 class ListTasks(WireModel):
     kind: Literal["tasks"] = "tasks"
     envelope: Envelope

@@ -239,6 +239,10 @@ class TaskRows(Protocol):
 
     async def delete_task(self, user_id: str, task_id: str) -> bool: ...
 
+    async def blocks(self, user_id: str) -> list[Event]:
+        """Every block of the user's tasks (events with a `task_id`), past ones too."""
+        ...
+
 
 class UnitOfWork(Protocol):
     """One database transaction and the repositories it has. Leaving it without `commit()` rolls

@@ -16,7 +16,6 @@ from calagent.commands.feeds import Feeds
 from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, query_error
-from calagent.commands.tasks import Tasks
 from calagent.commands.txn import error_result
 from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import CommandResult
@@ -39,14 +38,14 @@ class CommandService:
         self.calendars = Calendars(store, time_port, config.calendars, self.queries)
         self.feeds = Feeds(store, clock)
         plans = PlanDeletion(store, clock)
-        self.tasks = Tasks(store, config, clock)
+        self.tasks = self.writes.tasks
         # The queries that write, each served by the room that holds what it writes.
         self.writing_queries: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
             TurnContext: self.calendars.turn_context,
             ListCalendars: self.calendars.list_calendars,
             RotateFeed: self.feeds.rotate_feed,
             DeletePlan: plans.delete_plan,
-            # Tasks (contract §21): a read places them, so both go with the room that writes them.
+            # Tasks (contract §21): a save places them as blocks; both go with the room that writes them.
             ListTasks: self.tasks.list_tasks,
             SaveTask: self.tasks.save_task,
         }

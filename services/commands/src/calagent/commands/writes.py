@@ -39,15 +39,18 @@ from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.proposing import Proposing
 from calagent.commands.queries import Queries
+from calagent.commands.tasks import Tasks
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     ActiveStubStatus,
+    AddTaskCommand,
     AnyCommand,
     CalendarFallback,
     CancelStub,
     CommandResult,
+    CompleteTaskCommand,
     HoldReason,
     MergeStub,
     PrepareChange,
@@ -82,6 +85,7 @@ class Writes:
         self.answers = InvitationAnswers(self.pending, self.placing)
         self.counters = Counters(self.pending, self.changes, self.offers, self.placing, self.people)
         self.proposing = Proposing(self.pending, self.placing, Queries(store, time_port, config, clock))
+        self.tasks = Tasks(store, config, clock, self.pending, self.placing)
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
@@ -90,6 +94,8 @@ class Writes:
             ProposePlan: self.plans.propose,
             ProposeTimesCommand: self.proposing.propose,
             CancelStub: self._cancel,
+            AddTaskCommand: self.tasks.add_task,
+            CompleteTaskCommand: self.tasks.complete_task,
         }
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
@@ -215,6 +221,8 @@ class Writes:
                 return await self.proposing.send(txn, stub)
             if stub.kind == "booking":
                 return await self.proposing.book(txn, stub)
+            if stub.kind == "replan":
+                return await self.tasks.confirm_replan(txn, stub)
             # A counter-proposal made again is still the attendee's: offered as theirs.
             check = self.counters.check if is_counter(stub) else self.offers.check
             stale = await check(txn, stub)
@@ -408,12 +416,15 @@ class Writes:
         if stub is not None:
             done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))
             out_stub = stub_out(done, (), txn.tz)
+        # Written over task blocks: they move only on the user's word (contract §21).
+        replan = await self.tasks.offer_replan(txn, stored)
         return CommandResult(
             status="created",
             persisted=True,
             event=event_out(stored, txn.tz),
             stub=out_stub,
             calendar_fallback=fallback,
+            replan=stub_out(replan, (), txn.tz) if replan is not None else None,
         )
 
 

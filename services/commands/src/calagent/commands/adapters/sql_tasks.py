@@ -8,7 +8,9 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from calagent.commands.adapters.sql_core import SqlSession
-from calagent.commands.adapters.tables import tasks
+from calagent.commands.adapters.sql_events import event_from_row
+from calagent.commands.adapters.tables import events, tasks
+from calagent.commands.domain.model import Event
 from calagent.contracts.tasks import TaskOut
 
 FIELDS = (
@@ -60,3 +62,11 @@ class SqlTasks:
     async def delete_task(self, user_id: str, task_id: str) -> bool:
         done = await self.session.run(delete(tasks).where(tasks.c.user_id == user_id, tasks.c.id == task_id))
         return bool(getattr(done, "rowcount", 0))
+
+    async def blocks(self, user_id: str) -> list[Event]:
+        found = await self.session.run(
+            select(events)
+            .where(events.c.user_id == user_id, events.c.task_id.is_not(None))
+            .order_by(events.c.start_at, events.c.id)
+        )
+        return [event_from_row(row) for row in found]

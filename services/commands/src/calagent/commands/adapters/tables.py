@@ -136,7 +136,8 @@ stubs = Table(
         name="ck_stubs_status",
     ),
     CheckConstraint(
-        "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking')", name="ck_stubs_kind"
+        "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking', 'replan')",
+        name="ck_stubs_kind",
     ),
     # At most one active stub per user, enforced by the database as well as by the code.
     Index("uq_stubs_one_active", "user_id", unique=True, postgresql_where=text(OFFERED_SQL)),

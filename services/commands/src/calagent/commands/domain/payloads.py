@@ -29,6 +29,7 @@ from pydantic import (
 
 from calagent.contracts.commands import ChangeAction, ChangeOut, HoldReason, PlanOut, StubKind
 from calagent.contracts.people import Attendee, CounterOut, InvitationOut, ProposalOut, ProposedSlot
+from calagent.contracts.tasks import ReplanOut
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -185,7 +186,13 @@ class HeldBooking(StoredPayload):
         return self.proposal.slots[self.proposal.chosen]
 
 
-PendingChange = HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking
+class HeldReplan(StoredPayload):
+    """Task blocks to move off what landed on them (kind `replan`), as offered (contract §21)."""
+
+    replan: ReplanOut
+
+
+PendingChange = HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking | HeldReplan
 
 _KINDS: Mapping[str, type[PendingChange]] = {
     "change": HeldChange,
@@ -193,6 +200,7 @@ _KINDS: Mapping[str, type[PendingChange]] = {
     "invitation": HeldInvitation,
     "proposal": HeldProposal,
     "booking": HeldBooking,
+    "replan": HeldReplan,
 }
 
 

@@ -3,7 +3,8 @@
 `tasks` keeps each of the user's tasks: its title, how many minutes it needs, its due and earliest
 instants, priority 1 (high) … 4, the shortest and longest piece it may be placed in, whose hours
 it uses (work or personal), whether it is done, how far along and when it was completed. An event
-may now be a block of a task (`events.task_id`); no row changes.
+may now be a block of a task (`events.task_id`), and a stub may hold a re-plan of blocks (kind
+`replan`); no row changes.
 
 Revision ID: 0017k
 Revises: 0016p
@@ -21,6 +22,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 SCHEMA = "commands"
+KINDS_BEFORE = "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking')"
+KINDS = "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking', 'replan')"
 
 
 def upgrade() -> None:
@@ -50,9 +53,14 @@ def upgrade() -> None:
     )
     op.create_index("ix_tasks_user", "tasks", ["user_id", "status"], schema=SCHEMA)
     op.add_column("events", sa.Column("task_id", sa.String(32), nullable=True), schema=SCHEMA)
+    op.drop_constraint("ck_stubs_kind", "stubs", schema=SCHEMA, type_="check")
+    op.create_check_constraint("ck_stubs_kind", "stubs", KINDS, schema=SCHEMA)
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM commands.stubs WHERE kind = 'replan'")
+    op.drop_constraint("ck_stubs_kind", "stubs", schema=SCHEMA, type_="check")
+    op.create_check_constraint("ck_stubs_kind", "stubs", KINDS_BEFORE, schema=SCHEMA)
     op.drop_column("events", "task_id", schema=SCHEMA)
     op.drop_index("ix_tasks_user", "tasks", schema=SCHEMA)
     op.drop_table("tasks", schema=SCHEMA)
