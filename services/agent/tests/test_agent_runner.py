@@ -233,6 +233,11 @@ VALID_CALLS: dict[str, tuple[dict[str, Any], str]] = {
         "ProposeTimesCommand",
     ),
     "undo_change": ({"change_id": "c1"}, "RevertChange"),
+    "add_task": (
+        {"title": "季度报告", "duration_minutes": 240, "due": "W5+0", "due_time": "18:00"},
+        "AddTaskCommand",
+    ),
+    "complete_task": ({"task_id": "t1"}, "CompleteTaskCommand"),
     "save_memory": ({"content": "咖啡不加糖"}, "memory"),
     "search_memory": ({"query": "生日"}, "memory"),
     "search_chat_archive": ({"query": "上次"}, "archive"),
