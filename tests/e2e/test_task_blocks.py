@@ -251,3 +251,45 @@ async def test_an_at_risk_task_is_never_placed_after_its_due_and_completing_free
     )
     assert patched.status_code == 200, patched.text
     assert blocks_in(await read_events(stack, user), other["id"]) == []
+
+
+async def test_a_meeting_moved_onto_a_block_is_moved_and_the_replan_waits_for_confirm(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    scripted.set_script(script(default="好的。"))
+
+    async def direct(tool: str, **arguments: Any) -> dict[str, Any]:
+        response = await stack.client.post(
+            "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
+        )
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    created = await direct("prepare_or_create_schedule", title="客户电话", date="D+1", time="16:00")
+    assert created["outcome"] == "created", created
+    task = (
+        await stack.client.post(
+            "/v1/tasks",
+            json={"title": "方案", "duration_minutes": 60, "due": "2026-09-25T18:00:00+08:00"},
+            headers=stack.headers(user),
+        )
+    ).json()
+    [block] = blocks_in(await read_events(stack, user), task["id"])
+    assert (at(block["start"]), at(block["end"])) == (NOW, NOW.replace(hour=11))
+    [call_event] = [e for e in await read_events(stack, user) if e["kind"] == "event"]
+
+    held = await direct("update_schedule", event_id=call_event["id"], date="D", time="10:00")
+    assert held["outcome"] == "held", held
+    change = await active(stack, user)
+    assert change is not None
+    moved = await direct("confirm_command", command_id=change["id"])
+    assert moved["outcome"] == "updated", moved
+    offer = await active(stack, user)
+    assert offer is not None and (offer["kind"], offer["status"]) == ("replan", "held"), offer
+    assert [m["block_id"] for m in offer["replan"]["moves"]] == [block["id"]]
+    # The meeting moved as asked; the block waits for the user's word.
+    events = await read_events(stack, user)
+    [meeting] = [e for e in events if e["kind"] == "event"]
+    assert at(meeting["start"]) == NOW
+    assert blocks_in(events, task["id"]) == [block]

@@ -99,7 +99,14 @@ class CommandsService:
         self.accounts = Accounts(self.engine, vault, self.clock, self.config.calendars, guard)
         self.sync = SyncWorker(
             Deliverer(self.engine, vault, self.clock, self.config.stub_ttl, guard),
-            InboundSync(self.engine, vault, f"commands-{instance_id()}", self.settings.default_tz, guard),
+            InboundSync(
+                self.engine,
+                vault,
+                f"commands-{instance_id()}",
+                self.settings.default_tz,
+                guard,
+                after_sync=self.service.writes.tasks.offer_replan_after_sync,
+            ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
             others=(MailOutbox(self.engine, smtp),),

@@ -35,8 +35,9 @@ from calagent.commands.domain.placement import (
     plan,
     replan,
 )
+from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import at_local, local_midnight, parse_hhmm
-from calagent.commands.pending import Pending
+from calagent.commands.pending import BackgroundTxn, Pending, StubTxn
 from calagent.commands.placing import Placing
 from calagent.commands.ports import Store, UnitOfWork
 from calagent.commands.queries import query_error
@@ -274,18 +275,22 @@ class Tasks:
 
     # ---- re-planning when something lands on blocks --------------------------------------------
 
-    async def offer_replan(self, txn: Txn, landed: Event) -> Stub | None:
-        """`landed` (just written) meets blocks: the fewest-moves re-plan, held as the user's offer
-        (nothing moves now); None when it meets none or no block can move."""
-        if landed.task_id is not None or not keeps_time(landed):
+    async def offer_replan(
+        self, txn: StubTxn, landed: Sequence[Event], *, from_outside: bool = False
+    ) -> Stub | None:
+        """Events just written (`landed`) meet blocks: the fewest-moves re-plan, held as one offer
+        (nothing moves now); None when they meet none or no block can move. `from_outside` (a
+        sync): it never ends the user's pending request, it waits beside it."""
+        hitting = [e for e in landed if e.task_id is None and keeps_time(e)]
+        if not hitting:
             return None
         uow = txn.uow
         open_tasks = await uow.tasks.list_tasks(txn.user_id, open_only=True)
         if not open_tasks:
             return None
         layout = await layout_of(uow, self.config, txn.user_id, open_tasks, txn.tz, txn.now)
-        span = event_span(landed, txn.tz)
-        if not any(overlaps(b.start, b.end, *span) for b in layout.blocks):
+        spans = [event_span(e, txn.tz) for e in hitting]
+        if not any(overlaps(b.start, b.end, *span) for span in spans for b in layout.blocks):
             return None
         with_blocks = [t for t in open_tasks if layout.blocks_of(t.id)]
         found = replan(layout.problem(with_blocks), [as_block(b) for b in layout.blocks], self.budget_s)
@@ -297,10 +302,19 @@ class Tasks:
         offer = ReplanOut(moves=tuple(moves), missing=missing)
         names = "、".join(dict.fromkeys(m.title for m in moves))
         ask = Ask(
-            title=names[:200] or landed.title, hold_reason="task_replan", payload=HeldReplan(replan=offer)
+            title=names[:200] or hitting[0].title, hold_reason="task_replan", payload=HeldReplan(replan=offer)
         )
+        if from_outside:
+            return await self.pending.from_outside(txn, ask, "replan")
         held, _ = await self.pending.hold(txn, ask, "replan")
         return held
+
+    async def offer_replan_after_sync(self, uow: UnitOfWork, user_id: str, landed: Sequence[Event]) -> None:
+        """A sync wrote `landed` from the connected calendar: the re-plan of the blocks they meet,
+        offered like any offer from outside (contract §21)."""
+        saved = (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings())
+        tz = ZoneInfo(saved.zone(self.config.default_tz))
+        await self.offer_replan(BackgroundTxn(uow, self.clock.now(), user_id, tz), landed, from_outside=True)
 
     async def confirm_replan(self, txn: Txn, stub: Stub) -> CommandResult:
         """The user's word on a held re-plan: its blocks moved as offered, if each is still where

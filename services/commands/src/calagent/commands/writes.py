@@ -24,6 +24,7 @@ from calagent.commands.counters import Counters, is_counter
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.overlap import event_span, overlaps
 from calagent.commands.domain.pending import Ask, decide, unclear_recurrence
 from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.proposals import Incomplete, Proposal, UnresolvableError, plan
@@ -228,7 +229,7 @@ class Writes:
             stale = await check(txn, stub)
             if stale is not None:
                 return stale
-            return await self.changes.confirm(txn, stub)
+            return await self._replan_after(txn, await self.changes.confirm(txn, stub))
         try:
             slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
         except UnplacedWeekdayError as exc:
@@ -245,6 +246,16 @@ class Writes:
             confirmed=consent.confirmed,
             allow_conflict=consent.override_conflict,
         )
+
+    async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
+        """An event moved onto task blocks: their re-plan offered beside the receipt (§21)."""
+        if result.status != "updated" or result.event is None:
+            return result
+        moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
+        replan = await self.tasks.offer_replan(txn, [moved]) if moved is not None else None
+        if replan is None:
+            return result
+        return result.model_copy(update={"replan": stub_out(replan, (), txn.tz)})
 
     async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
         stub = await self.pending.answered(txn, command.command_id)
@@ -416,8 +427,12 @@ class Writes:
         if stub is not None:
             done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))
             out_stub = stub_out(done, (), txn.tz)
-        # Written over task blocks: they move only on the user's word (contract §21).
-        replan = await self.tasks.offer_replan(txn, stored)
+        # Written over task blocks: they move only on the user's word (contract §21). The conflict
+        # check read the blocks around this time already: none there, no re-plan to look for.
+        span = event_span(stored, txn.tz)
+        near = txn.near_blocks
+        meets_blocks = near is None or any(overlaps(b.start, b.end, *span) for b in near)
+        replan = await self.tasks.offer_replan(txn, [stored]) if meets_blocks else None
         return CommandResult(
             status="created",
             persisted=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -36,6 +37,7 @@ from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
+from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import new_id
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -52,14 +54,28 @@ class SyncStats:
     skipped: int = 0
 
 
+# What runs, in the sync's transaction, on the events a sync wrote (the re-plan of task blocks
+# they land on, contract §21).
+AfterSync = Callable[[UnitOfWork, str, Sequence[Event]], Awaitable[None]]
+
+
 class InboundSync:
-    def __init__(self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        vault: Vault,
+        owner: str,
+        fallback_tz: str,
+        guard: Guard,
+        after_sync: AfterSync | None = None,
+    ) -> None:
         self.engine = engine
         self.vault = vault
         self.guard = guard
         self.owner = owner
         self.fallback_tz = ZoneInfo(fallback_tz)
         self.cards = CardSync(engine)
+        self.after_sync = after_sync
 
     async def sync_due(self, every: timedelta) -> SyncStats:
         """Sync every account not synced within `every` whose lease is free."""
@@ -180,6 +196,8 @@ class InboundSync:
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
             _take_deleted(place.url, found, stats, listed_at, known, waiting, seen, plan)
             await _write(conn, account, place.url, found.token, plan)
+            if plan.fresh and self.after_sync is not None:
+                await self.after_sync(uow, account.user_id, plan.fresh)
             await conn.commit()
 
     def _take_changed(self, listing: _Listing, before: _Known, plan: _Plan) -> set[str]:
