@@ -34,7 +34,9 @@ def at(value: str) -> datetime:
 
 
 def blocks_in(events: list[dict[str, Any]], task_id: str | None = None) -> list[dict[str, Any]]:
-    return [e for e in events if e["kind"] == "task_block" and (task_id is None or e["task_id"] == task_id)]
+    return [
+        e for e in events if e.get("kind") == "task_block" and (task_id is None or e["task_id"] == task_id)
+    ]
 
 
 def minutes(events: list[dict[str, Any]]) -> int:
@@ -129,7 +131,7 @@ async def test_a_task_from_chat_is_placed_and_a_meeting_on_its_block_moves_it_on
             assert (at(move["old_start"]), at(move["old_end"])) == (at(old["start"]), at(old["end"]))
     # Created as asked; the blocks have not moved.
     after_meeting = await read_events(stack, user)
-    [created] = [e for e in after_meeting if e["kind"] == "event"]
+    [created] = [e for e in after_meeting if e.get("kind", "event") == "event"]
     assert (created["title"], at(created["start"])) == ("开会", NOW.replace(hour=11))
     assert blocks_in(after_meeting, task["id"]) == placed
 
@@ -155,7 +157,7 @@ async def test_a_task_from_chat_is_placed_and_a_meeting_on_its_block_moves_it_on
     assert not any(overlap(b, created) for b in now_placed)
     assert all(in_working_hours(b) and at(b["end"]) <= FRIDAY_EVENING for b in now_placed)
     # The meeting itself never moved.
-    [still] = [e for e in moved if e["kind"] == "event"]
+    [still] = [e for e in moved if e.get("kind", "event") == "event"]
     assert (still["id"], still["start"], still["end"]) == (created["id"], created["start"], created["end"])
 
 
@@ -277,7 +279,7 @@ async def test_a_meeting_moved_onto_a_block_is_moved_and_the_replan_waits_for_co
     ).json()
     [block] = blocks_in(await read_events(stack, user), task["id"])
     assert (at(block["start"]), at(block["end"])) == (NOW, NOW.replace(hour=11))
-    [call_event] = [e for e in await read_events(stack, user) if e["kind"] == "event"]
+    [call_event] = [e for e in await read_events(stack, user) if e.get("kind", "event") == "event"]
 
     held = await direct("update_schedule", event_id=call_event["id"], date="D", time="10:00")
     assert held["outcome"] == "held", held
@@ -290,6 +292,6 @@ async def test_a_meeting_moved_onto_a_block_is_moved_and_the_replan_waits_for_co
     assert [m["block_id"] for m in offer["replan"]["moves"]] == [block["id"]]
     # The meeting moved as asked; the block waits for the user's word.
     events = await read_events(stack, user)
-    [meeting] = [e for e in events if e["kind"] == "event"]
+    [meeting] = [e for e in events if e.get("kind", "event") == "event"]
     assert at(meeting["start"]) == NOW
     assert blocks_in(events, task["id"]) == [block]

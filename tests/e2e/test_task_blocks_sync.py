@@ -36,7 +36,7 @@ def at(value: str) -> datetime:
 
 
 def blocks_of(events: list[dict[str, Any]], task_id: str) -> list[dict[str, Any]]:
-    return [e for e in events if e["kind"] == "task_block" and e["task_id"] == task_id]
+    return [e for e in events if e.get("kind") == "task_block" and e["task_id"] == task_id]
 
 
 async def test_an_event_synced_onto_a_block_offers_the_replan_and_moves_only_on_confirm(
@@ -77,7 +77,7 @@ async def test_an_event_synced_onto_a_block_offers_the_replan_and_moves_only_on_
     # Nothing moved yet: the block still lies under the synced meeting.
     events = await read_events(stack, user)
     assert blocks_of(events, task["id"]) == [block]
-    assert any(e["title"] == "站会" and e["kind"] == "event" for e in events)
+    assert any(e["title"] == "站会" and e.get("kind", "event") == "event" for e in events)
 
     scripted.set_script(script(default="好的。"))
     confirmed = await stack.client.post(
