@@ -106,9 +106,14 @@ async def layout_of(
     found = await events_in(uow, user_id, now, end, incomplete_only=True)
     ordinary = [e for e in found if e.task_id is None]
     weeks = {"work": saved.week(config.working_hours), "personal": DEFAULT_PERSONAL_WEEK}
-    busy = tuple(person_of(ordinary, tz=tz, week=weeks["work"]).busy)
+    person = person_of(ordinary, tz=tz, week=weeks["work"])
+    # A tentative hold (a time proposed to someone) keeps its time from blocks too.
+    busy = (*person.busy, *person.tentative)
+    # A block under way keeps the rest of its time: no other block goes there.
+    under_way = [(e.start, e.end) for e in found if e.task_id is not None and e.start < now]
     free = {
-        kind: tuple(free_windows(busy, tz=tz, week=week, start=now, end=end)) for kind, week in weeks.items()
+        kind: tuple(free_windows([*busy, *under_way], tz=tz, week=week, start=now, end=end))
+        for kind, week in weeks.items()
     }
     begun: dict[str, int] = {}
     for block in await uow.tasks.blocks(user_id):

@@ -91,6 +91,8 @@ def describe_stub(stub: StubOut, tz: str) -> str:
         parts.append("conflicts with: " + ", ".join(_event_label(e, tz) for e in stub.conflicts_with))
     if stub.hold_reason:
         parts.append(f"held because: {stub.hold_reason}")
+    if stub.replan is not None:
+        parts.append(f"kind: replan (moves {len(stub.replan.moves)} task block(s) on confirm_command)")
     return "; ".join(parts) + ". The user's message may answer it, or be a new request."
 
 
