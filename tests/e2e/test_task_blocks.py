@@ -295,3 +295,47 @@ async def test_a_meeting_moved_onto_a_block_is_moved_and_the_replan_waits_for_co
     [meeting] = [e for e in events if e.get("kind", "event") == "event"]
     assert at(meeting["start"]) == NOW
     assert blocks_in(events, task["id"]) == [block]
+
+
+async def test_a_replan_whose_new_time_was_taken_since_moves_nothing_on_confirm(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    scripted.set_script(script(default="好的。"))
+
+    async def direct(tool: str, **arguments: Any) -> dict[str, Any]:
+        response = await stack.client.post(
+            "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
+        )
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    async def add_task(**body: Any) -> dict[str, Any]:
+        response = await stack.client.post("/v1/tasks", json=body, headers=stack.headers(user))
+        assert response.status_code == 201, response.text
+        made: dict[str, Any] = response.json()
+        return made
+
+    report = await add_task(title="报告", duration_minutes=240, due=FRIDAY_EVENING.isoformat())
+    assert (await direct("prepare_or_create_schedule", title="开会", date="D", time="11:00"))[
+        "outcome"
+    ] == "created"
+    offer = await active(stack, user)
+    assert offer is not None and offer["kind"] == "replan", offer
+    before = blocks_in(await read_events(stack, user), report["id"])
+
+    # Another task placed meanwhile takes the time the re-plan offered (the offer is no block yet).
+    other = await add_task(title="邮件", duration_minutes=60, due="2026-09-24T18:00:00+08:00")
+    [taken] = blocks_in(await read_events(stack, user), other["id"])
+    offered = [m for m in offer["replan"]["moves"] if m["new_start"] is not None]
+    assert any(overlap({"start": m["new_start"], "end": m["new_end"]}, taken) for m in offered), (
+        offered,
+        taken,
+    )
+
+    count = await event_count(db, user)
+    refused = await direct("confirm_command", command_id=offer["id"])
+    assert refused["outcome"] != "updated", refused
+    assert await event_count(db, user) == count
+    assert blocks_in(await read_events(stack, user), report["id"]) == before
+    assert blocks_in(await read_events(stack, user), other["id"]) == [taken]

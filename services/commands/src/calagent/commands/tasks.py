@@ -318,7 +318,8 @@ class Tasks:
 
     async def confirm_replan(self, txn: Txn, stub: Stub) -> CommandResult:
         """The user's word on a held re-plan: its blocks moved as offered, if each is still where
-        it was offered from; else nothing moves."""
+        it was offered from and every new time is still free of busy time and of other blocks;
+        else nothing moves (the error is answered, the offer stays until refused or lapsed)."""
         payload = stub.payload
         assert isinstance(payload, HeldReplan)
         uow = txn.uow
@@ -329,9 +330,18 @@ class Tasks:
                 continue
             block = current.get(move.block_id)
             if block is None or (block.start, block.end) != (move.old_start, move.old_end):
-                await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
-                return error_result("changed_since", "the blocks changed after this re-plan was offered")
+                return error_result("no_free_time", "the task blocks changed after this re-plan was offered")
         tasks = {t.id: t for t in await uow.tasks.list_tasks(txn.user_id)}
+        layout = await layout_of(uow, self.config, txn.user_id, list(tasks.values()), txn.tz, txn.now)
+        staying = [b for b in layout.blocks if b.id not in current]
+        for move in payload.replan.moves:
+            if move.new_start is None or move.new_end is None:
+                continue
+            taken = [*layout.busy, *((b.start, b.end) for b in staying)]
+            if move.new_start < txn.now or any(
+                overlaps(move.new_start, move.new_end, a, b) for a, b in taken
+            ):
+                return error_result("no_free_time", "a new time of this re-plan is no longer free")
         calendar = await self.default_calendar(uow, txn.user_id, txn.envelope.lang)
         for move in payload.replan.moves:
             old = current.get(move.block_id) if move.block_id else None
