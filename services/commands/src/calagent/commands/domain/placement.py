@@ -51,7 +51,7 @@ Solver = Literal["greedy", "cp-sat"]
 # the rest for building the model and for a busier machine; the wall clock stops it at the budget
 # only as a guard (a machine far slower), the one case where a rerun may differ.
 WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL = 0.12
-WALL_SHARE = 0.5
+WALL_SHARE = 0.35
 # The hours a personal task may use when the user has set none: evenings, and weekend days.
 DEFAULT_PERSONAL_WEEK: Week = {
     **{d: (time(19), time(22)) for d in range(1, 6)},
