@@ -1,0 +1,66 @@
+"""Tasks over the bus with PostgreSQL (contract §21): `add_task` resolves its date symbols through
+the time service and places the task as blocks; a read of what is not done carries the open tasks;
+`complete_task` frees the blocks not yet begun; another user's task is not found."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+import pytest
+
+from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand
+from calagent.contracts.queries import QueryRange
+from calagent.contracts.tools import AddTask
+
+from .conftest import NOW, System, envelope
+
+pytestmark = pytest.mark.integration
+
+FRIDAY_NOON = datetime.fromisoformat("2026-09-25T12:00:00+08:00")
+
+
+def key() -> str:
+    return uuid.uuid4().hex
+
+
+async def test_a_task_is_added_placed_read_as_open_and_completed(system: System, user: str) -> None:
+    args = AddTask(title="季度报告", duration_minutes=180, due="D+1", due_time="12:00", max_chunk_minutes=90)
+    added = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert (added.status, added.persisted) == ("created", True), added
+    assert added.task is not None and added.task.due == FRIDAY_NOON and not added.task.at_risk
+    assert [b.task_id for b in added.blocks] == [added.task.id, added.task.id]
+    assert all(b.kind == "task_block" and b.start >= NOW and b.end <= FRIDAY_NOON for b in added.blocks)
+    assert sum((b.end - b.start).total_seconds() for b in added.blocks) == 180 * 60
+
+    def read(incomplete_only: bool) -> QueryRange:
+        return QueryRange(
+            envelope=envelope(user), start_symbol="D", end_symbol="D+2", incomplete_only=incomplete_only
+        )
+
+    open_ = await system.query(read(True))
+    assert [t.title for t in open_.tasks] == ["季度报告"]
+    assert {e.id for e in open_.events} == {b.id for b in added.blocks}
+    assert (await system.query(read(False))).tasks == ()
+
+    other = await system.execute(
+        CompleteTaskCommand(envelope=envelope(f"{user}-x"), idempotency_key=key(), task_id=added.task.id)
+    )
+    assert other.error is not None and other.error.code == "not_found"
+    done = await system.execute(
+        CompleteTaskCommand(envelope=envelope(user), idempotency_key=key(), task_id=added.task.id)
+    )
+    assert done.status == "updated" and done.task is not None and done.task.status == "done"
+    after = await system.query(read(True))
+    assert (after.tasks, after.events) == ((), ())
+
+
+async def test_a_due_already_past_is_refused_and_nothing_is_kept(system: System, user: str) -> None:
+    args = AddTask(title="旧事", duration_minutes=60, due="D-1")
+    refused = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert refused.error is not None and refused.error.code == "invalid_time"
+    assert (
+        await system.query(
+            QueryRange(envelope=envelope(user), start_symbol="D", end_symbol="D+1", incomplete_only=True)
+        )
+    ).tasks == ()
