@@ -4,6 +4,8 @@ the time service and places the task as blocks; a read of what is not done carri
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import uuid
 from datetime import datetime
 
@@ -11,6 +13,7 @@ import pytest
 
 from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand
 from calagent.contracts.queries import QueryRange
+from calagent.contracts.tasks import SaveTask, TaskFields
 from calagent.contracts.tools import AddTask
 
 from .conftest import NOW, System, envelope
@@ -64,3 +67,25 @@ async def test_a_due_already_past_is_refused_and_nothing_is_kept(system: System,
             QueryRange(envelope=envelope(user), start_symbol="D", end_symbol="D+1", incomplete_only=True)
         )
     ).tasks == ()
+
+
+async def test_tasks_saved_at_once_never_get_the_same_time(system: System, user: str) -> None:
+    # Each placement reads the free time and writes into it: under the user's lock, one at a time.
+    saves = [
+        SaveTask(
+            envelope=envelope(user),
+            op="create",
+            fields=TaskFields(title=f"任务{i}", duration_minutes=60, due=FRIDAY_NOON),
+        )
+        for i in range(4)
+    ]
+    results = await asyncio.gather(*(system.query(s) for s in saves))
+    assert all(r.error is None for r in results)
+    blocks = (
+        await system.query(
+            QueryRange(envelope=envelope(user), start_symbol="D", end_symbol="D+2", incomplete_only=True)
+        )
+    ).events
+    assert len({b.task_id for b in blocks}) == 4
+    spans = sorted((b.start, b.end) for b in blocks)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans)), spans

@@ -161,8 +161,10 @@ class Tasks:
         user_id = env.user_id
         now = self.clock.now()
         async with self.store.unit_of_work() as uow:
-            # The blocks this writes are the client's change (contract §15).
+            # The blocks this writes are the client's change (contract §15), placed under the
+            # user's lock like every write of their calendar: no two placements read the same gap.
             uow.changes.log_changes_as(ChangeContext(new_id(), "api", env.turn_id, now))
+            await uow.lock_user(user_id)
             if query.op == "create":
                 if query.fields is None:
                     return query_error("invalid_arguments", "a new task needs its fields")
