@@ -17,6 +17,7 @@ from calagent.contracts.tasks import SaveTask, TaskFields
 from calagent.contracts.tools import AddTask
 
 from .conftest import NOW, System, envelope
+from .test_commands_bus import create
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +90,27 @@ async def test_tasks_saved_at_once_never_get_the_same_time(system: System, user:
     assert len({b.task_id for b in blocks}) == 4
     spans = sorted((b.start, b.end) for b in blocks)
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans)), spans
+
+
+async def test_a_meeting_that_leaves_a_task_no_other_room_turns_its_block_busy(
+    system: System, user: str
+) -> None:
+    # Two hours due at 14:00, placed 10:00–12:00: 12:00–14:00 is still another place for it.
+    saved = await system.query(
+        SaveTask(
+            envelope=envelope(user),
+            op="create",
+            fields=TaskFields(
+                title="周报", duration_minutes=120, due=datetime.fromisoformat("2026-09-24T14:00:00+08:00")
+            ),
+        )
+    )
+    [task] = saved.tasks
+    sql = "SELECT transparent FROM commands.events WHERE task_id = :t"
+    assert await system.scalar(sql, t=task.id) is True
+    # A meeting 11:00–13:00 on the block leaves only 13:00–14:00 elsewhere: the block shows busy,
+    # and stays where it is until the re-plan offered is confirmed.
+    met = await system.execute(create(user, title="评审", date="D", time="11:00", end_time="13:00"))
+    assert met.status == "created" and met.replan is not None, met
+    assert await system.scalar(sql, t=task.id) is False
+    assert await system.scalar("SELECT count(*) FROM commands.events WHERE task_id = :t", t=task.id) == 1

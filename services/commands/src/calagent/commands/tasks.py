@@ -294,6 +294,8 @@ class Tasks:
         spans = [event_span(e, txn.tz) for e in hitting]
         if not any(overlaps(b.start, b.end, *span) for span in spans for b in layout.blocks):
             return None
+        # Less room is left: a block whose task now has no other place turns busy (no block moves).
+        await self.show_busy_when_needed(uow, txn.user_id, txn.tz, txn.now)
         with_blocks = [t for t in open_tasks if layout.blocks_of(t.id)]
         found = replan(layout.problem(with_blocks), [as_block(b) for b in layout.blocks], self.budget_s)
         titles = {t.id: t.title for t in open_tasks}
