@@ -221,7 +221,7 @@ class Writes:
             if stub.kind == "proposal":
                 return await self.proposing.send(txn, stub)
             if stub.kind == "booking":
-                return await self.proposing.book(txn, stub)
+                return await self._replan_after(txn, await self.proposing.book(txn, stub))
             if stub.kind == "replan":
                 return await self.tasks.confirm_replan(txn, stub)
             # A counter-proposal made again is still the attendee's: offered as theirs.
@@ -248,8 +248,9 @@ class Writes:
         )
 
     async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
-        """An event moved onto task blocks: their re-plan offered beside the receipt (§21)."""
-        if result.status != "updated" or result.event is None:
+        """An event booked or moved onto task blocks: their re-plan offered beside the receipt
+        (§21)."""
+        if result.status not in ("created", "updated") or result.event is None:
             return result
         moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
         replan = await self.tasks.offer_replan(txn, [moved]) if moved is not None else None
