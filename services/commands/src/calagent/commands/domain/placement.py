@@ -44,14 +44,16 @@ EPOCH = datetime(2000, 1, 3, tzinfo=UTC)  # a Monday midnight: steps are counted
 Hours = Literal["work", "personal"]
 Solver = Literal["greedy", "cp-sat"]
 # CP-SAT stops after a deterministic amount of work (the same on every run, so the same plan). Its
-# deterministic clock runs slower than the wall clock the more intervals the model has: measured
-# on this kind of machine (2 shared cores), one deterministic second of search costs about
-# `WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL` wall seconds per interval (7 s at 55 intervals, 50 s at
-# 530). The deterministic limit is scaled so the search takes `WALL_SHARE` of the budget, leaving
-# the rest for building the model and for a busier machine; the wall clock stops it at the budget
-# only as a guard (a machine far slower), the one case where a rerun may differ.
-WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL = 0.12
-WALL_SHARE = 0.35
+# deterministic clock runs slower than the wall clock, the more so the more intervals the model
+# has: measured on this kind of machine (2 cores shared with others, presolve included), one
+# deterministic second costs at worst about `WALL_S_PER_DETERMINISTIC_S` plus
+# `WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL` per interval of wall time (12 s at 56 intervals, 72 s at
+# 1,100). The deterministic limit is scaled so the search takes `WALL_SHARE` of the budget at that
+# worst, leaving the rest for building the model and a busier machine; the wall clock stops it at
+# the budget only as a guard (a machine far slower), the one case where a rerun may differ.
+WALL_S_PER_DETERMINISTIC_S = 10.0
+WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL = 0.07
+WALL_SHARE = 0.3
 # The hours a personal task may use when the user has set none: evenings, and weekend days.
 DEFAULT_PERSONAL_WEEK: Week = {
     **{d: (time(19), time(22)) for d in range(1, 6)},
@@ -254,7 +256,8 @@ def score(plan_: Plan) -> tuple[int, float]:
 def deterministic_limit(budget_s: float, intervals: int) -> float:
     """The deterministic time CP-SAT may search for: `WALL_SHARE` of the budget in wall time on
     this kind of machine, for a model of `intervals` intervals."""
-    return budget_s * WALL_SHARE / (WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL * max(intervals, 1))
+    wall_per_unit = WALL_S_PER_DETERMINISTIC_S + WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL * intervals
+    return budget_s * WALL_SHARE / wall_per_unit
 
 
 def _solve(
@@ -294,6 +297,7 @@ def _solve(
     variables: dict[str, list[tuple[cp_model.IntVar, cp_model.IntVar, cp_model.IntVar]]] = {}
     kept_vars: dict[str, list[tuple[cp_model.IntVar, tuple[int, int]]]] = {}
     n_kept = sum(len(v) for v in (keep or {}).values())
+    n_padded = 0
     for t in grid.tasks:
         tid = t.spec.id
         lo, hi = max(t.lo - o, 0), max(t.hi - o, 0)
@@ -340,6 +344,7 @@ def _solve(
             end_terms.append(end)
             variables[tid].append((p, start, size))
         model.add_no_overlap(padded)
+        n_padded += len(padded)
         model.add(sum(task_sizes) <= t.size)
         placed_terms.extend(task_sizes)
     if len(by_kind) > 1:
@@ -372,7 +377,8 @@ def _solve(
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
-    solver.parameters.max_deterministic_time = deterministic_limit(budget_s, len(everyone))
+    n_intervals = len(everyone) + n_padded + sum(len(v) for v in forbidden.values())
+    solver.parameters.max_deterministic_time = deterministic_limit(budget_s, n_intervals)
     solver.parameters.max_time_in_seconds = budget_s
     # Probing in presolve costs seconds of wall time on a model this size for almost no
     # deterministic time (so no limit would see it), and the precedence reasoning of no-overlap
