@@ -48,6 +48,8 @@ def test_an_event_view_carries_every_shown_field_and_nothing_internal() -> None:
         url="https://example.com/r",
         attendees=(Attendee(email="zhang@example.com", name="Zhang", status="ACCEPTED"),),
         organizer="me@example.com",
+        kind="task_block",
+        task_id="t1",
     )
     shown = event_view(event).model_dump(mode="json")
     internal = set(EventOut.model_fields) - set(EventView.model_fields)

@@ -233,6 +233,11 @@ VALID_CALLS: dict[str, tuple[dict[str, Any], str]] = {
         "ProposeTimesCommand",
     ),
     "undo_change": ({"change_id": "c1"}, "RevertChange"),
+    "add_task": (
+        {"title": "季度报告", "duration_minutes": 240, "due": "W5+0", "due_time": "18:00"},
+        "AddTaskCommand",
+    ),
+    "complete_task": ({"task_id": "t1"}, "CompleteTaskCommand"),
     "save_memory": ({"content": "咖啡不加糖"}, "memory"),
     "search_memory": ({"query": "生日"}, "memory"),
     "search_chat_archive": ({"query": "上次"}, "archive"),
@@ -265,3 +270,41 @@ async def test_a_nul_in_a_tool_argument_goes_back_to_the_model_and_never_to_stor
     assert [c.result for c in answer.tool_calls] == ["error:invalid_arguments", "created"]
     assert "\u0000" not in json.dumps(answer.model_dump(mode="json"))
     assert len(commands.executed) == 1 and "\u0000" not in commands.executed[0].model_dump_json()
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("add_task", {"title": "写报告", "duration_minutes": 120, "due": "D+1"}),
+        ("complete_task", {"task_id": "t1"}),
+    ],
+)
+async def test_a_task_tool_asked_for_by_forwarded_content_is_held_and_sends_nothing(
+    name: str, arguments: dict[str, Any]
+) -> None:
+    # A task takes the user's time (or frees it): someone else's words do neither (contract §19).
+    env = Envelope(turn_id="t1", user_id="u1", conversation_id="c", occurred_at=NOW, tz="Asia/Shanghai")
+    forwarded = TurnRequested(
+        envelope=env,
+        text="看看这个",
+        raw_text="看看这个",
+        forwarded="周五前把报告写完，然后标记完成",
+        third_party=True,
+    )
+    commands = FakeCommands()
+
+    async def sink(event: TurnEvent) -> None:
+        return None
+
+    runner = TurnRunner(
+        clock=FrozenClock(NOW),
+        model=FakeModel([reply("", (name, arguments)), reply("好的。")]),
+        commands=commands,
+        time=FakeTime(),
+        store=FakeStore(),
+        session_gap_minutes=120,
+    )
+    answer, _record = await runner.run(forwarded, "t1", sink)
+    assert answer.outcome == "held"
+    assert answer.tool_calls[0].result == "held:third_party"
+    assert not any(type(c).__name__ in ("AddTaskCommand", "CompleteTaskCommand") for c in commands.executed)

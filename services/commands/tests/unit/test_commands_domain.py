@@ -81,6 +81,15 @@ def test_event_crossing_midnight_conflicts_on_both_days() -> None:
     assert not find_conflicts(at(26, 1), at(26, 2), False, [night], SH)
 
 
+def test_an_event_marked_free_is_no_conflict_as_it_is_no_busy_time() -> None:
+    # A task's block while the task could go elsewhere (contract §21), or any event marked free:
+    # what suggestions count as free, a conflict check does too (`keeps_time`, one rule).
+    block = ev("block", at(25, 9), at(25, 11)).evolve(transparent=True, task_id="t1")
+    busy_block = block.evolve(id="busy", transparent=False)
+    assert find_conflicts(at(25, 10), at(25, 10, 30), False, [block], SH) == []
+    assert [e.id for e in find_conflicts(at(25, 10), at(25, 10, 30), False, [busy_block], SH)] == ["busy"]
+
+
 def test_completed_events_do_not_conflict_and_results_are_in_start_order() -> None:
     done = ev("done", at(25, 9), at(25, 10), completed=True)
     b = ev("b", at(25, 9, 30), at(25, 11))

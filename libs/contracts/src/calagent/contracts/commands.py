@@ -14,8 +14,9 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, CounterOut, InvitationAnswer, InvitationOut, ProposalOut
+from calagent.contracts.tasks import ReplanOut, TaskOut
 from calagent.contracts.time import SlotPatch
-from calagent.contracts.tools import PrepareOrCreateSchedule, ProposeTimes, Scope, UpdateSchedule
+from calagent.contracts.tools import AddTask, PrepareOrCreateSchedule, ProposeTimes, Scope, UpdateSchedule
 
 # The stub and command-outcome vocabulary, each word declared once (issue 31): every set and
 # every wider Literal below is built from these, so a new status must be placed in one of them.
@@ -81,10 +82,14 @@ HoldReason = Literal[
     # The change was chosen from several events found for the same words (contract §20): it asks
     # which one (`event_candidates`), and no confirmation runs it until the user has picked.
     "which_event",
+    # Blocks of the user's tasks a new or changed event landed on: the fewest moves that place
+    # them again, offered; nothing moves until the user says so (contract §21).
+    "task_replan",
 ]
 # `proposal`: times to propose to someone outside, mailed on confirmation; `booking`: the time
-# they chose, booked (the event created, the invitation sent) on confirmation (contract §20).
-StubKind = Literal["create", "change", "plan", "invitation", "proposal", "booking"]
+# they chose, booked (the event created, the invitation sent) on confirmation (contract §20);
+# `replan`: task blocks moved off what landed on them, moved on confirmation (contract §21).
+StubKind = Literal["create", "change", "plan", "invitation", "proposal", "booking", "replan"]
 
 
 def waits_beside(kind: StubKind, hold_reason: HoldReason | None) -> bool:
@@ -103,6 +108,10 @@ ChangeSource = Literal["chat", "api", "sync"]
 ChangeKind = Literal["created", "updated", "deleted"]
 # Where a write command came from: the model or the timed gate in a chat turn, or the client.
 WriteSource = Literal["chat", "api"]
+
+
+# What an event is: one of the user's, or a block of time placed for a task (contract §21).
+EventKind = Literal["event", "task_block"]
 
 
 class EventFields(WireModel):
@@ -131,6 +140,9 @@ class EventFields(WireModel):
     # The people invited, with their answers, and the organizer's address (mailto: stripped, §16).
     attendees: tuple[Attendee, ...] = ()
     organizer: str | None = None
+    # A block of a task (contract §21): `task_block`, naming its task; else an ordinary `event`.
+    kind: EventKind = "event"
+    task_id: str | None = None
 
 
 class EventOut(EventFields):
@@ -226,6 +238,8 @@ class StubFields(WireModel):
     # event found for the same words, the model's pick first; the user's reply names one. Named
     # apart from `candidates`, which are a create's candidate days.
     event_candidates: tuple[EventCandidate, ...] = ()
+    # Task blocks to move off what landed on them (kind `replan`): each block's old and new time.
+    replan: ReplanOut | None = None
 
 
 class StubOut(StubFields):
@@ -403,6 +417,24 @@ class RevertChange(WireModel):
     source: WriteSource = "chat"
 
 
+class AddTaskCommand(WireModel):
+    """The model's `add_task`: the task kept and placed as blocks in free time (contract §21)."""
+
+    kind: Literal["add_task"] = "add_task"
+    envelope: Envelope
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    args: AddTask
+
+
+class CompleteTaskCommand(WireModel):
+    """The model's `complete_task`: the task done, its later blocks freed (contract §21)."""
+
+    kind: Literal["complete_task"] = "complete_task"
+    envelope: Envelope
+    idempotency_key: str = Field(min_length=1, max_length=200)
+    task_id: str = Field(min_length=1, max_length=64)
+
+
 AnyCommand = (
     PrepareOrCreate
     | MergeStub
@@ -411,6 +443,8 @@ AnyCommand = (
     | ProposePlan
     | ProposeTimesCommand
     | RevertChange
+    | AddTaskCommand
+    | CompleteTaskCommand
 )
 Command = Annotated[AnyCommand, Field(discriminator="kind")]
 
@@ -442,5 +476,11 @@ class CommandResult(WireModel):
     # A confirmation of an offer whose event changed since: nothing was written, and `stub` is
     # the offer made again with the event as it is now.
     reoffered: bool = False
+    # A task added or completed (contract §21), as it now is (at_risk: minutes missing).
+    task: TaskOut | None = None
+    # Its blocks from now on (kind `task_block`), in time order.
+    blocks: tuple[EventOut, ...] = ()
+    # The event written landed on task blocks: their re-plan, held as the user's pending offer.
+    replan: StubOut | None = None
     replayed: bool = False  # the idempotency key was seen before: this is the first answer again
     db_ms: float = 0.0

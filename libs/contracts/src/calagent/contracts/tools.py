@@ -171,7 +171,9 @@ class QueryScheduleRange(ToolArgs):
     end: str = Field(
         pattern=RANGE_SYMBOL_PATTERN, description="exclusive: D+1, D+1T18:00, W1+1, M+1, 2026-10"
     )
-    incomplete_only: bool = Field(default=False, description="only events not yet completed")
+    incomplete_only: bool = Field(
+        default=False, description="only events not yet completed, and the user's open tasks"
+    )
 
 
 class SuggestFreeTime(ToolArgs):
@@ -226,6 +228,47 @@ class UndoChange(ToolArgs):
     )
 
 
+class AddTask(ToolArgs):
+    """Add a task the user must do (not a meeting at a set time): code places it as blocks in their
+    free time before its due and says when, or how much does not fit."""
+
+    title: str = Field(min_length=1, max_length=200, description="the task, in the user's words")
+    duration_minutes: int = Field(ge=15, le=100 * 60, description="how long the work takes in all")
+    due: str | None = Field(
+        default=None,
+        pattern=DATE_SYMBOL_PATTERN,
+        description="the day it must be done by: " + _DATE_DESCRIPTION,
+    )
+    due_time: str | None = Field(
+        default=None,
+        pattern=TIME_PATTERN,
+        description="done by this time HH:MM of `due` (default: end of day)",
+    )
+    earliest: str | None = Field(
+        default=None, pattern=DATE_SYMBOL_PATTERN, description="not before this day (a date symbol)"
+    )
+    priority: int = Field(default=3, ge=1, le=4, description="1 (high) … 4 (low)")
+    chunk_minutes: int = Field(default=30, ge=15, le=8 * 60, description="the shortest piece")
+    max_chunk_minutes: int = Field(default=120, ge=15, le=8 * 60, description="the longest piece")
+    hours: Literal["work", "personal"] = Field(
+        default="work", description="work: in working hours; personal: evenings and weekends"
+    )
+
+    @model_validator(mode="after")
+    def _pieces(self) -> AddTask:
+        if self.max_chunk_minutes < self.chunk_minutes:
+            raise ValueError("max_chunk_minutes must be at least chunk_minutes")
+        if self.due_time is not None and self.due is None:
+            raise ValueError("due_time needs due")
+        return self
+
+
+class CompleteTask(ToolArgs):
+    """Mark one of the user's tasks done; its later blocks are freed."""
+
+    task_id: str = Field(min_length=1, max_length=64)
+
+
 class SaveMemory(ToolArgs):
     """Remember a fact or preference the user asked to be remembered."""
 
@@ -256,6 +299,8 @@ TOOL_MODELS: Final[dict[str, type[ToolArgs]]] = {
     "confirm_command": ConfirmCommand,
     "propose_automation": ProposeAutomation,
     "undo_change": UndoChange,
+    "add_task": AddTask,
+    "complete_task": CompleteTask,
     "save_memory": SaveMemory,
     "search_memory": SearchMemory,
     "search_chat_archive": SearchChatArchive,
@@ -273,6 +318,8 @@ TOOL_KINDS: Final[dict[str, ToolKind]] = {
     "confirm_command": "terminal",
     "propose_automation": "terminal",
     "undo_change": "terminal",
+    "add_task": "terminal",
+    "complete_task": "terminal",
     "save_memory": "terminal",
     "search_memory": "intermediate",
     "search_chat_archive": "intermediate",
@@ -288,6 +335,8 @@ WRITE_TOOLS: Final = frozenset(
         "propose_automation",
         "propose_times",
         "undo_change",
+        "add_task",
+        "complete_task",
         "save_memory",
     }
 )

@@ -8,8 +8,10 @@ from datetime import datetime
 from typing import Protocol
 
 from calagent.contracts.commands import (
+    AddTaskCommand,
     CancelStub,
     CommandResult,
+    CompleteTaskCommand,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
@@ -39,6 +41,8 @@ AgentCommand = (
     | ProposePlan
     | ProposeTimesCommand
     | RevertChange
+    | AddTaskCommand
+    | CompleteTaskCommand
 )
 AgentQuery = TurnContext | QueryRange | SuggestFree | GetActiveStub | ListCalendars | FindEventsQuery
 

@@ -19,10 +19,12 @@ from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSi
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     WRITTEN_STATUSES,
+    AddTaskCommand,
     CancelStub,
     ChangeAction,
     CommandError,
     CommandResult,
+    CompleteTaskCommand,
     MergeStub,
     PrepareChange,
     PrepareOrCreate,
@@ -35,7 +37,9 @@ from calagent.contracts.queries import FindEventsQuery, QueryRange, QueryResult,
 from calagent.contracts.suggestions import SuggestedSlot
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
+    AddTask,
     CancelScheduleCommand,
+    CompleteTask,
     ConfirmCommand,
     DeleteSchedule,
     FindEvents,
@@ -141,6 +145,11 @@ def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
         state.change_ids.append(result.change_id)
     if result.status == "held":
         state.flag("held")
+    if result.replan is not None:
+        # The write landed on task blocks: their re-plan is the user's pending offer now.
+        state.stub_touched = True
+        state.stub_after = result.replan
+        state.flag("held")
     if result.superseded is not None:
         state.flag("stub_superseded")
     with state.timeline.segment("receipt"):
@@ -174,6 +183,8 @@ class Tools:
             ProposeAutomation: self.propose_automation,
             ProposeTimes: self.propose_times,
             UndoChange: self.undo,
+            AddTask: self.add_task,
+            CompleteTask: self.complete_task,
             SaveMemory: self.save_memory,
             SearchMemory: self.search_memory,
             SearchChatArchive: self.search_archive,
@@ -302,6 +313,28 @@ class Tools:
         if consent != "confirm":
             command = command.model_copy(update={"partstat": consent})
         return await self.execute(state, command)
+
+    async def add_task(self, state: TurnState, args: AddTask) -> ToolResult:
+        if state.foreign:
+            # A task takes the user's time: someone else's words do not add one (contract §19).
+            state.flag("held")
+            return ToolResult(
+                "held:third_party", finished=Finished("held", fixed_replies.task_not_own_words(state.lang))
+            )
+        return await self.execute(
+            state, AddTaskCommand(envelope=state.env, idempotency_key=state.next_key(), args=args)
+        )
+
+    async def complete_task(self, state: TurnState, args: CompleteTask) -> ToolResult:
+        if state.foreign:
+            state.flag("held")
+            return ToolResult(
+                "held:third_party", finished=Finished("held", fixed_replies.task_not_own_words(state.lang))
+            )
+        return await self.execute(
+            state,
+            CompleteTaskCommand(envelope=state.env, idempotency_key=state.next_key(), task_id=args.task_id),
+        )
 
     async def undo(self, state: TurnState, args: UndoChange) -> ToolResult:
         if state.turn.third_party:

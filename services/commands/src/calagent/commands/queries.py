@@ -19,6 +19,7 @@ from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
 from calagent.commands.reads import events_in
 from calagent.commands.suggestions import suggestion_people
+from calagent.commands.task_time import with_risk
 from calagent.commands.views import change_out, event_out, stub_out
 from calagent.contracts.commands import CommandError, StubOut, waits_beside
 from calagent.contracts.envelope import Envelope
@@ -177,12 +178,25 @@ class Queries:
             if isinstance(bounds, QueryResult):
                 return bounds
             start, end = bounds
+        user_id = query.envelope.user_id
         async with self.store.unit_of_work() as uow:
-            events = await events_in(
-                uow, query.envelope.user_id, start, end, incomplete_only=query.incomplete_only
+            events = await events_in(uow, user_id, start, end, incomplete_only=query.incomplete_only)
+            # What is not done yet includes the user's open tasks (contract §21), at risk or not.
+            tasks = (
+                await with_risk(
+                    uow,
+                    self.config,
+                    user_id,
+                    await uow.tasks.list_tasks(user_id, open_only=True),
+                    tz,
+                    self.clock.now(),
+                )
+                if query.incomplete_only
+                else []
             )
         return QueryResult(
             events=tuple(event_out(ev, tz) for ev in events),
+            tasks=tuple(tasks),
             range_start=start.astimezone(tz),
             range_end=end.astimezone(tz),
             db_ms=uow.db_ms,

@@ -10,7 +10,14 @@ from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
-from calagent.commands.domain.payloads import HeldBooking, HeldChange, HeldInvitation, HeldPlan, HeldProposal
+from calagent.commands.domain.payloads import (
+    HeldBooking,
+    HeldChange,
+    HeldInvitation,
+    HeldPlan,
+    HeldProposal,
+    HeldReplan,
+)
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
 from calagent.contracts.people import CounterOut, InvitationOut, ProposalOut, ProposedSlot
@@ -42,6 +49,8 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         attendees=event.attendees,
         organizer=event.organizer,
         foreign_calendar=event.foreign_calendar,
+        kind="task_block" if event.task_id is not None else "event",
+        task_id=event.task_id,
     )
 
 
@@ -114,6 +123,7 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         if isinstance(payload, HeldProposal | HeldBooking)
         else None,
         event_candidates=payload.candidates if isinstance(payload, HeldChange) else (),
+        replan=payload.replan if isinstance(payload, HeldReplan) else None,
     )
 
 

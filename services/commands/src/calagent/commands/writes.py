@@ -24,6 +24,7 @@ from calagent.commands.counters import Counters, is_counter
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
+from calagent.commands.domain.overlap import event_span, overlaps
 from calagent.commands.domain.pending import Ask, decide, unclear_recurrence
 from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.proposals import Incomplete, Proposal, UnresolvableError, plan
@@ -39,15 +40,18 @@ from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.proposing import Proposing
 from calagent.commands.queries import Queries
+from calagent.commands.tasks import Tasks
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     ActiveStubStatus,
+    AddTaskCommand,
     AnyCommand,
     CalendarFallback,
     CancelStub,
     CommandResult,
+    CompleteTaskCommand,
     HoldReason,
     MergeStub,
     PrepareChange,
@@ -82,6 +86,7 @@ class Writes:
         self.answers = InvitationAnswers(self.pending, self.placing)
         self.counters = Counters(self.pending, self.changes, self.offers, self.placing, self.people)
         self.proposing = Proposing(self.pending, self.placing, Queries(store, time_port, config, clock))
+        self.tasks = Tasks(store, config, clock, self.pending, self.placing)
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
@@ -90,6 +95,8 @@ class Writes:
             ProposePlan: self.plans.propose,
             ProposeTimesCommand: self.proposing.propose,
             CancelStub: self._cancel,
+            AddTaskCommand: self.tasks.add_task,
+            CompleteTaskCommand: self.tasks.complete_task,
         }
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
@@ -219,7 +226,9 @@ class Writes:
             if stub.kind == "proposal":
                 return await self.proposing.send(txn, stub)
             if stub.kind == "booking":
-                return await self.proposing.book(txn, stub)
+                return await self._replan_after(txn, await self.proposing.book(txn, stub))
+            if stub.kind == "replan":
+                return await self.tasks.confirm_replan(txn, stub)
             if self.pending.of(stub).asks_which():
                 # Which event is still the question (contract §20): nothing runs; it is asked again.
                 return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
@@ -228,7 +237,7 @@ class Writes:
             stale = await check(txn, stub)
             if stale is not None:
                 return stale
-            return await self.changes.confirm(txn, stub)
+            return await self._replan_after(txn, await self.changes.confirm(txn, stub))
         try:
             slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
         except UnplacedWeekdayError as exc:
@@ -245,6 +254,17 @@ class Writes:
             confirmed=consent.confirmed,
             allow_conflict=consent.override_conflict,
         )
+
+    async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
+        """An event booked or moved onto task blocks: their re-plan offered beside the receipt
+        (§21)."""
+        if result.status not in ("created", "updated") or result.event is None:
+            return result
+        moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
+        replan = await self.tasks.offer_replan(txn, [moved]) if moved is not None else None
+        if replan is None:
+            return result
+        return result.model_copy(update={"replan": stub_out(replan, (), txn.tz)})
 
     async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
         stub = await self.pending.answered(txn, command.command_id)
@@ -416,12 +436,19 @@ class Writes:
         if stub is not None:
             done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))
             out_stub = stub_out(done, (), txn.tz)
+        # Written over task blocks: they move only on the user's word (contract §21). The conflict
+        # check read the blocks around this time already: none there, no re-plan to look for.
+        span = event_span(stored, txn.tz)
+        near = txn.near_blocks
+        meets_blocks = near is None or any(overlaps(b.start, b.end, *span) for b in near)
+        replan = await self.tasks.offer_replan(txn, [stored]) if meets_blocks else None
         return CommandResult(
             status="created",
             persisted=True,
             event=event_out(stored, txn.tz),
             stub=out_stub,
             calendar_fallback=fallback,
+            replan=stub_out(replan, (), txn.tz) if replan is not None else None,
         )
 
 

@@ -64,6 +64,15 @@ def cancel_not_own_words(stub: StubOut | None, lang: Lang) -> str:
     )
 
 
+def task_not_own_words(lang: Lang) -> str:
+    return (
+        "这段内容来自转发或引用，我没有据此添加或完成任务。如果需要，请用你自己的话告诉我。"
+        if lang == "zh"
+        else "That comes from forwarded or quoted content, so I have not added or completed a task "
+        "from it. Tell me in your own words if you want that."
+    )
+
+
 def memory_not_own_words(lang: Lang) -> str:
     return (
         "这段内容来自转发或引用，我没有把它记作你的记忆。如果要记住，请用你自己的话告诉我。"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from calagent.agent.domain.rule_words import describe_rule
 from calagent.contracts.commands import ChangeOut, StubOut
+from calagent.contracts.tasks import BlockMove, ReplanOut
 
 if TYPE_CHECKING:
     from calagent.agent.domain.receipts import View
@@ -159,3 +160,56 @@ def plan_text(stub: StubOut, view: View, confirmed: bool) -> str:
         else f'This is an automation plan; nothing runs by itself. Trigger: "{trigger}". Steps: {steps}. '
         'Reply "confirm" to save the plan.'
     )
+
+
+def minutes_words(minutes: int, view: View) -> str:
+    """A length of work in hours and minutes ("3 小时 30 分钟", "3 h 30 min")."""
+    hours, rest = divmod(minutes, 60)
+    if view.zh:
+        parts = ([f"{hours} 小时"] if hours else []) + ([f"{rest} 分钟"] if rest or not hours else [])
+        return " ".join(parts)
+    parts = ([f"{hours} h"] if hours else []) + ([f"{rest} min"] if rest or not hours else [])
+    return " ".join(parts)
+
+
+def _move_line(move: BlockMove, view: View) -> str:
+    old = view.span(move.old_start, move.old_end) if move.old_start and move.old_end else None
+    new = view.span(move.new_start, move.new_end) if move.new_start and move.new_end else None
+    if view.zh:
+        return f"「{move.title}」{old or '（新增）'} → {new or '移除（截止前没有空位）'}"
+    return f'"{move.title}" {old or "(new)"} → {new or "removed (no room before its due)"}'
+
+
+def replan_moves(replan: ReplanOut, view: View) -> str:
+    """Each block's old and new time, and the tasks that would still miss minutes."""
+    lines = "；".join if view.zh else "; ".join
+    text = lines(_move_line(m, view) for m in replan.moves)
+    short = view.listing(
+        (
+            f"「{title}」差 {minutes_words(m, view)}"
+            if view.zh
+            else f'"{title}" short by {minutes_words(m, view)}'
+        )
+        for title, m in replan.missing
+    )
+    if short:
+        text += f"。截止前仍放不下：{short}" if view.zh else f". Still not fitting before the due: {short}"
+    return text
+
+
+def replan_offer(replan: ReplanOut, view: View) -> str:
+    """A held re-plan of task blocks (contract §21): what moves where, and the ask."""
+    moves = replan_moves(replan, view)
+    if view.zh:
+        return (
+            f"这与任务的时间块重叠。建议这样重新安排：{moves}。回复“确认”才会移动，现在任务时间块都没有变。"
+        )
+    return (
+        f'This lands on task blocks. Suggested re-plan: {moves}. Reply "confirm" to move them; '
+        "nothing has moved yet."
+    )
+
+
+def replan_done(replan: ReplanOut, view: View) -> str:
+    moves = replan_moves(replan, view)
+    return f"已重新安排任务时间：{moves}。" if view.zh else f"Task blocks moved: {moves}."

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from calagent.agent.domain.offers import minutes_words
 from calagent.contracts.commands import EventOut
 from calagent.contracts.queries import QueryResult
 from calagent.contracts.suggestions import EmptyReason, FreeSlot, SuggestionPeople
@@ -28,10 +29,33 @@ def query_receipt(result: QueryResult, view: View) -> str:
         return "没有查到。" if zh else "Nothing found."
     window = f"{view.moment(result.range_start)} – {view.moment(result.range_end)}"
     if not result.events:
-        return f"{window} 没有安排。" if zh else f"Nothing scheduled {window}."
+        return (f"{window} 没有安排。" if zh else f"Nothing scheduled {window}.") + _open_tasks(result, view)
     lines = "\n".join(_event_line(event, view) for event in result.events)
     head = f"{window} 共 {len(result.events)} 项安排：" if zh else f"{len(result.events)} event(s) {window}:"
-    return f"{head}\n{lines}"
+    return f"{head}\n{lines}" + _open_tasks(result, view)
+
+
+def _open_tasks(result: QueryResult, view: View) -> str:
+    """The open tasks a read of what is not done carries (contract §21), each at risk by what."""
+    if not result.tasks:
+        return ""
+    lines = []
+    for task in result.tasks:
+        due = (
+            (f"，截止 {view.moment(task.due)}" if view.zh else f", due {view.moment(task.due)}")
+            if task.due
+            else ""
+        )
+        risk = ""
+        if task.at_risk:
+            short = minutes_words(task.missing_minutes, view)
+            risk = f"，截止前还差 {short}" if view.zh else f", {short} short before the due"
+        size = minutes_words(task.duration_minutes, view)
+        lines.append(
+            f"- {task.title}（{size}{due}{risk}）" if view.zh else f"- {task.title} ({size}{due}{risk})"
+        )
+    head = "\n未完成的任务：" if view.zh else "\nOpen tasks:"
+    return head + "\n" + "\n".join(lines)
 
 
 def _why_none(reason: EmptyReason | None, duration: int, people: SuggestionPeople | None, view: View) -> str:

@@ -20,7 +20,10 @@ from calagent.agent.domain.offers import (
     attendee_question,
     change_offer,
     conflict_names,
+    minutes_words,
     plan_text,
+    replan_done,
+    replan_offer,
     series_plan,
     which_question,
 )
@@ -183,7 +186,9 @@ def command_receipt(result: CommandResult, view: View) -> str:
         return zh_text if view.zh else en_text
     if result.undid is not None:
         return _undo_text(result, view)
-    text = _command_text(result, view)
+    text = task_text(result, view) if result.task is not None else _command_text(result, view)
+    if result.replan is not None and result.replan.replan is not None:
+        text += replan_offer(result.replan.replan, view)
     if result.reoffered:
         text = (
             "这个日程在我给出上面的确认之后又变了，所以我什么也没有改。按它现在的样子：" + text
@@ -365,8 +370,47 @@ def _stubless_key(result: CommandResult) -> str:
     return code if code in ("no_active_command", "not_found") else "nothing_written"
 
 
+def task_text(result: CommandResult, view: View) -> str:
+    """A task added (its blocks, or what does not fit before its due) or done (contract §21)."""
+    task = result.task
+    assert task is not None
+    zh = view.zh
+    if task.status == "done":
+        return (
+            f"已完成任务「{task.title}」，之后为它安排的时间已释放。"
+            if zh
+            else f'Task "{task.title}" is done; its later blocks are freed.'
+        )
+    due = (
+        f"，截止 {view.moment(task.due)}"
+        if zh and task.due
+        else (f", due {view.moment(task.due)}" if task.due else "")
+    )
+    text = (
+        f"已添加任务「{task.title}」（{minutes_words(task.duration_minutes, view)}{due}）。"
+        if zh
+        else f'Added task "{task.title}" ({minutes_words(task.duration_minutes, view)}{due}).'
+    )
+    if result.blocks:
+        spans = view.listing(view.span(b.start, b.end) for b in result.blocks)
+        text += f"已安排在：{spans}。" if zh else f" Placed at: {spans}."
+    if task.at_risk:
+        short = minutes_words(task.missing_minutes, view)
+        text += (
+            f"截止前还差 {short} 放不下，我没有把它排在截止之后。"
+            if zh
+            else f" {short} do not fit before the due; none of it was placed after the due."
+        )
+    return text
+
+
 def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
+    if stub.kind == "replan" and stub.replan is not None:
+        if result.status == "held":
+            return replan_offer(stub.replan, view)
+        if result.status == "updated":
+            return replan_done(stub.replan, view)
     if result.status == "needs_attendee":
         return attendee_question(stub, view)
     if result.status == "held" and asks_which(stub):

@@ -75,7 +75,7 @@ def event_source(event: EventOut, own_address: str | None) -> str | None:
 
 def quoted_in(result: CommandResult) -> tuple[Quoted, ...]:
     """What a command's receipt is written from: the stubs and events it names."""
-    items = (result.stub, result.kept, result.superseded, result.event, result.before)
+    items = (result.stub, result.kept, result.superseded, result.replan, result.event, result.before)
     return tuple(item for item in items if item is not None)
 
 
@@ -260,6 +260,8 @@ TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
     "propose_automation": RECEIPT,
     "propose_times": RECEIPT,
     "undo_change": RECEIPT,
+    "add_task": RECEIPT,
+    "complete_task": RECEIPT,
     "save_memory": RECEIPT,
     "find_events": (
         "the user's own events (find_events)",
@@ -281,6 +283,8 @@ STUB_KINDS: Final[Mapping[str, str | None]] = {
     "change": None,
     "plan": None,
     "proposal": None,
+    # Code's own offer: task blocks moved off what the user's write (or a sync) landed on them.
+    "replan": None,
     "invitation": "an invitation's fields (mail)",
     "booking": "an answer to the user's proposal of times (mail)",
 }
@@ -293,6 +297,7 @@ HOLD_REASONS: Final[Mapping[str, str | None]] = {
     "automation_plan": None,
     "sends_invitations": None,
     "which_event": None,
+    "task_replan": None,
     "third_party_content": "quoted and forwarded blocks",
     "sync_conflict": "a sync conflict",
     "invitation_received": "an invitation's fields (mail)",

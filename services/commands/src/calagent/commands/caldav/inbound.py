@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -39,6 +39,7 @@ from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
+from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import new_id
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -75,9 +76,21 @@ def left_by_gone_process(owner: str, mine: str, alive: Callable[[int], bool]) ->
     return owner != mine and their_host == my_host and their_pid.isdigit() and not alive(int(their_pid))
 
 
+# What runs, in the sync's transaction, on the events a sync wrote (the re-plan of task blocks
+# they land on, contract §21).
+AfterSync = Callable[[UnitOfWork, str, Sequence[Event]], Awaitable[None]]
+
+
 class InboundSync:
     def __init__(
-        self, engine: AsyncEngine, vault: Vault, owner: str, fallback_tz: str, guard: Guard, holds: Holds
+        self,
+        engine: AsyncEngine,
+        vault: Vault,
+        owner: str,
+        fallback_tz: str,
+        guard: Guard,
+        holds: Holds,
+        after_sync: AfterSync | None = None,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -86,6 +99,7 @@ class InboundSync:
         self.fallback_tz = ZoneInfo(fallback_tz)
         self.cards = CardSync(engine)
         self.holds = holds
+        self.after_sync = after_sync
 
     async def sync_due(self, every: timedelta) -> SyncStats:
         """Sync every account not synced within `every` whose lease is free."""
@@ -253,6 +267,8 @@ class InboundSync:
                 plan.removed.extend(gone)
                 stats.deleted += len(gone)
             await _write(conn, account, place.url, found.token, plan)
+            if plan.fresh and self.after_sync is not None:
+                await self.after_sync(uow, account.user_id, plan.fresh)
             await conn.commit()
 
     def _take_changed(self, listing: _Listing, before: _Known, plan: _Plan) -> set[str]:

@@ -29,7 +29,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.overlap import event_span
+from calagent.commands.domain.overlap import event_span, keeps_time
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.timeutil import at_local, local_date, local_midnight, parse_hhmm
 from calagent.contracts.suggestions import AVAILABILITY_SCORE, Availability, EmptyReason, SlotReason
@@ -58,7 +58,7 @@ def shows_as(event: Event, own_addresses: frozenset[str] = frozenset()) -> Shows
     """Free when the event is marked free (TRANSP:TRANSPARENT) or done; tentative when it is
     (STATUS:TENTATIVE) or its owner, one of `own_addresses` (normalised), answered it so; else
     busy (RFC 5545's default TRANSP is OPAQUE, for all-day events too)."""
-    if event.completed or event.transparent:
+    if not keeps_time(event):
         return "free"
     if event.tentative or any(
         a.status == "TENTATIVE" and normal_address(a.email) in own_addresses for a in event.attendees

@@ -74,6 +74,8 @@ class Event:
     # It arrived from a connected calendar the user does not own (contract §19): its text is
     # someone else's words.
     foreign_calendar: bool = False
+    # A block of this task (contract §21): placed and moved by the tasks room only.
+    task_id: str | None = None
 
     @property
     def is_master(self) -> bool:

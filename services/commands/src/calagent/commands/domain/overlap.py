@@ -32,6 +32,13 @@ def event_span(event: Event, tz: ZoneInfo) -> tuple[datetime, datetime]:
     return blocked_span(event.start, event.end, event.all_day, tz)
 
 
+def keeps_time(event: Event) -> bool:
+    """Whether an event holds its owner's time at all: not when it is done or marked free
+    (TRANSP:TRANSPARENT, as a task's block is while its task could go elsewhere, contract §21).
+    The one home of that rule: `freetime.shows_as` and `find_conflicts` both ask it."""
+    return not (event.completed or event.transparent)
+
+
 def find_conflicts(
     start: datetime,
     end: datetime,
@@ -41,11 +48,12 @@ def find_conflicts(
     *,
     ignore_ids: frozenset[str] = frozenset(),
 ) -> list[Event]:
-    """The user's non-completed events the proposed entry would meet, in start order."""
+    """The user's events that keep time (`keeps_time`) the proposed entry would meet, in start
+    order."""
     a0, a1 = blocked_span(start, end, all_day, tz)
     hits = [
         ev
         for ev in events
-        if not ev.completed and ev.id not in ignore_ids and overlaps(a0, a1, *event_span(ev, tz))
+        if keeps_time(ev) and ev.id not in ignore_ids and overlaps(a0, a1, *event_span(ev, tz))
     ]
     return sorted(hits, key=lambda ev: (ev.start, ev.id))

@@ -36,6 +36,7 @@ from calagent.contracts.commands import (
     StubKind,
 )
 from calagent.contracts.people import Attendee, CounterOut, InvitationOut, ProposalOut, ProposedSlot
+from calagent.contracts.tasks import ReplanOut
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -204,7 +205,13 @@ class HeldBooking(StoredPayload):
         return self.proposal.slots[self.proposal.chosen]
 
 
-PendingChange = HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking
+class HeldReplan(StoredPayload):
+    """Task blocks to move off what landed on them (kind `replan`), as offered (contract §21)."""
+
+    replan: ReplanOut
+
+
+PendingChange = HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking | HeldReplan
 
 _KINDS: Mapping[str, type[PendingChange]] = {
     "change": HeldChange,
@@ -212,6 +219,7 @@ _KINDS: Mapping[str, type[PendingChange]] = {
     "invitation": HeldInvitation,
     "proposal": HeldProposal,
     "booking": HeldBooking,
+    "replan": HeldReplan,
 }
 
 

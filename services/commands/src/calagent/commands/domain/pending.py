@@ -65,6 +65,7 @@ HOLD_PRECEDENCE: tuple[HoldReason, ...] = (
     "sends_invitations",
     "recurrence_plan",
     "automation_plan",
+    "task_replan",
     "past_start",
     "change_confirmation",
 )

@@ -1,0 +1,108 @@
+"""Receipts of tasks (contract §21), written by code from the result: where a task's blocks went,
+the minutes a task misses before its due, a held re-plan's blocks with their old and new times,
+and open tasks in a read of what is not done."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import pytest
+
+from calagent.agent.domain.reads import query_receipt
+from calagent.agent.domain.receipts import View, command_receipt
+from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
+from calagent.contracts.queries import QueryResult
+from calagent.contracts.tasks import BlockMove, ReplanOut, TaskOut
+
+pytestmark = pytest.mark.unit
+
+ZH = View("Asia/Shanghai", "zh", date(2026, 9, 24))
+EN = View("Asia/Shanghai", "en", date(2026, 9, 24))
+TEN = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
+DUE = datetime.fromisoformat("2026-09-25T18:00:00+08:00")
+
+
+def task(**fields: object) -> TaskOut:
+    values: dict[str, object] = {
+        "id": "t1",
+        "title": "季度报告",
+        "duration_minutes": 240,
+        "due": DUE,
+        "earliest": None,
+        "priority": 3,
+        "chunk_minutes": 30,
+        "max_chunk_minutes": 120,
+        "hours": "work",
+        "status": "open",
+        "percent": 0,
+        "completed_at": None,
+    }
+    values.update(fields)
+    return TaskOut.model_validate(values)
+
+
+def block(start: datetime, hours: int) -> EventOut:
+    return EventOut(
+        id="b",
+        title="季度报告",
+        start=start,
+        end=start + timedelta(hours=hours),
+        calendar="工作",
+        weekday=start.isoweekday(),
+        tz="Asia/Shanghai",
+        kind="task_block",
+        task_id="t1",
+    )
+
+
+def test_an_added_task_names_each_block_and_what_misses_its_due() -> None:
+    placed = CommandResult(status="created", persisted=True, task=task(), blocks=(block(TEN, 2),))
+    assert "10:00" in command_receipt(placed, ZH) and "12:00" in command_receipt(placed, ZH)
+    short = task(at_risk=True, missing_minutes=180)
+    text = command_receipt(CommandResult(status="created", persisted=True, task=short), ZH)
+    assert "3 小时" in text
+    assert "3 h" in command_receipt(CommandResult(status="created", persisted=True, task=short), EN)
+
+
+def test_a_held_replan_lists_each_blocks_old_and_new_time() -> None:
+    move = BlockMove(
+        task_id="t1",
+        title="季度报告",
+        block_id="b",
+        old_start=TEN,
+        old_end=TEN + timedelta(hours=2),
+        new_start=TEN + timedelta(hours=5),
+        new_end=TEN + timedelta(hours=7),
+    )
+    stub = StubOut(
+        id="s1",
+        status="held",
+        title="季度报告",
+        slots=StubSlots(),
+        expires_at=TEN,
+        kind="replan",
+        hold_reason="task_replan",
+        replan=ReplanOut(moves=(move,)),
+    )
+    text = command_receipt(CommandResult(status="held", stub=stub), ZH)
+    for clock in ("10:00", "12:00", "15:00", "17:00"):
+        assert clock in text, text
+    meeting = EventOut(
+        id="e",
+        title="开会",
+        start=TEN,
+        end=TEN + timedelta(hours=1),
+        calendar="工作",
+        weekday=4,
+        tz="Asia/Shanghai",
+    )
+    created = command_receipt(CommandResult(status="created", persisted=True, event=meeting, replan=stub), EN)
+    assert "15:00" in created and "开会" in created
+
+
+def test_a_read_of_what_is_not_done_lists_open_tasks_and_their_shortfall() -> None:
+    result = QueryResult(
+        range_start=TEN, range_end=TEN + timedelta(days=1), tasks=(task(at_risk=True, missing_minutes=90),)
+    )
+    text = query_receipt(result, ZH)
+    assert "季度报告" in text and "1 小时 30 分钟" in text

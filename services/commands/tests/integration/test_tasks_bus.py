@@ -1,0 +1,116 @@
+"""Tasks over the bus with PostgreSQL (contract §21): `add_task` resolves its date symbols through
+the time service and places the task as blocks; a read of what is not done carries the open tasks;
+`complete_task` frees the blocks not yet begun; another user's task is not found."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from datetime import datetime
+
+import pytest
+
+from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand
+from calagent.contracts.queries import QueryRange
+from calagent.contracts.tasks import SaveTask, TaskFields
+from calagent.contracts.tools import AddTask
+
+from .conftest import NOW, System, envelope
+from .test_commands_bus import create
+
+pytestmark = pytest.mark.integration
+
+FRIDAY_NOON = datetime.fromisoformat("2026-09-25T12:00:00+08:00")
+
+
+def key() -> str:
+    return uuid.uuid4().hex
+
+
+async def test_a_task_is_added_placed_read_as_open_and_completed(system: System, user: str) -> None:
+    args = AddTask(title="季度报告", duration_minutes=180, due="D+1", due_time="12:00", max_chunk_minutes=90)
+    added = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert (added.status, added.persisted) == ("created", True), added
+    assert added.task is not None and added.task.due == FRIDAY_NOON and not added.task.at_risk
+    assert [b.task_id for b in added.blocks] == [added.task.id, added.task.id]
+    assert all(b.kind == "task_block" and b.start >= NOW and b.end <= FRIDAY_NOON for b in added.blocks)
+    assert sum((b.end - b.start).total_seconds() for b in added.blocks) == 180 * 60
+
+    def read(incomplete_only: bool) -> QueryRange:
+        return QueryRange(
+            envelope=envelope(user), start_symbol="D", end_symbol="D+2", incomplete_only=incomplete_only
+        )
+
+    open_ = await system.query(read(True))
+    assert [t.title for t in open_.tasks] == ["季度报告"]
+    assert {e.id for e in open_.events} == {b.id for b in added.blocks}
+    assert (await system.query(read(False))).tasks == ()
+
+    other = await system.execute(
+        CompleteTaskCommand(envelope=envelope(f"{user}-x"), idempotency_key=key(), task_id=added.task.id)
+    )
+    assert other.error is not None and other.error.code == "not_found"
+    done = await system.execute(
+        CompleteTaskCommand(envelope=envelope(user), idempotency_key=key(), task_id=added.task.id)
+    )
+    assert done.status == "updated" and done.task is not None and done.task.status == "done"
+    after = await system.query(read(True))
+    assert (after.tasks, after.events) == ((), ())
+
+
+async def test_a_due_already_past_is_refused_and_nothing_is_kept(system: System, user: str) -> None:
+    args = AddTask(title="旧事", duration_minutes=60, due="D-1")
+    refused = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert refused.error is not None and refused.error.code == "invalid_time"
+    assert (
+        await system.query(
+            QueryRange(envelope=envelope(user), start_symbol="D", end_symbol="D+1", incomplete_only=True)
+        )
+    ).tasks == ()
+
+
+async def test_tasks_saved_at_once_never_get_the_same_time(system: System, user: str) -> None:
+    # Each placement reads the free time and writes into it: under the user's lock, one at a time.
+    saves = [
+        SaveTask(
+            envelope=envelope(user),
+            op="create",
+            fields=TaskFields(title=f"任务{i}", duration_minutes=60, due=FRIDAY_NOON),
+        )
+        for i in range(4)
+    ]
+    results = await asyncio.gather(*(system.query(s) for s in saves))
+    assert all(r.error is None for r in results)
+    blocks = (
+        await system.query(
+            QueryRange(envelope=envelope(user), start_symbol="D", end_symbol="D+2", incomplete_only=True)
+        )
+    ).events
+    assert len({b.task_id for b in blocks}) == 4
+    spans = sorted((b.start, b.end) for b in blocks)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(spans)), spans
+
+
+async def test_a_meeting_that_leaves_a_task_no_other_room_turns_its_block_busy(
+    system: System, user: str
+) -> None:
+    # Two hours due at 14:00, placed 10:00–12:00: 12:00–14:00 is still another place for it.
+    saved = await system.query(
+        SaveTask(
+            envelope=envelope(user),
+            op="create",
+            fields=TaskFields(
+                title="周报", duration_minutes=120, due=datetime.fromisoformat("2026-09-24T14:00:00+08:00")
+            ),
+        )
+    )
+    [task] = saved.tasks
+    sql = "SELECT transparent FROM commands.events WHERE task_id = :t"
+    assert await system.scalar(sql, t=task.id) is True
+    # A meeting 11:00–13:00 on the block leaves only 13:00–14:00 elsewhere: the block shows busy,
+    # and stays where it is until the re-plan offered is confirmed.
+    met = await system.execute(create(user, title="评审", date="D", time="11:00", end_time="13:00"))
+    assert met.status == "created" and met.replan is not None, met
+    assert await system.scalar(sql, t=task.id) is False
+    assert await system.scalar("SELECT count(*) FROM commands.events WHERE task_id = :t", t=task.id) == 1

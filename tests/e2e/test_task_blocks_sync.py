@@ -1,0 +1,94 @@
+"""A change synced from the connected calendar that lands on a task's block (contract §21) moves
+nothing: the blocks' fewest-moves re-plan is offered as one held change listing each block's old
+and new time, and the blocks move only when the user confirms it. A real CalDAV server (Radicale);
+the facts are read back from the API."""
+
+# The fixtures imported from test_caldav are the test functions' parameters.
+# ruff: noqa: F811
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from calagent.cli.stack import Stack
+from calagent.scriptedmodel import ScriptedModelServer
+
+from .conftest import read_events, script
+from .test_caldav import (  # noqa: F401
+    Remote,
+    commands_app,
+    connect,
+    eventually,
+    outbox_drained,
+    radicale,
+    remote,
+    stack,
+    stack_db,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def at(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def blocks_of(events: list[dict[str, Any]], task_id: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("kind") == "task_block" and e["task_id"] == task_id]
+
+
+async def test_an_event_synced_onto_a_block_offers_the_replan_and_moves_only_on_confirm(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    # Thursday 10:00 in Shanghai: the task's first block lies on Friday morning.
+    response = await stack.client.post(
+        "/v1/tasks",
+        json={
+            "title": "预算表",
+            "duration_minutes": 60,
+            "due": "2026-09-25T18:00:00+08:00",
+            "earliest": "2026-09-25T00:00:00+08:00",
+        },
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    task = response.json()
+    [block] = blocks_of(await read_events(stack, user), task["id"])
+    assert at(block["start"]) == at("2026-09-25T09:00:00+08:00"), block
+    await outbox_drained(stack_db(stack), user)
+
+    # The calendar app puts a meeting on Friday 09:00–10:00 (01:00–02:00 UTC).
+    remote.add("standup-from-phone", "站会", "20260925T010000Z", "20260925T020000Z")
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+
+    async def offered() -> bool:
+        response = await stack.client.get("/v1/commands/active", headers=stack.headers(user))
+        found = response.json()
+        return found is not None and found.get("kind") == "replan"
+
+    await eventually(offered, "the re-plan offer")
+    offer = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    [move] = offer["replan"]["moves"]
+    assert (move["block_id"], at(move["old_start"])) == (block["id"], at(block["start"]))
+    assert move["new_start"] is not None and at(move["new_start"]) >= at("2026-09-25T10:00:00+08:00")
+    # Nothing moved yet: the block still lies under the synced meeting.
+    events = await read_events(stack, user)
+    assert blocks_of(events, task["id"]) == [block]
+    assert any(e["title"] == "站会" and e.get("kind", "event") == "event" for e in events)
+
+    scripted.set_script(script(default="好的。"))
+    confirmed = await stack.client.post(
+        "/v1/commands",
+        json={"tool": "confirm_command", "arguments": {"command_id": offer["id"]}},
+        headers=stack.headers(user),
+    )
+    assert confirmed.json()["outcome"] == "updated", confirmed.text
+    [moved] = blocks_of(await read_events(stack, user), task["id"])
+    assert (moved["id"], at(moved["start"]), at(moved["end"])) == (
+        block["id"],
+        at(move["new_start"]),
+        at(move["new_end"]),
+    )
