@@ -313,6 +313,22 @@ class FakeSync:
         return []  # no connected calendar in the pure tests
 
 
+class FakeTasks:
+    """No tasks in the pure tests of the commands' rooms (placement has its own)."""
+
+    async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[Any]:
+        return []
+
+    async def insert_task(self, user_id: str, task: Any, now: datetime) -> None:
+        raise NotImplementedError("tasks are tested against PostgreSQL")
+
+    async def update_task(self, user_id: str, task: Any, now: datetime) -> bool:
+        return False
+
+    async def delete_task(self, user_id: str, task_id: str) -> bool:
+        return False
+
+
 class FakeUnitOfWork:
     def __init__(self, store: FakeStore) -> None:
         self.store = store
@@ -324,6 +340,7 @@ class FakeUnitOfWork:
         self.people = FakePeople(self.state)
         self.settings = FakeSettings(self.state)
         self.sync = FakeSync(self.state)
+        self.tasks = FakeTasks()
 
     @property
     def db_ms(self) -> float:

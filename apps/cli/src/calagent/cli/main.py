@@ -260,6 +260,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from calagent.cli.caldavbench import run_caldav_bench
 
         return run_caldav_bench(args)
+    if what == "plan":
+        from calagent.cli.planbench import run_plan_bench
+
+        return run_plan_bench(args)
     if what in ("timeparse", "all"):
         from calagent.timeparse.bench import run_benchmark
 
@@ -379,13 +383,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "what",
         nargs="?",
-        choices=("timeparse", "claims", "turns", "caldav", "all"),
+        choices=("timeparse", "claims", "turns", "caldav", "plan", "all"),
         default="timeparse",
         help="timeparse (default): time service; claims: exit-check recall/false alarms; "
         "turns: the cost of a turn on the running system beside its floor; caldav: delivery latency "
-        "after commit and inbound sync throughput; all: timeparse and claims",
+        "after commit and inbound sync throughput; plan: placing tasks, greedy against CP-SAT, and "
+        "re-plans; all: timeparse and claims",
     )
     bench.add_argument("--n", type=int, default=200, help="turns, caldav: sequential creates measured")
+    bench.add_argument(
+        "--budget", type=float, default=None, help="plan: solver budget in s (CALAGENT_PLAN_BUDGET_S)"
+    )
     bench.add_argument("--inbound", type=int, default=500, help="caldav: events read back by one sync")
     bench.add_argument("--clients", type=int, default=16, help="turns: concurrent clients for throughput")
     bench.add_argument("--seconds", type=float, default=10.0, help="turns: how long throughput runs")

@@ -18,6 +18,7 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.suggestions import EmptyReason, FreeSlot, SuggestionPeople
+from calagent.contracts.tasks import ListTasks, SaveTask, TaskOut
 from calagent.contracts.time import ParsedReply
 
 # ---- queries (calagent.command.query) -----------------------------------------------------------
@@ -144,6 +145,8 @@ AnyQuery = (
     | FeedCalendar
     | ListPlans
     | DeletePlan
+    | ListTasks
+    | SaveTask
 )
 Query = Annotated[AnyQuery, Field(discriminator="kind")]
 
@@ -181,5 +184,7 @@ class QueryResult(WireModel):
     # A suggestion: with attendees, who counted; with no slot, why (contract §20).
     people: SuggestionPeople | None = None
     empty_reason: EmptyReason | None = None
+    # `ListTasks` and `SaveTask` (contract §21): the caller's tasks; a save's task is the first.
+    tasks: tuple[TaskOut, ...] = ()
     error: CommandError | None = None
     db_ms: float = 0.0

@@ -56,6 +56,8 @@ class Settings(BaseSettings):
     http_port: int = Field(default=8080, ge=0, le=65535, alias="CALAGENT_HTTP_PORT")
     stub_ttl_minutes: int = Field(default=30, ge=1, alias="CALAGENT_STUB_TTL_MINUTES")
     working_hours: str = Field(default="09:00-18:00", alias="CALAGENT_WORKING_HOURS")
+    # How long the solver may improve on the greedy plan of the user's tasks (contract §21).
+    plan_budget_s: float = Field(default=2.0, ge=0, le=60, alias="CALAGENT_PLAN_BUDGET_S")
     # Tried when the primary model keeps failing (contract §17); the base URL defaults to the primary's.
     fallback_model: str | None = Field(default=None, alias="CALAGENT_FALLBACK_MODEL")
     fallback_base_url: str | None = Field(default=None, alias="CALAGENT_FALLBACK_BASE_URL")

@@ -20,6 +20,8 @@ class CommandConfig:
     working_hours: tuple[time, time]
     holiday_country: str
     mail_domain: str = "calagent.localhost"
+    # CALAGENT_PLAN_BUDGET_S: the solver's time for placing tasks (contract §21).
+    plan_budget_s: float = 2.0
     # The zone of a user who saved none, when their token's is not at hand (another person's).
     default_tz: str = DEFAULT_ZONE
 
@@ -34,4 +36,5 @@ class CommandConfig:
             holiday_country=settings.holiday_country,
             mail_domain=settings.mail_domain,
             default_tz=settings.default_tz,
+            plan_budget_s=settings.plan_budget_s,
         )

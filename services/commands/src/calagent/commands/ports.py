@@ -17,6 +17,7 @@ from calagent.commands.domain.people import Contact, SentProposal, Told
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import CommandResult, PlanOut
 from calagent.contracts.settings import InvitationsFrom, ShareEntry
+from calagent.contracts.tasks import TaskOut
 from calagent.contracts.time import TimeService
 
 
@@ -227,6 +228,18 @@ class SyncNotices(Protocol):
         ...
 
 
+class TaskRows(Protocol):
+    """The user's tasks (contract §21)."""
+
+    async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[TaskOut]: ...
+
+    async def insert_task(self, user_id: str, task: TaskOut, now: datetime) -> None: ...
+
+    async def update_task(self, user_id: str, task: TaskOut, now: datetime) -> bool: ...
+
+    async def delete_task(self, user_id: str, task_id: str) -> bool: ...
+
+
 class UnitOfWork(Protocol):
     """One database transaction and the repositories it has. Leaving it without `commit()` rolls
     everything back."""
@@ -248,6 +261,9 @@ class UnitOfWork(Protocol):
 
     @property
     def sync(self) -> SyncNotices: ...
+
+    @property
+    def tasks(self) -> TaskRows: ...
 
     @property
     def db_ms(self) -> float: ...

@@ -16,6 +16,7 @@ from calagent.commands.feeds import Feeds
 from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, query_error
+from calagent.commands.tasks import Tasks
 from calagent.commands.txn import error_result
 from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import CommandResult
@@ -27,6 +28,7 @@ from calagent.contracts.queries import (
     RotateFeed,
     TurnContext,
 )
+from calagent.contracts.tasks import ListTasks, SaveTask
 from calagent.runtime.clock import Clock
 
 
@@ -37,12 +39,16 @@ class CommandService:
         self.calendars = Calendars(store, time_port, config.calendars, self.queries)
         self.feeds = Feeds(store, clock)
         plans = PlanDeletion(store, clock)
+        self.tasks = Tasks(store, config, clock)
         # The queries that write, each served by the room that holds what it writes.
         self.writing_queries: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
             TurnContext: self.calendars.turn_context,
             ListCalendars: self.calendars.list_calendars,
             RotateFeed: self.feeds.rotate_feed,
             DeletePlan: plans.delete_plan,
+            # Tasks (contract §21): a read places them, so both go with the room that writes them.
+            ListTasks: self.tasks.list_tasks,
+            SaveTask: self.tasks.save_task,
         }
 
     async def execute(self, command: Command) -> CommandResult:

@@ -32,6 +32,7 @@ from calagent.gateway.records import records_router
 from calagent.gateway.settings import settings_router
 from calagent.gateway.signin import signin_router
 from calagent.gateway.state import AuthPrincipal, Gateway
+from calagent.gateway.tasks import tasks_router
 from calagent.gateway.web import page_router
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, clock_from_env
@@ -114,6 +115,7 @@ def create_app(
     app.include_router(history_router())  # the conversation (contract §18)
     app.include_router(commands_router())  # commands without the model (contract §18)
     app.include_router(changes_router())  # the change log and undo (contract §15)
+    app.include_router(tasks_router())  # tasks placed in free time (contract §21)
     app.include_router(signin_router())  # one-time sign-in links (contract §18)
     app.include_router(oidc_router(settings, clock))  # sign-in with OpenID Connect (contract §18)
     app.include_router(people_router())  # contacts and the mail address (contract §16)

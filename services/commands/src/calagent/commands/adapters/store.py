@@ -36,6 +36,7 @@ from calagent.commands.adapters.sql_people import SqlPeople
 from calagent.commands.adapters.sql_settings import SqlSettings
 from calagent.commands.adapters.sql_stubs import SqlStubs
 from calagent.commands.adapters.sql_sync import SqlSync
+from calagent.commands.adapters.sql_tasks import SqlTasks
 from calagent.commands.adapters.tables import idempotency
 from calagent.commands.ports import KeyInFlightError
 from calagent.contracts.commands import CommandResult
@@ -106,6 +107,7 @@ class SqlUnitOfWork:
         self.people = SqlPeople(self._session, self.effects)
         self.settings = SqlSettings(self._session)
         self.sync = SqlSync(self._session, self.events)
+        self.tasks = SqlTasks(self._session)
 
     @property
     def db_ms(self) -> float:

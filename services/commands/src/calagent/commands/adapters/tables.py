@@ -15,6 +15,7 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -85,6 +86,8 @@ events = Table(
     # It arrived from a connected calendar the user does not own: its text is someone else's
     # words (contract §19).
     Column("foreign_calendar", Boolean, nullable=False, server_default=text("false")),
+    # A block of this task (contract §21).
+    Column("task_id", String(32), nullable=True),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
@@ -481,4 +484,31 @@ sharing = Table(
     CheckConstraint("level IN ('freebusy')", name="ck_sharing_level"),
     CheckConstraint("owner_id <> with_user_id", name="ck_sharing_other"),
     Index("ix_sharing_with", "with_user_id"),
+)
+
+# The user's tasks, placed in free time as blocks (events whose task_id names them; contract §21).
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("user_id", String(128), nullable=False),
+    Column("title", String(200), nullable=False),
+    Column("duration_minutes", Integer, nullable=False),
+    Column("due", DateTime(timezone=True), nullable=True),
+    Column("earliest", DateTime(timezone=True), nullable=True),
+    Column("priority", SmallInteger, nullable=False),
+    Column("chunk_minutes", Integer, nullable=False),
+    Column("max_chunk_minutes", Integer, nullable=False),
+    Column("hours", String(8), nullable=False),
+    Column("status", String(8), nullable=False),
+    Column("percent", SmallInteger, nullable=False),
+    Column("completed_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("status IN ('open', 'done')", name="ck_tasks_status"),
+    CheckConstraint("hours IN ('work', 'personal')", name="ck_tasks_hours"),
+    CheckConstraint("priority BETWEEN 1 AND 4", name="ck_tasks_priority"),
+    CheckConstraint("percent BETWEEN 0 AND 100", name="ck_tasks_percent"),
+    CheckConstraint("chunk_minutes <= max_chunk_minutes", name="ck_tasks_chunks"),
+    Index("ix_tasks_user", "user_id", "status"),
 )

@@ -1,0 +1,62 @@
+"""The user's tasks (contract §21): one row each, the caller's only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from calagent.commands.adapters.sql_core import SqlSession
+from calagent.commands.adapters.tables import tasks
+from calagent.contracts.tasks import TaskOut
+
+FIELDS = (
+    "id",
+    "title",
+    "duration_minutes",
+    "due",
+    "earliest",
+    "priority",
+    "chunk_minutes",
+    "max_chunk_minutes",
+    "hours",
+    "status",
+    "percent",
+    "completed_at",
+)
+
+
+def _out(row: Any) -> TaskOut:
+    return TaskOut.model_validate({name: getattr(row, name) for name in FIELDS})
+
+
+class SqlTasks:
+    def __init__(self, session: SqlSession) -> None:
+        self.session = session
+
+    async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[TaskOut]:
+        query = select(tasks).where(tasks.c.user_id == user_id)
+        if open_only:
+            query = query.where(tasks.c.status == "open")
+        found = await self.session.run(query.order_by(tasks.c.due.asc().nulls_last(), tasks.c.created_at))
+        return [_out(row) for row in found]
+
+    async def insert_task(self, user_id: str, task: TaskOut, now: datetime) -> None:
+        values = task.model_dump(include=set(FIELDS))
+        await self.session.run(
+            tasks.insert().values(user_id=user_id, created_at=now, updated_at=now, **values)
+        )
+
+    async def update_task(self, user_id: str, task: TaskOut, now: datetime) -> bool:
+        values = task.model_dump(include=set(FIELDS) - {"id"})
+        done = await self.session.run(
+            update(tasks)
+            .where(tasks.c.user_id == user_id, tasks.c.id == task.id)
+            .values(updated_at=now, **values)
+        )
+        return bool(getattr(done, "rowcount", 0))
+
+    async def delete_task(self, user_id: str, task_id: str) -> bool:
+        done = await self.session.run(delete(tasks).where(tasks.c.user_id == user_id, tasks.c.id == task_id))
+        return bool(getattr(done, "rowcount", 0))

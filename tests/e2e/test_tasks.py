@@ -1,0 +1,97 @@
+"""Tasks through the HTTP API (contract §21), over the whole stack with PostgreSQL: kept, changed,
+completed and removed, the caller's only; a task whose minutes do not fit before its due in the
+user's working hours is at risk by the minutes missing; a body that is not a task is 422; the next,
+unrelated chat message is answered as usual."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from calagent.cli.stack import Stack
+from calagent.scriptedmodel import ScriptedModelServer
+
+from .conftest import script
+
+pytestmark = pytest.mark.e2e
+
+# The stack's clock: Thursday 2026-09-24 10:00 in Shanghai; the deployment works 09:00–18:00.
+FRIDAY_EVENING = "2026-09-25T18:00:00+08:00"
+
+
+async def tasks_of(stack: Stack, user: str, **params: Any) -> list[dict[str, Any]]:
+    response = await stack.client.get("/v1/tasks", params=params, headers=stack.headers(user))
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["tasks"]
+    return found
+
+
+async def add(stack: Stack, user: str, **body: Any) -> Any:
+    return await stack.client.post("/v1/tasks", json=body, headers=stack.headers(user))
+
+
+async def test_tasks_are_kept_completed_and_removed_and_the_next_message_is_ordinary(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    report = await add(stack, user, title="季度报告", duration_minutes=240, due=FRIDAY_EVENING)
+    assert report.status_code == 201, report.text
+    made = report.json()
+    assert (made["status"], made["at_risk"], made["missing_minutes"]) == ("open", False, 0)
+    async with db.connect() as conn:
+        row = (
+            await conn.execute(
+                text("SELECT title, duration_minutes, status FROM commands.tasks WHERE user_id = :u"),
+                {"u": user},
+            )
+        ).one()
+    assert tuple(row) == ("季度报告", 240, "open")
+
+    # Thursday 10:00–18:00 and Friday 09:00–18:00 hold 17 hours; 20 more cannot fit.
+    huge = (await add(stack, user, title="翻译", duration_minutes=1200, due=FRIDAY_EVENING)).json()
+    assert huge["at_risk"] is True and huge["missing_minutes"] >= 180, huge
+    listed = {t["title"]: t for t in await tasks_of(stack, user)}
+    assert listed["翻译"]["at_risk"] and not listed["季度报告"]["at_risk"]
+
+    done = await stack.client.patch(
+        f"/v1/tasks/{made['id']}", json={"done": True}, headers=stack.headers(user)
+    )
+    assert done.status_code == 200, done.text
+    assert (done.json()["status"], done.json()["percent"]) == ("done", 100)
+    assert done.json()["completed_at"] is not None
+    assert [t["title"] for t in await tasks_of(stack, user, incomplete_only="true")] == ["翻译"]
+
+    gone = await stack.client.delete(f"/v1/tasks/{huge['id']}", headers=stack.headers(user))
+    assert gone.status_code == 204
+    again = await stack.client.delete(f"/v1/tasks/{huge['id']}", headers=stack.headers(user))
+    assert again.status_code == 404
+    assert [t["title"] for t in await tasks_of(stack, user)] == ["季度报告"]
+
+    scripted.set_script(script(default="你好！"))
+    hello = (await stack.chat(user, "你好")).json()
+    assert hello["outcome"] == "answered", hello
+
+
+async def test_a_body_that_is_not_a_task_is_422_and_another_users_task_is_404(
+    stack: Stack, user: str
+) -> None:
+    for body in (
+        {"title": "x", "duration_minutes": 0},
+        {"title": "", "duration_minutes": 60},
+        {"title": "x", "duration_minutes": 60, "chunk_minutes": 90, "max_chunk_minutes": 60},
+        {"title": "x", "duration_minutes": 60, "due": "2026-09-25T18:00:00"},
+        {"title": "x", "duration_minutes": 60, "priority": 9},
+    ):
+        refused = await add(stack, user, **body)
+        assert refused.status_code == 422, (body, refused.text)
+        assert refused.json()["error"]["message"], refused.text
+    mine = (await add(stack, user, title="读书", duration_minutes=60)).json()
+    other = f"{user}-other"
+    patched = await stack.client.patch(
+        f"/v1/tasks/{mine['id']}", json={"done": True}, headers=stack.headers(other)
+    )
+    assert patched.status_code == 404
+    assert (await tasks_of(stack, user))[0]["status"] == "open"
+    assert await tasks_of(stack, other) == []
