@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from icalendar import Calendar
 
+from calagent.commands.domain.model import Event
+from calagent.commands.ical.render import render_resource
 from calagent.commands.ical.todo import (
     is_todo,
     our_priority,
@@ -203,3 +205,26 @@ def test_a_changed_task_keeps_every_property_nobody_asked_to_change(
         changed
     )
     assert len(Calendar.from_ical(written.text).subcomponents) == len(Calendar.from_ical(body).subcomponents)
+
+
+def test_a_block_names_its_tasks_vtodo_as_parent_and_another_event_names_none() -> None:
+    block = Event(
+        id="b1",
+        user_id="u",
+        title="季度报告",
+        start=datetime(2026, 9, 25, 2, tzinfo=UTC),
+        end=datetime(2026, 9, 25, 3, tzinfo=UTC),
+        calendar="Work",
+        task_id="t9",
+    )
+    written = render_resource([block], "b1@calagent", NOW, {"t9": "A1B2-report@example.com"})
+    assert written is not None
+    [vevent] = Calendar.from_ical(written).walk("VEVENT")
+    assert str(vevent.content_line("RELATED-TO", vevent["RELATED-TO"])) == (
+        "RELATED-TO;RELTYPE=PARENT:A1B2-report@example.com"
+    )
+    # A task made here is known by the UID its VTODO is given: `<id>@calagent`.
+    fresh = render_resource([block], "b1@calagent", NOW)
+    assert fresh is not None and "RELATED-TO;RELTYPE=PARENT:t9@calagent" in fresh
+    plain = render_resource([block.evolve(task_id=None)], "b1@calagent", NOW)
+    assert plain is not None and "RELATED-TO" not in plain

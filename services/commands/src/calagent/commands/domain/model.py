@@ -74,6 +74,8 @@ class Event:
     # It arrived from a connected calendar the user does not own (contract §19): its text is
     # someone else's words.
     foreign_calendar: bool = False
+    # A block of this task, placed in free time (contract §21).
+    task_id: str | None = None
 
     @property
     def is_master(self) -> bool:
