@@ -131,6 +131,9 @@ class EventFields(WireModel):
     # The people invited, with their answers, and the organizer's address (mailto: stripped, §16).
     attendees: tuple[Attendee, ...] = ()
     organizer: str | None = None
+    # A block of a task placed in free time (contract §21): `task_id` names the task.
+    kind: Literal["event", "task_block"] = "event"
+    task_id: str | None = None
 
 
 class EventOut(EventFields):

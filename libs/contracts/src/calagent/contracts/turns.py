@@ -137,14 +137,16 @@ _EVENT_EXTRAS = (
     "url",
     "attendees",
     "organizer",
+    "kind",
+    "task_id",
 )
 
 
 def _says_nothing(value: Any) -> bool:
     if isinstance(value, dict):
         return all(_says_nothing(v) for v in value.values())
-    # "create" is the ordinary kind of stub: only a change or a plan is worth naming.
-    return value in (None, (), [], "create")
+    # "create" is the ordinary kind of stub, "event" of an event: only the others are worth naming.
+    return value in (None, (), [], "create", "event")
 
 
 def _drop_empty(data: Any, keys: tuple[str, ...]) -> dict[str, Any]:

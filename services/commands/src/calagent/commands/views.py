@@ -42,6 +42,8 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         attendees=event.attendees,
         organizer=event.organizer,
         foreign_calendar=event.foreign_calendar,
+        kind="task_block" if event.task_id else "event",
+        task_id=event.task_id,
     )
 
 
