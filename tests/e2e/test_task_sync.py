@@ -290,3 +290,43 @@ async def test_a_task_completed_on_the_phone_is_done_here_and_a_block_names_it_a
     # Read back, not written back: nothing waits for the server and its object is the phone's.
     await outbox_drained(db, user)
     assert named(todo_lines(server_text(remote, href)), "SEQUENCE") == ["SEQUENCE:7"]
+
+
+async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_deleted_there_goes(
+    stack: Stack, user: str, remote: Remote
+) -> None:
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    made = await stack.client.post(
+        "/v1/tasks", json={"title": "写周报", "duration_minutes": 60}, headers=stack.headers(user)
+    )
+    task_id = made.json()["id"]
+    await outbox_drained(db, user)
+    [href] = todo_hrefs(remote)
+    # Renamed in the task app, not yet read here; then changed here: our PUT meets a new ETag.
+    replace_on_server(remote, href, server_text(remote, href).replace("SUMMARY:写周报", "SUMMARY:写月报"))
+    changed = await stack.client.patch(
+        f"/v1/tasks/{task_id}", json={"priority": 1}, headers=stack.headers(user)
+    )
+    assert changed.status_code == 200, changed.text
+    await outbox_drained(db, user)
+    outcome = await scalar(
+        db,
+        "select outcome from commands.caldav_outbox where event_id = :t order by id desc limit 1",
+        t=task_id,
+    )
+    assert outcome == "conflict"
+    [task] = await tasks_of(stack, user)
+    assert (task["title"], task["priority"]) == ("写月报", 3)  # the server's version, whole
+    assert named(todo_lines(server_text(remote, href)), "SUMMARY") == ["SUMMARY:写月报"]
+
+    with remote.client() as client:
+        assert client.delete(href).status in (200, 204)
+
+    async def gone_here() -> bool:
+        return await tasks_of(stack, user) == []
+
+    await synced(stack, gone_here, "the task deleted on the server gone from GET /v1/tasks")
+    assert (
+        await scalar(db, "select count(*) from commands.caldav_resources where event_id = :t", t=task_id) == 0
+    )

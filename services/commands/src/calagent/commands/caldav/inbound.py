@@ -37,7 +37,7 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.todos import keep_task, read_task, task_uids
+from calagent.commands.caldav.todos import keep_task, read_task, task_ids, task_uids
 from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
@@ -247,7 +247,16 @@ class InboundSync:
             listing = _Listing(account, place, found, stats, listed_at)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
             gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
-            here = sum(1 for r in known.values() if r.calendar_url == place.url)
+            # Tasks follow their server (a task deleted in its app is gone here too); the guard
+            # against a calendar that looks emptied, and its offer, are about events.
+            tasks_here = await task_ids(conn, account.user_id, {r.event_id for r in known.values()})
+            gone_tasks = [g for g in gone if g in tasks_here]
+            gone = [g for g in gone if g not in tasks_here]
+            plan.removed.extend(gone_tasks)
+            stats.deleted += len(gone_tasks)
+            here = sum(
+                1 for r in known.values() if r.calendar_url == place.url and r.event_id not in tasks_here
+            )
             if gone and (withheld or looks_emptied(len(gone), here)):
                 # A glitch is not copied: nothing is deleted, the user is asked (withheld.py).
                 shows = here - len(gone) - len(withheld)

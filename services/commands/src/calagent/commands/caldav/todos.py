@@ -108,6 +108,14 @@ async def task_uids_by_id(conn: AsyncConnection, user_id: str, task_ids: set[str
     return {r.id: r.uid or local_uid(r.id) for r in found}
 
 
+async def task_ids(conn: AsyncConnection, user_id: str, ids: set[str]) -> set[str]:
+    """Which of `ids` name tasks of the user (a resource names an event or a task)."""
+    if not ids:
+        return set()
+    found = await conn.execute(select(tasks.c.id).where(tasks.c.user_id == user_id, tasks.c.id.in_(ids)))
+    return {r.id for r in found}
+
+
 async def task_uids(conn: AsyncConnection, user_id: str, task_ids: set[str]) -> set[str]:
     return set((await task_uids_by_id(conn, user_id, task_ids)).values())
 
