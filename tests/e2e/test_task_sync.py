@@ -330,3 +330,20 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
     assert (
         await scalar(db, "select count(*) from commands.caldav_resources where event_id = :t", t=task_id) == 0
     )
+
+
+async def test_tasks_made_before_the_connection_go_out_when_it_is_made(
+    stack: Stack, user: str, remote: Remote
+) -> None:
+    made = await stack.client.post(
+        "/v1/tasks", json={"title": "交电费", "duration_minutes": 15}, headers=stack.headers(user)
+    )
+    assert made.status_code == 201, made.text
+    await connect(stack, user, remote)
+    await outbox_drained(stack_db(stack), user)
+    [href] = todo_hrefs(remote)
+    lines = todo_lines(server_text(remote, href))
+    assert (named(lines, "SUMMARY"), named(lines, "UID")) == (
+        ["SUMMARY:交电费"],
+        [f"UID:{made.json()['id']}@calagent"],
+    )
