@@ -51,6 +51,8 @@ FOREIGN = (
     "PRIORITY:1\r\nSTATUS:NEEDS-ACTION\r\nCATEGORIES:工作,报告\r\n"
     "RELATED-TO;RELTYPE=CHILD:sub-1@example.com\r\nRRULE:FREQ=MONTHLY;COUNT=3\r\n"
     "X-APPLE-SORT-ORDER:612345678\r\n"
+    "DESCRIPTION:先收集各部门数据，\r\n 再写结论\r\n"
+    'X-CUSTOM;X-PARAM="a":quoted where it need not be\r\n'
     'X-CUSTOM;X-PARAM="semi;colon":value\\, with\\; odd: chars\r\n'
     "BEGIN:VALARM\r\nACTION:DISPLAY\r\nTRIGGER;RELATED=END:-PT30M\r\nDESCRIPTION:Reminder\r\n"
     "UID:AL1\r\nEND:VALARM\r\nEND:VTODO\r\nEND:VCALENDAR\r\n"
@@ -74,6 +76,12 @@ def task(**changes: object) -> TaskOut:
     }
     fields.update(changes)
     return TaskOut.model_validate(fields)
+
+
+def kept_lines(body: str, touched: set[str]) -> list[str]:
+    """The object's content lines, unfolded, in order, but for those of the `touched` properties."""
+    lines = body.replace("\r\n ", "").split("\r\n")
+    return [line for line in lines if line.split(":")[0].split(";")[0] not in touched]
 
 
 def the_todo(body: str) -> dict[str, str]:
@@ -146,6 +154,11 @@ def test_completing_another_apps_task_rewrites_only_status_percent_and_completed
         "COMPLETED:20260924T080012Z",
     )
     assert sequence(after) == 5
+    # Byte for byte and in the app's order, but for what the change touched: its folds and
+    # its quoting too.
+    assert kept_lines(written.text, touched) == kept_lines(FOREIGN, touched)
+    assert "DESCRIPTION:先收集各部门数据，\r\n 再写结论\r\n" in written.text
+    assert 'X-CUSTOM;X-PARAM="a":quoted where it need not be\r\n' in written.text
     # Written once more with the same task (its completion time to the microsecond): no change.
     assert patch_todo(written.text, done, NOW + timedelta(hours=1), SHANGHAI).text == written.text
 
@@ -200,6 +213,7 @@ def test_a_changed_task_keeps_every_property_nobody_asked_to_change(
     [before], [after] = vtodos(body), vtodos(written.text)
     assert property_lines(after, touched) == property_lines(before, touched)
     assert alarm_lines(after) == alarm_lines(before)
+    assert kept_lines(written.text, touched) == kept_lines(body, touched)
     assert sequence(after) == sequence(before) + 1
     assert todo_fingerprint(parse_todo(written.text, task_id="t1", tz=SHANGHAI).task) == todo_fingerprint(
         changed

@@ -246,35 +246,36 @@ def _when(component: Component, name: str, moment: datetime | None, tz: ZoneInfo
         component[name] = _utc(moment)  # a DATE (or nothing) before: now a time, in UTC
 
 
-def _patch(component: Component, task: TaskOut, base: TaskOut, tz: ZoneInfo) -> bool:
+def _patch(component: Component, task: TaskOut, base: TaskOut, tz: ZoneInfo) -> set[str]:
     """Rewrite the properties whose modeled value differs between `base` (what the component
-    says) and `task` (what is stored now); whether anything was rewritten."""
-    changed = False
+    says) and `task` (what is stored now); the names of those rewritten (or removed)."""
+    touched: set[str] = set()
     if task.title != base.title:
         _set(component, "SUMMARY", vText(task.title))
-        changed = True
+        touched.add("SUMMARY")
     if not _same_instant(task.due, base.due):
         component.pop("DURATION", None)  # DUE and DURATION exclude each other (§3.6.2)
         _when(component, "DUE", task.due, tz)
-        changed = True
+        touched |= {"DUE", "DURATION"}
     if not _same_instant(task.earliest, base.earliest):
         if "DURATION" in component and task.earliest is not None and task.due is not None:
             component.pop("DURATION", None)
             _when(component, "DUE", task.due, tz)
+            touched |= {"DUE", "DURATION"}
         _when(component, "DTSTART", task.earliest, tz)
-        changed = True
+        touched.add("DTSTART")
     if task.priority != base.priority:
         _set(component, "PRIORITY", vInt(rfc_priority(task.priority)))
-        changed = True
+        touched.add("PRIORITY")
     if task.status != base.status or (task.status == "open" and (task.percent > 0) != (base.percent > 0)):
         _set(component, "STATUS", vText(_status(task)))
-        changed = True
+        touched.add("STATUS")
     if task.percent != base.percent:
         _set(component, "PERCENT-COMPLETE", vInt(task.percent))
-        changed = True
+        touched.add("PERCENT-COMPLETE")
     if not _same_instant(task.completed_at, base.completed_at):
         _set(component, "COMPLETED", None if task.completed_at is None else _utc(task.completed_at))
-        changed = True
+        touched.add("COMPLETED")
     for name, ours, theirs in (
         (X_MINUTES, task.duration_minutes, base.duration_minutes),
         (X_CHUNK, task.chunk_minutes, base.chunk_minutes),
@@ -282,11 +283,96 @@ def _patch(component: Component, task: TaskOut, base: TaskOut, tz: ZoneInfo) -> 
     ):
         if ours != theirs:
             _set(component, name, _duration(ours))
-            changed = True
+            touched.add(name)
     if task.hours != base.hours:
         _set(component, X_HOURS, vText(task.hours))
-        changed = True
-    return changed
+        touched.add(X_HOURS)
+    return touched
+
+
+# ---- splicing: the rewritten properties put into the object's own text -------------------------
+#
+# icalendar writes a whole object its own way (properties sorted, parameters quoted only where
+# needed, lines folded at its own points). The properties nobody changed are kept as the app
+# wrote them by taking the object's text line by line and replacing only the content lines of the
+# properties rewritten; their new lines are icalendar's.
+
+
+def _logical_lines(body: str) -> tuple[list[str], str]:
+    """The object's content lines, each with its folded continuation lines as written, and the
+    line break it uses."""
+    newline = "\r\n" if "\r\n" in body else "\n"
+    logical: list[str] = []
+    for physical in body.split(newline):
+        if physical[:1] in (" ", "\t") and logical:
+            logical[-1] += newline + physical
+        else:
+            logical.append(physical)
+    return logical, newline
+
+
+def _name(line: str) -> str:
+    head = line.split(":", 1)[0].split(";", 1)[0]
+    return head.strip().upper()
+
+
+def _todo_span(lines: list[str]) -> tuple[int, int] | None:
+    """Where the VTODO `todo_of` reads lies: the indexes of its BEGIN and END lines."""
+    depth, begin, own = 0, -1, False
+    for index, line in enumerate(lines):
+        name = _name(line)
+        if name == "BEGIN":
+            depth += 1
+            if depth == 2 and line.split(":", 1)[1].strip().upper() == "VTODO":
+                begin, own = index, False
+        elif name == "END":
+            if depth == 2 and begin >= 0 and line.split(":", 1)[1].strip().upper() == "VTODO":
+                if not own:
+                    return begin, index
+                begin = -1
+            depth -= 1
+        elif depth == 2 and begin >= 0 and name == "RECURRENCE-ID":
+            own = True  # an override: not the task itself
+    return None
+
+
+def _spliced(body: str, component: Component, touched: set[str]) -> str | None:
+    """`body` with the `touched` properties of its VTODO replaced by how `component` has them
+    now; None when the object's text cannot be followed (the caller writes it whole)."""
+    lines, newline = _logical_lines(body)
+    span = _todo_span(lines)
+    if span is None:
+        return None
+    begin, end = span
+    fresh: dict[str, list[str]] = {}
+    for name in touched:
+        value = component.get(name)
+        values = value if isinstance(value, list) else [] if value is None else [value]
+        fresh[name] = [
+            bytes(component.content_line(name, item).to_ical()).decode("utf-8").replace("\r\n", newline)
+            for item in values
+        ]
+    out: list[str] = lines[: begin + 1]
+    depth = 0
+    for line in lines[begin + 1 : end]:
+        name = _name(line)
+        if name == "BEGIN":
+            depth += 1
+        elif name == "END":
+            depth -= 1
+        elif depth == 0 and name in fresh:
+            out.extend(fresh.pop(name))  # in the place of its first line; any others dropped
+            continue
+        elif depth == 0 and name in touched:
+            continue
+        if depth == 1 and name == "BEGIN" and fresh:
+            # Properties the object did not have go before its first alarm.
+            out.extend(line for new in fresh.values() for line in new)
+            fresh.clear()
+        out.append(line)
+    out.extend(line for new in fresh.values() for line in new)
+    out.extend(lines[end:])
+    return newline.join(out)
 
 
 @dataclass(frozen=True)
@@ -301,10 +387,14 @@ def patch_todo(body: str, task: TaskOut, stamp: datetime, tz: ZoneInfo) -> Patch
     parsed = load_object(body)
     component = todo_of(parsed)
     base = read_todo(component, task_id=task.id, tz=tz).task
-    if not _patch(component, task, base, tz):
+    touched = _patch(component, task, base, tz)
+    if not touched:
         return PatchedTodo(False, body)
     stamp_changed(component, stamp)
-    return PatchedTodo(True, bytes(parsed.to_ical()).decode("utf-8"))
+    text = _spliced(body, component, touched | {"SEQUENCE", "LAST-MODIFIED", "DTSTAMP"})
+    return PatchedTodo(
+        True, text if text is not None else bytes(parsed.to_ical(sorted=False)).decode("utf-8")
+    )
 
 
 def todo_body(task: TaskOut, uid: str, ical: str | None, stamp: datetime, tz: ZoneInfo) -> str:
