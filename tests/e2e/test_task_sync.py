@@ -25,6 +25,7 @@ from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
+from .conftest import read_events
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained, scalar, stack_db
 from .test_caldav import remote as remote
 
@@ -274,6 +275,17 @@ async def test_a_task_completed_on_the_phone_is_done_here_and_a_block_names_it_a
     block = unfolded(server_text(remote, block_href))
     assert named(block, "RELATED-TO") == [f"RELATED-TO;RELTYPE=PARENT:{FOREIGN_UID}"]
     assert not named(todo_lines(server_text(remote, href)), "RELATED-TO;RELTYPE=PARENT")
+    [shown] = await read_events(stack, user)
+    assert (shown["kind"], shown["task_id"]) == ("task_block", task["id"])
+    # Renamed in the calendar app: read back, it is still the task's block.
+    replace_on_server(remote, block_href, server_text(remote, block_href).replace("准备评审材料", "评审材料"))
+
+    async def renamed() -> bool:
+        return [e["title"] for e in await read_events(stack, user)] == ["评审材料"]
+
+    await synced(stack, renamed, "the renamed block in GET /v1/events")
+    [shown] = await read_events(stack, user)
+    assert (shown["kind"], shown["task_id"]) == ("task_block", task["id"])
 
     # Ticked off on the phone: the app rewrites the object with its status.
     on_phone = foreign_task().replace(

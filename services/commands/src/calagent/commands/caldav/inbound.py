@@ -37,7 +37,7 @@ from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.todos import keep_task, read_task, task_ids, task_uids
+from calagent.commands.caldav.todos import keep_task, read_task, still_blocks, task_ids, task_uids
 from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
@@ -441,6 +441,17 @@ def _take_deleted(
 async def _write(
     conn: AsyncConnection, account: rows.Account, calendar_url: str, token: str | None, plan: _Plan
 ) -> None:
+    if plan.replaced:
+        # A block of a task stays one when its calendar app moves or renames it (contract §21):
+        # the object says whose block it is only in a RELATED-TO we do not read back; the row did.
+        blocks = await conn.execute(
+            select(events.c.id, events.c.task_id).where(
+                events.c.user_id == account.user_id,
+                events.c.id.in_(plan.replaced),
+                events.c.task_id.is_not(None),
+            )
+        )
+        plan.fresh = still_blocks(plan.fresh, {r.id: r.task_id for r in blocks})
     if plan.replaced or plan.removed:
         await conn.execute(
             delete(events).where(

@@ -34,7 +34,7 @@ from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, ca
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.todos import TaskDeliverer, task_uids_by_id
+from calagent.commands.caldav.todos import TaskDeliverer, still_blocks, task_uids_by_id
 from calagent.commands.caldav.withheld import Holds
 from calagent.commands.domain.changes import asked_between, change_onto, row_values
 from calagent.commands.domain.model import Event, local_uid
@@ -433,6 +433,7 @@ class Deliverer:
         except UnreadableObject as exc:
             await self._mark(conn, resource.user_id, resource.event_id, "rejected")
             return Outcome("rejected", str(exc))
+        theirs = still_blocks(theirs, {e.id: e.task_id for e in ours if e.task_id})
         if body is not None:
             sent = parse_resource(
                 body,

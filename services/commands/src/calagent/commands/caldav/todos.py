@@ -19,6 +19,7 @@ takes its task with it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,7 +34,7 @@ from calagent.commands.adapters.tables import caldav_resources, tasks
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.domain.model import local_uid
+from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject
 from calagent.commands.ical.todo import ReadTodo, parse_todo, todo_body, todo_fingerprint
 from calagent.contracts.tasks import TaskOut
@@ -118,6 +119,13 @@ async def task_ids(conn: AsyncConnection, user_id: str, ids: set[str]) -> set[st
 
 async def task_uids(conn: AsyncConnection, user_id: str, task_ids: set[str]) -> set[str]:
     return set((await task_uids_by_id(conn, user_id, task_ids)).values())
+
+
+def still_blocks(found: list[Event], task_of: Mapping[str, str]) -> list[Event]:
+    """Rows read again from the server, each still the block of the task its stored row was
+    (`task_of`: event id → task id): an app that moved or renamed a block, or a version of the
+    server's that won, does not make it an ordinary event."""
+    return [row.evolve(task_id=task_of[row.id]) if row.id in task_of else row for row in found]
 
 
 def read_task(body: str, task_id: str, tz: ZoneInfo) -> ReadTodo | None:
