@@ -123,6 +123,7 @@ KEY_PREFIXES = (
     "sharing",
     "people",
     "waiting",
+    "tasks",
 )
 
 

@@ -106,6 +106,7 @@ class CommandsService:
                 self.config.stub_ttl,
                 guard,
                 max_attempts=self.settings.caldav_max_attempts,
+                default_tz=self.settings.default_tz,
             ),
             InboundSync(
                 self.engine,

@@ -145,3 +145,62 @@ def rich_events(draw: st.DrawFn, uid: str) -> str:
     body = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//fuzz//calendar app//EN"]
     body += ["BEGIN:VEVENT", *lines, "END:VEVENT", "END:VCALENDAR"]
     return "\r\n".join(body) + "\r\n"
+
+
+def vtodos(body: str | bytes) -> list[Component]:
+    return list(Calendar.from_ical(body).walk("VTODO"))
+
+
+@st.composite
+def rich_todos(draw: st.DrawFn, uid: str) -> str:
+    """One task in a calendar object as a task app writes it: a due in a zone, UTC or as a date,
+    maybe a start, a priority on RFC 5545's scale, a status, and what the assistant does not
+    model (subtask relations, a rule, categories, X- properties with odd values, alarms)."""
+    zone = draw(st.sampled_from(_ZONES))
+    due = datetime(2026, 10, draw(st.integers(min_value=2, max_value=20)), draw(st.integers(9, 17)), 0)
+    lines = [f"UID:{uid}", "DTSTAMP:20260901T080000Z", f"SUMMARY:{_escape(draw(_WORDS))}"]
+    form = draw(
+        st.sampled_from(["tzid", "utc", "date", "none"] if zone != "UTC" else ["utc", "date", "none"])
+    )
+    if form == "tzid":
+        lines.append(f"DUE;TZID={zone}:{due:%Y%m%dT%H%M%S}")
+    elif form == "utc":
+        lines.append(f"DUE:{due:%Y%m%dT%H%M%S}Z")
+    elif form == "date":
+        lines.append(f"DUE;VALUE=DATE:{due:%Y%m%d}")
+    if form in ("tzid", "utc") and draw(st.booleans()):
+        lines.append(f"DTSTART:{due - timedelta(days=1):%Y%m%dT%H%M%S}Z")
+    status = draw(st.sampled_from(["", "NEEDS-ACTION", "IN-PROCESS"]))
+    if status:
+        lines.append(f"STATUS:{status}")
+    if status == "IN-PROCESS":
+        lines.append(f"PERCENT-COMPLETE:{draw(st.integers(1, 99))}")
+    if draw(st.booleans()):
+        lines.append(f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}")
+    optional: dict[str, Callable[[], str]] = {
+        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
+        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
+        "CLASS": lambda: f"CLASS:{draw(st.sampled_from(['PUBLIC', 'PRIVATE']))}",
+        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
+        "CREATED": lambda: "CREATED:20260801T080000Z",
+        "RRULE": lambda: "RRULE:FREQ=WEEKLY;COUNT=4",
+        "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b=2",
+    }
+    for name in draw(st.sets(st.sampled_from(sorted(optional)))):
+        lines.append(optional[name]())
+    for i in range(draw(st.integers(min_value=0, max_value=2))):
+        lines.append(f"RELATED-TO;RELTYPE=CHILD:sub-{i}-{uid}")
+    if draw(st.booleans()):
+        lines.append("RELATED-TO:parent-of-" + uid)
+    for name in draw(st.sets(_X_NAME, max_size=3)):
+        if draw(st.booleans()):
+            lines.append(f'{name};X-P="{draw(_PARAM)}":{_escape(draw(_WORDS))}')
+        else:
+            lines.append(f"{name}:{_escape(draw(_WORDS))}")
+    for _ in range(draw(st.integers(min_value=0, max_value=2))):
+        before = draw(st.sampled_from([5, 30, 60, 1440]))
+        lines += ["BEGIN:VALARM", "ACTION:DISPLAY", f"TRIGGER;RELATED=END:-PT{before}M"]
+        lines += [f"DESCRIPTION:{_escape(draw(_WORDS))}", "END:VALARM"]
+    body = ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//fuzz//task app//EN"]
+    body += ["BEGIN:VTODO", *lines, "END:VTODO", "END:VCALENDAR"]
+    return "\r\n".join(body) + "\r\n"

@@ -2,7 +2,7 @@
 decided it and handled in one place (`SqlUnitOfWork.commit`, then the store after the commit):
 
 - every resource a write touched gets a CalDAV outbox row (for a user with a connected account),
-  in the same transaction;
+  in the same transaction, and so does every task written (its VTODO, contract §21);
 - the touched resources that may have people to mail, and the objects of those deleted with their
   organizer, are what the invitation rule (`people/invitations.py`) looks at before the commit;
 - the users whose deliveries or mail were queued are woken after the commit.
@@ -26,6 +26,8 @@ class Effects:
     mail_people: bool = True
     # Per user, the resources this transaction wrote.
     touched: dict[str, set[str]] = field(default_factory=dict)
+    # Per user, the tasks this transaction wrote or removed (each one VTODO on the server).
+    tasks_touched: dict[str, set[str]] = field(default_factory=dict)
     # Per user, the touched resources that may have people to mail (contract §16).
     invited: dict[str, set[str]] = field(default_factory=dict)
     # The objects of deleted events with people, by resource: (organizer, object as last sent).
@@ -50,6 +52,9 @@ class Effects:
         if series_id is None and organizer and ical:
             self.deleted_objects[event_id] = (organizer, ical)
 
+    def task_written(self, user_id: str, task_id: str) -> None:
+        self.tasks_touched.setdefault(user_id, set()).add(task_id)
+
     def people_quieted(self) -> None:
         self.mail_people = False
 
@@ -58,7 +63,7 @@ class Effects:
             self.mail_users = (*self.mail_users, user_id)
 
     def deliveries_queued(self, users: tuple[str, ...]) -> None:
-        self.outbox_users = users
+        self.outbox_users = (*self.outbox_users, *(u for u in users if u not in self.outbox_users))
 
     def to_wake(self) -> tuple[str, ...]:
         """Whose outbox has work after the commit: deliveries first, then mail, each user once."""

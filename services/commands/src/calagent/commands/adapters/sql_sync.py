@@ -5,6 +5,7 @@ deliveries the server refused.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from opentelemetry import propagate
 from sqlalchemy import ARRAY, String, bindparam, exists, func, select, update
@@ -18,10 +19,11 @@ from calagent.commands.domain.model import Event
 
 # Run at the commit of every write: built once, its parameters bound per call.
 ENQUEUE_OUTBOUND = pg_insert(caldav_outbox).from_select(
-    ["user_id", "event_id", "trace_context"],
+    ["user_id", "event_id", "kind", "trace_context"],
     select(
         bindparam("outbox_user", type_=String()),
         func.unnest(bindparam("resources", type_=ARRAY(String()))),
+        bindparam("kind", type_=String()),
         bindparam("carrier", type_=JSONB()),
     ).where(exists().where(caldav_accounts.c.user_id == bindparam("outbox_user"))),
 )
@@ -34,16 +36,19 @@ class SqlSync:
         self.session = session
         self.events = events
 
-    async def queue_deliveries(self, touched: Mapping[str, set[str]]) -> tuple[str, ...]:
-        """One outbox row per touched resource of each user who has a connected account (none
-        otherwise: the statement inserts nothing), committed with the write itself; the users
-        who got any."""
+    async def queue_deliveries(
+        self, touched: Mapping[str, set[str]], kind: Literal["event", "task"] = "event"
+    ) -> tuple[str, ...]:
+        """One outbox row per touched resource (`kind`: events and series, or tasks) of each user
+        who has a connected account (none otherwise: the statement inserts nothing), committed
+        with the write itself; the users who got any."""
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         users: list[str] = []
         for user_id, resources in touched.items():
             inserted = await self.session.run(
-                ENQUEUE_OUTBOUND, {"outbox_user": user_id, "resources": sorted(resources), "carrier": carrier}
+                ENQUEUE_OUTBOUND,
+                {"outbox_user": user_id, "resources": sorted(resources), "kind": kind, "carrier": carrier},
             )
             if getattr(inserted, "rowcount", 0):
                 users.append(user_id)

@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
+from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import events, tasks
@@ -34,8 +35,12 @@ def _out(row: Any) -> TaskOut:
 
 
 class SqlTasks:
-    def __init__(self, session: SqlSession) -> None:
+    """Each write is recorded in `effects`: the task's VTODO goes to the connected calendar with
+    the commit (contract §21), whoever wrote it (the API, the assistant)."""
+
+    def __init__(self, session: SqlSession, effects: Effects) -> None:
         self.session = session
+        self.effects = effects
 
     async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[TaskOut]:
         query = select(tasks).where(tasks.c.user_id == user_id)
@@ -49,6 +54,7 @@ class SqlTasks:
         await self.session.run(
             tasks.insert().values(user_id=user_id, created_at=now, updated_at=now, **values)
         )
+        self.effects.task_written(user_id, task.id)
 
     async def update_task(self, user_id: str, task: TaskOut, now: datetime) -> bool:
         values = task.model_dump(include=set(FIELDS) - {"id"})
@@ -57,10 +63,12 @@ class SqlTasks:
             .where(tasks.c.user_id == user_id, tasks.c.id == task.id)
             .values(updated_at=now, **values)
         )
+        self.effects.task_written(user_id, task.id)
         return bool(getattr(done, "rowcount", 0))
 
     async def delete_task(self, user_id: str, task_id: str) -> bool:
         done = await self.session.run(delete(tasks).where(tasks.c.user_id == user_id, tasks.c.id == task_id))
+        self.effects.task_written(user_id, task_id)
         return bool(getattr(done, "rowcount", 0))
 
     async def blocks(self, user_id: str) -> list[Event]:

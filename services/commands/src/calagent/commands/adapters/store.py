@@ -107,7 +107,7 @@ class SqlUnitOfWork:
         self.people = SqlPeople(self._session, self.effects)
         self.settings = SqlSettings(self._session)
         self.sync = SqlSync(self._session, self.events)
-        self.tasks = SqlTasks(self._session)
+        self.tasks = SqlTasks(self._session, self.effects)
 
     @property
     def db_ms(self) -> float:
@@ -161,6 +161,10 @@ class SqlUnitOfWork:
             await self.before_commit(self)
         if self.effects.outbound and self.effects.touched:
             self.effects.deliveries_queued(await self.sync.queue_deliveries(self.effects.touched))
+        if self.effects.outbound and self.effects.tasks_touched:
+            self.effects.deliveries_queued(
+                await self.sync.queue_deliveries(self.effects.tasks_touched, kind="task")
+            )
         await self._session.commit()
         self.committed = True
 

@@ -231,8 +231,8 @@ caldav_calendars = Table(
     PrimaryKeyConstraint("account_id", "url", name="pk_caldav_calendars"),
 )
 
-# One calendar object resource on the server per local event or series (master and overrides):
-# where it lives, the UID it carries and the ETag the server gave it last.
+# One calendar object resource on the server per local event or series (master and overrides), or
+# per task (a VTODO; `event_id` names the task): where it lives, its UID and its last ETag.
 caldav_resources = Table(
     "caldav_resources",
     metadata,
@@ -279,6 +279,9 @@ caldav_outbox = Table(
     Column("reported_at", DateTime(timezone=True), nullable=True),
     # W3C trace context of the write that committed it: its delivery is a span of the same trace.
     Column("trace_context", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    # What `event_id` names: an event or series ('event'), or a task kept as a VTODO ('task').
+    Column("kind", String(8), nullable=False, server_default=text("'event'")),
+    CheckConstraint("kind IN ('event', 'task')", name="ck_caldav_outbox_kind"),
     Index("ix_caldav_outbox_due", "not_before", postgresql_where=text("delivered_at IS NULL")),
     Index("ix_caldav_outbox_event", "event_id", postgresql_where=text("delivered_at IS NULL")),
     # A user's rows: notices for the next turn, a disconnect's leftovers.
@@ -506,6 +509,11 @@ tasks = Table(
     Column("completed_at", DateTime(timezone=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # Its VTODO in the user's connected calendar (contract §21): the UID, the object as last read
+    # or written (patched on the next change, not rebuilt), and a refused delivery ('rejected').
+    Column("uid", Text, nullable=True),
+    Column("ical", Text, nullable=True),
+    Column("sync_state", String(16), nullable=True),
     CheckConstraint("status IN ('open', 'done')", name="ck_tasks_status"),
     CheckConstraint("hours IN ('work', 'personal')", name="ck_tasks_hours"),
     CheckConstraint("priority BETWEEN 1 AND 4", name="ck_tasks_priority"),

@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Row, delete, func, select, update
+from sqlalchemy import Row, delete, func, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -27,6 +27,7 @@ from calagent.commands.adapters.tables import (
     calendars,
     events,
     stubs,
+    tasks,
 )
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
@@ -398,5 +399,12 @@ async def _queue_existing_events(conn: AsyncConnection, user_id: str) -> None:
             select(events.c.user_id, events.c.id).where(
                 events.c.user_id == user_id, events.c.series_id.is_(None)
             ),
+        )
+    )
+    # The user's tasks too: each becomes a VTODO where the default calendar takes them.
+    await conn.execute(
+        caldav_outbox.insert().from_select(
+            ["user_id", "event_id", "kind"],
+            select(tasks.c.user_id, tasks.c.id, literal("task")).where(tasks.c.user_id == user_id),
         )
     )

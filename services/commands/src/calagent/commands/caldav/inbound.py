@@ -31,16 +31,20 @@ from calagent.commands.adapters.tables import (
     caldav_outbox,
     caldav_resources,
     events,
+    tasks,
 )
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.todos import keep_task, read_task, still_blocks, task_ids, task_uids
 from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.ical.parse import UnreadableObject, parse_resource
+from calagent.commands.ical.todo import is_todo
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.txn import new_id
+from calagent.contracts.tasks import TaskOut
 
 log = logging.getLogger("calagent.commands.caldav")
 tracer = trace.get_tracer("calagent.commands.caldav")
@@ -257,7 +261,16 @@ class InboundSync:
             listing = _Listing(account, place, found, stats, listed_at)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
             gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
-            here = sum(1 for r in known.values() if r.calendar_url == place.url)
+            # Tasks follow their server (a task deleted in its app is gone here too); the guard
+            # against a calendar that looks emptied, and its offer, are about events.
+            tasks_here = await task_ids(conn, account.user_id, {r.event_id for r in known.values()})
+            gone_tasks = [g for g in gone if g in tasks_here]
+            gone = [g for g in gone if g not in tasks_here]
+            plan.removed.extend(gone_tasks)
+            stats.deleted += len(gone_tasks)
+            here = sum(
+                1 for r in known.values() if r.calendar_url == place.url and r.event_id not in tasks_here
+            )
             if gone and (withheld or looks_emptied(len(gone), here)):
                 # A glitch is not copied: nothing is deleted, the user is asked (withheld.py).
                 shows = here - len(gone) - len(withheld)
@@ -286,6 +299,9 @@ class InboundSync:
                 stats.skipped += 1
                 continue
             event_id = resource.event_id if resource is not None else new_id()
+            if is_todo(obj.body):
+                self._take_task(listing, obj, resource, event_id, before, plan)
+                continue
             try:
                 theirs = listing.place.rows(
                     parse_resource(
@@ -326,6 +342,38 @@ class InboundSync:
             stats.changed += 1
         return seen
 
+    def _take_task(
+        self,
+        listing: _Listing,
+        obj: remote.RemoteObject,
+        resource: rows.Resource | None,
+        task_id: str,
+        before: _Known,
+        plan: _Plan,
+    ) -> None:
+        """A VTODO: the task it is here (contract §21), new or updated, keeping its object. Only
+        from a calendar the user owns: a task someone shares is theirs to do."""
+        account, stats = listing.account, listing.stats
+        read = read_task(obj.body, task_id, self.fallback_tz) if listing.place.owned else None
+        if read is None or (resource is None and read.uid in before.waiting_uids):
+            stats.skipped += 1  # not ours to take, unreadable, or our own PUT not yet committed
+            return
+        uid = resource.uid if resource is not None else (read.uid or task_id)
+        plan.tasks.append((read.task, uid, obj.body))
+        plan.resources.append(
+            {
+                "event_id": task_id,
+                "user_id": account.user_id,
+                "account_id": account.id,
+                "calendar_url": listing.place.url,
+                "href": obj.href,
+                "uid": uid,
+                "etag": obj.etag,
+                "origin": resource.origin if resource is not None else "remote",
+            }
+        )
+        stats.changed += 1
+
 
 @dataclass(frozen=True)
 class _Listing:
@@ -359,7 +407,7 @@ async def _uids(conn: AsyncConnection, user_id: str, event_ids: set[str]) -> set
     found = await conn.execute(
         select(events.c.id, events.c.uid).where(events.c.user_id == user_id, events.c.id.in_(event_ids))
     )
-    return {r.uid or local_uid(r.id) for r in found}
+    return {r.uid or local_uid(r.id) for r in found} | await task_uids(conn, user_id, event_ids)
 
 
 async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
@@ -380,6 +428,8 @@ class _Plan:
     fresh: list[Event] = field(default_factory=list)
     resources: list[dict[str, object]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    # Tasks as their VTODOs say them: (task, UID, object).
+    tasks: list[tuple[TaskOut, str, str]] = field(default_factory=list)
 
 
 def _take_deleted(
@@ -407,6 +457,17 @@ def _take_deleted(
 async def _write(
     conn: AsyncConnection, account: rows.Account, calendar_url: str, token: str | None, plan: _Plan
 ) -> None:
+    if plan.replaced:
+        # A block of a task stays one when its calendar app moves or renames it (contract §21):
+        # the object says whose block it is only in a RELATED-TO we do not read back; the row did.
+        blocks = await conn.execute(
+            select(events.c.id, events.c.task_id).where(
+                events.c.user_id == account.user_id,
+                events.c.id.in_(plan.replaced),
+                events.c.task_id.is_not(None),
+            )
+        )
+        plan.fresh = still_blocks(plan.fresh, {r.id: r.task_id for r in blocks})
     if plan.replaced or plan.removed:
         await conn.execute(
             delete(events).where(
@@ -417,6 +478,13 @@ async def _write(
         )
     if plan.removed:
         await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id.in_(plan.removed)))
+        # A VTODO gone from the server takes its task (its resource names the task).
+        await conn.execute(
+            delete(tasks).where(tasks.c.user_id == account.user_id, tasks.c.id.in_(plan.removed))
+        )
+    for task, uid, body in plan.tasks:
+        now = (await conn.execute(select(func.clock_timestamp()))).scalar_one()
+        await keep_task(conn, account.user_id, task, uid, body, now)
     if plan.fresh:
         await conn.execute(
             events.insert(), [event_insert_values(e, turn_id=SYNC_TURN, key=None) for e in plan.fresh]

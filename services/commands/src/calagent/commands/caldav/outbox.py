@@ -27,7 +27,6 @@ from zoneinfo import ZoneInfo
 
 from opentelemetry import propagate, trace
 from sqlalchemy import func, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.store import SqlUnitOfWork, from_server
@@ -35,6 +34,7 @@ from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, ca
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.todos import TaskDeliverer, still_blocks, task_uids_by_id
 from calagent.commands.caldav.withheld import Holds
 from calagent.commands.domain.changes import asked_between, change_onto, row_values
 from calagent.commands.domain.model import Event, local_uid
@@ -98,6 +98,7 @@ class Deliverer:
         stub_ttl: timedelta,
         guard: Guard,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        default_tz: str = "UTC",
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -106,6 +107,7 @@ class Deliverer:
         self.stub_ttl = stub_ttl
         self.max_attempts = max_attempts
         self.holds = Holds(clock, stub_ttl)
+        self.tasks = TaskDeliverer(vault, guard, clock, ZoneInfo(default_tz))
 
     async def prune(self, older_than: timedelta) -> int:
         """Forget settled rows after a while: delivered ones, and refusals already told."""
@@ -140,6 +142,7 @@ class Deliverer:
                 caldav_outbox.c.trace_context,
                 caldav_outbox.c.attempts,
                 caldav_outbox.c.refusals,
+                caldav_outbox.c.kind,
             ).where(
                 caldav_outbox.c.delivered_at.is_(None),
                 caldav_outbox.c.not_before <= func.clock_timestamp(),
@@ -187,7 +190,10 @@ class Deliverer:
                 attributes={"calagent.event_id": claimed.event_id, "calagent.attempt": claimed.attempts + 1},
             ) as span:
                 try:
-                    outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
+                    if claimed.kind == "task":
+                        outcome = await self._deliver_task(conn, claimed.user_id, claimed.event_id)
+                    else:
+                        outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
                 except remote.Unavailable as exc:  # met settling a conflict: as for any request
                     outcome = _retry(exc)
                 except Exception as exc:  # a bug or a broken row: retried a bounded number of times
@@ -223,6 +229,11 @@ class Deliverer:
             await conn.commit()
             return True
 
+    async def _deliver_task(self, conn: AsyncConnection, user_id: str, task_id: str) -> Outcome:
+        """A task's VTODO (caldav/todos.py): the same rows, locks, bounds and outcomes."""
+        sent = await self.tasks.deliver(conn, user_id, task_id)
+        return Outcome(sent.kind, sent.error, sent.refused, sent.account_id)
+
     async def _deliver(self, conn: AsyncConnection, user_id: str, event_id: str) -> Outcome:
         resource = await rows.resource_by_event(conn, event_id)
         stored = await rows.resource_rows(conn, user_id, event_id)
@@ -256,7 +267,8 @@ class Deliverer:
             return _retry(exc)
         except remote.RemoteError:
             pass  # written from its rows, as before
-        body = render_resource(stored, uid, self.clock.now())
+        parents = await task_uids_by_id(conn, user_id, {r.task_id for r in stored if r.task_id})
+        body = render_resource(stored, uid, self.clock.now(), parents)
         if body is None and resource is None:
             return Outcome("delivered")  # made and removed before it ever reached the server
         try:
@@ -366,31 +378,12 @@ class Deliverer:
             found = await asyncio.to_thread(remote.fetch, login, resource.calendar_url, resource.href)
             if found is not None:
                 etag, body = found.etag, found.body
-        await self._save_resource(conn, resource, etag)
+        await rows.save_resource(conn, resource, etag)
         await self._keep_object(conn, resource.user_id, resource.event_id, body)
 
     async def _keep_object(self, conn: AsyncConnection, user_id: str, event_id: str, body: str) -> None:
         await conn.execute(
             update(events).where(events.c.user_id == user_id, events.c.id == event_id).values(ical=body)
-        )
-
-    async def _save_resource(self, conn: AsyncConnection, resource: rows.Resource, etag: str | None) -> None:
-        statement = pg_insert(caldav_resources).values(
-            event_id=resource.event_id,
-            user_id=resource.user_id,
-            account_id=resource.account_id,
-            calendar_url=resource.calendar_url,
-            href=remote.normal_href(resource.href),
-            uid=resource.uid,
-            etag=etag,
-            origin=resource.origin,
-            updated_at=func.clock_timestamp(),
-        )
-        await conn.execute(
-            statement.on_conflict_do_update(
-                index_elements=[caldav_resources.c.event_id],
-                set_={"etag": statement.excluded.etag, "updated_at": statement.excluded.updated_at},
-            )
         )
 
     async def _mark(self, conn: AsyncConnection, user_id: str, event_id: str, state: str | None) -> None:
@@ -440,6 +433,7 @@ class Deliverer:
         except UnreadableObject as exc:
             await self._mark(conn, resource.user_id, resource.event_id, "rejected")
             return Outcome("rejected", str(exc))
+        theirs = still_blocks(theirs, {e.id: e.task_id for e in ours if e.task_id})
         if body is not None:
             sent = parse_resource(
                 body,
@@ -450,7 +444,7 @@ class Deliverer:
             )
             if fingerprint(sent) == fingerprint(theirs):
                 # Our own earlier PUT, whose commit was lost: it is there already, once.
-                await self._save_resource(conn, resource, server.etag)
+                await rows.save_resource(conn, resource, server.etag)
                 await self._keep_object(conn, resource.user_id, resource.event_id, server.body)
                 await self._mark(conn, resource.user_id, resource.event_id, None)
                 return Outcome("delivered")
@@ -458,7 +452,7 @@ class Deliverer:
         await uow.events.delete_events(resource.user_id, [e.id for e in ours])
         for row in theirs:
             await uow.events.insert_event(row, turn_id="caldav-sync", key=None)
-        await self._save_resource(conn, resource, server.etag)
+        await rows.save_resource(conn, resource, server.etag)
         mine = next((e for e in ours if e.id == resource.event_id), None)
         kept = theirs[0]
         if mine is None or body is None:

@@ -334,6 +334,18 @@ def find_uid(login: Login, calendar_url: str, uid: str) -> RemoteObject | None:
         raise _classify(exc) from exc
 
 
+def takes_todos(login: Login, calendar_url: str) -> bool:
+    """Whether the calendar takes VTODOs (its CALDAV:supported-calendar-component-set; RFC 4791
+    §5.2.3: a calendar that names none takes every kind)."""
+    try:
+        with _client(login) as client:
+            calendar = caldav.Calendar(client=client, url=calendar_url)
+            kinds = calendar.get_supported_components()
+    except Exception as exc:
+        raise _classify(exc) from exc
+    return any(str(kind).upper() == "VTODO" for kind in kinds)
+
+
 def delete(login: Login, calendar_url: str, href: str, etag: str | None) -> None:
     """Delete one object with `If-Match: etag`; one that is already gone counts as deleted."""
     headers = {"If-Match": etag} if etag else {}

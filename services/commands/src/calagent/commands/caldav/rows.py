@@ -6,14 +6,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, or_, select, update
+from sqlalchemy import Row, func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import caldav_accounts, caldav_calendars, caldav_resources, events
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.remote import Login
+from calagent.commands.caldav.remote import Login, normal_href
 from calagent.commands.domain.model import Event
 
 
@@ -45,6 +46,27 @@ async def resource_by_event(conn: AsyncConnection, event_id: str) -> Resource | 
 async def resources_of(conn: AsyncConnection, account_id: str) -> list[Resource]:
     found = await conn.execute(select(caldav_resources).where(caldav_resources.c.account_id == account_id))
     return [_resource(r) for r in found]
+
+
+async def save_resource(conn: AsyncConnection, resource: Resource, etag: str | None) -> None:
+    """The resource as a write left it on the server: where it is and the ETag it now has."""
+    statement = pg_insert(caldav_resources).values(
+        event_id=resource.event_id,
+        user_id=resource.user_id,
+        account_id=resource.account_id,
+        calendar_url=resource.calendar_url,
+        href=normal_href(resource.href),
+        uid=resource.uid,
+        etag=etag,
+        origin=resource.origin,
+        updated_at=func.clock_timestamp(),
+    )
+    await conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[caldav_resources.c.event_id],
+            set_={"etag": statement.excluded.etag, "updated_at": statement.excluded.updated_at},
+        )
+    )
 
 
 async def resource_rows(conn: AsyncConnection, user_id: str, event_id: str) -> list[Event]:

@@ -5,7 +5,7 @@ see the same event under the same UID."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -49,7 +49,12 @@ def _days(event: Event) -> int:
     return max(1, round((event.end - event.start) / timedelta(days=1)))
 
 
-def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
+NO_PARENTS: Mapping[str, str] = {}
+
+
+def _vevent(
+    event: Event, uid: str, tz: ZoneInfo, stamp: datetime, parents: Mapping[str, str] = NO_PARENTS
+) -> IcsEvent:
     item = IcsEvent()
     item.add("uid", uid)
     item.add("dtstamp", stamp.astimezone(UTC))
@@ -80,6 +85,11 @@ def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
     if event.attendees:
         people = [attendee_property(a) for a in event.attendees]
         item["ATTENDEE"] = people if len(people) > 1 else people[0]
+    if event.task_id is not None:
+        # A block of a task (contract §21) names the task's VTODO as its parent (RFC 5545
+        # §3.8.4.5); the VTODO lists no blocks, so placing them again never rewrites the task.
+        parent = parents.get(event.task_id) or local_uid(event.task_id)
+        item.add("related-to", parent, parameters={"RELTYPE": "PARENT"})
     if event.reminder_minutes is not None:
         alarm = Alarm()
         alarm.add("action", "DISPLAY")
@@ -89,7 +99,9 @@ def _vevent(event: Event, uid: str, tz: ZoneInfo, stamp: datetime) -> IcsEvent:
     return item
 
 
-def _master(event: Event, tz: ZoneInfo, stamp: datetime) -> IcsEvent | None:
+def _master(
+    event: Event, tz: ZoneInfo, stamp: datetime, parents: Mapping[str, str] = NO_PARENTS
+) -> IcsEvent | None:
     """A series master; None when its rule gives no occurrence (the queries show none either)."""
     assert event.rrule is not None
     try:
@@ -102,7 +114,9 @@ def _master(event: Event, tz: ZoneInfo, stamp: datetime) -> IcsEvent | None:
     if not first:
         return None
     start = first[0]
-    item = _vevent(event.evolve(start=start, end=start + (event.end - event.start)), _uid(event), tz, stamp)
+    item = _vevent(
+        event.evolve(start=start, end=start + (event.end - event.start)), _uid(event), tz, stamp, parents
+    )
     item.add("rrule", rule)
     if event.exdates:
         item.add("exdate", [_when(d, tz, event.all_day) for d in sorted(event.exdates)])
@@ -142,26 +156,28 @@ def _kept_objects(events: Sequence[Event], stamp: datetime) -> dict[str, Calenda
     return kept
 
 
-def _add_fresh(cal: Calendar, events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> None:
+def _add_fresh(
+    cal: Calendar, events: Sequence[Event], tz: ZoneInfo, stamp: datetime, parents: Mapping[str, str]
+) -> None:
     masters = {e.id: e for e in events if e.rrule is not None}
     for ev in events:
         item: IcsEvent | None
         if ev.rrule is not None:
             # A series runs on its own zone's wall clock; a row without one is expanded in UTC.
-            item = _master(ev, _zone_of(ev, ZoneInfo("UTC")), stamp)
+            item = _master(ev, _zone_of(ev, ZoneInfo("UTC")), stamp, parents)
         elif (
             ev.series_id is not None
             and ev.recurrence_id is not None
             and (master := masters.get(ev.series_id)) is not None
             and _replaces_a_slot(ev, master)
         ):
-            item = _vevent(ev, _uid(master), _zone_of(ev, tz), stamp)
+            item = _vevent(ev, _uid(master), _zone_of(ev, tz), stamp, parents)
             master_tz = _zone_of(master, ZoneInfo("UTC"))
             item.add("recurrence-id", _when(ev.recurrence_id, master_tz, master.all_day))
         else:
             # A single event, or an override whose slot is gone: it stands on its own.
             item = _vevent(
-                ev, _uid(ev) if ev.series_id is None else local_uid(ev.id), _zone_of(ev, tz), stamp
+                ev, _uid(ev) if ev.series_id is None else local_uid(ev.id), _zone_of(ev, tz), stamp, parents
             )
         if item is not None:
             cal.add_component(item)
@@ -179,17 +195,20 @@ def _add_kept(cal: Calendar, kept: dict[str, Calendar]) -> None:
                 cal.add_component(component)
 
 
-def render_ics(events: Sequence[Event], tz: ZoneInfo, stamp: datetime) -> str:
+def render_ics(
+    events: Sequence[Event], tz: ZoneInfo, stamp: datetime, parents: Mapping[str, str] = NO_PARENTS
+) -> str:
     """The RFC 5545 feed of stored rows (masters, overrides, singles; not expanded). `tz` is the
     reader's zone, used for rows that do not know the zone they were made in. An event that has an
     object of its own (from or to a connected calendar) is that object, patched with its rows:
-    the feed and the CalDAV server carry the same event under the same UID."""
+    the feed and the CalDAV server carry the same event under the same UID. `parents`: the UIDs
+    of the tasks blocks belong to, by task id (a task made here: `<id>@calagent`)."""
     cal = Calendar()
     cal.add("prodid", "-//calagent//commands//EN")
     cal.add("version", "2.0")
     cal.add("calscale", "GREGORIAN")
     kept = _kept_objects(events, stamp)
-    _add_fresh(cal, [e for e in events if resource_of(e) not in kept], tz, stamp)
+    _add_fresh(cal, [e for e in events if resource_of(e) not in kept], tz, stamp, parents)
     _add_kept(cal, kept)
     if events:
         cal.add_missing_timezones(*_timezone_span(events, stamp))
@@ -220,7 +239,9 @@ def _timezone_span(events: Sequence[Event], stamp: datetime) -> tuple[date, date
     return date(first, 1, 1), date(last + (VTIMEZONE_YEARS_AHEAD if open_ended else 1) + 1, 1, 1)
 
 
-def render_resource(rows: Sequence[Event], uid: str, stamp: datetime) -> str | None:
+def render_resource(
+    rows: Sequence[Event], uid: str, stamp: datetime, parents: Mapping[str, str] = NO_PARENTS
+) -> str | None:
     """The object body for the rows of one resource, every component carrying `uid`; None when
     nothing is left to send (the master is gone). An object the resource already has is patched
     (patch.patch_object); one the assistant makes is written from its rows."""
@@ -232,7 +253,7 @@ def render_resource(rows: Sequence[Event], uid: str, stamp: datetime) -> str | N
             return patch_object(owner.ical, rows, uid, stamp).text
         except (UnreadableObject, ValueError, KeyError):
             rows = [r.evolve(ical=None) for r in rows]
-    calendar = Calendar.from_ical(render_ics(rows, ZoneInfo("UTC"), stamp))
+    calendar = Calendar.from_ical(render_ics(rows, ZoneInfo("UTC"), stamp, parents))
     components = list(calendar.walk("VEVENT"))
     if not components:
         return None

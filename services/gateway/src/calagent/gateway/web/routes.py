@@ -54,6 +54,7 @@ SCRIPT_MODULES = (
     "session.js",
     "settings.js",
     "state.js",
+    "tasks.js",
     "timeline.js",
 )
 STATIC_FILES: dict[str, str] = {

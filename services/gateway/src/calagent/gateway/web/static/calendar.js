@@ -5,6 +5,7 @@ import { addDays, coveredDays, dateToYmd, dayLabel, isoWeekday, mondayOf, todayY
 import { openDetails } from "./details.js";
 import { el, say, t } from "./i18n.js";
 import { $, state } from "./state.js";
+import { taskTitle } from "./tasks.js";
 
 // ---- the week ----------------------------------------------------------------------------------
 
@@ -35,6 +36,7 @@ function eventItem(event, day, days) {
   if (event.all_day) item.classList.add("all-day");
   if (days.length > 1) item.classList.add("multi-day");
   if (event.completed) item.classList.add("completed");
+  if (event.kind === "task_block") item.classList.add("task-block");
   let when;
   if (event.all_day) when = t("week.all_day");
   else {
@@ -45,6 +47,11 @@ function eventItem(event, day, days) {
   item.append(el("span", { cls: "when", text: when }));
   item.append(openButton(event, "title"));
   const notes = el("span", { cls: "notes" });
+  if (event.kind === "task_block") {
+    // A block of a task (contract §21): named by its task, which the tasks list shows.
+    item.dataset.taskId = event.task_id;
+    notes.append(say(el("span", { cls: "tag task" }), "week.task_block", { title: taskTitle(event.task_id) ?? event.title }));
+  }
   notes.append(say(el("span", { cls: "calendar" }), "week.calendar", { name: event.calendar }));
   if (days.length > 1) {
     notes.append(say(el("span", { cls: "tag" }), "week.day_of", { i: days.indexOf(day) + 1, n: days.length }));
@@ -204,6 +211,7 @@ export function renderMonth() {
         item.dataset.eventId = event.id;
         if (event.all_day) item.classList.add("all-day");
         if (coveredDays(event).length > 1) item.classList.add("multi-day");
+        if (event.kind === "task_block") item.classList.add("task-block");
         if (!event.all_day && wallDate(event.start) === day) {
           item.append(el("span", { cls: "when", text: wallTime(event.start) }));
         }

@@ -6,6 +6,7 @@ import { loadCommand, loadWaiting, renderCard } from "./cards.js";
 import { loadChanges } from "./changes.js";
 import { el, say, t } from "./i18n.js";
 import { $, HISTORY_PAGE, state } from "./state.js";
+import { loadTasks } from "./tasks.js";
 import { addTimelineToggle } from "./timeline.js";
 
 // ---- chat --------------------------------------------------------------------------------------
@@ -111,6 +112,7 @@ function finishTurn(bubble, answer) {
   if (state.command) loadWaiting();
   else loadCommand();
   loadWeek();
+  loadTasks();
   loadChanges();
   if (state.monthLoaded || state.view === "month") loadMonth();
 }

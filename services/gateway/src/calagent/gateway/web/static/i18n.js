@@ -4,6 +4,7 @@ import { renderMonth, renderWeek } from "./calendar.js";
 import { renderCard } from "./cards.js";
 import { renderDetails } from "./details.js";
 import { $, LANG_COOKIE, state } from "./state.js";
+import { renderTasks } from "./tasks.js";
 
 // ---- strings -----------------------------------------------------------------------------------
 
@@ -52,6 +53,7 @@ export function setLang(lang) {
   $("lang-switch").lang = lang === "zh" ? "en" : "zh-CN";
   applyStrings();
   renderCard();
+  if (state.tasksLoaded) renderTasks();
   if (state.weekLoaded) renderWeek();
   if (state.monthLoaded) renderMonth();
   if (state.opened) renderDetails();

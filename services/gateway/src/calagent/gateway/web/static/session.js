@@ -10,6 +10,7 @@ import { closeDetails } from "./details.js";
 import { say } from "./i18n.js";
 import { loadSavedSettings, resetSettings } from "./settings.js";
 import { $, TOKEN_KEY, state } from "./state.js";
+import { loadTasks } from "./tasks.js";
 
 // ---- sign-in -----------------------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ async function startSession(token) {
   state.weekStart = mondayOf(todayYmd());
   $("composer-input").focus();
   // The saved language and zone are applied as they arrive, alongside the rest.
-  await Promise.all([loadSavedSettings(), loadHistory(), loadCommand(), loadWeek(), loadChanges()]);
+  await Promise.all([loadSavedSettings(), loadHistory(), loadCommand(), loadTasks(), loadWeek(), loadChanges()]);
 }
 
 export function signOut(reasonKey) {

@@ -29,6 +29,8 @@ export const state = {
   monthStart: null, // "YYYY-MM-01"
   monthEvents: [],
   monthLoaded: false,
+  tasks: [], // GET /v1/tasks: the user's tasks, open and done (contract §21)
+  tasksLoaded: false,
   historyBefore: null, // where the next older page of the conversation ends
   opened: null, // the event whose details are shown
   busy: false,

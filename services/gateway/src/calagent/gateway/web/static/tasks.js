@@ -1,0 +1,80 @@
+// The user's tasks beside the week (GET /v1/tasks, contract §21): each with its due, whether it is
+// at risk and by how many minutes, and a checkbox that completes or reopens it (PATCH).
+
+import { api } from "./api.js";
+import { loadWeek, renderWeek } from "./calendar.js";
+import { el, say } from "./i18n.js";
+import { $, state } from "./state.js";
+
+// A due as the user reads it: on their wall clock (the API gives an instant).
+function dueText(iso) {
+  const zone = state.session?.tz ?? document.body.dataset.defaultTz;
+  const locale = state.lang === "zh" ? "zh-CN" : "en";
+  return new Intl.DateTimeFormat(locale, {
+    timeZone: zone,
+    month: state.lang === "zh" ? "numeric" : "short",
+    day: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+  }).format(new Date(iso));
+}
+
+function taskItem(task) {
+  const item = el("li", { cls: "task" });
+  item.dataset.taskId = task.id;
+  item.dataset.status = task.status;
+  if (task.at_risk) item.classList.add("at-risk");
+  const box = el("input", { attrs: { type: "checkbox", id: `task-done-${task.id}` } });
+  box.checked = task.status === "done";
+  box.addEventListener("change", () => markDone(task, box));
+  item.append(box);
+  item.append(el("label", { cls: "task-title", text: task.title, attrs: { for: box.id } }));
+  const notes = el("span", { cls: "notes" });
+  if (task.due) notes.append(say(el("span", { cls: "due" }), "tasks.due", { when: dueText(task.due) }));
+  if (task.at_risk) {
+    notes.append(say(el("span", { cls: "tag risk" }), "tasks.at_risk", { n: task.missing_minutes }));
+  }
+  item.append(notes);
+  return item;
+}
+
+export function renderTasks() {
+  const tasks = state.tasks ?? [];
+  $("tasks-list").replaceChildren(...tasks.map(taskItem));
+  $("tasks-empty").hidden = tasks.length > 0;
+}
+
+export async function loadTasks() {
+  try {
+    const body = await (await api("/v1/tasks")).json();
+    state.tasks = body.tasks ?? [];
+    state.tasksLoaded = true;
+    $("tasks-status").textContent = "";
+    delete $("tasks-status").dataset.i18n;
+    renderTasks();
+    // The week's blocks are labelled with their tasks' titles.
+    if (state.weekLoaded) renderWeek();
+  } catch (error) {
+    if (error.status !== 401) say($("tasks-status"), "tasks.error", { message: error.message });
+  }
+}
+
+// Done or open again: what the server then says is what is shown (a refusal puts the box back).
+async function markDone(task, box) {
+  box.disabled = true;
+  try {
+    await api(`/v1/tasks/${encodeURIComponent(task.id)}`, { method: "PATCH", body: { done: box.checked } });
+  } catch (error) {
+    if (error.status !== 401) say($("tasks-status"), "tasks.error", { message: error.message });
+  }
+  await loadTasks();
+  // Completing a task frees its later blocks: the week shows what is left.
+  if (state.weekLoaded) loadWeek();
+}
+
+// The title a block is labelled with: its task's, when the task is listed.
+export function taskTitle(taskId) {
+  return state.tasks?.find((task) => task.id === taskId)?.title ?? null;
+}
+
