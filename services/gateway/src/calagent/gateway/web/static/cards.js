@@ -293,6 +293,33 @@ function counterView(counter) {
   return box;
 }
 
+// A re-plan of task blocks (contract §21): each block's old and new time, and what would still be
+// missing; nothing moves until the card is confirmed.
+function replanView(replan) {
+  const box = el("div", { cls: "replan" });
+  box.append(say(el("h3"), "card.replan"));
+  const list = el("ol", { cls: "move-list" });
+  for (const move of replan.moves) {
+    const item = el("li");
+    item.dataset.blockId = move.block_id ?? "";
+    item.dataset.taskId = move.task_id;
+    const before = move.old_start ? slotText({ start: move.old_start, end: move.old_end }) : t("card.replan.new");
+    const after = move.new_start ? slotText({ start: move.new_start, end: move.new_end }) : t("card.replan.removed");
+    const old = el("span", { cls: "before", text: before });
+    const now = el("span", { cls: "after", text: after });
+    item.append(el("strong", { text: move.title }), " ", old, el("span", { cls: "arrow", text: " → ", attrs: { "aria-hidden": "true" } }), now);
+    list.append(item);
+  }
+  box.append(list);
+  const titles = new Map(replan.moves.map((move) => [move.task_id, move.title]));
+  for (const [taskId, minutes] of replan.missing ?? []) {
+    const note = el("p", { cls: "tag risk", text: t("card.replan.missing", { title: titles.get(taskId) ?? "", n: String(minutes) }) });
+    note.dataset.taskId = taskId;
+    box.append(note);
+  }
+  return box;
+}
+
 function changeView(change) {
   const box = el("div", { cls: "change" });
   box.append(say(el("h3"), "card.change"));
@@ -392,6 +419,7 @@ function fillCard(card, command, prefix) {
   if (command.change && !events.length) card.append(changeView(command.change));
   if (command.proposal) card.append(proposalView(command.proposal));
   if (command.counter) card.append(counterView(command.counter));
+  if (command.replan) card.append(replanView(command.replan));
 
   const candidates = command.candidates ?? [];
   if (events.length) {
