@@ -184,6 +184,11 @@ class Bus:
             logger=faststream_log,
             # FastStream logs every message received and processed at this level.
             log_level=logging.DEBUG,
+            # No FastDepends around the handlers: each takes the one model its subject's decoder
+            # (`settle.decoder_for`) validated from the body and is handed it as is, so nothing is
+            # injected or validated a second time on every message. The AsyncAPI document is built
+            # from the handlers' signatures either way.
+            apply_types=False,
         )
         self._nc: NatsClient | None = None
         self._started: set[int] = set()
