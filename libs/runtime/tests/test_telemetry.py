@@ -1,15 +1,17 @@
-"""A process with no exporter records no span, yet still passes trace context on; one with an
-exporter records every span."""
+"""A process with no exporter records no span and traces nothing on the bus; one with an exporter
+records every span and carries trace context in every message."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from opentelemetry import propagate
 
+from calagent.runtime.bus import Bus
 from calagent.runtime.settings import Settings
-from calagent.runtime.telemetry import tracer_provider
+from calagent.runtime.telemetry import exported, tracer_provider
 
 pytestmark = pytest.mark.unit
 
@@ -46,3 +48,15 @@ def test_with_an_exporter_every_span_is_recorded(monkeypatch: pytest.MonkeyPatch
     span = provider.get_tracer("test").start_span("turn")
     assert span.is_recording()
     provider.shutdown()
+
+
+def test_a_process_whose_spans_go_nowhere_traces_no_message_on_the_bus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert not exported(Settings())
+    quiet = Bus("nats://unused", "agent", telemetry=exported(Settings()))
+    assert not any(isinstance(m, NatsTelemetryMiddleware) for m in quiet._broker.middlewares)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    assert exported(Settings())
+    traced = Bus("nats://unused", "agent", telemetry=exported(Settings()))
+    assert any(isinstance(m, NatsTelemetryMiddleware) for m in traced._broker.middlewares)

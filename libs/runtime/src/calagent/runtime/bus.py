@@ -148,6 +148,7 @@ class Bus:
         clock: Clock | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
+        telemetry: bool = True,
         replicas: int = 1,
     ) -> None:
         self.service = service
@@ -178,8 +179,12 @@ class Bus:
             connect_timeout=5,
             drain_timeout=5,
             graceful_timeout=GRACEFUL_TIMEOUT_S,
+            # A span per message received and sent, and its context in the message's headers;
+            # without `telemetry` (a process whose spans go nowhere) neither is made.
             middlewares=(
-                NatsTelemetryMiddleware(tracer_provider=tracer_provider, include_messages_counters=False),
+                (NatsTelemetryMiddleware(tracer_provider=tracer_provider, include_messages_counters=False),)
+                if telemetry
+                else ()
             ),
             logger=faststream_log,
             # FastStream logs every message received and processed at this level.

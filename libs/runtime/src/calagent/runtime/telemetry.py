@@ -1,9 +1,10 @@
 """Tracing: one TracerProvider per process, OTLP export when configured.
 
 With `OTEL_EXPORTER_OTLP_ENDPOINT` unset nothing would receive a recorded span, so spans are sampled
-out (`UNEXPORTED`): each still has its trace and span ids, so trace context keeps riding in NATS
-headers and in the outboxes' rows, but none records attributes, events or timings (the per-turn
-timeline does not depend on spans: `calagent.runtime.timeline`). `OTEL_EXPORTER_OTLP_PROTOCOL` picks
+out (`UNEXPORTED`): each still has its trace and span ids, but none records attributes, events or
+timings, and the bus carries no trace context between processes (`Bus(telemetry=False)`: no span
+and no header per message). The per-turn timeline does not depend on spans
+(`calagent.runtime.timeline`). `OTEL_EXPORTER_OTLP_PROTOCOL` picks
 grpc or http/protobuf; headers come from `OTEL_EXPORTER_OTLP_HEADERS` as the exporters read them
 themselves.
 """
@@ -36,10 +37,15 @@ def _exporter(protocol: str) -> SpanExporter:
 UNEXPORTED: Sampler = ParentBased(ALWAYS_OFF)
 
 
+def exported(settings: Settings) -> bool:
+    """Whether this process's spans go anywhere (an OTLP endpoint is set)."""
+    return bool(settings.otlp_endpoint)
+
+
 def tracer_provider(service: str, settings: Settings) -> TracerProvider:
     """The process's provider: exporting over OTLP when an endpoint is set, else sampling out."""
     resource = Resource.create({"service.name": f"calagent-{service}"})
-    if not settings.otlp_endpoint:
+    if not exported(settings):
         return TracerProvider(resource=resource, sampler=UNEXPORTED)
     provider = TracerProvider(resource=resource)
     protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
