@@ -36,8 +36,13 @@ def test_the_turn_bench_reports_every_figure_in_one_run() -> None:
     assert report["cpu_ms_per_turn"]["postgres"] > 0
     assert report["throughput"]["errors"] == 0
     assert (report["in_flight"]["created"], report["in_flight"]["errors"]) == (12, 0)
+    # Each turn in flight waited at least for the slow model.
+    assert 200 <= report["in_flight"]["p50_ms"] <= report["in_flight"]["p99_ms"]
     assert {"gateway", "agent"} <= set(report["in_flight"]["kib_per_turn_in_flight"])
     assert report["versus_pydantic_ai"]["ratio"] is not None
+    # A merge at the compared model's latency makes no model call: faster than a create there.
+    versus = report["versus_pydantic_ai"]
+    assert 0 < versus["merge_p50"] < versus["ours_p50"]
     # The path of a create and of a merge: each goes over the bus in requests with replies.
     assert set(report["path"]) == {"create turn", "clarification merge"}
     for path in report["path"].values():

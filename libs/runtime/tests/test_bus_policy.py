@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from calagent.contracts.bus import BusErrorReply, DeadLetter
 from calagent.contracts.wire import Endpoint, Stream, deadletter
 from calagent.runtime.bus import Bus, BusRequestError, RetryPolicy, TransientError
+from calagent.runtime.settle import decoder_for
 
 pytestmark = pytest.mark.unit
 
@@ -146,6 +147,8 @@ def letters_of(bus: Bus, service: str) -> list[DeadLetter]:
         deadletter(service).subject,
         stream=JStream("CALAGENT_DEADLETTER", declare=False),
         ack_policy=AckPolicy.MANUAL,
+        # Decoded as the bus decodes what it serves (it runs no FastDepends to do it).
+        decoder=decoder_for(DeadLetter),
     )
     async def on_letter(letter: DeadLetter) -> None:
         seen.append(letter)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore, TurnStart
@@ -124,6 +125,34 @@ async def test_a_live_holder_keeps_its_lease_past_the_lease_time(engine: AsyncEn
 
     await asyncio.wait_for(asyncio.gather(long_turn(), second_turn()), timeout=20)
     assert order == ["first in", "first out", "second in"]
+
+
+async def test_the_leases_a_store_holds_are_renewed_together_in_one_statement(
+    engine: AsyncEngine,
+) -> None:
+    store = AgentStore(engine, lease_seconds=0.6)
+    renewals: list[tuple[str, ...]] = []
+
+    def on_statement(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
+        if statement.lstrip().startswith("UPDATE agent.user_leases"):
+            # asyncpg's parameters are positional: the users' array is the first array.
+            renewals.append(tuple(next(p for p in parameters if isinstance(p, list))))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", on_statement)
+    try:
+        async with store.user_turn_lock("gail"), store.user_turn_lock("hank"):
+            await asyncio.sleep(1.0)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", on_statement)
+    # A renewal every 0.2 s, each one statement for both users' leases.
+    assert len(renewals) >= 3
+    assert all(sorted(users) == ["gail", "hank"] for users in renewals), renewals
+    # Both were kept past the lease time, and both were given back.
+    async with engine.connect() as conn:
+        left = await conn.scalar(
+            text("SELECT count(*) FROM agent.user_leases WHERE user_id IN ('gail', 'hank')")
+        )
+    assert left == 0
 
 
 async def test_a_running_claim_nobody_holds_is_reported_stalled(engine: AsyncEngine) -> None:

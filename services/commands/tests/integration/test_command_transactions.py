@@ -1,16 +1,20 @@
 """What a create costs the command service's database, counted on its own engine: one
-transaction, and within it one statement per step that needs the database."""
+transaction, and within it one statement per step that needs the database; and what a turn's
+context costs it: one statement, no transaction around it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .conftest import System
+from calagent.contracts.queries import TurnContext
+
+from .conftest import System, envelope
 from .test_commands_bus import create
 
 pytestmark = pytest.mark.integration
@@ -88,3 +92,67 @@ async def test_a_create_runs_statements_built_once(system: System, user: str) ->
     first, second = runs
     assert len(first) == len(second) == 7
     assert all(a is b for a, b in zip(first, second, strict=True))
+
+
+@contextmanager
+def isolation_levels(engine: AsyncEngine) -> Iterator[list[str | None]]:
+    """The isolation level each statement ran at: AUTOCOMMIT is no BEGIN and COMMIT around it."""
+    levels: list[str | None] = []
+
+    def on_statement(conn: Any, *args: object) -> None:
+        levels.append(conn.get_execution_options().get("isolation_level"))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", on_statement)
+    try:
+        yield levels
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", on_statement)
+
+
+async def test_a_turn_context_is_one_statement_with_no_transaction_around_it(
+    system: System, user: str
+) -> None:
+    engine = system.app.engine
+    assert engine is not None
+    # A first turn makes the user's calendars; a later one reads them; a turn with an active stub
+    # reads it too. Each is one statement, committed as it ran.
+    with isolation_levels(engine) as levels:
+        first = await system.query(TurnContext(envelope=envelope(user)))
+    assert levels == ["AUTOCOMMIT"]
+    assert first.calendars and first.stub is None
+    stored = await system.rows(
+        "SELECT name FROM commands.calendars WHERE user_id = :u ORDER BY position", u=user
+    )
+    assert [r.name for r in stored] == list(first.calendars)
+    asked = await system.execute(create(user, title="修车", date="D+1"))
+    assert asked.status == "needs_time" and asked.stub is not None
+    with isolation_levels(engine) as levels:
+        later = await system.query(TurnContext(envelope=envelope(user)))
+    assert levels == ["AUTOCOMMIT"]
+    assert later.calendars == first.calendars
+    assert later.stub is not None and later.stub.id == asked.stub.id
+
+
+async def test_a_turn_context_tells_each_sync_notice_once(system: System, user: str) -> None:
+    created = await system.execute(create(user, title="团建", date="D+1", time="14:00"))
+    assert created.event is not None
+    for outcome in ("rejected", "conflict", "delivered"):
+        async with system.db.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO commands.caldav_outbox (user_id, event_id, outcome, delivered_at)"
+                    " VALUES (:u, :e, :o, clock_timestamp())"
+                ),
+                {"u": user, "e": created.event.id, "o": outcome},
+            )
+    told = await system.query(TurnContext(envelope=envelope(user)))
+    # Two refused deliveries of one event: one line, under the first outcome taken.
+    assert [(n.outcome, n.event.id) for n in told.sync_notices] == [("rejected", created.event.id)]
+    unreported = await system.scalar(
+        "SELECT count(*) FROM commands.caldav_outbox WHERE user_id = :u AND outcome IN"
+        " ('rejected', 'conflict') AND reported_at IS NULL",
+        u=user,
+    )
+    assert unreported == 0
+    again = await system.query(TurnContext(envelope=envelope(user)))
+    assert again.sync_notices == ()

@@ -18,6 +18,7 @@ from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snap
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact, SentProposal, Told
 from calagent.commands.domain.settings import StoredSettings
+from calagent.commands.ports import TurnReading
 from calagent.commands.service import CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
@@ -377,6 +378,19 @@ class FakeStore:
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[FakeUnitOfWork]:
         yield FakeUnitOfWork(self)
+
+    async def turn_context(self, user_id: str, defaults: Sequence[str]) -> TurnReading:
+        async with self.unit_of_work() as uow:
+            stub = await uow.stubs.active_stub(user_id)
+            reading = TurnReading(
+                stub=stub,
+                calendars=await uow.settings.calendars(user_id, defaults),
+                notices=await uow.sync.take_sync_notices(user_id),
+                conflicts=await uow.events.events_by_ids(user_id, stub.conflict_event_ids) if stub else [],
+                db_ms=uow.db_ms,
+            )
+            await uow.commit()
+        return reading
 
 
 class FakeTime:

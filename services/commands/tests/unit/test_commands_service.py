@@ -478,38 +478,29 @@ async def test_confirming_a_conflict_keeps_the_proposed_time(harness: Any) -> No
     assert sorted(e.title for e in harness.events()) == ["和张三开会", "评审"]
 
 
-async def test_a_reply_to_a_stub_is_read_while_its_context_is_still_read(
+async def test_a_turn_context_reads_the_reply_only_to_an_active_stub(
     harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The reading of a reply to an active stub is asked as soon as the stub is known, not after
-    the context's transaction: the two waits overlap instead of adding up."""
+    """The time service reads a message only when an active stub waits for it (the fast path's
+    merge); a turn with no stub costs it nothing."""
     stub = (await harness.service.execute(create(title="修汽车轮毂", date="WE"))).stub
-    steps: list[str] = []
-    async with harness.store.unit_of_work() as uow:
-        unit_of_work = type(uow)
-    commit = unit_of_work.commit
+    asked: list[str] = []
     parse_reply = harness.service.calendars.time.parse_reply
 
-    async def committing(uow: Any) -> None:
-        steps.append("commit")
-        await commit(uow)
-
     def reading(request: ParseReplyRequest) -> Coroutine[Any, Any, ParsedReply]:
-        # Marked when asked (the request leaves at the transaction's next wait), not when answered.
-        steps.append("reading")
+        asked.append(request.text)
         coroutine: Coroutine[Any, Any, ParsedReply] = parse_reply(request)
         return coroutine
 
-    monkeypatch.setattr(unit_of_work, "commit", committing)
     monkeypatch.setattr(harness.service.calendars.time, "parse_reply", reading)
     context = await harness.service.query(TurnContext(envelope=env(), text="周日下午2点"))
     assert context.stub is not None and context.stub.id == stub.id
     assert context.parsed is not None
-    assert steps == ["reading", "commit"]
+    assert asked == ["周日下午2点"]
     # No stub, no reading at all.
-    steps.clear()
-    await harness.service.query(TurnContext(envelope=env("bob"), text="明天三点开会"))
-    assert steps == ["commit"]
+    alone = await harness.service.query(TurnContext(envelope=env("bob"), text="明天三点开会"))
+    assert (alone.stub, alone.parsed) == (None, None)
+    assert asked == ["周日下午2点"]
 
 
 # ---- one rule for creates and changes (the pending command decides its steps) --------------------

@@ -329,10 +329,13 @@ async def measure_in_flight(
 ) -> dict[str, Any]:
     """`turns` creates at once against a slow model (already scripted): outcomes and peak memory."""
     outcomes: list[str] = []
+    answered_ms: list[float] = []
 
     async def slow(index: int) -> None:
         try:
+            began = time.perf_counter()
             answer = await chat(client, system, f"f-{index}-{uuid.uuid4().hex[:6]}", CREATE)
+            answered_ms.append((time.perf_counter() - began) * 1000)
             outcomes.append(answer["outcome"])
         except httpx.HTTPStatusError as exc:
             outcomes.append(f"http:{exc.response.status_code}")
@@ -349,6 +352,9 @@ async def measure_in_flight(
         "turns": turns,
         "model_ms": model_ms,
         "wall_s": time.monotonic() - began,
+        # Each turn from its send to its answer (answered turns only).
+        "p50_ms": percentile(answered_ms, 0.5),
+        "p99_ms": percentile(answered_ms, 0.99),
         "created": outcomes.count("created"),
         "errors": sum(1 for o in outcomes if o != "created"),
         "not_created": dict(Counter(o for o in outcomes if o != "created")),
@@ -367,16 +373,19 @@ async def measure_in_flight(
 async def measure_versus_pydantic_ai(
     client: httpx.AsyncClient, system: System, n: int, model_ms: int, our_cpu_ms: float
 ) -> dict[str, Any]:
-    """Our create turns beside pydantic-ai's default agent, at the model latency already scripted."""
+    """Our create turns beside pydantic-ai's default agent, at the model latency already scripted,
+    and our clarification merge (no model call) at the same latency."""
     ours: list[float] = []
     for i in range(n):
         user = f"r-{i}-{uuid.uuid4().hex[:6]}"
         ours.append(await timed(chat(client, system, user, CREATE)))
+    merges = await measure_merges(client, system, n)
     compared = await pydantic_ai_turns(system, n)
     theirs, their_cpu = compared if compared else ([], None)
     return {
         "model_ms": model_ms,
         "ours_p50": percentile(ours, 0.5),
+        "merge_p50": merges["p50"],
         "pydantic_ai_p50": percentile(theirs, 0.5) if theirs else None,
         "ratio": percentile(ours, 0.5) / percentile(theirs, 0.5) if theirs else None,
         "pydantic_ai_cpu_ms": their_cpu,
@@ -450,7 +459,8 @@ def format_results(r: dict[str, Any]) -> str:
     i = r["in_flight"]
     lines.append(
         f"in flight: {i['turns']} turns at a {i['model_ms']} ms model on one agent replica: "
-        f"{i['created']} created, {i['errors']} errors, {i['wall_s']:.1f} s wall"
+        f"{i['created']} created, {i['errors']} errors, {i['wall_s']:.1f} s wall, "
+        f"p50 {i['p50_ms'] / 1000:.1f} s, p99 {i['p99_ms'] / 1000:.1f} s"
     )
     per_turn = "  ".join(f"{role} {kib:.0f}" for role, kib in i["kib_per_turn_in_flight"].items())
     lines.append(f"memory per turn in flight (KiB, peak over idle RSS): {per_turn}")
@@ -466,7 +476,10 @@ def format_results(r: dict[str, Any]) -> str:
             f"CPU per create: ours {r['cpu_ms_per_turn_total']:.1f}, pydantic-ai {v['pydantic_ai_cpu_ms']:.1f}, "
             f"ratio {v['cpu_ratio']:.2f}"
         )
-    lines.append(f"merge p50 / create p50: {m['p50'] / c['p50']:.2f}")
+    lines.append(
+        f"merge p50 / create p50: {m['p50'] / c['p50']:.2f}; at a {v['model_ms']} ms model: "
+        f"merge p50 {v['merge_p50']:.0f} / create p50 {v['ours_p50']:.0f} = {v['merge_p50'] / v['ours_p50']:.2f}"
+    )
     for name, count in r.get("path", {}).items():
         lines += format_path(name, count)
     return "\n".join(lines)

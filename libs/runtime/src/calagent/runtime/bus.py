@@ -148,6 +148,7 @@ class Bus:
         clock: Clock | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
+        telemetry: bool = True,
         replicas: int = 1,
     ) -> None:
         self.service = service
@@ -178,12 +179,21 @@ class Bus:
             connect_timeout=5,
             drain_timeout=5,
             graceful_timeout=GRACEFUL_TIMEOUT_S,
+            # A span per message received and sent, and its context in the message's headers;
+            # without `telemetry` (a process whose spans go nowhere) neither is made.
             middlewares=(
-                NatsTelemetryMiddleware(tracer_provider=tracer_provider, include_messages_counters=False),
+                (NatsTelemetryMiddleware(tracer_provider=tracer_provider, include_messages_counters=False),)
+                if telemetry
+                else ()
             ),
             logger=faststream_log,
             # FastStream logs every message received and processed at this level.
             log_level=logging.DEBUG,
+            # No FastDepends around the handlers: each takes the one model its subject's decoder
+            # (`settle.decoder_for`) validated from the body and is handed it as is, so nothing is
+            # injected or validated a second time on every message. The AsyncAPI document is built
+            # from the handlers' signatures either way.
+            apply_types=False,
         )
         self._nc: NatsClient | None = None
         self._started: set[int] = set()

@@ -14,7 +14,7 @@ from opentelemetry.trace import TracerProvider
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
-from calagent.runtime.telemetry import setup_tracing, shutdown_tracing
+from calagent.runtime.telemetry import exported, setup_tracing, shutdown_tracing
 
 log = logging.getLogger("calagent.service")
 
@@ -57,10 +57,13 @@ async def start_service(
     clock: Clock,
     *,
     tracer_provider: TracerProvider | None = None,
+    telemetry: bool = True,
     replicas: int = 1,
 ) -> Bus:
     """Wire `app` on a bus of its own, start it, and only then let messages in."""
-    bus = Bus(nats_url, app.name, clock, tracer_provider=tracer_provider, replicas=replicas)
+    bus = Bus(
+        nats_url, app.name, clock, tracer_provider=tracer_provider, telemetry=telemetry, replicas=replicas
+    )
     app.wire(bus)
     bus.serve_health(app.health if isinstance(app, HealthProbe) else None)
     try:
@@ -81,7 +84,12 @@ async def serve(
     tracer_provider: TracerProvider | None = None,
 ) -> None:
     bus = await start_service(
-        app, settings.require_nats(), clock, tracer_provider=tracer_provider, replicas=settings.nats_replicas
+        app,
+        settings.require_nats(),
+        clock,
+        tracer_provider=tracer_provider,
+        telemetry=exported(settings),
+        replicas=settings.nats_replicas,
     )
     log.info("%s started", app.name)
     try:

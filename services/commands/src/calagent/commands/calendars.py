@@ -1,19 +1,19 @@
 """The user's calendars, made under their default names the first time a request asks for them
 (named in that request's language): the list of calendars, and a turn's context, which reads them
-in the same transaction as the active stub and takes the sync notices (each is told once). Both
-commit, so neither is served by the read-only `Queries`."""
+with the active stub and takes the sync notices (each is told once) in one statement. Both commit,
+so neither is served by the read-only `Queries`."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.calendars import NewCalendars
-from calagent.commands.ports import Store, TimePort
+from calagent.commands.ports import Store, TimePort, TurnReading
 from calagent.commands.queries import Queries
-from calagent.commands.views import event_out
+from calagent.commands.views import event_out, stub_out
 from calagent.contracts.queries import ListCalendars, QueryResult, SyncNotice, TurnContext
-from calagent.contracts.time import ParsedReply, ParseReplyRequest
+from calagent.contracts.time import ParseReplyRequest
 
 
 class Calendars:
@@ -25,40 +25,40 @@ class Calendars:
 
     async def turn_context(self, query: TurnContext, tz: ZoneInfo) -> QueryResult:
         envelope = query.envelope
-        user_id = envelope.user_id
-        reading: asyncio.Task[ParsedReply] | None = None
-        try:
-            async with self.store.unit_of_work() as uow:
-                stub = await self.queries.active(uow, user_id, tz, named=query.command_id)
-                # Only an answer to an active stub is merged from its reading (the fast path): a
-                # turn with no stub costs the time service nothing here. Asked as soon as the stub
-                # is known, while the calendars are read, and awaited after the commit, so no
-                # transaction waits on the bus.
-                if stub is not None and query.text:
-                    reading = asyncio.create_task(
-                        self.time.parse_reply(
-                            ParseReplyRequest(text=query.text, now=envelope.occurred_at, tz=envelope.tz)
-                        )
-                    )
-                    # A reading left behind by a failed transaction is not an unretrieved error.
-                    reading.add_done_callback(lambda task: task.cancelled() or task.exception())
-                names = await uow.settings.calendars(user_id, self.config.named_for(envelope.lang))
-                notices = await uow.sync.take_sync_notices(user_id)
-                await uow.commit()  # a first turn creates the default calendars
-            parsed = None if reading is None else await reading
-        finally:
-            if reading is not None and not reading.done():
-                reading.cancel()
+        defaults = self.config.named_for(envelope.lang)
+        if query.command_id is None:
+            found = await self.store.turn_context(envelope.user_id, defaults)
+        else:
+            found = await self._answering(envelope.user_id, query.command_id, defaults)
+        stub = stub_out(found.stub, found.conflicts, tz) if self.queries.shows(found.stub) else None
+        # Only an answer to an active stub is merged from its reading (the fast path): a turn with
+        # no stub costs the time service nothing here.
+        parsed = None
+        if stub is not None and query.text:
+            parsed = await self.time.parse_reply(
+                ParseReplyRequest(text=query.text, now=envelope.occurred_at, tz=envelope.tz)
+            )
         return QueryResult(
             stub=stub,
-            calendars=tuple(names),
+            calendars=tuple(found.calendars),
             sync_notices=tuple(
                 SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
-                for outcome, event in notices
+                for outcome, event in found.notices
             ),
             parsed=parsed,
-            db_ms=uow.db_ms,
+            db_ms=found.db_ms,
         )
+
+    async def _answering(self, user_id: str, named: str, defaults: Sequence[str]) -> TurnReading:
+        """The context of a message that names a card: what `Store.turn_context` reads, with the
+        stub it answers, in one transaction."""
+        async with self.store.unit_of_work() as uow:
+            stub = await self.queries.answered_stub(uow, user_id, named)
+            names = await uow.settings.calendars(user_id, defaults)
+            notices = await uow.sync.take_sync_notices(user_id)
+            conflicts = await uow.events.events_by_ids(user_id, stub.conflict_event_ids) if stub else []
+            await uow.commit()  # a first turn creates the default calendars
+        return TurnReading(stub, names, notices, conflicts, db_ms=uow.db_ms)
 
     async def list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -307,8 +308,27 @@ class UserDirectory(Protocol):
     async def invitations_from(self, uow: UnitOfWork, user_id: str) -> InvitationsFrom: ...
 
 
+@dataclass(frozen=True, slots=True)
+class TurnReading:
+    """What a turn's context reads: the user's active stub with the events it conflicts with, the
+    user's calendars (the default first) and the sync notices now marked told."""
+
+    stub: Stub | None
+    calendars: list[str]
+    notices: list[tuple[str, Event]] = field(default_factory=list)
+    conflicts: list[Event] = field(default_factory=list)
+    db_ms: float = 0.0
+
+
 class Store(Protocol):
     def unit_of_work(self) -> AbstractAsyncContextManager[UnitOfWork]: ...
+
+    async def turn_context(self, user_id: str, defaults: Sequence[str]) -> TurnReading:
+        """The active stub (as `StubRows.active_stub`), the calendars (made under `defaults` the
+        first time, as `SettingsRows.calendars`) and the sync notices (taken, as
+        `SyncNotices.take_sync_notices`), committed together: one statement on the user's path,
+        with no transaction opened around it."""
+        ...
 
 
 class ZonePublisher(Protocol):

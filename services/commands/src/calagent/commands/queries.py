@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeGuard
 from zoneinfo import ZoneInfo
 
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.freetime import suggest
+from calagent.commands.domain.model import Stub
 from calagent.commands.domain.pending import lapsed
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.render import render_ics
@@ -136,13 +137,21 @@ class Queries:
     ) -> StubOut | None:
         """The user's active stub, or the one a message names (`named`: its card's id) while that
         one still waits for an answer — an offer waiting beside the conversation included."""
-        answered = await uow.stubs.get_stub(user_id, named) if named else None
-        stub = answered if answered is not None and answered.active else await uow.stubs.active_stub(user_id)
-        # A read ends nothing: a stub whose time ran out is left to the next write to end.
-        if stub is None or lapsed(stub, self.clock.now()):
+        stub = await self.answered_stub(uow, user_id, named)
+        if not self.shows(stub):
             return None
-        conflicts = await uow.events.events_by_ids(user_id, stub.conflict_event_ids)
-        return stub_out(stub, conflicts, tz)
+        return stub_out(stub, await uow.events.events_by_ids(user_id, stub.conflict_event_ids), tz)
+
+    async def answered_stub(self, uow: UnitOfWork, user_id: str, named: str | None) -> Stub | None:
+        """The stub a message answers: the one it names while that one is active, else the
+        user's active stub."""
+        answered = await uow.stubs.get_stub(user_id, named) if named else None
+        return answered if answered is not None and answered.active else await uow.stubs.active_stub(user_id)
+
+    def shows(self, stub: Stub | None) -> TypeGuard[Stub]:
+        """Whether a read shows `stub`: a read ends nothing, so a stub whose time ran out is left
+        to the next write to end, and not shown."""
+        return stub is not None and not lapsed(stub, self.clock.now())
 
     async def _range(
         self, envelope: Envelope, start_symbol: str | None, end_symbol: str | None

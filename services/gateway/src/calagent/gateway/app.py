@@ -37,6 +37,7 @@ from calagent.gateway.web import page_router
 from calagent.runtime.bus import Bus
 from calagent.runtime.clock import Clock, clock_from_env
 from calagent.runtime.settings import Settings, load_settings
+from calagent.runtime.telemetry import exported
 
 SHUTDOWN_GRACE_S = 5.0
 # Feed addresses are credentials: no span records them; health probes are not traced either.
@@ -63,7 +64,13 @@ def create_app(
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         own = bus is None
         if bus is None:
-            active = Bus(settings.require_nats(), SERVICE, clock, replicas=settings.nats_replicas)
+            active = Bus(
+                settings.require_nats(),
+                SERVICE,
+                clock,
+                telemetry=exported(settings),
+                replicas=settings.nats_replicas,
+            )
             gw.attach(active)
             active.serve_health()
         else:

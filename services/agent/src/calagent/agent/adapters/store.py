@@ -166,10 +166,14 @@ _ACQUIRE = text(
     """
 )
 _RELEASE = text("DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder")
-_RENEW = text(
+# Every lease a store holds, renewed together: the ones still held come back.
+_RENEW_HELD = text(
     """
-    UPDATE agent.user_leases SET expires_at = clock_timestamp() + make_interval(secs => :ttl)
-    WHERE user_id = :user_id AND holder = :holder
+    UPDATE agent.user_leases AS lease
+    SET expires_at = clock_timestamp() + make_interval(secs => :ttl)
+    FROM unnest(CAST(:users AS text[]), CAST(:holders AS text[])) AS held(user_id, holder)
+    WHERE lease.user_id = held.user_id AND lease.holder = held.holder
+    RETURNING lease.user_id, lease.holder
     """
 )
 # The end of a turn: each part a data-modifying CTE of one statement, so all or none commit.
@@ -198,6 +202,11 @@ class AgentStore:
     def __init__(self, engine: AsyncEngine, lease_seconds: float = LEASE_SECONDS) -> None:
         self.engine = engine
         self.lease_seconds = lease_seconds
+        # The leases held right now, all renewed by one task in one statement: with hundreds of
+        # turns waiting for the model, one round trip every third of the lease time instead of a
+        # transaction per turn.
+        self._held: dict[int, TurnLease] = {}
+        self._renewing: asyncio.Task[None] | None = None
 
     @asynccontextmanager
     async def user_turn_lock(self, user_id: str) -> AsyncIterator[None]:
@@ -229,33 +238,50 @@ class AgentStore:
     @asynccontextmanager
     async def _renewed(self, lease: TurnLease) -> AsyncIterator[None]:
         """Keep `lease` alive while the body runs, and give it back after (unless already)."""
-        renewer = asyncio.create_task(self._renew(lease))
+        self._held[id(lease)] = lease
+        if self._renewing is None or self._renewing.done():
+            self._renewing = asyncio.create_task(self._renew_held())
         try:
             yield
         finally:
-            renewer.cancel()
+            self._held.pop(id(lease), None)
+            if not self._held and self._renewing is not None:
+                self._renewing.cancel()
+                self._renewing = None
             if not lease.released:
                 async with self.engine.begin() as conn:
                     await conn.execute(_RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
                 lease.released = True
 
-    async def _renew(self, lease: TurnLease) -> None:
-        params = {"user_id": lease.user_id, "holder": lease.holder, "ttl": self.lease_seconds}
-        while True:
+    async def _renew_held(self) -> None:
+        """Every third of the lease time, renew every lease still held, in one statement."""
+        while self._held:
             await asyncio.sleep(self.lease_seconds / 3)
-            try:
-                async with self.engine.begin() as conn:
-                    renewed = (await conn.execute(_RENEW, params)).rowcount
-            except Exception as exc:
-                # The database is away: the turn itself will fail on its next statement and be
-                # retried; nothing to do here but try again.
-                _renewals.warning("renew", "could not renew a user lease: %r", exc)
+            held = [lease for lease in self._held.values() if not lease.released]
+            if not held:
                 continue
-            if not renewed and not lease.released:
-                # Expired and taken over (this process stalled longer than the lease): the other
-                # holder runs the user's turns now; this turn's writes stay idempotent by key.
-                log.warning("the lease of user %s was taken over while its turn ran", lease.user_id)
-                return
+            params = {
+                "users": [lease.user_id for lease in held],
+                "holders": [lease.holder for lease in held],
+                "ttl": self.lease_seconds,
+            }
+            try:
+                async with self.engine.connect() as conn:
+                    # One statement is its own transaction: no BEGIN and COMMIT around it.
+                    auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    renewed = {(r.user_id, r.holder) for r in await auto.execute(_RENEW_HELD, params)}
+            except Exception as exc:
+                # The database is away: the turns themselves will fail on their next statement
+                # and be retried; nothing to do here but try again.
+                _renewals.warning("renew", "could not renew the user leases: %r", exc)
+                continue
+            for lease in held:
+                if (lease.user_id, lease.holder) not in renewed and not lease.released:
+                    # Expired and taken over (this process stalled longer than the lease): the
+                    # other holder runs the user's turns now; this turn's writes stay idempotent
+                    # by key. Not renewed again.
+                    log.warning("the lease of user %s was taken over while its turn ran", lease.user_id)
+                    self._held.pop(id(lease), None)
 
     async def _acquire(
         self, user_id: str, start: TurnStart | None, now: Callable[[], datetime] | None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import ARRAY, BindParameter, ColumnElement, String, bindparam, func, or_, select
+from sqlalchemy.dialects.postgresql import Insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_core import SqlSession
@@ -20,25 +22,55 @@ from calagent.commands.adapters.tables import (
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.settings import ShareEntry
 
+
 # Read by every turn's context and every create: built once, its parameter bound per call.
 # The first name is the user's default (contract §1), for a read and a write alike: the connected
 # calendar marked default when an account is connected (where the assistant's events go, §12), else
 # the first of the list.
-_CONNECTED_DEFAULT = (
-    select(caldav_calendars.c.name)
-    .join(caldav_accounts, caldav_accounts.c.id == caldav_calendars.c.account_id)
-    .where(
-        caldav_accounts.c.user_id == calendars.c.user_id,
-        caldav_calendars.c.is_default,
-        caldav_calendars.c.name == calendars.c.name,
+def connected_default(user_id: ColumnElement[str], name: ColumnElement[str]) -> ColumnElement[bool]:
+    """Whether `name` is the calendar marked default on one of the user's connected accounts."""
+    return (
+        select(caldav_calendars.c.name)
+        .join(caldav_accounts, caldav_accounts.c.id == caldav_calendars.c.account_id)
+        .where(
+            caldav_accounts.c.user_id == user_id,
+            caldav_calendars.c.is_default,
+            caldav_calendars.c.name == name,
+        )
+        .exists()
     )
-    .exists()
-)
+
+
+def calendar_order(user_id: ColumnElement[str], name: Any, position: Any) -> tuple[Any, ...]:
+    """The order calendars are listed in: the connected default first, then as positioned."""
+    return (connected_default(user_id, name).desc(), position, name)
+
+
 CALENDARS = (
     select(calendars.c.name)
     .where(calendars.c.user_id == bindparam("user_id"))
-    .order_by(_CONNECTED_DEFAULT.desc(), calendars.c.position, calendars.c.name)
+    .order_by(*calendar_order(calendars.c.user_id, calendars.c.name, calendars.c.position))
 )
+# A user's first calendars, under the default names given (`defaults`), in that order.
+_DEFAULT_NAMES = (
+    func.unnest(bindparam("defaults", type_=ARRAY(String)))
+    .table_valued("name", with_ordinality="ordinal")
+    .render_derived(name="wanted")
+)
+
+
+def make_defaults(user_id: BindParameter[str], *only_if: ColumnElement[bool]) -> Insert:
+    """The user's calendars made under the default names (`defaults`), in their order, where
+    `only_if` holds; names the user has are left alone."""
+    named = select(user_id, _DEFAULT_NAMES.c.name, _DEFAULT_NAMES.c.ordinal - 1)
+    return (
+        pg_insert(calendars)
+        .from_select(["user_id", "name", "position"], named.where(*only_if))
+        .on_conflict_do_nothing()
+    )
+
+
+MAKE_DEFAULTS = make_defaults(bindparam("user_id", type_=String))
 
 
 class SqlSettings:
@@ -49,11 +81,7 @@ class SqlSettings:
         names = list((await self.session.run(CALENDARS, {"user_id": user_id})).scalars())
         if names:
             return names
-        await self.session.run(
-            pg_insert(calendars)
-            .values([{"user_id": user_id, "name": name, "position": i} for i, name in enumerate(defaults)])
-            .on_conflict_do_nothing()
-        )
+        await self.session.run(MAKE_DEFAULTS, {"user_id": user_id, "defaults": list(defaults)})
         return list((await self.session.run(CALENDARS, {"user_id": user_id})).scalars())
 
     # ---- settings and sharing ----------------------------------------------------------------------

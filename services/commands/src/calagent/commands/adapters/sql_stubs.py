@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, select, text, update
+from sqlalchemy import BindParameter, Row, Select, String, bindparam, select, text, update
 
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import ACTIVE_SQL, OFFERED_SQL, plans, stubs
@@ -14,13 +14,17 @@ from calagent.commands.domain.payloads import payload_json, payload_of
 from calagent.contracts.commands import PlanOut, StubSlots
 from calagent.contracts.people import Attendee
 
-# Read by every turn's context and every command: built once, its parameter bound per call.
-ACTIVE_STUB = (
-    select(stubs).where(stubs.c.user_id == bindparam("user_id"), text(OFFERED_SQL)).with_for_update()
-)
+
+def active_stub_of(user_id: BindParameter[str]) -> Select[Any]:
+    """The user's active stub, locked (a write that reads it changes it next)."""
+    return select(stubs).where(stubs.c.user_id == user_id, text(OFFERED_SQL)).with_for_update()
 
 
-def _stub(row: Row[Any]) -> Stub:
+# Read by every command: built once, its parameter bound per call.
+ACTIVE_STUB = active_stub_of(bindparam("user_id", type_=String))
+
+
+def stub_of(row: Row[Any]) -> Stub:
     return Stub(
         id=row.id,
         user_id=row.user_id,
@@ -80,11 +84,11 @@ class SqlStubs:
                 select(stubs).where(stubs.c.id == stub_id, stubs.c.user_id == user_id).with_for_update()
             )
         ).first()
-        return _stub(row) if row is not None else None
+        return stub_of(row) if row is not None else None
 
     async def active_stub(self, user_id: str) -> Stub | None:
         row = (await self.session.run(ACTIVE_STUB, {"user_id": user_id})).first()
-        return _stub(row) if row is not None else None
+        return stub_of(row) if row is not None else None
 
     async def waiting_stubs(self, user_id: str) -> list[Stub]:
         """The offers from outside waiting beside the conversation, oldest first (lapsed ones
@@ -94,7 +98,7 @@ class SqlStubs:
             .where(stubs.c.user_id == user_id, stubs.c.waiting_since.is_not(None), text(ACTIVE_SQL))
             .order_by(stubs.c.seq)
         )
-        return [_stub(row) for row in found]
+        return [stub_of(row) for row in found]
 
     async def insert_stub(self, stub: Stub) -> None:
         await self.session.run(

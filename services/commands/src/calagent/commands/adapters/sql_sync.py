@@ -4,11 +4,22 @@ deliveries the server refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from opentelemetry import propagate
-from sqlalchemy import ARRAY, String, bindparam, exists, func, select, update
+from sqlalchemy import (
+    ARRAY,
+    BindParameter,
+    Integer,
+    String,
+    Update,
+    bindparam,
+    exists,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
@@ -27,6 +38,32 @@ ENQUEUE_OUTBOUND = pg_insert(caldav_outbox).from_select(
         bindparam("carrier", type_=JSONB()),
     ).where(exists().where(caldav_accounts.c.user_id == bindparam("outbox_user"))),
 )
+
+
+def take_notices(user_id: BindParameter[str]) -> Update:
+    """The sync notices not told yet, marked told as they are taken (oldest first, up to
+    `notices_limit`)."""
+    pending = (
+        select(caldav_outbox.c.id)
+        .where(
+            caldav_outbox.c.user_id == user_id,
+            caldav_outbox.c.outcome.in_(("rejected", "conflict")),
+            caldav_outbox.c.reported_at.is_(None),
+        )
+        .order_by(caldav_outbox.c.id)
+        .limit(bindparam("notices_limit", type_=Integer()))
+        .with_for_update(skip_locked=True)
+    )
+    return (
+        update(caldav_outbox)
+        .where(caldav_outbox.c.id.in_(pending.scalar_subquery()))
+        .values(reported_at=func.clock_timestamp())
+        .returning(caldav_outbox.c.id, caldav_outbox.c.event_id, caldav_outbox.c.outcome)
+    )
+
+
+# Not `user_id`: an UPDATE takes a parameter named after a column as a value to set.
+TAKE_NOTICES = take_notices(bindparam("notices_user", type_=String()))
 
 
 class SqlSync:
@@ -57,34 +94,22 @@ class SqlSync:
     async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
         """Deliveries refused or lost to the server's version since the last turn, each told once:
         (outcome, the event as stored now). An event gone since is not worth a line."""
-        claimed = await self.session.run(
-            update(caldav_outbox)
-            .where(
-                caldav_outbox.c.id.in_(
-                    select(caldav_outbox.c.id)
-                    .where(
-                        caldav_outbox.c.user_id == user_id,
-                        caldav_outbox.c.outcome.in_(("rejected", "conflict")),
-                        caldav_outbox.c.reported_at.is_(None),
-                    )
-                    .order_by(caldav_outbox.c.id)
-                    .limit(limit)
-                    .with_for_update(skip_locked=True)
-                    .scalar_subquery()
-                )
-            )
-            .values(reported_at=func.clock_timestamp())
-            .returning(caldav_outbox.c.event_id, caldav_outbox.c.outcome)
-        )
-        found = claimed.all()
-        if not found:
+        claimed = await self.session.run(TAKE_NOTICES, {"notices_user": user_id, "notices_limit": limit})
+        return await self.notices_of(user_id, [(row.outcome, row.event_id) for row in claimed])
+
+    async def notices_of(self, user_id: str, taken: Sequence[tuple[str, str]]) -> list[tuple[str, Event]]:
+        """The notices taken (outcome, event id, in the order taken) with their events as stored
+        now, each event once."""
+        if not taken:
             return []
-        by_id = {e.id: e for e in await self.events.events_by_ids(user_id, [r.event_id for r in found])}
+        by_id = {
+            e.id: e for e in await self.events.events_by_ids(user_id, [event_id for _, event_id in taken])
+        }
         seen: set[str] = set()
         notices = []
-        for row in found:
-            event = by_id.get(row.event_id)
-            if event is not None and row.event_id not in seen:
-                seen.add(row.event_id)
-                notices.append((str(row.outcome), event))
+        for outcome, event_id in taken:
+            event = by_id.get(event_id)
+            if event is not None and event_id not in seen:
+                seen.add(event_id)
+                notices.append((str(outcome), event))
         return notices

@@ -21,10 +21,14 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
+    literal_column,
     null,
     select,
+    true,
+    union_all,
     update,
 )
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -33,12 +37,12 @@ from calagent.commands.adapters.sql_changes import CHANGE_LOGGED, SqlChanges
 from calagent.commands.adapters.sql_core import CHANGE_SETTING, SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.sql_people import SqlPeople
-from calagent.commands.adapters.sql_settings import SqlSettings
-from calagent.commands.adapters.sql_stubs import SqlStubs
-from calagent.commands.adapters.sql_sync import SqlSync
+from calagent.commands.adapters.sql_settings import SqlSettings, calendar_order, make_defaults
+from calagent.commands.adapters.sql_stubs import SqlStubs, active_stub_of, stub_of
+from calagent.commands.adapters.sql_sync import SqlSync, take_notices
 from calagent.commands.adapters.sql_tasks import SqlTasks
-from calagent.commands.adapters.tables import idempotency
-from calagent.commands.ports import KeyInFlightError
+from calagent.commands.adapters.tables import calendars, idempotency
+from calagent.commands.ports import KeyInFlightError, TurnReading
 from calagent.contracts.commands import CommandResult
 
 
@@ -85,6 +89,47 @@ STORE_LOGGED_RESULT = (
     )
     .returning(idempotency.c.result["change_id"].astext.is_not(None))
 )
+
+
+def _turn_context() -> Select[Any]:
+    """The active stub (locked while the statement runs, as a write would lock it), the calendars
+    (made under the default names when the user has none) in their order, and the sync notices,
+    marked told: one row, the stub's columns (all NULL without one) and three arrays."""
+    # Not `user_id`: the notices' UPDATE would take it as a value to set.
+    user_id = bindparam("context_user", type_=String)
+    stub = active_stub_of(user_id).cte("stub")
+    existing = (
+        select(calendars.c.name, calendars.c.position).where(calendars.c.user_id == user_id).cte("existing")
+    )
+    made = (
+        make_defaults(user_id, ~select(existing.c.name).exists())
+        .returning(calendars.c.name, calendars.c.position)
+        .cte("made")
+    )
+    listed = union_all(
+        select(existing.c.name, existing.c.position), select(made.c.name, made.c.position)
+    ).cte("listed")
+    told = take_notices(user_id).cte("told")
+    names = select(
+        func.array_agg(
+            aggregate_order_by(listed.c.name, *calendar_order(user_id, listed.c.name, listed.c.position))
+        )
+    ).scalar_subquery()
+    outcomes = select(func.array_agg(aggregate_order_by(told.c.outcome, told.c.id))).scalar_subquery()
+    told_events = select(func.array_agg(aggregate_order_by(told.c.event_id, told.c.id))).scalar_subquery()
+    one = select(literal_column("1").label("one")).subquery("one")
+    return select(
+        stub,
+        names.label("calendar_names"),
+        outcomes.label("notice_outcomes"),
+        told_events.label("notice_events"),
+    ).select_from(one.outerjoin(stub, true()))
+
+
+# Every turn's context: built once, its parameters bound per call.
+TURN_CONTEXT = _turn_context()
+# The sync notices a turn tells at most.
+NOTICES_PER_TURN = 5
 
 
 # Run inside a committing transaction just before its commit (the invitations a write causes).
@@ -150,6 +195,31 @@ class SqlUnitOfWork:
         )
         return logged_as if found.scalar() else result
 
+    async def turn_context(self, user_id: str, defaults: Sequence[str]) -> TurnReading:
+        found = await self._session.run(
+            TURN_CONTEXT,
+            {
+                "context_user": user_id,
+                "defaults": list(defaults),
+                "notices_limit": NOTICES_PER_TURN,
+            },
+        )
+        row = found.one()
+        stub = stub_of(row) if row.id is not None else None
+        names = list(row.calendar_names or ())
+        if not names and defaults:
+            # Another first turn of the user's made them meanwhile: not in this statement's
+            # snapshot, read as committed.
+            names = await self.settings.calendars(user_id, defaults)
+        taken = list(zip(row.notice_outcomes or (), row.notice_events or (), strict=True))
+        return TurnReading(
+            stub=stub,
+            calendars=names,
+            notices=await self.sync.notices_of(user_id, taken),
+            conflicts=await self.events.events_by_ids(user_id, stub.conflict_event_ids) if stub else [],
+            db_ms=self.db_ms,
+        )
+
     async def lock_user(self, user_id: str) -> None:
         await self._session.run(select(_user_lock(user_id)))
 
@@ -192,6 +262,16 @@ class SqlStore:
         self.on_outbox = on_outbox
         # Run inside each transaction just before it commits (the invitations a write causes).
         self.before_commit = before_commit
+
+    async def turn_context(self, user_id: str, defaults: Sequence[str]) -> TurnReading:
+        started = _time.perf_counter()
+        async with self.engine.connect() as conn:
+            # One statement is its own transaction: no BEGIN and COMMIT around it (the notices'
+            # events and a stub's conflicts, when there are any, are read after it).
+            auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            uow = SqlUnitOfWork(auto, outbound=False, before_commit=None)
+            uow._session.add_seconds(_time.perf_counter() - started)
+            return await uow.turn_context(user_id, defaults)
 
     @asynccontextmanager
     async def unit_of_work(self) -> AsyncIterator[SqlUnitOfWork]:
