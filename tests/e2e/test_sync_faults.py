@@ -216,6 +216,51 @@ async def test_a_delivery_the_server_always_refuses_ends_rejected_after_the_boun
     assert remote.objects() == []
 
 
+@pytest.mark.parametrize("method", ["PUT", "DELETE"])
+async def test_a_write_answered_423_locked_goes_out_again_and_is_not_rejected(
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    db: AsyncEngine,
+    user: str,
+    remote: Remote,
+    proxy: DavProxy,
+    method: str,
+) -> None:
+    """423 Locked is a lock that passes — Xandikos answers it to a write that meets another one
+    (its git-backed store takes the index lock without waiting): the delivery is tried again
+    within its bound and goes through. It was once taken for a refusal: the create marked
+    rejected stayed here only, the delete left the event on the server only."""
+    await connect_through(stack, user, remote, proxy)
+    if method == "PUT":
+        proxy.fail("PUT", None, 423, times=1)
+    event = await create_by_chat(stack, scripted, user, "复诊", time="10:00")
+    await outbox_drained(db, user)
+    if method == "DELETE":
+        proxy.fail("DELETE", None, 423, times=1)
+        scripted.set_script(
+            script(
+                on_user("删掉", tool_calls=[call("delete_schedule", event_id=event["id"])]),
+                on_user("确认", tool_calls=[call("confirm_command")]),
+            )
+        )
+        assert (await stack.chat(user, "删掉它")).json()["outcome"] == "held"
+        assert (await stack.chat(user, "确认")).json()["outcome"] == "deleted"
+        await outbox_drained(db, user)
+    assert proxy.count(method) == 2  # refused once, then through
+    outcomes = await scalar(
+        db, "select array_agg(distinct outcome) from commands.caldav_outbox where user_id = :u", u=user
+    )
+    assert outcomes == ["delivered"]
+    if method == "PUT":
+        [stored] = await read_events(stack, user)
+        assert stored.get("sync_state") is None
+        [(_, body)] = remote.objects()
+        assert str(body.walk("VEVENT")[0]["UID"]) == f"{event['id']}@calagent"
+    else:
+        assert await read_events(stack, user) == []
+        assert remote.objects() == []
+
+
 async def test_a_server_that_does_not_answer_is_waited_for_and_loses_nothing(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
 ) -> None:
