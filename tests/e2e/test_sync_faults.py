@@ -10,10 +10,12 @@ library, past the proxy), from `GET /v1/events`, `GET /v1/accounts` and the data
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,12 +31,21 @@ from calagent.commands.caldav.worker import SyncWorker
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
 from calagent.devtools.testing.davproxy import DavProxy
 from calagent.devtools.testing.servers import Servers
+from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.runtime.bus import instance_id
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, on_user, read_events, script
-from .test_caldav import Remote, commands_app, create_by_chat, eventually, outbox_drained, scalar
+from .test_caldav import (
+    Remote,
+    commands_app,
+    connect,
+    create_by_chat,
+    eventually,
+    outbox_drained,
+    scalar,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -216,6 +227,51 @@ async def test_a_delivery_the_server_always_refuses_ends_rejected_after_the_boun
     assert remote.objects() == []
 
 
+@pytest.mark.parametrize("method", ["PUT", "DELETE"])
+async def test_a_write_answered_423_locked_goes_out_again_and_is_not_rejected(
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    db: AsyncEngine,
+    user: str,
+    remote: Remote,
+    proxy: DavProxy,
+    method: str,
+) -> None:
+    """423 Locked is a lock that passes — Xandikos answers it to a write that meets another one
+    (its git-backed store takes the index lock without waiting): the delivery is tried again
+    within its bound and goes through. It was once taken for a refusal: the create marked
+    rejected stayed here only, the delete left the event on the server only."""
+    await connect_through(stack, user, remote, proxy)
+    if method == "PUT":
+        proxy.fail("PUT", None, 423, times=1)
+    event = await create_by_chat(stack, scripted, user, "复诊", time="10:00")
+    await outbox_drained(db, user)
+    if method == "DELETE":
+        proxy.fail("DELETE", None, 423, times=1)
+        scripted.set_script(
+            script(
+                on_user("删掉", tool_calls=[call("delete_schedule", event_id=event["id"])]),
+                on_user("确认", tool_calls=[call("confirm_command")]),
+            )
+        )
+        assert (await stack.chat(user, "删掉它")).json()["outcome"] == "held"
+        assert (await stack.chat(user, "确认")).json()["outcome"] == "deleted"
+        await outbox_drained(db, user)
+    assert proxy.count(method) == 2  # refused once, then through
+    outcomes = await scalar(
+        db, "select array_agg(distinct outcome) from commands.caldav_outbox where user_id = :u", u=user
+    )
+    assert outcomes == ["delivered"]
+    if method == "PUT":
+        [stored] = await read_events(stack, user)
+        assert stored.get("sync_state") is None
+        [(_, body)] = remote.objects()
+        assert str(body.walk("VEVENT")[0]["UID"]) == f"{event['id']}@calagent"
+    else:
+        assert await read_events(stack, user) == []
+        assert remote.objects() == []
+
+
 async def test_a_server_that_does_not_answer_is_waited_for_and_loses_nothing(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str, remote: Remote, proxy: DavProxy
 ) -> None:
@@ -380,6 +436,58 @@ def put_raw(remote: Remote, name: str, body: str) -> str:
         response = client.put(href, body, {"Content-Type": "text/calendar; charset=utf-8"})
         assert response.status in (201, 204), response.status
     return href
+
+
+# ---- what a listing from a sync token cannot name ----------------------------------------------
+
+
+@pytest.mark.parametrize("server", ["xandikos", "radicale-without-sync-tokens"])
+async def test_an_event_we_made_that_the_app_removed_before_the_next_sync_goes_here_too(
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    db: AsyncEngine,
+    user: str,
+    remote: Remote,
+    proxy: DavProxy,
+    server: str,
+    tmp_path: Path,
+) -> None:
+    """Our create reached the server and the calendar app removed it before the next sync: a
+    listing from the last sync token names it neither changed nor removed (Xandikos compares two
+    git trees; the library's own token for a server without any is the same before and after).
+    The sync asks for what we wrote since by name and removes it here too; it once stayed here
+    for good (found by the sync proof against Xandikos)."""
+    with contextlib.ExitStack() as cleanup:
+        if server == "xandikos":
+            xandikos = EmbeddedXandikos(tmp_path / "xandikos")
+            xandikos.start()
+            cleanup.callback(xandikos.stop)
+            remote = Remote(xandikos.url, "user", "unused", xandikos.calendar_url)
+            account = await connect(stack, user, remote)
+        else:
+            account = await connect_through(stack, user, remote, proxy)
+            proxy.no_sync_tokens = True
+        # Two of the app's own: one object gone of three is the user's deletion, not a glitch.
+        tag = uuid.uuid4().hex[:6]
+        kept = [
+            remote.add(f"{tag}-{i}", f"事项{i}", f"202610{1 + i:02d}T010000Z", f"202610{1 + i:02d}T020000Z")
+            for i in range(2)
+        ]
+        await sync_now(stack, account["id"])
+        event = await create_by_chat(stack, scripted, user, "取快递", time="18:00")
+        await outbox_drained(db, user)
+        [ours] = [href for href, _ in remote.objects() if href not in kept]
+        remove_on_server(remote, ours)
+        await sync_now(stack, account["id"])
+        found = await read_events(stack, user)
+        assert event["id"] not in {e["id"] for e in found}
+        assert sorted(e["title"] for e in found) == ["事项0", "事项1"]
+        offers = await scalar(
+            db,
+            "select count(*) from commands.stubs where user_id = :u and hold_reason = 'sync_conflict'",
+            u=user,
+        )
+        assert offers == 0  # removed as the user's deletion, not withheld as a glitch
 
 
 NEXTCLOUD_409 = (

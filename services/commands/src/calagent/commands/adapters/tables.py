@@ -251,6 +251,9 @@ caldav_resources = Table(
     # 'local': the assistant wrote it first; 'remote': it came from the account.
     Column("origin", String(8), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    # Written by us since a listing last showed it: the next sync asks for it by name (a sync-token
+    # listing names neither an object made after its token nor its removal before the next one).
+    Column("unlisted", Boolean, nullable=False, server_default=text("false")),
     UniqueConstraint("account_id", "href", name="uq_caldav_resources_href"),
     CheckConstraint("origin IN ('local', 'remote')", name="ck_caldav_resources_origin"),
 )

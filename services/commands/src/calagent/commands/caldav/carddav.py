@@ -30,6 +30,7 @@ from calagent.commands.caldav.remote import (
     Rejected,
     RemoteObject,
     Unavailable,
+    passes,
 )
 
 DAV = "DAV:"
@@ -121,7 +122,7 @@ class Client:
         status = int(response.status_code or 0)
         if status == 401:
             raise Rejected("the server refused this login (HTTP 401)", status)
-        if status >= 500 or status in (408, 429):
+        if passes(status):
             raise Unavailable(f"the server answered HTTP {status}", status)
         if status != 207:
             return None

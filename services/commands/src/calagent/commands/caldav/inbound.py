@@ -2,7 +2,9 @@
 
 Per account, on a timer, under a lease (`lease_owner`/`lease_until` on the account row) so only
 one replica syncs an account at a time. Per calendar, RFC 6578 `sync-collection` from the stored
-sync token; where a server offers none, the full listing is compared by ETag. An object whose ETag
+sync token; where a server offers none, the full listing is compared by ETag. What we wrote that no
+listing has shown since is asked for by name (`unlisted`: a listing from a token names neither an
+object made after it nor that object's removal before the next). An object whose ETag
 is the one we stored is our own write coming back and is skipped. A resource with outbox rows still
 waiting is left to the outbox worker: its conditional PUT meets the server's change (412) and
 resolves it there, server first — one place decides a conflict, not two.
@@ -14,7 +16,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -216,6 +218,8 @@ class InboundSync:
                     found = await asyncio.to_thread(
                         remote.changes, account.login, calendar.url, calendar.sync_token
                     )
+                    if not found.complete:
+                        found = await self._ask_unlisted(account, calendar.url, found)
                     place = rows.Place(calendar.url, calendar.name, calendar.owned)
                     await self._apply(account, place, found, stats, listed_at)
                 # The address books after the calendars: a server that cannot serve them (or has
@@ -231,6 +235,42 @@ class InboundSync:
         finally:
             await self.release_lease(account_id, synced, error)
         return stats if synced else None
+
+    async def _ask_unlisted(
+        self, account: rows.Account, calendar_url: str, found: remote.Changes
+    ) -> remote.Changes:
+        """The listing, with what it cannot name asked for by name: the objects we wrote that no
+        listing has shown since (`unlisted`) and this one names neither changed nor removed. A
+        sync-token listing names what changed between two tokens, so an object we made after the
+        last token and the user's calendar app removed before this one is named by neither
+        (Xandikos compares its two git trees; the library's own token for a server without
+        any is the same before and after): without asking, it would stay here for good."""
+        named = (
+            found.listed | {obj.href for obj in found.changed} | set(map(remote.normal_href, found.deleted))
+        )
+        async with self.engine.connect() as conn:
+            unlisted = [
+                r.href
+                for r in await conn.execute(
+                    select(caldav_resources.c.href).where(
+                        caldav_resources.c.account_id == account.id,
+                        caldav_resources.c.calendar_url == calendar_url,
+                        caldav_resources.c.unlisted,
+                    )
+                )
+                if r.href not in named
+            ]
+        if not unlisted:
+            return found
+        changed, deleted = list(found.changed), list(found.deleted)
+        for href in unlisted:
+            obj = await asyncio.to_thread(remote.fetch, account.login, calendar_url, href)
+            if obj is None:
+                deleted.append(href)
+            else:
+                changed.append(obj)
+        shown = frozenset(obj.href for obj in changed)
+        return replace(found, changed=changed, deleted=deleted, listed=found.listed | shown)
 
     async def _apply(
         self,
@@ -294,6 +334,8 @@ class InboundSync:
             seen.add(obj.href)
             resource = known.get(obj.href)
             if resource is not None and obj.etag is not None and resource.etag == obj.etag:
+                if resource.unlisted:  # our own write, shown by the server
+                    plan.listed.append((resource.event_id, obj.etag))
                 continue  # our own write, or nothing new
             if resource is not None and (resource.event_id in waiting or _newer(resource, listed_at)):
                 stats.skipped += 1
@@ -337,6 +379,7 @@ class InboundSync:
                     "uid": uid,
                     "etag": obj.etag,
                     "origin": resource.origin if resource is not None else "remote",
+                    "unlisted": False,
                 }
             )
             stats.changed += 1
@@ -370,6 +413,7 @@ class InboundSync:
                 "uid": uid,
                 "etag": obj.etag,
                 "origin": resource.origin if resource is not None else "remote",
+                "unlisted": False,
             }
         )
         stats.changed += 1
@@ -430,6 +474,8 @@ class _Plan:
     removed: list[str] = field(default_factory=list)
     # Tasks as their VTODOs say them: (task, UID, object).
     tasks: list[tuple[TaskOut, str, str]] = field(default_factory=list)
+    # Our own writes the listing showed as we hold them (event id, ETag): no longer unlisted.
+    listed: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _take_deleted(
@@ -494,8 +540,19 @@ async def _write(
         await conn.execute(
             statement.on_conflict_do_update(
                 index_elements=[caldav_resources.c.event_id],
-                set_={"etag": statement.excluded.etag, "updated_at": func.clock_timestamp()},
+                set_={
+                    "etag": statement.excluded.etag,
+                    "updated_at": func.clock_timestamp(),
+                    "unlisted": False,
+                },
             )
+        )
+    for event_id, etag in plan.listed:
+        # Unless a delivery wrote it again since (a new ETag): that write is unlisted in turn.
+        await conn.execute(
+            update(caldav_resources)
+            .where(caldav_resources.c.event_id == event_id, caldav_resources.c.etag == etag)
+            .values(unlisted=False)
         )
     await conn.execute(
         update(caldav_calendars)

@@ -6,11 +6,12 @@ address is checked before anything is sent, redirects and server-named collectio
 the connection goes to the checked address.
 
 Failures come out as the kinds the sync logic decides on: `PreconditionFailed` (412: someone else
-changed or made the object), `Rejected` (any other 4xx: the server will not take this, retrying is
-pointless), `NotAllowed` (the address is one the rule refuses: nothing was sent to it),
-`Unavailable` (5xx: retry later, a bounded number of times) and `Unreachable` (no answer at all:
-retry until the server is back). Their messages are in our words and carry at most the HTTP
-status: never the server's response body or headers, which may say anything.
+changed or made the object), `Rejected` (any other 4xx but those that pass: the server will not
+take this, retrying is pointless), `NotAllowed` (the address is one the rule refuses: nothing was
+sent to it), `Unavailable` (5xx, 408, 423, 429: retry later, a bounded number of times) and
+`Unreachable` (no answer at all: retry until the server is back). Their messages are in our words
+and carry at most the HTTP status: never the server's response body or headers, which may say
+anything.
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ class NotAllowed(Rejected):
 
 
 class Unavailable(RemoteError):
-    """The server answered with a failure worth trying again (5xx, 408, 429), or an answer that
+    """The server answered with a failure worth trying again (`passes`), or an answer that
     could not be read."""
 
 
@@ -206,6 +207,17 @@ def _status(exc: Exception) -> int | None:
     return status if isinstance(status, int) else None
 
 
+# The 4xx answers that pass by themselves, tried again like a 5xx (a bounded number of times): a
+# timeout, a rate limit, and a lock (423; Xandikos answers it to a write that meets another one
+# in its git-backed store, whose index lock it takes without waiting).
+PASSING_4XX = frozenset({408, 423, 429})
+
+
+def passes(status: int) -> bool:
+    """Whether an answer with this status is worth trying again later."""
+    return status >= 500 or status in PASSING_4XX
+
+
 def _classify(exc: Exception) -> RemoteError:
     """Our own words for what went wrong: the status code, never the server's text."""
     if isinstance(exc, RemoteError):
@@ -215,7 +227,7 @@ def _classify(exc: Exception) -> RemoteError:
         return PreconditionFailed("the object changed on the server (HTTP 412)", 412)
     if isinstance(exc, error.AuthorizationError) or status in (401, 403):
         return Rejected(f"the server refused this login (HTTP {status or 403})", status or 403)
-    if status is not None and 400 <= status < 500 and status not in (408, 429):
+    if status is not None and 400 <= status < 500 and not passes(status):
         return Rejected(f"the server refused the request (HTTP {status})", status)
     if status is not None:
         return Unavailable(f"the server answered HTTP {status}", status)
@@ -279,9 +291,9 @@ def discover(login: Login) -> list[FoundCalendar]:
 def _settle(status: int, what: str) -> None:
     if status == 412:
         raise PreconditionFailed(f"{what}: 412 precondition failed", 412)
-    if 400 <= status < 500 and status not in (404, 408, 429):
+    if 400 <= status < 500 and status != 404 and not passes(status):
         raise Rejected(f"{what}: refused with {status}", status)
-    if status >= 500 or status in (408, 429):
+    if passes(status):
         raise Unavailable(f"{what}: the server answered HTTP {status}", status)
 
 

@@ -29,6 +29,7 @@ class Resource:
     etag: str | None
     origin: str
     updated_at: datetime | None = None
+    unlisted: bool = False
 
 
 def _resource(row: Row[Any]) -> Resource:
@@ -60,11 +61,17 @@ async def save_resource(conn: AsyncConnection, resource: Resource, etag: str | N
         etag=etag,
         origin=resource.origin,
         updated_at=func.clock_timestamp(),
+        # Until a listing shows it: one made and removed between two sync tokens never is.
+        unlisted=True,
     )
     await conn.execute(
         statement.on_conflict_do_update(
             index_elements=[caldav_resources.c.event_id],
-            set_={"etag": statement.excluded.etag, "updated_at": statement.excluded.updated_at},
+            set_={
+                "etag": statement.excluded.etag,
+                "updated_at": statement.excluded.updated_at,
+                "unlisted": True,
+            },
         )
     )
 
