@@ -83,10 +83,19 @@ async def test_a_body_that_is_not_a_task_is_422_and_another_users_task_is_404(
         {"title": "x", "duration_minutes": 60, "chunk_minutes": 90, "max_chunk_minutes": 60},
         {"title": "x", "duration_minutes": 60, "due": "2026-09-25T18:00:00"},
         {"title": "x", "duration_minutes": 60, "priority": 9},
+        # PostgreSQL cannot store a NUL, and a lone surrogate has no UTF-8 (a fuzzed 502 before).
+        {"title": "a\u0000b", "duration_minutes": 60},
     ):
         refused = await add(stack, user, **body)
         assert refused.status_code == 422, (body, refused.text)
         assert refused.json()["error"]["message"], refused.text
+    # A lone surrogate, as JSON lets a client spell it, has no UTF-8 to store.
+    lone = await stack.client.post(
+        "/v1/tasks",
+        content=b'{"title": "a\\ud8dbb", "duration_minutes": 60}',
+        headers={**stack.headers(user), "Content-Type": "application/json"},
+    )
+    assert lone.status_code == 422, lone.text
     mine = (await add(stack, user, title="读书", duration_minutes=60)).json()
     other = f"{user}-other"
     patched = await stack.client.patch(
@@ -95,3 +104,8 @@ async def test_a_body_that_is_not_a_task_is_422_and_another_users_task_is_404(
     assert patched.status_code == 404
     assert (await tasks_of(stack, user))[0]["status"] == "open"
     assert await tasks_of(stack, other) == []
+    renamed = await stack.client.patch(
+        f"/v1/tasks/{mine['id']}", json={"title": "x\u0000"}, headers=stack.headers(user)
+    )
+    assert renamed.status_code == 422, renamed.text
+    assert [t["title"] for t in await tasks_of(stack, user)] == ["读书"]

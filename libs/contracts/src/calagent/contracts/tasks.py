@@ -4,12 +4,13 @@ queries that carry them to the commands service (`calagent.command.query`)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.text import refuse_unstorable
 
 TaskHours = Literal["work", "personal"]
 TaskStatus = Literal["open", "done"]
@@ -17,13 +18,15 @@ TaskStatus = Literal["open", "done"]
 TASK_MINUTES_MAX = 100 * 60
 CHUNK_MINUTES_DEFAULT = 30
 MAX_CHUNK_MINUTES_DEFAULT = 120
+# A title is stored and sent as it is typed: a NUL or a lone surrogate is refused where it enters.
+TaskTitle = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(refuse_unstorable)]
 
 
 class TaskFields(WireModel):
     """A task as the user asks for it (`POST /v1/tasks`). `due`: the instant it must be done by
     (none: whenever); `earliest`: not before."""
 
-    title: str = Field(min_length=1, max_length=200)
+    title: TaskTitle
     duration_minutes: int = Field(ge=1, le=TASK_MINUTES_MAX)
     due: datetime | None = None
     earliest: datetime | None = None
@@ -48,7 +51,7 @@ class TaskFields(WireModel):
 class TaskPatch(WireModel):
     """`PATCH /v1/tasks/{id}`: the fields named change; `done` completes (or reopens) the task."""
 
-    title: str | None = Field(default=None, min_length=1, max_length=200)
+    title: TaskTitle | None = None
     duration_minutes: int | None = Field(default=None, ge=1, le=TASK_MINUTES_MAX)
     due: datetime | None = None
     priority: int | None = Field(default=None, ge=1, le=4)
