@@ -7,17 +7,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
 from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand
 from calagent.contracts.queries import QueryRange
-from calagent.contracts.tasks import SaveTask, TaskFields
+from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
 from calagent.contracts.tools import AddTask
 
 from .conftest import NOW, System, envelope
-from .test_commands_bus import create
+from .test_commands_bus import create, merge
 
 pytestmark = pytest.mark.integration
 
@@ -114,3 +114,51 @@ async def test_a_meeting_that_leaves_a_task_no_other_room_turns_its_block_busy(
     assert met.status == "created" and met.replan is not None, met
     assert await system.scalar(sql, t=task.id) is False
     assert await system.scalar("SELECT count(*) FROM commands.events WHERE task_id = :t", t=task.id) == 1
+
+
+async def placed(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> TaskOut:
+    """A task that may only go in [start, end) (its `earliest` and `due`), placed there."""
+    saved = await system.query(
+        SaveTask(
+            envelope=envelope(user),
+            op="create",
+            fields=TaskFields(
+                title=title,
+                duration_minutes=minutes,
+                earliest=datetime.fromisoformat(start),
+                due=datetime.fromisoformat(end),
+            ),
+        )
+    )
+    [task] = saved.tasks
+    return task
+
+
+async def block_spans(system: System, task_id: str) -> list[tuple[datetime, datetime]]:
+    rows = await system.rows(
+        "SELECT start_at, end_at FROM commands.events WHERE task_id = :t ORDER BY start_at", t=task_id
+    )
+    return [(r.start_at, r.end_at) for r in rows]
+
+
+async def test_a_weekly_meeting_whose_second_occurrence_lands_on_a_block_offers_its_replan(
+    system: System, user: str
+) -> None:
+    # Room only on Friday 2 October: the block is 09:00–10:00 there.
+    task = await placed(system, user, "月报", "2026-10-02T00:00:00+08:00", "2026-10-02T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-10-02T09:00:00+08:00")
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+    # A weekly Friday 09:00 meeting from tomorrow: its first occurrence is clear of the block, its
+    # second lands on it.
+    series = await system.execute(
+        create(user, title="周会", date="D+1", time="09:00", end_time="10:00", recurrence="FREQ=WEEKLY")
+    )
+    assert series.stub is not None and series.stub.hold_reason == "recurrence_plan", series
+    met = await system.execute(merge(user, series.stub.id, confirm=True))
+    assert met.status == "created", met
+    assert met.replan is not None and met.replan.replan is not None, met
+    [move] = met.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine)
+    assert move.new_start is not None and move.new_start >= friday_nine + timedelta(hours=1)
+    # Nothing moved before the user's word.
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]

@@ -35,6 +35,7 @@ from calagent.commands.domain.placement import (
     plan,
     replan,
 )
+from calagent.commands.domain.series import expand
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import at_local, local_midnight, parse_hhmm
 from calagent.commands.pending import BackgroundTxn, Pending, StubTxn
@@ -291,7 +292,9 @@ class Tasks:
         if not open_tasks:
             return None
         layout = await layout_of(uow, self.config, txn.user_id, open_tasks, txn.tz, txn.now)
-        spans = [event_span(e, txn.tz) for e in hitting]
+        # A series lands wherever any of its occurrences does, not only its first: each one up to
+        # the blocks' horizon, expanded as every read expands them.
+        spans = [event_span(e, txn.tz) for e in expand(hitting, layout.now, layout.end)]
         if not any(overlaps(b.start, b.end, *span) for span in spans for b in layout.blocks):
             return None
         # Less room is left: a block whose task now has no other place turns busy (no block moves).
