@@ -11,10 +11,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand
+from calagent.contracts import wire
+from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand, ProposeTimesCommand
+from calagent.contracts.people import PeopleRequest, ReceiveMail
 from calagent.contracts.queries import QueryRange
 from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
-from calagent.contracts.tools import AddTask
+from calagent.contracts.tools import AddTask, ProposeTimes
 
 from .conftest import NOW, System, envelope
 from .test_commands_bus import create, merge
@@ -161,4 +163,50 @@ async def test_a_weekly_meeting_whose_second_occurrence_lands_on_a_block_offers_
     assert (move.task_id, move.old_start) == (task.id, friday_nine)
     assert move.new_start is not None and move.new_start >= friday_nine + timedelta(hours=1)
     # Nothing moved before the user's word.
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
+    system: System, user: str
+) -> None:
+    # Room all Friday: the block 09:00–10:00 is free (transparent), so Friday's first free time
+    # proposed to someone outside is that hour.
+    task = await placed(system, user, "月报", "2026-09-25T00:00:00+08:00", "2026-09-25T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-09-25T09:00:00+08:00")
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+    args = ProposeTimes(
+        title="聊一聊", attendee="wangwu@example.com", start="D+1", end="D+2", duration_minutes=60
+    )
+    proposed = await system.execute(
+        ProposeTimesCommand(envelope=envelope(user), idempotency_key=key(), args=args)
+    )
+    assert proposed.stub is not None, proposed
+    sent = await system.execute(merge(user, proposed.stub.id, confirm=True))
+    assert sent.persisted, sent
+    row = (
+        await system.rows(
+            "SELECT p.message_id, p.slots, m.address FROM commands.proposals p"
+            " JOIN commands.mailboxes m ON m.user_id = p.user_id WHERE p.user_id = :u",
+            u=user,
+        )
+    )[0]
+    assert datetime.fromisoformat(row.slots[0]["start"]) == friday_nine, row.slots
+    # The attendee answers the proposal's mail naming its first time: a held booking.
+    answer = ReceiveMail(
+        recipient=row.address,
+        mail_from="wangwu@example.com",
+        from_address="wangwu@example.com",
+        message_id=f"<{key()}@example.com>",
+        received_at=NOW,
+        in_reply_to=(row.message_id,),
+        body="1",
+    )
+    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
+    assert told.inbound is not None and told.inbound.command_id is not None, told
+    booked = await system.execute(merge(user, told.inbound.command_id, confirm=True))
+    assert booked.status == "created", booked
+    # Booked onto the block: the block's re-plan is offered beside the receipt, nothing moved yet.
+    assert booked.replan is not None and booked.replan.replan is not None, booked
+    [move] = booked.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
