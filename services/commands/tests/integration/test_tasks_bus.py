@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from calagent.contracts import wire
-from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand, ProposeTimesCommand
+from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand, ProposeTimesCommand, RevertChange
 from calagent.contracts.people import PeopleRequest, ReceiveMail
 from calagent.contracts.queries import QueryRange
 from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
@@ -210,3 +210,29 @@ async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
     [move] = booked.replan.replan.moves
     assert (move.task_id, move.old_start) == (task.id, friday_nine)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def test_undoing_an_added_task_removes_the_task_and_every_block_of_it(
+    system: System, user: str
+) -> None:
+    args = AddTask(title="季度报告", duration_minutes=180, due="D+1", due_time="12:00", max_chunk_minutes=90)
+    added = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert added.task is not None and len(added.blocks) == 2 and added.change_id is not None, added
+    undone = await system.execute(
+        RevertChange(envelope=envelope(user), idempotency_key=key(), change_id=added.change_id)
+    )
+    assert undone.persisted, undone
+    assert await system.scalar("SELECT count(*) FROM commands.tasks WHERE user_id = :u", u=user) == 0
+    blocks = "SELECT count(*) FROM commands.events WHERE user_id = :u AND task_id IS NOT NULL"
+    assert await system.scalar(blocks, u=user) == 0
+    # The next, unrelated write places nothing again and offers nothing.
+    other = await system.execute(create(user, title="午饭", date="D", time="12:00"))
+    assert other.status == "created" and other.replan is None, other
+    assert await system.scalar(blocks, u=user) == 0
+    assert await system.scalar("SELECT count(*) FROM commands.events WHERE user_id = :u", u=user) == 1
+    # Undoing the undo would bring back blocks of a task that is no more: refused, nothing written.
+    again = await system.execute(
+        RevertChange(envelope=envelope(user), idempotency_key=key(), change_id=undone.change_id)
+    )
+    assert again.error is not None and not again.persisted, again
+    assert await system.scalar(blocks, u=user) == 0

@@ -332,6 +332,9 @@ class FakeTasks:
     async def blocks(self, user_id: str) -> list[Any]:
         return []
 
+    async def created_at(self, user_id: str, task_ids: Sequence[str]) -> dict[str, datetime]:
+        return {}
+
 
 class FakeUnitOfWork:
     def __init__(self, store: FakeStore) -> None:

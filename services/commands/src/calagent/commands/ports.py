@@ -244,6 +244,10 @@ class TaskRows(Protocol):
         """Every block of the user's tasks (events with a `task_id`), past ones too."""
         ...
 
+    async def created_at(self, user_id: str, task_ids: Sequence[str]) -> dict[str, datetime]:
+        """When each of the tasks that exist was made (an absent id: no such task)."""
+        ...
+
 
 class UnitOfWork(Protocol):
     """One database transaction and the repositories it has. Leaving it without `commit()` rolls
