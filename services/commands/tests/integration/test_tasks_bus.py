@@ -12,7 +12,13 @@ from datetime import datetime, timedelta
 import pytest
 
 from calagent.contracts import wire
-from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand, ProposeTimesCommand, RevertChange
+from calagent.contracts.commands import (
+    AddTaskCommand,
+    CompleteTaskCommand,
+    PrepareChange,
+    ProposeTimesCommand,
+    RevertChange,
+)
 from calagent.contracts.people import PeopleRequest, ReceiveMail
 from calagent.contracts.queries import QueryRange
 from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
@@ -236,3 +242,24 @@ async def test_undoing_an_added_task_removes_the_task_and_every_block_of_it(
     )
     assert again.error is not None and not again.persisted, again
     assert await system.scalar(blocks, u=user) == 0
+
+
+async def test_a_meeting_beside_a_block_that_takes_its_tasks_other_room_turns_it_busy_and_back(
+    system: System, user: str
+) -> None:
+    # An hour due Friday 12:00, from Friday on: placed 09:00–10:00, and 10:00–12:00 is still room.
+    task = await placed(system, user, "周报", "2026-09-25T00:00:00+08:00", "2026-09-25T12:00:00+08:00")
+    sql = "SELECT transparent FROM commands.events WHERE task_id = :t"
+    assert await system.scalar(sql, t=task.id) is True
+    # A meeting 10:00–12:00 touches no block, but leaves the task no other place: busy.
+    met = await system.execute(create(user, title="评审", date="D+1", time="10:00", end_time="12:00"))
+    assert met.status == "created" and met.replan is None and met.event is not None, met
+    assert await system.scalar(sql, t=task.id) is False
+    # The meeting removed frees that room again: free.
+    held = await system.execute(
+        PrepareChange(envelope=envelope(user), idempotency_key=key(), action="delete", event_id=met.event.id)
+    )
+    assert held.stub is not None, held
+    gone = await system.execute(merge(user, held.stub.id, confirm=True))
+    assert gone.status == "deleted", gone
+    assert await system.scalar(sql, t=task.id) is True

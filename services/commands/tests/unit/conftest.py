@@ -348,6 +348,7 @@ class FakeUnitOfWork:
         self.settings = FakeSettings(self.state)
         self.sync = FakeSync(self.state)
         self.tasks = FakeTasks()
+        self.has_open_tasks = False
 
     @property
     def db_ms(self) -> float:

@@ -277,6 +277,12 @@ class UnitOfWork(Protocol):
     @property
     def db_ms(self) -> float: ...
 
+    @property
+    def has_open_tasks(self) -> bool:
+        """Whether the user had an open task when `claim_key` claimed the key (read in its
+        statement); True when no claim said (not known)."""
+        ...
+
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         """Insert the idempotency row first. None: this transaction owns the key and holds the
         user's lock (`lock_user`), and the change named by `changes.log_changes_as` is already the

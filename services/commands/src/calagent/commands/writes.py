@@ -154,6 +154,8 @@ class Writes:
             return result.model_copy(update={"db_ms": uow.db_ms})
         if txn.ended_stub:
             await self.pending.offer_waiting(txn)
+        if result.persisted:
+            await self.tasks.after_write(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
         logged_as = (
