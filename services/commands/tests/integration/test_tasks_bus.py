@@ -22,7 +22,7 @@ from calagent.contracts.commands import (
 from calagent.contracts.people import PeopleRequest, ReceiveMail
 from calagent.contracts.queries import QueryRange
 from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
-from calagent.contracts.tools import AddTask, ProposeTimes
+from calagent.contracts.tools import AddTask, ProposeTimes, UpdateSchedule
 
 from .conftest import NOW, System, envelope
 from .test_commands_bus import create, merge
@@ -263,3 +263,33 @@ async def test_a_meeting_beside_a_block_that_takes_its_tasks_other_room_turns_it
     gone = await system.execute(merge(user, held.stub.id, confirm=True))
     assert gone.status == "deleted", gone
     assert await system.scalar(sql, t=task.id) is True
+
+
+async def test_a_weekly_meeting_moved_as_a_whole_onto_a_later_block_offers_its_replan(
+    system: System, user: str
+) -> None:
+    task = await placed(system, user, "月报", "2026-10-02T00:00:00+08:00", "2026-10-02T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-10-02T09:00:00+08:00")
+    series = await system.execute(
+        create(user, title="周会", date="D+1", time="15:00", end_time="16:00", recurrence="FREQ=WEEKLY")
+    )
+    assert series.stub is not None, series
+    made = await system.execute(merge(user, series.stub.id, confirm=True))
+    assert made.event is not None and made.replan is None, made
+    # The whole series moved to 09:00 through its first occurrence: its second lands on the block.
+    held = await system.execute(
+        PrepareChange(
+            envelope=envelope(user),
+            idempotency_key=key(),
+            action="update",
+            event_id=made.event.id,
+            update=UpdateSchedule(event_id=made.event.id, time="09:00", end_time="10:00"),
+            scope="all",
+        )
+    )
+    assert held.stub is not None, held
+    moved = await system.execute(merge(user, held.stub.id, confirm=True))
+    assert moved.status == "updated", moved
+    assert moved.replan is not None and moved.replan.replan is not None, moved
+    [move] = moved.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine)
