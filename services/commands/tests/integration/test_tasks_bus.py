@@ -7,17 +7,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
-from calagent.contracts.commands import AddTaskCommand, CompleteTaskCommand
+from calagent.contracts import wire
+from calagent.contracts.commands import (
+    AddTaskCommand,
+    CompleteTaskCommand,
+    PrepareChange,
+    ProposeTimesCommand,
+    RevertChange,
+)
+from calagent.contracts.people import PeopleRequest, ReceiveMail
 from calagent.contracts.queries import QueryRange
-from calagent.contracts.tasks import SaveTask, TaskFields
-from calagent.contracts.tools import AddTask
+from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
+from calagent.contracts.tools import AddTask, ProposeTimes, UpdateSchedule
 
 from .conftest import NOW, System, envelope
-from .test_commands_bus import create
+from .test_commands_bus import create, merge
 
 pytestmark = pytest.mark.integration
 
@@ -114,3 +122,174 @@ async def test_a_meeting_that_leaves_a_task_no_other_room_turns_its_block_busy(
     assert met.status == "created" and met.replan is not None, met
     assert await system.scalar(sql, t=task.id) is False
     assert await system.scalar("SELECT count(*) FROM commands.events WHERE task_id = :t", t=task.id) == 1
+
+
+async def placed(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> TaskOut:
+    """A task that may only go in [start, end) (its `earliest` and `due`), placed there."""
+    saved = await system.query(
+        SaveTask(
+            envelope=envelope(user),
+            op="create",
+            fields=TaskFields(
+                title=title,
+                duration_minutes=minutes,
+                earliest=datetime.fromisoformat(start),
+                due=datetime.fromisoformat(end),
+            ),
+        )
+    )
+    [task] = saved.tasks
+    return task
+
+
+async def block_spans(system: System, task_id: str) -> list[tuple[datetime, datetime]]:
+    rows = await system.rows(
+        "SELECT start_at, end_at FROM commands.events WHERE task_id = :t ORDER BY start_at", t=task_id
+    )
+    return [(r.start_at, r.end_at) for r in rows]
+
+
+async def test_a_weekly_meeting_whose_second_occurrence_lands_on_a_block_offers_its_replan(
+    system: System, user: str
+) -> None:
+    # Room only on Friday 2 October: the block is 09:00–10:00 there.
+    task = await placed(system, user, "月报", "2026-10-02T00:00:00+08:00", "2026-10-02T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-10-02T09:00:00+08:00")
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+    # A weekly Friday 09:00 meeting from tomorrow: its first occurrence is clear of the block, its
+    # second lands on it.
+    series = await system.execute(
+        create(user, title="周会", date="D+1", time="09:00", end_time="10:00", recurrence="FREQ=WEEKLY")
+    )
+    assert series.stub is not None and series.stub.hold_reason == "recurrence_plan", series
+    met = await system.execute(merge(user, series.stub.id, confirm=True))
+    assert met.status == "created", met
+    assert met.replan is not None and met.replan.replan is not None, met
+    [move] = met.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine)
+    assert move.new_start is not None and move.new_start >= friday_nine + timedelta(hours=1)
+    # Nothing moved before the user's word.
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
+    system: System, user: str
+) -> None:
+    # Room all Friday: the block 09:00–10:00 is free (transparent), so Friday's first free time
+    # proposed to someone outside is that hour.
+    task = await placed(system, user, "月报", "2026-09-25T00:00:00+08:00", "2026-09-25T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-09-25T09:00:00+08:00")
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+    args = ProposeTimes(
+        title="聊一聊", attendee="wangwu@example.com", start="D+1", end="D+2", duration_minutes=60
+    )
+    proposed = await system.execute(
+        ProposeTimesCommand(envelope=envelope(user), idempotency_key=key(), args=args)
+    )
+    assert proposed.stub is not None, proposed
+    sent = await system.execute(merge(user, proposed.stub.id, confirm=True))
+    assert sent.persisted, sent
+    row = (
+        await system.rows(
+            "SELECT p.message_id, p.slots, m.address FROM commands.proposals p"
+            " JOIN commands.mailboxes m ON m.user_id = p.user_id WHERE p.user_id = :u",
+            u=user,
+        )
+    )[0]
+    assert datetime.fromisoformat(row.slots[0]["start"]) == friday_nine, row.slots
+    # The attendee answers the proposal's mail naming its first time: a held booking.
+    answer = ReceiveMail(
+        recipient=row.address,
+        mail_from="wangwu@example.com",
+        from_address="wangwu@example.com",
+        message_id=f"<{key()}@example.com>",
+        received_at=NOW,
+        in_reply_to=(row.message_id,),
+        body="1",
+    )
+    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
+    assert told.inbound is not None and told.inbound.command_id is not None, told
+    booked = await system.execute(merge(user, told.inbound.command_id, confirm=True))
+    assert booked.status == "created", booked
+    # Booked onto the block: the block's re-plan is offered beside the receipt, nothing moved yet.
+    assert booked.replan is not None and booked.replan.replan is not None, booked
+    [move] = booked.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine)
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def test_undoing_an_added_task_removes_the_task_and_every_block_of_it(
+    system: System, user: str
+) -> None:
+    args = AddTask(title="季度报告", duration_minutes=180, due="D+1", due_time="12:00", max_chunk_minutes=90)
+    added = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert added.task is not None and len(added.blocks) == 2 and added.change_id is not None, added
+    undone = await system.execute(
+        RevertChange(envelope=envelope(user), idempotency_key=key(), change_id=added.change_id)
+    )
+    assert undone.persisted, undone
+    assert await system.scalar("SELECT count(*) FROM commands.tasks WHERE user_id = :u", u=user) == 0
+    blocks = "SELECT count(*) FROM commands.events WHERE user_id = :u AND task_id IS NOT NULL"
+    assert await system.scalar(blocks, u=user) == 0
+    # The next, unrelated write places nothing again and offers nothing.
+    other = await system.execute(create(user, title="午饭", date="D", time="12:00"))
+    assert other.status == "created" and other.replan is None, other
+    assert await system.scalar(blocks, u=user) == 0
+    assert await system.scalar("SELECT count(*) FROM commands.events WHERE user_id = :u", u=user) == 1
+    # Undoing the undo would bring back blocks of a task that is no more: refused, nothing written.
+    again = await system.execute(
+        RevertChange(envelope=envelope(user), idempotency_key=key(), change_id=undone.change_id)
+    )
+    assert again.error is not None and not again.persisted, again
+    assert await system.scalar(blocks, u=user) == 0
+
+
+async def test_a_meeting_beside_a_block_that_takes_its_tasks_other_room_turns_it_busy_and_back(
+    system: System, user: str
+) -> None:
+    # An hour due Friday 12:00, from Friday on: placed 09:00–10:00, and 10:00–12:00 is still room.
+    task = await placed(system, user, "周报", "2026-09-25T00:00:00+08:00", "2026-09-25T12:00:00+08:00")
+    sql = "SELECT transparent FROM commands.events WHERE task_id = :t"
+    assert await system.scalar(sql, t=task.id) is True
+    # A meeting 10:00–12:00 touches no block, but leaves the task no other place: busy.
+    met = await system.execute(create(user, title="评审", date="D+1", time="10:00", end_time="12:00"))
+    assert met.status == "created" and met.replan is None and met.event is not None, met
+    assert await system.scalar(sql, t=task.id) is False
+    # The meeting removed frees that room again: free.
+    held = await system.execute(
+        PrepareChange(envelope=envelope(user), idempotency_key=key(), action="delete", event_id=met.event.id)
+    )
+    assert held.stub is not None, held
+    gone = await system.execute(merge(user, held.stub.id, confirm=True))
+    assert gone.status == "deleted", gone
+    assert await system.scalar(sql, t=task.id) is True
+
+
+async def test_a_weekly_meeting_moved_as_a_whole_onto_a_later_block_offers_its_replan(
+    system: System, user: str
+) -> None:
+    task = await placed(system, user, "月报", "2026-10-02T00:00:00+08:00", "2026-10-02T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-10-02T09:00:00+08:00")
+    series = await system.execute(
+        create(user, title="周会", date="D+1", time="15:00", end_time="16:00", recurrence="FREQ=WEEKLY")
+    )
+    assert series.stub is not None, series
+    made = await system.execute(merge(user, series.stub.id, confirm=True))
+    assert made.event is not None and made.replan is None, made
+    # The whole series moved to 09:00 through its first occurrence: its second lands on the block.
+    held = await system.execute(
+        PrepareChange(
+            envelope=envelope(user),
+            idempotency_key=key(),
+            action="update",
+            event_id=made.event.id,
+            update=UpdateSchedule(event_id=made.event.id, time="09:00", end_time="10:00"),
+            scope="all",
+        )
+    )
+    assert held.stub is not None, held
+    moved = await system.execute(merge(user, held.stub.id, confirm=True))
+    assert moved.status == "updated", moved
+    assert moved.replan is not None and moved.replan.replan is not None, moved
+    [move] = moved.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine)

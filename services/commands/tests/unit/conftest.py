@@ -332,6 +332,9 @@ class FakeTasks:
     async def blocks(self, user_id: str) -> list[Any]:
         return []
 
+    async def created_at(self, user_id: str, task_ids: Sequence[str]) -> dict[str, datetime]:
+        return {}
+
 
 class FakeUnitOfWork:
     def __init__(self, store: FakeStore) -> None:
@@ -345,6 +348,7 @@ class FakeUnitOfWork:
         self.settings = FakeSettings(self.state)
         self.sync = FakeSync(self.state)
         self.tasks = FakeTasks()
+        self.has_open_tasks = False
 
     @property
     def db_ms(self) -> float:

@@ -30,6 +30,7 @@ class StubTxn(Protocol):
     now: datetime
     tz: ZoneInfo
     ended_stub: bool
+    blocks_shown: bool
 
     @property
     def user_id(self) -> str: ...
@@ -48,6 +49,7 @@ class BackgroundTxn:
     tz: ZoneInfo
     turn_id: str | None = None
     ended_stub: bool = False
+    blocks_shown: bool = False
 
 
 @dataclass(frozen=True)

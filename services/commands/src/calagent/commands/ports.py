@@ -244,6 +244,10 @@ class TaskRows(Protocol):
         """Every block of the user's tasks (events with a `task_id`), past ones too."""
         ...
 
+    async def created_at(self, user_id: str, task_ids: Sequence[str]) -> dict[str, datetime]:
+        """When each of the tasks that exist was made (an absent id: no such task)."""
+        ...
+
 
 class UnitOfWork(Protocol):
     """One database transaction and the repositories it has. Leaving it without `commit()` rolls
@@ -272,6 +276,12 @@ class UnitOfWork(Protocol):
 
     @property
     def db_ms(self) -> float: ...
+
+    @property
+    def has_open_tasks(self) -> bool:
+        """Whether the user had an open task when `claim_key` claimed the key (read in its
+        statement); True when no claim said (not known)."""
+        ...
 
     async def claim_key(self, user_id: str, key: str) -> CommandResult | None:
         """Insert the idempotency row first. None: this transaction owns the key and holds the

@@ -8,7 +8,8 @@ is the user's hours for the task's kind (working hours from their settings; pers
 busy) and minus every other task's blocks; a task's own blocks never count against it. Placing or
 re-placing one task never moves another's blocks. A block is TRANSPARENT while its task could still
 be placed elsewhere before its due and OPAQUE when not (`placement.opaque_tasks`), decided again
-after every write to blocks.
+after every write to blocks and every write of events for a user with an open task (`after_write`):
+an event beside a block may take the only other room its task had.
 
 A new or changed event that lands on blocks moves nothing: the fewest-moves re-plan
 (`placement.replan`) is held as one offer (kind `replan`) listing each block's old and new time,
@@ -35,6 +36,7 @@ from calagent.commands.domain.placement import (
     plan,
     replan,
 )
+from calagent.commands.domain.series import expand
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import at_local, local_midnight, parse_hhmm
 from calagent.commands.pending import BackgroundTxn, Pending, StubTxn
@@ -130,6 +132,8 @@ class Tasks:
         """Every block from now on TRANSPARENT while its task could be placed elsewhere before its
         due, OPAQUE when it could not (contract §21)."""
         open_tasks = await uow.tasks.list_tasks(user_id, open_only=True)
+        if not open_tasks:
+            return
         layout = await layout_of(uow, self.config, user_id, open_tasks, tz, now)
         with_blocks = [t for t in open_tasks if layout.blocks_of(t.id)]
         opaque = opaque_tasks(layout.problem(with_blocks), [as_block(b) for b in layout.blocks])
@@ -244,6 +248,7 @@ class Tasks:
         await self.settle(
             uow, txn.user_id, task, txn.tz, txn.now, turn_id=txn.envelope.turn_id, lang=txn.envelope.lang
         )
+        txn.blocks_shown = True
         return await self.task_result(txn, task, "created")
 
     async def complete_task(self, txn: Txn, command: CompleteTaskCommand) -> CommandResult:
@@ -256,6 +261,7 @@ class Tasks:
         await self.settle(
             uow, txn.user_id, task, txn.tz, txn.now, turn_id=txn.envelope.turn_id, lang=txn.envelope.lang
         )
+        txn.blocks_shown = True
         return await self.task_result(txn, task, "updated")
 
     async def task_result(
@@ -291,11 +297,14 @@ class Tasks:
         if not open_tasks:
             return None
         layout = await layout_of(uow, self.config, txn.user_id, open_tasks, txn.tz, txn.now)
-        spans = [event_span(e, txn.tz) for e in hitting]
+        # A series lands wherever any of its occurrences does, not only its first: each one up to
+        # the blocks' horizon, expanded as every read expands them.
+        spans = [event_span(e, txn.tz) for e in expand(hitting, layout.now, layout.end)]
         if not any(overlaps(b.start, b.end, *span) for span in spans for b in layout.blocks):
             return None
         # Less room is left: a block whose task now has no other place turns busy (no block moves).
         await self.show_busy_when_needed(uow, txn.user_id, txn.tz, txn.now)
+        txn.blocks_shown = True
         with_blocks = [t for t in open_tasks if layout.blocks_of(t.id)]
         found = replan(layout.problem(with_blocks), [as_block(b) for b in layout.blocks], self.budget_s)
         titles = {t.id: t.title for t in open_tasks}
@@ -313,12 +322,25 @@ class Tasks:
         held, _ = await self.pending.hold(txn, ask, "replan")
         return held
 
+    async def after_write(self, txn: StubTxn) -> None:
+        """Events were written, added or removed (by chat, the API, an undo, a sync): the blocks'
+        TRANSP decided again, since the room each task has left elsewhere may have shrunk or
+        grown without anything landing on a block — unless this transaction decided it already
+        or the user has no open task (known from the claim, at no cost)."""
+        if txn.blocks_shown or not txn.uow.has_open_tasks:
+            return
+        await self.show_busy_when_needed(txn.uow, txn.user_id, txn.tz, txn.now)
+        txn.blocks_shown = True
+
     async def offer_replan_after_sync(self, uow: UnitOfWork, user_id: str, landed: Sequence[Event]) -> None:
-        """A sync wrote `landed` from the connected calendar: the re-plan of the blocks they meet,
-        offered like any offer from outside (contract §21)."""
+        """A sync wrote `landed` (and maybe removed events) from the connected calendar: the
+        re-plan of the blocks they meet, offered like any offer from outside, and the blocks'
+        TRANSP decided again (contract §21)."""
         saved = (await uow.settings.settings_of([user_id])).get(user_id, StoredSettings())
         tz = ZoneInfo(saved.zone(self.config.default_tz))
-        await self.offer_replan(BackgroundTxn(uow, self.clock.now(), user_id, tz), landed, from_outside=True)
+        txn = BackgroundTxn(uow, self.clock.now(), user_id, tz)
+        await self.offer_replan(txn, landed, from_outside=True)
+        await self.after_write(txn)
 
     async def confirm_replan(self, txn: Txn, stub: Stub) -> CommandResult:
         """The user's word on a held re-plan: its blocks moved as offered, if each is still where
@@ -368,6 +390,7 @@ class Tasks:
                 )
                 await uow.events.insert_event(event, turn_id=txn.envelope.turn_id, key=None)
         await self.show_busy_when_needed(uow, txn.user_id, txn.tz, txn.now)
+        txn.blocks_shown = True
         done = await self.pending.store(txn, self.pending.of(stub).finish("updated", txn.now))
         return CommandResult(status="updated", persisted=True, stub=stub_out(done, (), txn.tz))
 

@@ -44,6 +44,8 @@ class Txn:
     # The task blocks the last conflict check read around the time it checked (None: none ran):
     # a write there that meets none needs no read of the tasks to know it moves no block.
     near_blocks: tuple[Event, ...] | None = None
+    # The blocks' TRANSP was decided again in this transaction, after its writes (contract §21).
+    blocks_shown: bool = False
 
     def log_as(self, context: ChangeContext | None = None, **details: str | None) -> ChangeContext:
         """Name (or refine: its scope, the change it undoes) the change this command's writes

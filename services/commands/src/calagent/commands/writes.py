@@ -28,7 +28,12 @@ from calagent.commands.domain.overlap import event_span, overlaps
 from calagent.commands.domain.pending import Ask, decide, unclear_recurrence
 from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.proposals import Incomplete, Proposal, UnresolvableError, plan
-from calagent.commands.domain.series import InvalidRecurrenceError, next_starts, validate_rule
+from calagent.commands.domain.series import (
+    InvalidRecurrenceError,
+    next_starts,
+    split_occurrence_id,
+    validate_rule,
+)
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
 from calagent.commands.domain.timeutil import local_days, whole_days
 from calagent.commands.offers import Offers
@@ -149,6 +154,8 @@ class Writes:
             return result.model_copy(update={"db_ms": uow.db_ms})
         if txn.ended_stub:
             await self.pending.offer_waiting(txn)
+        if result.persisted:
+            await self.tasks.after_write(txn)
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
         logged_as = (
@@ -261,6 +268,11 @@ class Writes:
         if result.status not in ("created", "updated") or result.event is None:
             return result
         moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
+        occurrence = split_occurrence_id(result.event.id) if moved is None else None
+        if occurrence is not None:
+            # An occurrence of a series changed with it: the series is what landed, every
+            # occurrence of it.
+            moved = await txn.uow.events.get_event(txn.user_id, occurrence[0])
         replan = await self.tasks.offer_replan(txn, [moved]) if moved is not None else None
         if replan is None:
             return result
@@ -437,10 +449,13 @@ class Writes:
             done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))
             out_stub = stub_out(done, (), txn.tz)
         # Written over task blocks: they move only on the user's word (contract §21). The conflict
-        # check read the blocks around this time already: none there, no re-plan to look for.
+        # check read the blocks around this time already: none there, no re-plan to look for. It
+        # read around a series' first occurrence only: the later ones are looked at by the re-plan.
         span = event_span(stored, txn.tz)
         near = txn.near_blocks
-        meets_blocks = near is None or any(overlaps(b.start, b.end, *span) for b in near)
+        meets_blocks = (
+            near is None or stored.rrule is not None or any(overlaps(b.start, b.end, *span) for b in near)
+        )
         replan = await self.tasks.offer_replan(txn, [stored]) if meets_blocks else None
         return CommandResult(
             status="created",

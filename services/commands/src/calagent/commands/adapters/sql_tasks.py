@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -78,3 +79,11 @@ class SqlTasks:
             .order_by(events.c.start_at, events.c.id)
         )
         return [event_from_row(row) for row in found]
+
+    async def created_at(self, user_id: str, task_ids: Sequence[str]) -> dict[str, datetime]:
+        found = await self.session.run(
+            select(tasks.c.id, tasks.c.created_at).where(
+                tasks.c.user_id == user_id, tasks.c.id.in_(list(task_ids))
+            )
+        )
+        return {row.id: row.created_at for row in found}

@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     bindparam,
     case,
+    exists,
     func,
     literal_column,
     null,
@@ -41,7 +42,7 @@ from calagent.commands.adapters.sql_settings import SqlSettings, calendar_order,
 from calagent.commands.adapters.sql_stubs import SqlStubs, active_stub_of, stub_of
 from calagent.commands.adapters.sql_sync import SqlSync, take_notices
 from calagent.commands.adapters.sql_tasks import SqlTasks
-from calagent.commands.adapters.tables import calendars, idempotency
+from calagent.commands.adapters.tables import calendars, idempotency, tasks
 from calagent.commands.ports import KeyInFlightError, TurnReading
 from calagent.contracts.commands import CommandResult
 
@@ -64,7 +65,11 @@ def _claim(change: bool) -> Select[Any]:
     context = (
         func.set_config(CHANGE_SETTING, bindparam("change", type_=String), True) if change else null()
     ).label("change")
-    return select(claimed.c.key, _user_lock(user_id), context).select_from(claimed)
+    # Whether the user has an open task, for the blocks' TRANSP after the write (contract §21),
+    # read here so a user without one pays no round trip for it. Read in the statement's snapshot:
+    # a task another transaction of the user's commits while this one waits for the lock is not seen.
+    open_tasks = exists().where(tasks.c.user_id == user_id, tasks.c.status == "open").label("open_tasks")
+    return select(claimed.c.key, _user_lock(user_id), context, open_tasks).select_from(claimed)
 
 
 # The statements every command runs, built once (their parameters bound per call).
@@ -153,10 +158,16 @@ class SqlUnitOfWork:
         self.settings = SqlSettings(self._session)
         self.sync = SqlSync(self._session, self.events)
         self.tasks = SqlTasks(self._session, self.effects)
+        # Until a claim says otherwise, the user may have open tasks.
+        self._open_tasks = True
 
     @property
     def db_ms(self) -> float:
         return self._session.db_ms
+
+    @property
+    def has_open_tasks(self) -> bool:
+        return self._open_tasks
 
     # ---- idempotency -----------------------------------------------------------------------------
 
@@ -175,6 +186,7 @@ class SqlUnitOfWork:
         row = claimed.first()
         if row is not None:
             session.change_sent = row.change
+            self._open_tasks = bool(row.open_tasks)
             return None
         stored = await session.run(STORED_RESULT, {"user_id": user_id, "key": key})
         value = stored.scalar_one_or_none()

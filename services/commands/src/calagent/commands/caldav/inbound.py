@@ -320,7 +320,8 @@ class InboundSync:
                 plan.removed.extend(gone)
                 stats.deleted += len(gone)
             await _write(conn, account, place.url, found.token, plan)
-            if plan.fresh and self.after_sync is not None:
+            # Removed events free room too: the blocks' TRANSP is decided again (contract §21).
+            if (plan.fresh or plan.removed) and self.after_sync is not None:
                 await self.after_sync(uow, account.user_id, plan.fresh)
             await conn.commit()
 

@@ -169,3 +169,33 @@ def event_of(snapshot: Snapshot) -> Event:
 def restore_plan(change: LoggedChange) -> Sequence[tuple[str, Snapshot | None]]:
     """What undoing `change` writes: every row it touched back to its `before` (None: removed)."""
     return [(r.event_id, r.before) for r in change.rows]
+
+
+def tasks_of_blocks(change: LoggedChange) -> set[str]:
+    """The tasks whose blocks (rows with a `task_id`) the change touched."""
+    return {
+        str(snap["task_id"])
+        for r in change.rows
+        for snap in (r.before, r.after)
+        if snap is not None and snap.get("task_id")
+    }
+
+
+def tasks_brought_back(change: LoggedChange) -> set[str]:
+    """The tasks whose blocks undoing `change` would bring back (rows it removed)."""
+    return {str(r.before["task_id"]) for r in change.rows if r.before is not None and r.before.get("task_id")}
+
+
+def task_made_by(change: LoggedChange, created: Mapping[str, datetime]) -> str | None:
+    """The task `change` added (contract §21: "add task X" made X and placed it): every row it
+    wrote is a new block of one task, made in the same command (`created`: when each task still
+    there was made). A re-placement or a task made earlier is none: its undo moves blocks only."""
+    if change.kind != "created":
+        return None
+    owners = {r.after.get("task_id") if r.after is not None else None for r in change.rows}
+    if len(owners) != 1:
+        return None
+    [owner] = owners
+    if owner is None or created.get(str(owner)) != change.at:
+        return None
+    return str(owner)
