@@ -234,6 +234,44 @@ async def test_an_accepted_invitation_adds_the_event_and_answers_the_organizer_o
     assert [r["method"] for r in await mail_rows(db, user)] == ["REPLY"]
 
 
+async def test_an_invitation_accepted_onto_a_task_block_offers_its_replan_and_moves_nothing_yet(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, receiver_port: int, user: str
+) -> None:
+    scripted.set_script(script(on_user("谢谢", text="不客气！")))
+    # Room only on Monday 28 September from 14:00 to 16:00: the block is 14:00–15:00, where the
+    # invitation's meeting will be.
+    made = await stack.client.post(
+        "/v1/tasks",
+        json={
+            "title": "周报",
+            "duration_minutes": 60,
+            "earliest": "2026-09-28T14:00:00+08:00",
+            "due": "2026-09-28T16:00:00+08:00",
+        },
+        headers=stack.headers(user),
+    )
+    assert made.status_code == 201, made.text
+    task_id = made.json()["id"]
+
+    async def blocks() -> list[tuple[str, str]]:
+        return [(e["start"], e["end"]) for e in await read_events(stack, user) if e.get("task_id") == task_id]
+
+    assert await blocks() == [("2026-09-28T14:00:00+08:00", "2026-09-28T15:00:00+08:00")]
+    await invited_by_mail(stack, db, receiver_port, user)
+    done = (await stack.chat(user, "接受")).json()
+    assert done["outcome"] == "created", done
+    offer = await active_stub(stack, user)
+    assert offer is not None and offer["kind"] == "replan", offer
+    [move] = offer["replan"]["moves"]
+    monday_two = datetime(2026, 9, 28, 14, 0, tzinfo=SHANGHAI)
+    assert (move["task_id"], datetime.fromisoformat(move["old_start"])) == (task_id, monday_two)
+    assert datetime.fromisoformat(move["new_start"]) == monday_two + timedelta(hours=1), move
+    # Nothing moves before the user's word, nor on the next, unrelated message.
+    assert await blocks() == [("2026-09-28T14:00:00+08:00", "2026-09-28T15:00:00+08:00")]
+    assert (await stack.chat(user, "谢谢")).json()["outcome"] == "answered"
+    assert await blocks() == [("2026-09-28T14:00:00+08:00", "2026-09-28T15:00:00+08:00")]
+
+
 @pytest.mark.parametrize(
     ("answer", "partstat", "kept"),
     [("拒绝", "DECLINED", False), ("暂定", "TENTATIVE", True)],

@@ -290,9 +290,9 @@ class Tasks:
         (nothing moves now); None when they meet none or no block can move. `from_outside` (a
         sync): it never ends the user's pending request, it waits beside it."""
         hitting = [e for e in landed if e.task_id is None and keeps_time(e)]
-        if not hitting:
-            return None
         uow = txn.uow
+        if not hitting or not uow.has_open_tasks:
+            return None
         open_tasks = await uow.tasks.list_tasks(txn.user_id, open_only=True)
         if not open_tasks:
             return None

@@ -220,7 +220,10 @@ class Writes:
         if stub.kind == "invitation":
             if not command.confirm and command.partstat is None:
                 return error_result("invalid_arguments", "this invitation takes an answer")
-            return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
+            # An accepted invitation is an event in the user's time like any other (§21).
+            return await self._replan_after(
+                txn, await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
+            )
         if stub.status == "needs_attendee" and stub.kind != "create":
             # A change waiting for a person is answered by a new update naming them.
             return error_result("invalid_arguments", "this pending request waits for an attendee")
@@ -263,8 +266,8 @@ class Writes:
         )
 
     async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
-        """An event booked or moved onto task blocks: their re-plan offered beside the receipt
-        (§21)."""
+        """An event booked, accepted or moved onto task blocks: their re-plan offered beside the
+        receipt (§21)."""
         if result.status not in ("created", "updated") or result.event is None:
             return result
         moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
