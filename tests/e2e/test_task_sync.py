@@ -10,6 +10,7 @@ Facts come from the server (a GET of the object) and from the API and the databa
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import unquote
@@ -20,6 +21,9 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
+from calagent.contracts import wire
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryRequest, QueryResult, TurnContext
 from calagent.devtools.radicale import EmbeddedRadicale
 from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
@@ -156,6 +160,22 @@ async def sent_to_server(db: AsyncEngine, task_id: str) -> str:
     href = await scalar(db, "select href from commands.caldav_resources where event_id = :t", t=task_id)
     assert href is not None
     return str(href)
+
+
+async def next_turns_context(stack: Stack, user: str) -> QueryResult:
+    """The context the user's next turn reads (its sync notices are taken by it, told once)."""
+    envelope = Envelope(
+        turn_id=uuid.uuid4().hex[:16],
+        user_id=user,
+        conversation_id="c",
+        occurred_at=stack.clock.now(),
+        tz="Asia/Shanghai",
+    )
+    assert stack.probe is not None
+    found: QueryResult = await stack.probe.request(
+        wire.COMMAND_QUERY, QueryRequest(query=TurnContext(envelope=envelope)), timeout=15
+    )
+    return found
 
 
 # ---- tests ---------------------------------------------------------------------------------------
@@ -331,6 +351,13 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
     [task] = await tasks_of(stack, user)
     assert (task["title"], task["priority"]) == ("写月报", 3)  # the server's version, whole
     assert named(todo_lines(server_text(remote, href)), "SUMMARY") == ["SUMMARY:写月报"]
+    # Told at the next turn, once: the task as it is kept now, not dropped for want of an event.
+    told = await next_turns_context(stack, user)
+    assert [(n.outcome, n.event, n.task and n.task.id) for n in told.sync_notices] == [
+        ("conflict", None, task_id)
+    ]
+    assert told.sync_notices[0].task is not None and told.sync_notices[0].task.title == "写月报"
+    assert (await next_turns_context(stack, user)).sync_notices == ()
 
     with remote.client() as client:
         assert client.delete(href).status in (200, 204)

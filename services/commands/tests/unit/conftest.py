@@ -22,6 +22,7 @@ from calagent.commands.ports import TurnReading
 from calagent.commands.service import CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
+from calagent.contracts.tasks import TaskOut
 from calagent.contracts.time import (
     ParsedReply,
     ParseReplyRequest,
@@ -310,7 +311,7 @@ class FakeSync:
     def __init__(self, state: State) -> None:
         self.state = state
 
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event | TaskOut]]:
         return []  # no connected calendar in the pure tests
 
 

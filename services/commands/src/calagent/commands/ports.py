@@ -223,9 +223,9 @@ class SettingsRows(Protocol):
 class SyncNotices(Protocol):
     """What the CalDAV outbox has to tell the user."""
 
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
-        """CalDAV deliveries refused or lost to the server's version, not told yet; taking them
-        marks them told."""
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event | TaskOut]]:
+        """CalDAV deliveries refused or lost to the server's version, not told yet, with the
+        event or task each was about; taking them marks them told."""
         ...
 
 
@@ -315,7 +315,7 @@ class TurnReading:
 
     stub: Stub | None
     calendars: list[str]
-    notices: list[tuple[str, Event]] = field(default_factory=list)
+    notices: list[tuple[str, Event | TaskOut]] = field(default_factory=list)
     conflicts: list[Event] = field(default_factory=list)
     db_ms: float = 0.0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +48,14 @@ class SqlTasks:
         if open_only:
             query = query.where(tasks.c.status == "open")
         found = await self.session.run(query.order_by(tasks.c.due.asc().nulls_last(), tasks.c.created_at))
+        return [_out(row) for row in found]
+
+    async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[TaskOut]:
+        if not task_ids:
+            return []
+        found = await self.session.run(
+            select(tasks).where(tasks.c.user_id == user_id, tasks.c.id.in_(sorted(set(task_ids))))
+        )
         return [_out(row) for row in found]
 
     async def insert_task(self, user_id: str, task: TaskOut, now: datetime) -> None:
