@@ -29,7 +29,7 @@ from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
-from .conftest import read_events
+from .conftest import call, on_user, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained, scalar, stack_db
 from .test_caldav import remote as remote
 
@@ -369,6 +369,53 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
     assert (
         await scalar(db, "select count(*) from commands.caldav_resources where event_id = :t", t=task_id) == 0
     )
+
+
+async def test_our_task_change_lost_to_the_servers_version_is_offered_again_and_lands_on_top_of_it(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    """Contract §22: the server's version wins a 412 and our change comes back as a held offer;
+    confirming it applies only the fields our change made, on top of the server's version."""
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    made = await stack.client.post(
+        "/v1/tasks", json={"title": "写周报", "duration_minutes": 60}, headers=stack.headers(user)
+    )
+    task_id = made.json()["id"]
+    await outbox_drained(db, user)
+    [href] = todo_hrefs(remote)
+    replace_on_server(remote, href, server_text(remote, href).replace("SUMMARY:写周报", "SUMMARY:写月报"))
+    changed = await stack.client.patch(
+        f"/v1/tasks/{task_id}", json={"priority": 1}, headers=stack.headers(user)
+    )
+    assert changed.status_code == 200, changed.text
+    await outbox_drained(db, user)
+    [task] = await tasks_of(stack, user)
+    assert (task["title"], task["priority"]) == ("写月报", 3)
+
+    offer = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (offer["status"], offer["kind"], offer["hold_reason"]) == ("held", "task_change", "sync_conflict")
+    held = offer["task_change"]
+    assert held["fields"] == ["priority"]
+    assert (held["before"]["id"], held["before"]["title"], held["before"]["priority"]) == (
+        task_id,
+        "写月报",
+        3,
+    )
+    assert (held["after"]["title"], held["after"]["priority"]) == ("写月报", 1)
+    told = await next_turns_context(stack, user)
+    assert [(n.outcome, n.task and n.task.id) for n in told.sync_notices] == [("conflict", task_id)]
+
+    scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")])))
+    answer = await stack.chat(user, "确认", active_command_id=offer["id"])
+    assert answer.json()["outcome"] == "updated", answer.text
+    await outbox_drained(db, user)
+    [task] = await tasks_of(stack, user)
+    assert (task["title"], task["priority"]) == ("写月报", 1)
+    lines = todo_lines(server_text(remote, href))
+    assert (named(lines, "SUMMARY"), named(lines, "PRIORITY")) == (["SUMMARY:写月报"], ["PRIORITY:1"])
+    done = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert done is None or done.get("id") != offer["id"] or done.get("status") != "held"
 
 
 async def test_tasks_made_before_the_connection_go_out_when_it_is_made(

@@ -321,6 +321,9 @@ class FakeTasks:
     async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[Any]:
         return []
 
+    async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[Any]:
+        return []
+
     async def insert_task(self, user_id: str, task: Any, now: datetime) -> None:
         raise NotImplementedError("tasks are tested against PostgreSQL")
 

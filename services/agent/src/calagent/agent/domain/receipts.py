@@ -25,6 +25,7 @@ from calagent.agent.domain.offers import (
     replan_done,
     replan_offer,
     series_plan,
+    task_change_offer,
     which_question,
 )
 from calagent.agent.domain.rule_words import describe_rule
@@ -407,10 +408,11 @@ def task_text(result: CommandResult, view: View) -> str:
         if zh and task.due
         else (f", due {view.moment(task.due)}" if task.due else "")
     )
+    made = result.status == "created"
     text = (
-        f"已添加任务「{task.title}」（{minutes_words(task.duration_minutes, view)}{due}）。"
+        f"已{'添加' if made else '修改'}任务「{task.title}」（{minutes_words(task.duration_minutes, view)}{due}）。"
         if zh
-        else f'Added task "{task.title}" ({minutes_words(task.duration_minutes, view)}{due}).'
+        else f'{"Added" if made else "Changed"} task "{task.title}" ({minutes_words(task.duration_minutes, view)}{due}).'
     )
     if result.blocks:
         spans = view.listing(view.span(b.start, b.end) for b in result.blocks)
@@ -427,6 +429,8 @@ def task_text(result: CommandResult, view: View) -> str:
 
 def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
+    if stub.kind == "task_change" and stub.task_change is not None and result.status == "held":
+        return task_change_offer(stub.task_change, view)
     if stub.kind == "replan" and stub.replan is not None:
         if result.status == "held":
             return replan_offer(stub.replan, view)
