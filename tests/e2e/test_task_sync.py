@@ -359,11 +359,19 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
     assert told.sync_notices[0].task is not None and told.sync_notices[0].task.title == "写月报"
     assert (await next_turns_context(stack, user)).sync_notices == ()
 
+    # One task of three deleted in the app is the user's deletion, not a calendar that looks
+    # emptied of its tasks (a test below): it goes here too.
+    for title in ("交电费", "买菜"):
+        more = await stack.client.post(
+            "/v1/tasks", json={"title": title, "duration_minutes": 30}, headers=stack.headers(user)
+        )
+        assert more.status_code == 201, more.text
+    await outbox_drained(db, user)
     with remote.client() as client:
         assert client.delete(href).status in (200, 204)
 
     async def gone_here() -> bool:
-        return await tasks_of(stack, user) == []
+        return sorted(t["title"] for t in await tasks_of(stack, user)) == sorted(["交电费", "买菜"])
 
     await synced(stack, gone_here, "the task deleted on the server gone from GET /v1/tasks")
     assert (
@@ -416,6 +424,47 @@ async def test_our_task_change_lost_to_the_servers_version_is_offered_again_and_
     assert (named(lines, "SUMMARY"), named(lines, "PRIORITY")) == (["SUMMARY:写月报"], ["PRIORITY:1"])
     done = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
     assert done is None or done.get("id") != offer["id"] or done.get("status") != "held"
+
+
+async def test_a_calendar_that_suddenly_shows_none_of_its_tasks_does_not_empty_them_here(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    """Contract §22: a calendar that held tasks and returns none of them is not copied: the tasks
+    stay here and one held offer asks; confirming it removes them here too."""
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    ids = []
+    for title in ("交电费", "写周报"):
+        made = await stack.client.post(
+            "/v1/tasks", json={"title": title, "duration_minutes": 30}, headers=stack.headers(user)
+        )
+        ids.append(made.json()["id"])
+    await outbox_drained(db, user)
+    with remote.client() as client:
+        for href in todo_hrefs(remote):
+            assert client.delete(href).status in (200, 204)
+
+    async def offered() -> dict[str, Any] | None:
+        found = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+        return found if found and found.get("hold_reason") == "sync_conflict" else None
+
+    await synced(stack, offered, "the offer about the tasks the calendar stopped showing")
+    assert sorted(t["id"] for t in await tasks_of(stack, user)) == sorted(ids)
+    offer = await offered()
+    assert offer is not None and offer["change"]["removed_count"] == 2
+    withheld = await scalar(
+        db, "select withheld -> 'ids' from commands.caldav_calendars where url = :c", c=remote.calendar_url
+    )
+    assert sorted(withheld) == sorted(ids)
+    # Another sync while the offer waits deletes nothing either.
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+    await outbox_drained(db, user)
+    assert len(await tasks_of(stack, user)) == 2
+
+    scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")])))
+    answer = await stack.chat(user, "确认", active_command_id=offer["id"])
+    assert answer.json()["outcome"] == "deleted", answer.text
+    assert await tasks_of(stack, user) == []
 
 
 async def test_tasks_made_before_the_connection_go_out_when_it_is_made(
