@@ -295,6 +295,27 @@ async def test_a_task_completed_on_the_phone_is_done_here_and_a_block_names_it_a
     block = unfolded(server_text(remote, block_href))
     assert named(block, "RELATED-TO") == [f"RELATED-TO;RELTYPE=PARENT:{FOREIGN_UID}"]
     assert not named(todo_lines(server_text(remote, href)), "RELATED-TO;RELTYPE=PARENT")
+    # The feeds name the same parent: the task's own UID, not one made from its id here — for a
+    # block not (yet) on the server too, which the feed writes afresh.
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "insert into commands.events (id, user_id, title, start_at, end_at, calendar, task_id)"
+                " values (:e, :u, '准备评审材料', '2026-09-25T04:00Z', '2026-09-25T05:00Z', 'Personal', :t)"
+            ),
+            {"e": "later" + task["id"][:27], "u": user, "t": task["id"]},
+        )
+    exported = await stack.client.get("/v1/calendar.ics", headers=stack.headers(user))
+    assert exported.status_code == 200, exported.text
+    feed = await stack.client.post("/v1/feeds", headers=stack.headers(user))
+    subscribed = await stack.client.get(feed.json()["url"])
+    assert subscribed.status_code == 200, subscribed.text
+    for body in (exported.text, subscribed.text):
+        assert named(unfolded(body), "RELATED-TO") == [f"RELATED-TO;RELTYPE=PARENT:{FOREIGN_UID}"] * 2
+    async with db.begin() as conn:
+        await conn.execute(
+            text("delete from commands.events where id = :e"), {"e": "later" + task["id"][:27]}
+        )
     [shown] = await read_events(stack, user)
     assert (shown["kind"], shown["task_id"]) == ("task_block", task["id"])
     # Renamed in the calendar app: read back, it is still the task's block.

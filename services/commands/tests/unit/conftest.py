@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -323,6 +323,9 @@ class FakeTasks:
 
     async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[Any]:
         return []
+
+    async def uids_by_id(self, user_id: str, task_ids: Iterable[str]) -> dict[str, str]:
+        return {}
 
     async def insert_task(self, user_id: str, task: Any, now: datetime) -> None:
         raise NotImplementedError("tasks are tested against PostgreSQL")

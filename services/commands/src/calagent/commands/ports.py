@@ -6,7 +6,7 @@ implement them, and unit tests use hand-written in-memory fakes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -235,6 +235,10 @@ class TaskRows(Protocol):
     async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[TaskOut]: ...
 
     async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[TaskOut]: ...
+
+    async def uids_by_id(self, user_id: str, task_ids: Iterable[str]) -> dict[str, str]:
+        """The UIDs the given tasks' objects carry, by id (ours, `<id>@calagent`, until one came)."""
+        ...
 
     async def insert_task(self, user_id: str, task: TaskOut, now: datetime) -> None: ...
 

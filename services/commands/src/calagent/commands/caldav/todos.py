@@ -31,7 +31,7 @@ from sqlalchemy import Row, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from calagent.commands.adapters.sql_tasks import FIELDS
+from calagent.commands.adapters.sql_tasks import FIELDS, task_uids_query, uid_of_task
 from calagent.commands.adapters.tables import caldav_resources, tasks
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
@@ -109,10 +109,8 @@ async def task_uids_by_id(conn: AsyncConnection, user_id: str, task_ids: set[str
     """The UIDs the given tasks' objects carry (or will: `<id>@calagent` until delivered), by id."""
     if not task_ids:
         return {}
-    found = await conn.execute(
-        select(tasks.c.id, tasks.c.uid).where(tasks.c.user_id == user_id, tasks.c.id.in_(task_ids))
-    )
-    return {r.id: r.uid or local_uid(r.id) for r in found}
+    found = await conn.execute(task_uids_query(user_id, task_ids))
+    return {r.id: uid_of_task(r.id, r.uid) for r in found}
 
 
 async def task_ids(conn: AsyncConnection, user_id: str, ids: set[str]) -> set[str]:
