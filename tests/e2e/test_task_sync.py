@@ -10,6 +10,7 @@ Facts come from the server (a GET of the object) and from the API and the databa
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import unquote
@@ -20,12 +21,15 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
+from calagent.contracts import wire
+from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryRequest, QueryResult, TurnContext
 from calagent.devtools.radicale import EmbeddedRadicale
 from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
-from .conftest import read_events
+from .conftest import call, on_user, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually, outbox_drained, scalar, stack_db
 from .test_caldav import remote as remote
 
@@ -158,6 +162,22 @@ async def sent_to_server(db: AsyncEngine, task_id: str) -> str:
     return str(href)
 
 
+async def next_turns_context(stack: Stack, user: str) -> QueryResult:
+    """The context the user's next turn reads (its sync notices are taken by it, told once)."""
+    envelope = Envelope(
+        turn_id=uuid.uuid4().hex[:16],
+        user_id=user,
+        conversation_id="c",
+        occurred_at=stack.clock.now(),
+        tz="Asia/Shanghai",
+    )
+    assert stack.probe is not None
+    found: QueryResult = await stack.probe.request(
+        wire.COMMAND_QUERY, QueryRequest(query=TurnContext(envelope=envelope)), timeout=15
+    )
+    return found
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 
 
@@ -275,6 +295,27 @@ async def test_a_task_completed_on_the_phone_is_done_here_and_a_block_names_it_a
     block = unfolded(server_text(remote, block_href))
     assert named(block, "RELATED-TO") == [f"RELATED-TO;RELTYPE=PARENT:{FOREIGN_UID}"]
     assert not named(todo_lines(server_text(remote, href)), "RELATED-TO;RELTYPE=PARENT")
+    # The feeds name the same parent: the task's own UID, not one made from its id here — for a
+    # block not (yet) on the server too, which the feed writes afresh.
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "insert into commands.events (id, user_id, title, start_at, end_at, calendar, task_id)"
+                " values (:e, :u, '准备评审材料', '2026-09-25T04:00Z', '2026-09-25T05:00Z', 'Personal', :t)"
+            ),
+            {"e": "later" + task["id"][:27], "u": user, "t": task["id"]},
+        )
+    exported = await stack.client.get("/v1/calendar.ics", headers=stack.headers(user))
+    assert exported.status_code == 200, exported.text
+    feed = await stack.client.post("/v1/feeds", headers=stack.headers(user))
+    subscribed = await stack.client.get(feed.json()["url"])
+    assert subscribed.status_code == 200, subscribed.text
+    for body in (exported.text, subscribed.text):
+        assert named(unfolded(body), "RELATED-TO") == [f"RELATED-TO;RELTYPE=PARENT:{FOREIGN_UID}"] * 2
+    async with db.begin() as conn:
+        await conn.execute(
+            text("delete from commands.events where id = :e"), {"e": "later" + task["id"][:27]}
+        )
     [shown] = await read_events(stack, user)
     assert (shown["kind"], shown["task_id"]) == ("task_block", task["id"])
     # Renamed in the calendar app: read back, it is still the task's block.
@@ -331,17 +372,120 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
     [task] = await tasks_of(stack, user)
     assert (task["title"], task["priority"]) == ("写月报", 3)  # the server's version, whole
     assert named(todo_lines(server_text(remote, href)), "SUMMARY") == ["SUMMARY:写月报"]
+    # Told at the next turn, once: the task as it is kept now, not dropped for want of an event.
+    told = await next_turns_context(stack, user)
+    assert [(n.outcome, n.event, n.task and n.task.id) for n in told.sync_notices] == [
+        ("conflict", None, task_id)
+    ]
+    assert told.sync_notices[0].task is not None and told.sync_notices[0].task.title == "写月报"
+    assert (await next_turns_context(stack, user)).sync_notices == ()
 
+    # One task of three deleted in the app is the user's deletion, not a calendar that looks
+    # emptied of its tasks (a test below): it goes here too.
+    for title in ("交电费", "买菜"):
+        more = await stack.client.post(
+            "/v1/tasks", json={"title": title, "duration_minutes": 30}, headers=stack.headers(user)
+        )
+        assert more.status_code == 201, more.text
+    await outbox_drained(db, user)
     with remote.client() as client:
         assert client.delete(href).status in (200, 204)
 
     async def gone_here() -> bool:
-        return await tasks_of(stack, user) == []
+        return sorted(t["title"] for t in await tasks_of(stack, user)) == sorted(["交电费", "买菜"])
 
     await synced(stack, gone_here, "the task deleted on the server gone from GET /v1/tasks")
     assert (
         await scalar(db, "select count(*) from commands.caldav_resources where event_id = :t", t=task_id) == 0
     )
+
+
+async def test_our_task_change_lost_to_the_servers_version_is_offered_again_and_lands_on_top_of_it(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    """Contract §22: the server's version wins a 412 and our change comes back as a held offer;
+    confirming it applies only the fields our change made, on top of the server's version."""
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    made = await stack.client.post(
+        "/v1/tasks", json={"title": "写周报", "duration_minutes": 60}, headers=stack.headers(user)
+    )
+    task_id = made.json()["id"]
+    await outbox_drained(db, user)
+    [href] = todo_hrefs(remote)
+    replace_on_server(remote, href, server_text(remote, href).replace("SUMMARY:写周报", "SUMMARY:写月报"))
+    changed = await stack.client.patch(
+        f"/v1/tasks/{task_id}", json={"priority": 1}, headers=stack.headers(user)
+    )
+    assert changed.status_code == 200, changed.text
+    await outbox_drained(db, user)
+    [task] = await tasks_of(stack, user)
+    assert (task["title"], task["priority"]) == ("写月报", 3)
+
+    offer = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (offer["status"], offer["kind"], offer["hold_reason"]) == ("held", "task_change", "sync_conflict")
+    held = offer["task_change"]
+    assert held["fields"] == ["priority"]
+    assert (held["before"]["id"], held["before"]["title"], held["before"]["priority"]) == (
+        task_id,
+        "写月报",
+        3,
+    )
+    assert (held["after"]["title"], held["after"]["priority"]) == ("写月报", 1)
+    told = await next_turns_context(stack, user)
+    assert [(n.outcome, n.task and n.task.id) for n in told.sync_notices] == [("conflict", task_id)]
+
+    scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")])))
+    answer = await stack.chat(user, "确认", active_command_id=offer["id"])
+    assert answer.json()["outcome"] == "updated", answer.text
+    await outbox_drained(db, user)
+    [task] = await tasks_of(stack, user)
+    assert (task["title"], task["priority"]) == ("写月报", 1)
+    lines = todo_lines(server_text(remote, href))
+    assert (named(lines, "SUMMARY"), named(lines, "PRIORITY")) == (["SUMMARY:写月报"], ["PRIORITY:1"])
+    done = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert done is None or done.get("id") != offer["id"] or done.get("status") != "held"
+
+
+async def test_a_calendar_that_suddenly_shows_none_of_its_tasks_does_not_empty_them_here(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    """Contract §22: a calendar that held tasks and returns none of them is not copied: the tasks
+    stay here and one held offer asks; confirming it removes them here too."""
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    ids = []
+    for title in ("交电费", "写周报"):
+        made = await stack.client.post(
+            "/v1/tasks", json={"title": title, "duration_minutes": 30}, headers=stack.headers(user)
+        )
+        ids.append(made.json()["id"])
+    await outbox_drained(db, user)
+    with remote.client() as client:
+        for href in todo_hrefs(remote):
+            assert client.delete(href).status in (200, 204)
+
+    async def offered() -> dict[str, Any] | None:
+        found = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+        return found if found and found.get("hold_reason") == "sync_conflict" else None
+
+    await synced(stack, offered, "the offer about the tasks the calendar stopped showing")
+    assert sorted(t["id"] for t in await tasks_of(stack, user)) == sorted(ids)
+    offer = await offered()
+    assert offer is not None and offer["change"]["removed_count"] == 2
+    withheld = await scalar(
+        db, "select withheld -> 'ids' from commands.caldav_calendars where url = :c", c=remote.calendar_url
+    )
+    assert sorted(withheld) == sorted(ids)
+    # Another sync while the offer waits deletes nothing either.
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+    await outbox_drained(db, user)
+    assert len(await tasks_of(stack, user)) == 2
+
+    scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")])))
+    answer = await stack.chat(user, "确认", active_command_id=offer["id"])
+    assert answer.json()["outcome"] == "deleted", answer.text
+    assert await tasks_of(stack, user) == []
 
 
 async def test_tasks_made_before_the_connection_go_out_when_it_is_made(

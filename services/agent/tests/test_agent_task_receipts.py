@@ -7,11 +7,12 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from calagent.agent.domain.reads import query_receipt
-from calagent.agent.domain.receipts import View, command_receipt
+from calagent.agent.domain.receipts import View, command_receipt, sync_notice_lines
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
-from calagent.contracts.queries import QueryResult
+from calagent.contracts.queries import QueryResult, SyncNotice
 from calagent.contracts.tasks import BlockMove, ReplanOut, TaskOut
 
 pytestmark = pytest.mark.unit
@@ -106,3 +107,19 @@ def test_a_read_of_what_is_not_done_lists_open_tasks_and_their_shortfall() -> No
     )
     text = query_receipt(result, ZH)
     assert "季度报告" in text and "1 小时 30 分钟" in text
+
+
+def test_a_task_the_calendar_did_not_take_is_told_beside_an_event() -> None:
+    notices = [
+        SyncNotice(outcome="conflict", task=task(title="写月报")),
+        SyncNotice(outcome="rejected", event=block(TEN, 1)),
+        SyncNotice(outcome="rejected", task=task(title="交电费")),
+    ]
+    for view in (ZH, EN):
+        lines = sync_notice_lines(notices, view).split("\n")
+        assert len(lines) == 3
+        assert "写月报" in lines[0] and "季度报告" in lines[1] and "交电费" in lines[2]
+    with pytest.raises(ValidationError):
+        SyncNotice(outcome="conflict")
+    with pytest.raises(ValidationError):
+        SyncNotice(outcome="conflict", task=task(), event=block(TEN, 1))

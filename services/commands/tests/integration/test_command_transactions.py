@@ -13,6 +13,7 @@ from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.contracts.queries import TurnContext
+from calagent.contracts.tasks import SaveTask, TaskFields
 
 from .conftest import System, envelope
 from .test_commands_bus import create
@@ -147,7 +148,9 @@ async def test_a_turn_context_tells_each_sync_notice_once(system: System, user: 
             )
     told = await system.query(TurnContext(envelope=envelope(user)))
     # Two refused deliveries of one event: one line, under the first outcome taken.
-    assert [(n.outcome, n.event.id) for n in told.sync_notices] == [("rejected", created.event.id)]
+    assert [(n.outcome, n.event and n.event.id) for n in told.sync_notices] == [
+        ("rejected", created.event.id)
+    ]
     unreported = await system.scalar(
         "SELECT count(*) FROM commands.caldav_outbox WHERE user_id = :u AND outcome IN"
         " ('rejected', 'conflict') AND reported_at IS NULL",
@@ -156,3 +159,41 @@ async def test_a_turn_context_tells_each_sync_notice_once(system: System, user: 
     assert unreported == 0
     again = await system.query(TurnContext(envelope=envelope(user)))
     assert again.sync_notices == ()
+
+
+async def test_a_turn_context_tells_a_tasks_refused_delivery_beside_an_events(
+    system: System, user: str
+) -> None:
+    """A task's outbox row (kind `task`) names the task, not an event: told with the task as it
+    is kept, in the order taken; a task removed since is not told."""
+    created = await system.execute(create(user, title="团建", date="D+1", time="14:00"))
+    assert created.event is not None
+    saved = await system.query(
+        SaveTask(envelope=envelope(user), op="create", fields=TaskFields(title="交电费", duration_minutes=15))
+    )
+    [task] = saved.tasks
+    gone = await system.query(
+        SaveTask(envelope=envelope(user), op="create", fields=TaskFields(title="旧事", duration_minutes=15))
+    )
+    [gone_task] = gone.tasks
+    await system.query(SaveTask(envelope=envelope(user), op="delete", task_id=gone_task.id))
+    for resource, kind, outcome in (
+        (task.id, "task", "rejected"),
+        (created.event.id, "event", "conflict"),
+        (gone_task.id, "task", "rejected"),
+        (task.id, "task", "conflict"),
+    ):
+        async with system.db.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO commands.caldav_outbox (user_id, event_id, kind, outcome, delivered_at)"
+                    " VALUES (:u, :e, :k, :o, clock_timestamp())"
+                ),
+                {"u": user, "e": resource, "k": kind, "o": outcome},
+            )
+    told = await system.query(TurnContext(envelope=envelope(user)))
+    assert [(n.outcome, n.task and n.task.id, n.event and n.event.id) for n in told.sync_notices] == [
+        ("rejected", task.id, None),
+        ("conflict", None, created.event.id),
+    ]
+    assert (await system.query(TurnContext(envelope=envelope(user)))).sync_notices == ()

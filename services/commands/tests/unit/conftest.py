@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -22,6 +22,7 @@ from calagent.commands.ports import TurnReading
 from calagent.commands.service import CommandService
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, PlanOut
 from calagent.contracts.settings import ShareEntry
+from calagent.contracts.tasks import TaskOut
 from calagent.contracts.time import (
     ParsedReply,
     ParseReplyRequest,
@@ -310,7 +311,7 @@ class FakeSync:
     def __init__(self, state: State) -> None:
         self.state = state
 
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event | TaskOut]]:
         return []  # no connected calendar in the pure tests
 
 
@@ -319,6 +320,12 @@ class FakeTasks:
 
     async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[Any]:
         return []
+
+    async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[Any]:
+        return []
+
+    async def uids_by_id(self, user_id: str, task_ids: Iterable[str]) -> dict[str, str]:
+        return {}
 
     async def insert_task(self, user_id: str, task: Any, now: datetime) -> None:
         raise NotImplementedError("tasks are tested against PostgreSQL")

@@ -14,7 +14,7 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, CounterOut, InvitationAnswer, InvitationOut, ProposalOut
-from calagent.contracts.tasks import ReplanOut, TaskOut
+from calagent.contracts.tasks import ReplanOut, TaskChangeOut, TaskOut
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import AddTask, PrepareOrCreateSchedule, ProposeTimes, Scope, UpdateSchedule
 
@@ -88,8 +88,10 @@ HoldReason = Literal[
 ]
 # `proposal`: times to propose to someone outside, mailed on confirmation; `booking`: the time
 # they chose, booked (the event created, the invitation sent) on confirmation (contract §20);
-# `replan`: task blocks moved off what landed on them, moved on confirmation (contract §21).
-StubKind = Literal["create", "change", "plan", "invitation", "proposal", "booking", "replan"]
+# `replan`: task blocks moved off what landed on them, moved on confirmation (contract §21);
+# `task_change`: our change to a task the connected calendar changed too, made again on
+# confirmation on top of the server's version (contract §22).
+StubKind = Literal["create", "change", "plan", "invitation", "proposal", "booking", "replan", "task_change"]
 
 
 def waits_beside(kind: StubKind, hold_reason: HoldReason | None) -> bool:
@@ -240,6 +242,8 @@ class StubFields(WireModel):
     event_candidates: tuple[EventCandidate, ...] = ()
     # Task blocks to move off what landed on them (kind `replan`): each block's old and new time.
     replan: ReplanOut | None = None
+    # Our change to a task offered again after a sync conflict (kind `task_change`).
+    task_change: TaskChangeOut | None = None
 
 
 class StubOut(StubFields):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from calagent.contracts.base import WireModel
 from calagent.contracts.commands import (
@@ -157,10 +157,18 @@ class QueryRequest(WireModel):
 
 class SyncNotice(WireModel):
     """A delivery to the connected calendar that did not go through as written, told once in the
-    next receipt: refused by the server, or kept in the server's version (both sides changed it)."""
+    next receipt: refused by the server, or kept in the server's version (both sides changed it).
+    It names an event (`event`) or a task (`task`, contract §21), as stored now: exactly one."""
 
     outcome: Literal["rejected", "conflict"]
-    event: EventOut
+    event: EventOut | None = None
+    task: TaskOut | None = None
+
+    @model_validator(mode="after")
+    def _names_one(self) -> SyncNotice:
+        if (self.event is None) == (self.task is None):
+            raise ValueError("a sync notice names exactly one of event and task")
+        return self
 
 
 class QueryResult(WireModel):

@@ -98,6 +98,20 @@ class ReplanOut(WireModel):
     missing: tuple[tuple[str, int], ...] = ()
 
 
+# The fields of a task a change names (`TaskPatch`'s), one by one.
+TaskField = Literal["title", "duration_minutes", "due", "priority", "percent", "done"]
+
+
+class TaskChangeOut(WireModel):
+    """A change to a task offered again after the connected calendar changed the task too
+    (contract §22): the task as the server has it now (`before`), as it would be with our change
+    (`after`), and the fields our change made — confirming applies only those, on top of `before`."""
+
+    before: TaskOut
+    after: TaskOut
+    fields: tuple[TaskField, ...]
+
+
 class ListTasks(WireModel):
     kind: Literal["tasks"] = "tasks"
     envelope: Envelope

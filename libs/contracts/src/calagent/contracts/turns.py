@@ -127,6 +127,7 @@ _STUB_EXTRAS = (
     "proposal",
     "event_candidates",
     "replan",
+    "task_change",
 )
 _EVENT_EXTRAS = (
     "series_id",

@@ -165,7 +165,7 @@ class TurnRunner:
         if state.sync_notices:
             # Told once, after the turn's own answer: what the connected calendar did not take.
             notes = receipts.sync_notice_lines(state.sync_notices, state.view)
-            noticed = tuple(n.event for n in state.sync_notices)
+            noticed = tuple(n.event for n in state.sync_notices if n.event is not None)
             finished = Finished(finished.outcome, f"{finished.reply}\n{notes}", finished.quotes + noticed)
 
         intent = infer_post_hoc_intent(

@@ -9,10 +9,12 @@ from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.calendars import NewCalendars
+from calagent.commands.domain.model import Event
 from calagent.commands.ports import Store, TimePort, TurnReading
 from calagent.commands.queries import Queries
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.queries import ListCalendars, QueryResult, SyncNotice, TurnContext
+from calagent.contracts.tasks import TaskOut
 from calagent.contracts.time import ParseReplyRequest
 
 
@@ -41,10 +43,7 @@ class Calendars:
         return QueryResult(
             stub=stub,
             calendars=tuple(found.calendars),
-            sync_notices=tuple(
-                SyncNotice.model_validate({"outcome": outcome, "event": event_out(event, tz)})
-                for outcome, event in found.notices
-            ),
+            sync_notices=tuple(_notice(outcome, about, tz) for outcome, about in found.notices),
             parsed=parsed,
             db_ms=found.db_ms,
         )
@@ -67,3 +66,9 @@ class Calendars:
             )
             await uow.commit()
             return QueryResult(calendars=tuple(names), db_ms=uow.db_ms)
+
+
+def _notice(outcome: str, about: Event | TaskOut, tz: ZoneInfo) -> SyncNotice:
+    if isinstance(about, TaskOut):
+        return SyncNotice.model_validate({"outcome": outcome, "task": about})
+    return SyncNotice.model_validate({"outcome": outcome, "event": event_out(about, tz)})

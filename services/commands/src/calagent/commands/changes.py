@@ -430,15 +430,24 @@ class Changes:
         )
 
     async def _confirm_gone(self, txn: Txn, stub: Stub, change: HeldChange) -> CommandResult:
-        """The events the connected calendar no longer shows, removed here too (each with its
-        overrides); those removed meanwhile are simply not counted."""
+        """The events and tasks the connected calendar no longer shows, removed here too (each
+        event with its overrides, each task with its blocks); those removed meanwhile are simply
+        not counted."""
         uow = txn.uow
         found = await uow.events.events_by_ids(txn.user_id, list(change.gone_ids))
         overrides = [
             o for e in found if e.rrule for o in await uow.events.series_overrides(txn.user_id, e.id)
         ]
-        await uow.events.delete_events(txn.user_id, [row.id for row in (*found, *overrides)])
-        removed = len(found)
+        gone_tasks = {t.id for t in await uow.tasks.tasks_by_ids(txn.user_id, list(change.gone_ids))}
+        blocks = (
+            [b.id for b in await uow.tasks.blocks(txn.user_id) if b.task_id in gone_tasks]
+            if gone_tasks
+            else []
+        )
+        await uow.events.delete_events(txn.user_id, [*(row.id for row in (*found, *overrides)), *blocks])
+        for task_id in sorted(gone_tasks):
+            await uow.tasks.delete_task(txn.user_id, task_id)
+        removed = len(found) + len(gone_tasks)
         done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
         return CommandResult(
             status="deleted",

@@ -44,12 +44,13 @@ class Feeds:
                 return query_error("not_found", FEED_NOT_FOUND)
             user_id, tz_name = owner
             events = await uow.events.all_events(user_id)
+            parents = await uow.tasks.uids_by_id(user_id, {e.task_id for e in events if e.task_id})
         try:
             tz = zone(tz_name)
         except InvalidZoneError:
             tz = ZoneInfo("UTC")
         # What ExportIcs gives the owner, in the zone saved with the secret.
-        return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
+        return QueryResult(ics=render_ics(events, tz, self.clock.now(), parents), db_ms=uow.db_ms)
 
 
 def feed_hash(secret: str) -> str:

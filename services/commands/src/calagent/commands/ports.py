@@ -6,7 +6,7 @@ implement them, and unit tests use hand-written in-memory fakes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -223,9 +223,9 @@ class SettingsRows(Protocol):
 class SyncNotices(Protocol):
     """What the CalDAV outbox has to tell the user."""
 
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
-        """CalDAV deliveries refused or lost to the server's version, not told yet; taking them
-        marks them told."""
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event | TaskOut]]:
+        """CalDAV deliveries refused or lost to the server's version, not told yet, with the
+        event or task each was about; taking them marks them told."""
         ...
 
 
@@ -233,6 +233,12 @@ class TaskRows(Protocol):
     """The user's tasks (contract §21)."""
 
     async def list_tasks(self, user_id: str, *, open_only: bool = False) -> list[TaskOut]: ...
+
+    async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[TaskOut]: ...
+
+    async def uids_by_id(self, user_id: str, task_ids: Iterable[str]) -> dict[str, str]:
+        """The UIDs the given tasks' objects carry, by id (ours, `<id>@calagent`, until one came)."""
+        ...
 
     async def insert_task(self, user_id: str, task: TaskOut, now: datetime) -> None: ...
 
@@ -325,7 +331,7 @@ class TurnReading:
 
     stub: Stub | None
     calendars: list[str]
-    notices: list[tuple[str, Event]] = field(default_factory=list)
+    notices: list[tuple[str, Event | TaskOut]] = field(default_factory=list)
     conflicts: list[Event] = field(default_factory=list)
     db_ms: float = 0.0
 

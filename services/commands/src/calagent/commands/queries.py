@@ -130,7 +130,11 @@ class Queries:
     async def _export(self, query: ExportIcs, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:
             events = await uow.events.all_events(query.envelope.user_id)
-            return QueryResult(ics=render_ics(events, tz, self.clock.now()), db_ms=uow.db_ms)
+            # A block names its task's object by the UID that object carries (the outbox's rule).
+            parents = await uow.tasks.uids_by_id(
+                query.envelope.user_id, {e.task_id for e in events if e.task_id}
+            )
+            return QueryResult(ics=render_ics(events, tz, self.clock.now(), parents), db_ms=uow.db_ms)
 
     async def active(
         self, uow: UnitOfWork, user_id: str, tz: ZoneInfo, named: str | None = None

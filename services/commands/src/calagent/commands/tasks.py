@@ -38,6 +38,7 @@ from calagent.commands.domain.placement import (
 )
 from calagent.commands.domain.series import expand
 from calagent.commands.domain.settings import StoredSettings
+from calagent.commands.domain.task_changes import apply_patch
 from calagent.commands.domain.timeutil import at_local, local_midnight, parse_hhmm
 from calagent.commands.pending import BackgroundTxn, Pending, StubTxn
 from calagent.commands.placing import Placing
@@ -407,15 +408,4 @@ def due_instant(day: date, due_time: str | None, tz: ZoneInfo) -> datetime:
 
 
 def patched(task: TaskOut, query: SaveTask, now: datetime) -> TaskOut:
-    patch = query.patch
-    if patch is None:
-        return task
-    # Over the wire an absent field arrives as null: null leaves a field as it is.
-    changes = patch.model_dump(exclude_none=True, exclude={"done"})
-    if patch.done is True:
-        changes.update(status="done", percent=100, completed_at=now)
-    elif patch.done is False:
-        changes.update(
-            status="open", completed_at=None, percent=min(changes.get("percent", task.percent), 99)
-        )
-    return task.model_copy(update=changes)
+    return task if query.patch is None else apply_patch(task, query.patch, now)

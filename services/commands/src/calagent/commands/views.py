@@ -17,6 +17,7 @@ from calagent.commands.domain.payloads import (
     HeldPlan,
     HeldProposal,
     HeldReplan,
+    HeldTaskChange,
 )
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
@@ -124,6 +125,7 @@ def stub_out(stub: Stub, conflicts: Sequence[Event], tz: ZoneInfo) -> StubOut:
         else None,
         event_candidates=payload.candidates if isinstance(payload, HeldChange) else (),
         replan=payload.replan if isinstance(payload, HeldReplan) else None,
+        task_change=payload.change if isinstance(payload, HeldTaskChange) else None,
     )
 
 

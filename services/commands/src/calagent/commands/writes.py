@@ -45,6 +45,7 @@ from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.proposing import Proposing
 from calagent.commands.queries import Queries
+from calagent.commands.task_offers import TaskOffers
 from calagent.commands.tasks import Tasks
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
@@ -92,6 +93,7 @@ class Writes:
         self.counters = Counters(self.pending, self.changes, self.offers, self.placing, self.people)
         self.proposing = Proposing(self.pending, self.placing, Queries(store, time_port, config, clock))
         self.tasks = Tasks(store, config, clock, self.pending, self.placing)
+        self.task_offers = TaskOffers(self.tasks, self.pending)
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
@@ -239,6 +241,8 @@ class Writes:
                 return await self._replan_after(txn, await self.proposing.book(txn, stub))
             if stub.kind == "replan":
                 return await self.tasks.confirm_replan(txn, stub)
+            if stub.kind == "task_change":
+                return await self.task_offers.confirm(txn, stub)
             if self.pending.of(stub).asks_which():
                 # Which event is still the question (contract §20): nothing runs; it is asked again.
                 return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))

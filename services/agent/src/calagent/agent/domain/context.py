@@ -103,6 +103,12 @@ def describe_stub(stub: StubOut, tz: str) -> str:
         )
     if stub.replan is not None:
         parts.append(f"kind: replan (moves {len(stub.replan.moves)} task block(s) on confirm_command)")
+    if stub.task_change is not None:
+        fields = ", ".join(stub.task_change.fields)
+        parts.append(
+            f"kind: task_change (sets {fields} of task id={stub.task_change.before.id} again on "
+            "confirm_command, on top of the calendar's version)"
+        )
     return "; ".join(parts) + ". The user's message may answer it, or be a new request."
 
 

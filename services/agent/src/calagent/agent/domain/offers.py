@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from calagent.agent.domain.rule_words import describe_rule
 from calagent.contracts.commands import ChangeOut, StubOut
-from calagent.contracts.tasks import BlockMove, ReplanOut
+from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskField, TaskOut
 
 if TYPE_CHECKING:
     from calagent.agent.domain.receipts import View
@@ -213,3 +213,42 @@ def replan_offer(replan: ReplanOut, view: View) -> str:
 def replan_done(replan: ReplanOut, view: View) -> str:
     moves = replan_moves(replan, view)
     return f"已重新安排任务时间：{moves}。" if view.zh else f"Task blocks moved: {moves}."
+
+
+_TASK_FIELD_NAMES: dict[TaskField, tuple[str, str]] = {
+    "title": ("标题", "title"),
+    "duration_minutes": ("时长", "duration"),
+    "due": ("截止", "due"),
+    "priority": ("优先级", "priority"),
+    "percent": ("进度", "progress"),
+    "done": ("状态", "status"),
+}
+
+
+def _task_value(task: TaskOut, name: TaskField, view: View) -> str:
+    if name == "title":
+        return f"「{task.title}」" if view.zh else f'"{task.title}"'
+    if name == "duration_minutes":
+        return minutes_words(task.duration_minutes, view)
+    if name == "due":
+        return view.moment(task.due) if task.due else ("无" if view.zh else "none")
+    if name == "percent":
+        return f"{task.percent}%"
+    if name == "done":
+        done = task.status == "done"
+        return ("已完成" if done else "未完成") if view.zh else ("done" if done else "open")
+    return str(task.priority)
+
+
+def task_change_offer(change: TaskChangeOut, view: View) -> str:
+    """Our change to a task offered again after the calendar changed it too (contract §22): each
+    field it makes, from the calendar's value to ours, and the ask."""
+    parts = [
+        f"{_TASK_FIELD_NAMES[n][0 if view.zh else 1]} {_task_value(change.before, n, view)} → "
+        f"{_task_value(change.after, n, view)}"
+        for n in change.fields
+    ]
+    title = change.before.title
+    if view.zh:
+        return f"任务「{title}」在你的日历里也被改过。要再按我的修改改吗：{'；'.join(parts)}？回复“确认”才会修改。"
+    return f'The task "{title}" was also changed in your calendar. Make my change again: {"; ".join(parts)}? Reply "confirm" to apply it.'

@@ -25,6 +25,7 @@ from calagent.agent.domain.offers import (
     replan_done,
     replan_offer,
     series_plan,
+    task_change_offer,
     which_question,
 )
 from calagent.agent.domain.rule_words import describe_rule
@@ -32,6 +33,7 @@ from calagent.contracts.commands import CommandResult, EventOut, StubOut
 from calagent.contracts.display import Lang, format_day, format_moment, format_span
 from calagent.contracts.people import Attendee, ProposalOut
 from calagent.contracts.queries import SyncNotice
+from calagent.contracts.tasks import TaskOut
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,11 @@ def sync_notice_lines(notices: Sequence[SyncNotice], view: View) -> str:
     """What the connected calendar did not take as written since the last turn, one line each."""
     lines = []
     for notice in notices:
+        if notice.task is not None:
+            lines.append(_task_notice_line(notice.outcome, notice.task, view))
+            continue
         event = notice.event
+        assert event is not None  # a notice names an event or a task
         when = view.when(event)
         if notice.outcome == "rejected":
             lines.append(
@@ -137,6 +143,22 @@ def sync_notice_lines(notices: Sequence[SyncNotice], view: View) -> str:
                 f"({when}), and my change is waiting for your confirmation."
             )
     return "\n".join(lines)
+
+
+def _task_notice_line(outcome: str, task: TaskOut, view: View) -> str:
+    if outcome == "rejected":
+        return (
+            f"注意：任务「{task.title}」没能写入你连接的日历，日历服务器拒绝了这次修改。"
+            if view.zh
+            else f'Note: the task "{task.title}" could not be written to your connected calendar: '
+            "its server refused the change."
+        )
+    return (
+        f"注意：任务「{task.title}」在你的日历里也被改过，已保留日历里的版本；我的修改在待确认的请求里。"
+        if view.zh
+        else f'Note: the task "{task.title}" was also changed in your calendar; its version was kept, '
+        "and my change is waiting for your confirmation."
+    )
 
 
 def _undo_text(result: CommandResult, view: View) -> str:
@@ -386,10 +408,11 @@ def task_text(result: CommandResult, view: View) -> str:
         if zh and task.due
         else (f", due {view.moment(task.due)}" if task.due else "")
     )
+    made = result.status == "created"
     text = (
-        f"已添加任务「{task.title}」（{minutes_words(task.duration_minutes, view)}{due}）。"
+        f"已{'添加' if made else '修改'}任务「{task.title}」（{minutes_words(task.duration_minutes, view)}{due}）。"
         if zh
-        else f'Added task "{task.title}" ({minutes_words(task.duration_minutes, view)}{due}).'
+        else f'{"Added" if made else "Changed"} task "{task.title}" ({minutes_words(task.duration_minutes, view)}{due}).'
     )
     if result.blocks:
         spans = view.listing(view.span(b.start, b.end) for b in result.blocks)
@@ -406,6 +429,8 @@ def task_text(result: CommandResult, view: View) -> str:
 
 def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
+    if stub.kind == "task_change" and stub.task_change is not None and result.status == "held":
+        return task_change_offer(stub.task_change, view)
     if stub.kind == "replan" and stub.replan is not None:
         if result.status == "held":
             return replan_offer(stub.replan, view)

@@ -285,6 +285,8 @@ STUB_KINDS: Final[Mapping[str, str | None]] = {
     "proposal": None,
     # Code's own offer: task blocks moved off what the user's write (or a sync) landed on them.
     "replan": None,
+    # Our own change to a task, offered again after a sync conflict (its hold reason says so).
+    "task_change": None,
     "invitation": "an invitation's fields (mail)",
     "booking": "an answer to the user's proposal of times (mail)",
 }

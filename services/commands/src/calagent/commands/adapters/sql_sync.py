@@ -25,8 +25,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
+from calagent.commands.adapters.sql_tasks import SqlTasks
 from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox
 from calagent.commands.domain.model import Event
+from calagent.contracts.tasks import TaskOut
 
 # Run at the commit of every write: built once, its parameters bound per call.
 ENQUEUE_OUTBOUND = pg_insert(caldav_outbox).from_select(
@@ -58,7 +60,9 @@ def take_notices(user_id: BindParameter[str]) -> Update:
         update(caldav_outbox)
         .where(caldav_outbox.c.id.in_(pending.scalar_subquery()))
         .values(reported_at=func.clock_timestamp())
-        .returning(caldav_outbox.c.id, caldav_outbox.c.event_id, caldav_outbox.c.outcome)
+        .returning(
+            caldav_outbox.c.id, caldav_outbox.c.event_id, caldav_outbox.c.outcome, caldav_outbox.c.kind
+        )
     )
 
 
@@ -69,9 +73,10 @@ TAKE_NOTICES = take_notices(bindparam("notices_user", type_=String()))
 class SqlSync:
     """The CalDAV outbox as a unit of work sees it."""
 
-    def __init__(self, session: SqlSession, events: SqlEvents) -> None:
+    def __init__(self, session: SqlSession, events: SqlEvents, tasks: SqlTasks) -> None:
         self.session = session
         self.events = events
+        self.tasks = tasks
 
     async def queue_deliveries(
         self, touched: Mapping[str, set[str]], kind: Literal["event", "task"] = "event"
@@ -91,25 +96,32 @@ class SqlSync:
                 users.append(user_id)
         return tuple(users)
 
-    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event]]:
+    async def take_sync_notices(self, user_id: str, limit: int = 5) -> list[tuple[str, Event | TaskOut]]:
         """Deliveries refused or lost to the server's version since the last turn, each told once:
-        (outcome, the event as stored now). An event gone since is not worth a line."""
+        (outcome, the event or task as stored now). One gone since is not worth a line."""
         claimed = await self.session.run(TAKE_NOTICES, {"notices_user": user_id, "notices_limit": limit})
-        return await self.notices_of(user_id, [(row.outcome, row.event_id) for row in claimed])
+        return await self.notices_of(user_id, [(row.outcome, row.event_id, row.kind) for row in claimed])
 
-    async def notices_of(self, user_id: str, taken: Sequence[tuple[str, str]]) -> list[tuple[str, Event]]:
-        """The notices taken (outcome, event id, in the order taken) with their events as stored
-        now, each event once."""
+    async def notices_of(
+        self, user_id: str, taken: Sequence[tuple[str, str, str]]
+    ) -> list[tuple[str, Event | TaskOut]]:
+        """The notices taken (outcome, resource id, outbox kind — an event's or a task's — in the
+        order taken) with their events or tasks as stored now, each once."""
         if not taken:
             return []
-        by_id = {
-            e.id: e for e in await self.events.events_by_ids(user_id, [event_id for _, event_id in taken])
-        }
-        seen: set[str] = set()
-        notices = []
-        for outcome, event_id in taken:
-            event = by_id.get(event_id)
-            if event is not None and event_id not in seen:
-                seen.add(event_id)
-                notices.append((str(outcome), event))
+        event_ids = [resource_id for _, resource_id, kind in taken if kind != "task"]
+        task_ids = [resource_id for _, resource_id, kind in taken if kind == "task"]
+        by_id: dict[tuple[str, str], Event | TaskOut] = {}
+        if event_ids:
+            by_id.update({("event", e.id): e for e in await self.events.events_by_ids(user_id, event_ids)})
+        if task_ids:
+            by_id.update({("task", t.id): t for t in await self.tasks.tasks_by_ids(user_id, task_ids)})
+        seen: set[tuple[str, str]] = set()
+        notices: list[tuple[str, Event | TaskOut]] = []
+        for outcome, resource_id, kind in taken:
+            key = ("task" if kind == "task" else "event", resource_id)
+            found = by_id.get(key)
+            if found is not None and key not in seen:
+                seen.add(key)
+                notices.append((str(outcome), found))
         return notices

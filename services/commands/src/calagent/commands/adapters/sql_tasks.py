@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Select, delete, select, update
 
 from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import events, tasks
-from calagent.commands.domain.model import Event
+from calagent.commands.domain.model import Event, local_uid
 from calagent.contracts.tasks import TaskOut
 
 FIELDS = (
@@ -29,6 +29,15 @@ FIELDS = (
     "percent",
     "completed_at",
 )
+
+
+def task_uids_query(user_id: str, task_ids: Iterable[str]) -> Select[tuple[str, str | None]]:
+    return select(tasks.c.id, tasks.c.uid).where(tasks.c.user_id == user_id, tasks.c.id.in_(sorted(task_ids)))
+
+
+def uid_of_task(task_id: str, uid: str | None) -> str:
+    """The UID a task's object carries: the one it came with, else ours (until delivered too)."""
+    return uid or local_uid(task_id)
 
 
 def _out(row: Any) -> TaskOut:
@@ -49,6 +58,22 @@ class SqlTasks:
             query = query.where(tasks.c.status == "open")
         found = await self.session.run(query.order_by(tasks.c.due.asc().nulls_last(), tasks.c.created_at))
         return [_out(row) for row in found]
+
+    async def tasks_by_ids(self, user_id: str, task_ids: Sequence[str]) -> list[TaskOut]:
+        if not task_ids:
+            return []
+        found = await self.session.run(
+            select(tasks).where(tasks.c.user_id == user_id, tasks.c.id.in_(sorted(set(task_ids))))
+        )
+        return [_out(row) for row in found]
+
+    async def uids_by_id(self, user_id: str, task_ids: Iterable[str]) -> dict[str, str]:
+        """The UIDs the given tasks' objects carry, by id (the parents their blocks name)."""
+        wanted = set(task_ids)
+        if not wanted:
+            return {}
+        found = await self.session.run(task_uids_query(user_id, wanted))
+        return {r.id: uid_of_task(r.id, r.uid) for r in found}
 
     async def insert_task(self, user_id: str, task: TaskOut, now: datetime) -> None:
         values = task.model_dump(include=set(FIELDS))

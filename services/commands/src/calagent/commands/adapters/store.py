@@ -99,7 +99,7 @@ STORE_LOGGED_RESULT = (
 def _turn_context() -> Select[Any]:
     """The active stub (locked while the statement runs, as a write would lock it), the calendars
     (made under the default names when the user has none) in their order, and the sync notices,
-    marked told: one row, the stub's columns (all NULL without one) and three arrays."""
+    marked told: one row, the stub's columns (all NULL without one) and four arrays."""
     # Not `user_id`: the notices' UPDATE would take it as a value to set.
     user_id = bindparam("context_user", type_=String)
     stub = active_stub_of(user_id).cte("stub")
@@ -122,12 +122,14 @@ def _turn_context() -> Select[Any]:
     ).scalar_subquery()
     outcomes = select(func.array_agg(aggregate_order_by(told.c.outcome, told.c.id))).scalar_subquery()
     told_events = select(func.array_agg(aggregate_order_by(told.c.event_id, told.c.id))).scalar_subquery()
+    told_kinds = select(func.array_agg(aggregate_order_by(told.c.kind, told.c.id))).scalar_subquery()
     one = select(literal_column("1").label("one")).subquery("one")
     return select(
         stub,
         names.label("calendar_names"),
         outcomes.label("notice_outcomes"),
         told_events.label("notice_events"),
+        told_kinds.label("notice_kinds"),
     ).select_from(one.outerjoin(stub, true()))
 
 
@@ -156,8 +158,8 @@ class SqlUnitOfWork:
         self.stubs = SqlStubs(self._session)
         self.people = SqlPeople(self._session, self.effects)
         self.settings = SqlSettings(self._session)
-        self.sync = SqlSync(self._session, self.events)
         self.tasks = SqlTasks(self._session, self.effects)
+        self.sync = SqlSync(self._session, self.events, self.tasks)
         # Until a claim says otherwise, the user may have open tasks.
         self._open_tasks = True
 
@@ -223,7 +225,9 @@ class SqlUnitOfWork:
             # Another first turn of the user's made them meanwhile: not in this statement's
             # snapshot, read as committed.
             names = await self.settings.calendars(user_id, defaults)
-        taken = list(zip(row.notice_outcomes or (), row.notice_events or (), strict=True))
+        taken = list(
+            zip(row.notice_outcomes or (), row.notice_events or (), row.notice_kinds or (), strict=True)
+        )
         return TurnReading(
             stub=stub,
             calendars=names,

@@ -136,7 +136,7 @@ stubs = Table(
         name="ck_stubs_status",
     ),
     CheckConstraint(
-        "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking', 'replan')",
+        "kind IN ('create', 'change', 'plan', 'invitation', 'proposal', 'booking', 'replan', 'task_change')",
         name="ck_stubs_kind",
     ),
     # At most one active stub per user, enforced by the database as well as by the code.

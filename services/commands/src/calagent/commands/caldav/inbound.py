@@ -301,17 +301,17 @@ class InboundSync:
             listing = _Listing(account, place, found, stats, listed_at)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
             gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
-            # Tasks follow their server (a task deleted in its app is gone here too); the guard
-            # against a calendar that looks emptied, and its offer, are about events.
-            tasks_here = await task_ids(conn, account.user_id, {r.event_id for r in known.values()})
-            gone_tasks = [g for g in gone if g in tasks_here]
-            gone = [g for g in gone if g not in tasks_here]
-            plan.removed.extend(gone_tasks)
-            stats.deleted += len(gone_tasks)
-            here = sum(
-                1 for r in known.values() if r.calendar_url == place.url and r.event_id not in tasks_here
+            # Events and tasks alike: a task deleted in its app is gone here too, and a calendar
+            # that looks emptied of its events, or of its tasks, is not copied (each counted
+            # apart: a calendar's tasks are few beside its events and their blocks).
+            on_place = {r.event_id for r in known.values() if r.calendar_url == place.url}
+            tasks_here = await task_ids(conn, account.user_id, on_place)
+            gone_tasks = sum(1 for g in gone if g in tasks_here)
+            here = len(on_place)
+            emptied = looks_emptied(len(gone) - gone_tasks, here - len(tasks_here)) or looks_emptied(
+                gone_tasks, len(tasks_here)
             )
-            if gone and (withheld or looks_emptied(len(gone), here)):
+            if gone and (withheld or emptied):
                 # A glitch is not copied: nothing is deleted, the user is asked (withheld.py).
                 shows = here - len(gone) - len(withheld)
                 await self.holds.withhold(conn, uow, account, place, gone, had=here, shows=shows)

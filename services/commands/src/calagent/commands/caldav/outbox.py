@@ -23,10 +23,11 @@ import asyncio
 import logging
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from opentelemetry import propagate, trace
-from sqlalchemy import func, select, text, update
+from sqlalchemy import ColumnElement, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.store import SqlUnitOfWork, from_server
@@ -38,13 +39,13 @@ from calagent.commands.caldav.todos import TaskDeliverer, still_blocks, task_uid
 from calagent.commands.caldav.withheld import Holds
 from calagent.commands.domain.changes import asked_between, change_onto, row_values
 from calagent.commands.domain.model import Event, local_uid
-from calagent.commands.domain.payloads import ChangeAfter, HeldChange
+from calagent.commands.domain.payloads import ChangeAfter, HeldChange, HeldTaskChange
 from calagent.commands.domain.pending import Ask
 from calagent.commands.ical.parse import UnreadableObject, fingerprint, parse_resource
 from calagent.commands.ical.render import render_resource
 from calagent.commands.pending import BackgroundTxn, Pending
 from calagent.commands.views import event_out
-from calagent.contracts.commands import ChangeOut
+from calagent.contracts.commands import ChangeOut, StubKind
 from calagent.runtime.clock import Clock
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -232,7 +233,19 @@ class Deliverer:
     async def _deliver_task(self, conn: AsyncConnection, user_id: str, task_id: str) -> Outcome:
         """A task's VTODO (caldav/todos.py): the same rows, locks, bounds and outcomes."""
         sent = await self.tasks.deliver(conn, user_id, task_id)
+        if sent.offer is not None:
+            await self._offer_task(conn, user_id, sent.offer)
         return Outcome(sent.kind, sent.error, sent.refused, sent.account_id)
+
+    async def _offer_task(self, conn: AsyncConnection, user_id: str, offer: HeldTaskChange) -> None:
+        """A held task change stub: our change to the task, on the server's version. Nothing
+        changes until the user confirms it."""
+        uow = from_server(conn)
+        await uow.lock_user(user_id)
+        task = offer.change.after
+        ask = Ask(title=task.title, hold_reason="sync_conflict", payload=offer)
+        earlier = await _offers_about(conn, user_id, stubs.c.change[("change", "before", "id")], task.id)
+        await self._from_outside(uow, user_id, self.tasks.tz, ask, "task_change", earlier)
 
     async def _deliver(self, conn: AsyncConnection, user_id: str, event_id: str) -> Outcome:
         resource = await rows.resource_by_event(conn, event_id)
@@ -526,7 +539,6 @@ class Deliverer:
         """A held change stub: the assistant's update (`after`: only what it changed, on the
         server's version) or delete (None) of the event as the server has it now. Nothing
         changes until the user confirms it."""
-        now = self.clock.now()
         tz = ZoneInfo(kept.tz) if kept.tz else ZoneInfo("UTC")
         before = event_out(kept, tz)
         mine = None if after is None else kept.evolve(**row_values(kept, after))
@@ -552,15 +564,21 @@ class Deliverer:
                 after=after,
             ),
         )
-        txn = BackgroundTxn(uow, now, kept.user_id, tz)
+        earlier = await _offers_about(conn, kept.user_id, stubs.c.change["row_id"], kept.id)
+        await self._from_outside(uow, kept.user_id, tz, ask, "change", earlier)
+
+    async def _from_outside(
+        self, uow: SqlUnitOfWork, user_id: str, tz: ZoneInfo, ask: Ask, kind: StubKind, earlier: list[str]
+    ) -> None:
+        txn = BackgroundTxn(uow, self.clock.now(), user_id, tz)
         pending = Pending(self.stub_ttl)
-        # One offer per event: an earlier conflict offer about it (the server changed it again
-        # since) gives way to this one, made from the version the server holds now.
-        for earlier in await _offers_about(conn, kept.user_id, kept.id):
-            stub = await uow.stubs.get_stub(kept.user_id, earlier)
+        # One offer per event or task: an earlier conflict offer about it (the server changed it
+        # again since) gives way to this one, made from the version the server holds now.
+        for stub_id in earlier:
+            stub = await uow.stubs.get_stub(user_id, stub_id)
             if stub is not None and stub.active:
-                await pending.store(txn, pending.of(stub).supersede(now))
-        await pending.from_outside(txn, ask, "change")
+                await pending.store(txn, pending.of(stub).supersede(txn.now))
+        await pending.from_outside(txn, ask, kind)
 
 
 async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
@@ -586,14 +604,17 @@ async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
         )
 
 
-async def _offers_about(conn: AsyncConnection, user_id: str, event_id: str) -> list[str]:
-    """The user's open sync-conflict offers about one event (not those naming several)."""
+async def _offers_about(
+    conn: AsyncConnection, user_id: str, about: ColumnElement[Any], resource_id: str
+) -> list[str]:
+    """The user's open sync-conflict offers about one event or task (`about`: where the payload
+    names it), not those naming several."""
     found = await conn.execute(
         select(stubs.c.id).where(
             stubs.c.user_id == user_id,
             stubs.c.hold_reason == "sync_conflict",
             stubs.c.status == "held",
-            stubs.c.change["row_id"].astext == event_id,
+            about.astext == resource_id,
             stubs.c.change["gone_ids"].is_(None),
         )
     )

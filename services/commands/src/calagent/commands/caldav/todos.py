@@ -9,7 +9,9 @@ the kept one patched (ical/todo.py), so another app's task keeps what we do not 
 
 A 412 is settled as for an event: the server's version is fetched; one that already says what we
 sent is our own earlier PUT (delivered); otherwise the server's version wins and is stored — the
-task as the server has it now, the outcome `conflict` told at the next turn.
+task as the server has it now, the outcome `conflict` told at the next turn — and the fields our
+change made (ours against the object we edited from) are handed back as an offer (`Sent.offer`),
+which the outbox holds for the user's word like an event's.
 
 In: a VTODO read by the inbound sync from a calendar the user owns becomes a task here, or updates
 the task whose object it is (`take_in`), keeping the object and its UID; one gone from the server
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -29,15 +31,17 @@ from sqlalchemy import Row, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from calagent.commands.adapters.sql_tasks import FIELDS
+from calagent.commands.adapters.sql_tasks import FIELDS, task_uids_query, uid_of_task
 from calagent.commands.adapters.tables import caldav_resources, tasks
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.domain.payloads import HeldTaskChange
+from calagent.commands.domain.task_changes import offered_change, patch_between
 from calagent.commands.ical.parse import UnreadableObject
 from calagent.commands.ical.todo import ReadTodo, parse_todo, todo_body, todo_fingerprint
-from calagent.contracts.tasks import TaskOut
+from calagent.contracts.tasks import TaskOut, TaskPatch
 from calagent.runtime.clock import Clock
 
 
@@ -49,6 +53,8 @@ class Sent:
     error: str | None = None
     refused: bool = True  # a retry the server answered (see outbox.Outcome)
     account_id: str | None = None
+    # A conflict's offer: our change made again on the server's version once the user confirms.
+    offer: HeldTaskChange | None = None
 
 
 @dataclass(frozen=True)
@@ -103,10 +109,8 @@ async def task_uids_by_id(conn: AsyncConnection, user_id: str, task_ids: set[str
     """The UIDs the given tasks' objects carry (or will: `<id>@calagent` until delivered), by id."""
     if not task_ids:
         return {}
-    found = await conn.execute(
-        select(tasks.c.id, tasks.c.uid).where(tasks.c.user_id == user_id, tasks.c.id.in_(task_ids))
-    )
-    return {r.id: r.uid or local_uid(r.id) for r in found}
+    found = await conn.execute(task_uids_query(user_id, task_ids))
+    return {r.id: uid_of_task(r.id, r.uid) for r in found}
 
 
 async def task_ids(conn: AsyncConnection, user_id: str, ids: set[str]) -> set[str]:
@@ -164,7 +168,7 @@ class TaskDeliverer:
         if account is None or resource is None or account.user_id != user_id:
             return Sent("dropped", "no connected account")
         sent = await self._send(conn, account, resource, kept)
-        return Sent(sent.kind, sent.error, sent.refused, account.id)
+        return replace(sent, account_id=account.id)
 
     async def _send(
         self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource, kept: KeptTask | None
@@ -207,7 +211,8 @@ class TaskDeliverer:
     async def _conflict(
         self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource, kept: KeptTask | None
     ) -> Sent:
-        """Both sides changed the task: the server's version wins and is stored."""
+        """Both sides changed the task: the server's version wins and is stored; our change is
+        offered again (`Sent.offer`)."""
         user_id, task_id = resource.user_id, resource.event_id
         server = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
         if server is None:
@@ -225,4 +230,16 @@ class TaskDeliverer:
             await _keep_object(conn, user_id, task_id, resource.uid, server.body)
             return Sent("delivered")
         await keep_task(conn, user_id, theirs.task, resource.uid, server.body, self.clock.now())
-        return Sent("conflict", "changed on the server since the last sync")
+        offer = self._offer(kept, theirs.task) if kept is not None else None
+        return Sent("conflict", "changed on the server since the last sync", offer=offer)
+
+    def _offer(self, kept: KeptTask, theirs: TaskOut) -> HeldTaskChange | None:
+        """Our change as an offer on the server's version: what it changed of the object it was
+        edited from (the kept one), field by field, never the whole of our task."""
+        base = read_task(kept.ical, theirs.id, self.tz) if kept.ical else None
+        patch = patch_between(base.task if base is not None else None, kept.task, theirs)
+        change = offered_change(theirs, patch, self.clock.now())
+        if change is None:
+            return None
+        asked = TaskPatch.model_validate({name: getattr(patch, name) for name in change.fields})
+        return HeldTaskChange(change=change, patch=asked)

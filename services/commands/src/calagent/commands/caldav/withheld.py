@@ -1,8 +1,8 @@
-"""Events a connected calendar stopped showing that are not removed here until the user says so
-(contract §22).
+"""Events (and tasks) a connected calendar stopped showing that are not removed here until the
+user says so (contract §22).
 
-Two ways lead here. A calendar that held events returns none, or loses more than half of them in
-one sync (`looks_emptied`): a glitching server must not empty the user's calendar in the assistant
+Two ways lead here. A calendar that held events (or tasks, counted apart) returns none, or loses
+more than half of them in one sync (`looks_emptied`): a glitching server must not empty the user's calendar in the assistant
 and everything that reads it. And a write of ours finds its object gone (404 on the update, or a
 412 whose object is gone): the user's change is not dropped without a word. Either way the events
 stay here, the calendar row keeps their ids (`caldav_calendars.withheld`), and one held offer from
@@ -24,18 +24,25 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import null, select, update
+from sqlalchemy import Table, null, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from calagent.commands.adapters.store import SqlUnitOfWork
-from calagent.commands.adapters.tables import caldav_calendars, caldav_outbox, caldav_resources, events
+from calagent.commands.adapters.tables import (
+    caldav_calendars,
+    caldav_outbox,
+    caldav_resources,
+    events,
+    tasks,
+)
 from calagent.commands.caldav import rows
-from calagent.commands.domain.model import Stub
+from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldChange
 from calagent.commands.domain.pending import Ask
 from calagent.commands.pending import BackgroundTxn, Pending
 from calagent.commands.views import event_out
 from calagent.contracts.commands import ChangeOut
+from calagent.contracts.tasks import TaskOut
 from calagent.runtime.clock import Clock
 
 # The starts a removal offer lists (the count says how many in all).
@@ -157,12 +164,7 @@ class Holds:
                 await self._send_again(conn, account.user_id, current.ids)
             await self._store(conn, account.id, place.url, None)
             return set()
-        present = {
-            r.id
-            for r in await conn.execute(
-                select(events.c.id).where(events.c.user_id == account.user_id, events.c.id.in_(current.ids))
-            )
-        }
+        present = await _present(conn, account.user_id, current.ids)
         # Shown again after all (a glitch, or a 404 the server took back): no longer withheld, and
         # a change of ours it never took goes out now.
         back = [i for i in current.unsent if i in present and i in shown_again]
@@ -199,15 +201,18 @@ class Holds:
         held: Withheld,
         old: Stub | None,
     ) -> None:
-        """The one offer naming every withheld event of the calendar, in place of `old`."""
+        """The one offer naming every withheld event and task of the calendar, in place of `old`."""
         found = sorted(await uow.events.events_by_ids(account.user_id, list(held.ids)), key=lambda e: e.start)
-        if not found:
+        found_tasks = await uow.tasks.tasks_by_ids(account.user_id, list(held.ids))
+        if not found and not found_tasks:
             await self._store(conn, account.id, place.url, None)
             return
-        # The latest one shows on the card: an offer set aside waits until its event starts.
-        last = found[-1]
+        # The latest event shows on the card: an offer set aside waits until its event starts. A
+        # calendar that lost only tasks shows its first task at its due (or now, without one).
+        last = found[-1] if found else _as_shown(found_tasks[0], account.user_id, place.name, self.clock)
         tz = ZoneInfo(last.tz) if last.tz else ZoneInfo("UTC")
         txn = self._txn(uow, account.user_id, tz)
+        gone_ids = (*(e.id for e in found), *(t.id for t in found_tasks))
         if old is not None and old.active:
             await self.pending.store(txn, self.pending.of(old).supersede(txn.now))
         view = ChangeOut(
@@ -215,10 +220,10 @@ class Holds:
             scope="this",
             before=event_out(last, tz),
             removed_starts=tuple(e.start for e in found[:SHOWN_STARTS]),
-            removed_count=len(found),
+            removed_count=len(gone_ids),
         )
         ask = Ask(
-            title=_title(account, place, held, last.title),
+            title=_title(account, place, held, last.title, "events and tasks" if found_tasks else "events"),
             hold_reason="sync_conflict",
             payload=HeldChange(
                 view=view,
@@ -228,34 +233,56 @@ class Holds:
                 master_id=None,
                 occurrence_start=None,
                 after=None,
-                gone_ids=tuple(e.id for e in found),
+                gone_ids=gone_ids,
             ),
         )
         stub = await self.pending.from_outside(txn, ask, "change")
-        await self._store(conn, account.id, place.url, held.only([e.id for e in found], stub.id))
+        await self._store(conn, account.id, place.url, held.only(gone_ids, stub.id))
 
     async def _send_again(self, conn: AsyncConnection, user_id: str, ids: Sequence[str]) -> None:
-        """The user keeps them: each is written to the server again as a new object (If-None-Match,
-        so one the server still has is recognised by its content, never doubled)."""
-        kept = [
-            r.id
-            for r in await conn.execute(
-                select(events.c.id).where(events.c.user_id == user_id, events.c.id.in_(list(ids)))
-            )
-        ]
+        """The user keeps them: each event or task is written to the server again as a new object
+        (If-None-Match, so one the server still has is recognised by its content, never doubled)."""
+        kept_events = set(await _ids_in(conn, events, user_id, ids))
+        kept_tasks = set(await _ids_in(conn, tasks, user_id, ids))
+        kept = sorted(kept_events | kept_tasks)
         if not kept:
             return
         await conn.execute(
             update(caldav_resources).where(caldav_resources.c.event_id.in_(kept)).values(etag=None)
         )
-        await conn.execute(caldav_outbox.insert(), [{"user_id": user_id, "event_id": i} for i in kept])
+        await conn.execute(
+            caldav_outbox.insert(),
+            [
+                {"user_id": user_id, "event_id": i, "kind": "task" if i in kept_tasks else "event"}
+                for i in kept
+            ],
+        )
 
 
-def _title(account: rows.Account, place: rows.Place, held: Withheld, single: str) -> str:
-    """What the offer is called: the calendar and its count when a calendar lost events at once
-    (a shared calendar by no name: its name is its owner's words), else the one event's title."""
+async def _ids_in(conn: AsyncConnection, table: Table, user_id: str, ids: Sequence[str]) -> list[str]:
+    """Which of `ids` are rows of the user's in `table` (events or tasks) still."""
+    found = await conn.execute(
+        select(table.c.id).where(table.c.user_id == user_id, table.c.id.in_(list(ids)))
+    )
+    return [r.id for r in found]
+
+
+async def _present(conn: AsyncConnection, user_id: str, ids: Sequence[str]) -> set[str]:
+    return {*await _ids_in(conn, events, user_id, ids), *await _ids_in(conn, tasks, user_id, ids)}
+
+
+def _as_shown(task: TaskOut, user_id: str, calendar: str, clock: Clock) -> Event:
+    """A task on the offer's card, which shows an event: at its due (or now), its own title."""
+    at = task.due or clock.now()
+    return Event(id=task.id, user_id=user_id, title=task.title, start=at, end=at, calendar=calendar)
+
+
+def _title(account: rows.Account, place: rows.Place, held: Withheld, single: str, what: str) -> str:
+    """What the offer is called: the calendar and its count when a calendar lost events (or
+    tasks: `what`) at once (a shared calendar by no name: its name is its owner's words), else
+    the one event's title."""
     if held.had is None:
         return single
     host = urlsplit(account.login.url).hostname or "the server"
     calendar = f"your calendar {place.name}" if place.owned else "a calendar shared with you"
-    return f"{calendar} on {host} now shows {held.shows} of {held.had} events: remove them here too?"[:200]
+    return f"{calendar} on {host} now shows {held.shows} of {held.had} {what}: remove them here too?"[:200]

@@ -2,9 +2,10 @@
 
 A `create` stub keeps its request in its own columns (title, slots, candidates); the other kinds
 keep a payload: a `change` the event before and after and where the change lands, a `plan` the
-plan offered, an `invitation` the iMIP message received. The payload is parsed once when a stub is
-read and dumped once when it is written (`payload_of`, `payload_json`), so every step works on
-attributes and a misspelt or mistyped key is refused at the storage boundary.
+plan offered, an `invitation` the iMIP message received, a `task_change` our change to a task
+offered again. The payload is parsed once when a stub is read and dumped once when it is written
+(`payload_of`, `payload_json`), so every step works on attributes and a misspelt or mistyped key
+is refused at the storage boundary.
 
 Stored payloads keep their keys: a key a row was written without (one added to the payload since)
 stays absent on the way back, so an old row reads as it always did and is written back as it was.
@@ -36,7 +37,7 @@ from calagent.contracts.commands import (
     StubKind,
 )
 from calagent.contracts.people import Attendee, CounterOut, InvitationOut, ProposalOut, ProposedSlot
-from calagent.contracts.tasks import ReplanOut
+from calagent.contracts.tasks import ReplanOut, TaskChangeOut, TaskPatch
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -211,7 +212,21 @@ class HeldReplan(StoredPayload):
     replan: ReplanOut
 
 
-PendingChange = HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking | HeldReplan
+class HeldTaskChange(StoredPayload):
+    """Our change to a task the connected calendar changed too (kind `task_change`, contract
+    §22): as shown, and the patch confirming applies to the task as it is then."""
+
+    change: TaskChangeOut
+    patch: TaskPatch
+
+    @property
+    def task_id(self) -> str:
+        return self.change.before.id
+
+
+PendingChange = (
+    HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking | HeldReplan | HeldTaskChange
+)
 
 _KINDS: Mapping[str, type[PendingChange]] = {
     "change": HeldChange,
@@ -220,6 +235,7 @@ _KINDS: Mapping[str, type[PendingChange]] = {
     "proposal": HeldProposal,
     "booking": HeldBooking,
     "replan": HeldReplan,
+    "task_change": HeldTaskChange,
 }
 
 

@@ -18,6 +18,7 @@ import {
 import { attendeesList } from "./details.js";
 import { el, say, t } from "./i18n.js";
 import { $, OFFER_STATUSES, state } from "./state.js";
+import { taskChangeView } from "./tasks.js";
 
 // ---- the pending command -----------------------------------------------------------------------
 
@@ -420,6 +421,7 @@ function fillCard(card, command, prefix) {
   if (command.proposal) card.append(proposalView(command.proposal));
   if (command.counter) card.append(counterView(command.counter));
   if (command.replan) card.append(replanView(command.replan));
+  if (command.task_change) card.append(taskChangeView(command.task_change));
 
   const candidates = command.candidates ?? [];
   if (events.length) {

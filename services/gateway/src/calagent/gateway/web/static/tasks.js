@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { loadWeek, renderWeek } from "./calendar.js";
-import { el, say } from "./i18n.js";
+import { el, say, t } from "./i18n.js";
 import { $, state } from "./state.js";
 
 // A due as the user reads it: on their wall clock (the API gives an instant).
@@ -78,3 +78,40 @@ export function taskTitle(taskId) {
   return state.tasks?.find((task) => task.id === taskId)?.title ?? null;
 }
 
+// Our change to a task offered again after the calendar changed the task too (contract §22): each
+// field it makes, the calendar's value → ours; nothing changes until the card is confirmed.
+const TASK_FIELD_KEYS = {
+  title: "card.task_change.title",
+  duration_minutes: "card.task_change.duration_minutes",
+  due: "card.task_change.due",
+  priority: "card.task_change.priority",
+  percent: "card.task_change.percent",
+  done: "card.task_change.done",
+};
+
+function taskValue(task, field) {
+  if (field === "due") return task.due ? dueText(task.due) : "–";
+  if (field === "done") return t(task.status === "done" ? "card.task_change.is_done" : "card.task_change.is_open");
+  if (field === "percent") return `${task.percent}%`;
+  return String(task[field]);
+}
+
+export function taskChangeView(change) {
+  const box = el("div", { cls: "task-change" });
+  box.append(say(el("h3"), "card.task_change"));
+  const list = el("ul", { cls: "move-list" });
+  for (const field of change.fields) {
+    const item = el("li");
+    item.dataset.field = field;
+    item.append(
+      say(el("strong"), TASK_FIELD_KEYS[field]),
+      " ",
+      el("span", { cls: "before", text: taskValue(change.before, field) }),
+      el("span", { cls: "arrow", text: " → ", attrs: { "aria-hidden": "true" } }),
+      el("span", { cls: "after", text: taskValue(change.after, field) }),
+    );
+    list.append(item);
+  }
+  box.append(list);
+  return box;
+}

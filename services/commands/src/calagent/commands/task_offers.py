@@ -1,0 +1,38 @@
+"""Our change to a task offered again after the connected calendar changed the task too (a held
+stub of kind `task_change`, contract §22): confirming it applies the fields our change made to
+the task as it is now — the server's version — on the path `PATCH /v1/tasks/{id}` takes (placed
+afresh, and delivered again through the outbox)."""
+
+from __future__ import annotations
+
+from calagent.commands.domain.model import Stub
+from calagent.commands.domain.payloads import HeldTaskChange
+from calagent.commands.domain.task_changes import apply_patch
+from calagent.commands.pending import Pending
+from calagent.commands.tasks import NOT_FOUND, Tasks
+from calagent.commands.txn import Txn, error_result
+from calagent.commands.views import stub_out
+from calagent.contracts.commands import CommandResult
+
+
+class TaskOffers:
+    def __init__(self, tasks: Tasks, pending: Pending) -> None:
+        self.tasks = tasks
+        self.pending = pending
+
+    async def confirm(self, txn: Txn, stub: Stub) -> CommandResult:
+        payload = stub.payload
+        assert isinstance(payload, HeldTaskChange)
+        uow = txn.uow
+        found = await uow.tasks.tasks_by_ids(txn.user_id, [payload.task_id])
+        if not found:
+            return error_result("not_found", NOT_FOUND)
+        current = found[0]
+        task = apply_patch(current, payload.patch, txn.now)
+        await uow.tasks.update_task(txn.user_id, task, txn.now)
+        await self.tasks.settle(
+            uow, txn.user_id, task, txn.tz, txn.now, turn_id=txn.envelope.turn_id, lang=txn.envelope.lang
+        )
+        done = await self.pending.store(txn, self.pending.of(stub).finish("updated", txn.now))
+        result = await self.tasks.task_result(txn, task, "updated")
+        return result.model_copy(update={"stub": stub_out(done, (), txn.tz)})
