@@ -388,6 +388,10 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
         )
         assert more.status_code == 201, more.text
     await outbox_drained(db, user)
+    # Its block is on the server beside it.
+    assert await scalar(db, "select count(*) from commands.events where task_id = :t", t=task_id) == 1
+    block_id = await scalar(db, "select id from commands.events where task_id = :t", t=task_id)
+    block_href = await sent_to_server(db, str(block_id))
     with remote.client() as client:
         assert client.delete(href).status in (200, 204)
 
@@ -398,6 +402,11 @@ async def test_a_task_changed_on_both_sides_keeps_the_servers_version_and_one_de
     assert (
         await scalar(db, "select count(*) from commands.caldav_resources where event_id = :t", t=task_id) == 0
     )
+    # Its blocks went with it, here and on the server: no time kept for a task that is gone.
+    assert await scalar(db, "select count(*) from commands.events where task_id = :t", t=task_id) == 0
+    await outbox_drained(db, user)
+    with remote.client() as client:
+        assert client.request(block_href, "GET", "", {}).status == 404
 
 
 async def test_our_task_change_lost_to_the_servers_version_is_offered_again_and_lands_on_top_of_it(

@@ -26,7 +26,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from calagent.commands.adapters.sql_events import event_insert_values
-from calagent.commands.adapters.store import from_server
+from calagent.commands.adapters.store import SqlUnitOfWork, from_server
 from calagent.commands.adapters.tables import (
     caldav_accounts,
     caldav_calendars,
@@ -320,10 +320,22 @@ class InboundSync:
                 plan.removed.extend(gone)
                 stats.deleted += len(gone)
             await _write(conn, account, place.url, found.token, plan)
-            # Removed events free room too: the blocks' TRANSP is decided again (contract §21).
-            if (plan.fresh or plan.removed) and self.after_sync is not None:
-                await self.after_sync(uow, account.user_id, plan.fresh)
+            await self._follow(uow, account.user_id, plan, tasks_here)
             await conn.commit()
+
+    async def _follow(self, uow: SqlUnitOfWork, user_id: str, plan: _Plan, tasks_here: set[str]) -> None:
+        """What the server's changes lead to here, which are our writes and go to the server like
+        any: a task gone there takes its blocks with it, and the blocks' TRANSP is decided again
+        (removed events free room too; contract §21)."""
+        before = {user: set(ids) for user, ids in uow.effects.touched.items()}
+        removed_tasks = {g for g in plan.removed if g in tasks_here}
+        if removed_tasks:
+            orphans = [b.id for b in await uow.tasks.blocks(user_id) if b.task_id in removed_tasks]
+            await uow.events.delete_events(user_id, orphans)
+        if (plan.fresh or plan.removed) and self.after_sync is not None:
+            await self.after_sync(uow, user_id, plan.fresh)
+        ours = {user: ids - before.get(user, set()) for user, ids in uow.effects.touched.items()}
+        await uow.sync.queue_deliveries({user: ids for user, ids in ours.items() if ids})
 
     def _take_changed(self, listing: _Listing, before: _Known, plan: _Plan) -> set[str]:
         """The listed objects that are new or changed, planned as rows; the hrefs listed."""
