@@ -250,7 +250,10 @@ async def measure(system: System, args: Any) -> dict[str, Any]:
         results["merge"] = await measure_merges(client, system, max(10, args.n // 2))
         results["throughput"] = await measure_throughput(client, system, args.clients, args.seconds)
         system.set_script(bench_script(args.slow_ms))
-        results["in_flight"] = await measure_in_flight(client, system, args.in_flight, args.slow_ms)
+        # Its own connections: hundreds left idle in the shared pool are closed by the server's
+        # keep-alive timeout under the next phase's requests (a ReadError on reuse).
+        async with httpx.AsyncClient(base_url=system.url, timeout=120, limits=limits) as burst:
+            results["in_flight"] = await measure_in_flight(burst, system, args.in_flight, args.slow_ms)
         system.set_script(bench_script(args.compare_ms))
         results["versus_pydantic_ai"] = await measure_versus_pydantic_ai(
             client, system, args.compare_n, args.compare_ms, results["cpu_ms_per_turn_total"]
