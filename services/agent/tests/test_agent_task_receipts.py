@@ -14,32 +14,17 @@ from calagent.agent.domain.receipts import View, command_receipt, sync_notice_li
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
 from calagent.contracts.queries import QueryResult, SyncNotice
 from calagent.contracts.tasks import BlockMove, ReplanOut, TaskOut
+from calagent.devtools.testing.tasks import task_out
 
 pytestmark = pytest.mark.unit
 
 ZH = View("Asia/Shanghai", "zh", date(2026, 9, 24))
 EN = View("Asia/Shanghai", "en", date(2026, 9, 24))
 TEN = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
-DUE = datetime.fromisoformat("2026-09-25T18:00:00+08:00")
 
 
 def task(**fields: object) -> TaskOut:
-    values: dict[str, object] = {
-        "id": "t1",
-        "title": "季度报告",
-        "duration_minutes": 240,
-        "due": DUE,
-        "earliest": None,
-        "priority": 3,
-        "chunk_minutes": 30,
-        "max_chunk_minutes": 120,
-        "hours": "work",
-        "status": "open",
-        "percent": 0,
-        "completed_at": None,
-    }
-    values.update(fields)
-    return TaskOut.model_validate(values)
+    return task_out(**fields)
 
 
 def block(start: datetime, hours: int) -> EventOut:

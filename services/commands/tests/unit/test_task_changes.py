@@ -9,30 +9,15 @@ import pytest
 
 from calagent.commands.domain.task_changes import apply_patch, offered_change, patch_between
 from calagent.contracts.tasks import TaskOut, TaskPatch
+from calagent.devtools.testing.tasks import task_out
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime.fromisoformat("2026-09-24T10:00:00+08:00")
-DUE = datetime.fromisoformat("2026-09-25T18:00:00+08:00")
 
 
 def task(**fields: object) -> TaskOut:
-    values: dict[str, object] = {
-        "id": "t1",
-        "title": "写周报",
-        "duration_minutes": 60,
-        "due": DUE,
-        "earliest": None,
-        "priority": 3,
-        "chunk_minutes": 30,
-        "max_chunk_minutes": 120,
-        "hours": "work",
-        "status": "open",
-        "percent": 0,
-        "completed_at": None,
-    }
-    values.update(fields)
-    return TaskOut.model_validate(values)
+    return task_out(**{"title": "写周报", "duration_minutes": 60, **fields})
 
 
 def test_only_the_fields_our_edit_made_land_on_the_servers_version() -> None:

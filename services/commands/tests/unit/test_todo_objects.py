@@ -37,6 +37,7 @@ from calagent.devtools.testing.icalobjects import (
     sequence,
     vtodos,
 )
+from calagent.devtools.testing.tasks import task_out
 
 pytestmark = pytest.mark.unit
 
@@ -60,22 +61,7 @@ FOREIGN = (
 
 
 def task(**changes: object) -> TaskOut:
-    fields: dict[str, object] = {
-        "id": "t1",
-        "title": "季度报告",
-        "duration_minutes": 240,
-        "due": datetime(2026, 9, 25, 10, 0, tzinfo=UTC),
-        "earliest": None,
-        "priority": 2,
-        "chunk_minutes": 30,
-        "max_chunk_minutes": 120,
-        "hours": "work",
-        "status": "open",
-        "percent": 0,
-        "completed_at": None,
-    }
-    fields.update(changes)
-    return TaskOut.model_validate(fields)
+    return task_out(**{"due": datetime(2026, 9, 25, 10, 0, tzinfo=UTC), "priority": 2, **changes})
 
 
 def kept_lines(body: str, touched: set[str]) -> list[str]:
