@@ -24,6 +24,7 @@ from .test_caldav import (  # noqa: F401
     outbox_drained,
     radicale,
     remote,
+    scalar,
     stack,
     stack_db,
 )
@@ -92,3 +93,62 @@ async def test_an_event_synced_onto_a_block_offers_the_replan_and_moves_only_on_
         at(move["new_start"]),
         at(move["new_end"]),
     )
+
+
+async def test_a_meeting_deleted_in_the_calendar_app_frees_the_block_here_and_on_the_server(
+    stack: Stack, user: str, remote: Remote
+) -> None:
+    """Contract §21: a block shows busy only while its task has no other place; the room a meeting
+    removed on the server leaves turns it free here, and that change of ours goes to the server."""
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    # Friday 09:00–17:00 (01:00–09:00 UTC) taken by the app's meeting: of Friday's working hours
+    # only 17:00–18:00 is left for the task.
+    meeting_href = remote.add("offsite-from-phone", "外出培训", "20260925T010000Z", "20260925T090000Z")
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+
+    async def arrived() -> bool:
+        return any(e["title"] == "外出培训" for e in await read_events(stack, user))
+
+    await eventually(arrived, "the meeting synced in")
+    response = await stack.client.post(
+        "/v1/tasks",
+        json={
+            "title": "预算表",
+            "duration_minutes": 60,
+            "due": "2026-09-25T18:00:00+08:00",
+            "earliest": "2026-09-25T00:00:00+08:00",
+        },
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    task = response.json()
+    [block] = blocks_of(await read_events(stack, user), task["id"])
+    assert at(block["start"]) == at("2026-09-25T17:00:00+08:00"), block
+    transparent = "select transparent from commands.events where id = :b"
+    assert await scalar(db, transparent, b=block["id"]) is False  # no other place: busy
+    await outbox_drained(db, user)
+    block_href = await scalar(
+        db, "select href from commands.caldav_resources where event_id = :b", b=block["id"]
+    )
+    assert block_href is not None
+    # Busy on the server too (OPAQUE is an event's default: written or left out).
+    assert "TRANSP:TRANSPARENT" not in server_lines(remote, str(block_href))
+
+    with remote.client() as client:
+        assert client.delete(meeting_href).status in (200, 204)
+    commands_app(stack).sync.sync_soon()  # type: ignore[union-attr]
+
+    async def freed() -> bool:
+        return bool(await scalar(db, transparent, b=block["id"]))
+
+    await eventually(freed, "the block free once the meeting is gone")
+    await outbox_drained(db, user)
+    assert "TRANSP:TRANSPARENT" in server_lines(remote, str(block_href))
+
+
+def server_lines(remote: Remote, href: str) -> list[str]:
+    with remote.client() as client:
+        response = client.request(href, "GET", "", {"Accept": "text/calendar"})
+        assert response.status == 200, response.status
+        return str(response.raw).replace("\r\n", "\n").replace("\n ", "").split("\n")

@@ -456,6 +456,51 @@ async def test_our_task_change_lost_to_the_servers_version_is_offered_again_and_
     assert done is None or done.get("id") != offer["id"] or done.get("status") != "held"
 
 
+async def test_our_task_delete_lost_to_the_servers_version_is_offered_again_and_removes_it_on_confirming(
+    stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
+) -> None:
+    """Contract §22: a task deleted here while the task app changed it meets a 412; the server's
+    version wins (the task is back here) and our delete comes back as a held offer to remove it,
+    which nothing but the user's word carries out."""
+    await connect(stack, user, remote)
+    db = stack_db(stack)
+    made = await stack.client.post(
+        "/v1/tasks", json={"title": "写周报", "duration_minutes": 60}, headers=stack.headers(user)
+    )
+    task_id = made.json()["id"]
+    await outbox_drained(db, user)
+    [href] = todo_hrefs(remote)
+    assert await scalar(db, "select count(*) from commands.events where task_id = :t", t=task_id) == 1
+    replace_on_server(remote, href, server_text(remote, href).replace("SUMMARY:写周报", "SUMMARY:写月报"))
+    gone = await stack.client.delete(f"/v1/tasks/{task_id}", headers=stack.headers(user))
+    assert gone.status_code == 204
+    await outbox_drained(db, user)
+    [task] = await tasks_of(stack, user)
+    assert (task["id"], task["title"]) == (task_id, "写月报")  # the server's version, back here
+
+    offer = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (offer["status"], offer["kind"], offer["hold_reason"]) == ("held", "task_change", "sync_conflict")
+    held = offer["task_change"]
+    assert (held["before"]["id"], held["before"]["title"], held["after"]) == (task_id, "写月报", None)
+
+    # A message about something else carries nothing out: the task stays, the offer waits.
+    scripted.set_script(script(on_user("你好", text="你好！")))
+    await stack.chat(user, "你好")
+    assert [t["id"] for t in await tasks_of(stack, user)] == [task_id]
+    still = (await stack.client.get("/v1/commands/active", headers=stack.headers(user))).json()
+    assert (still["id"], still["status"]) == (offer["id"], "held")
+
+    scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")])))
+    answer = await stack.chat(user, "确认", active_command_id=offer["id"])
+    assert answer.json()["outcome"] == "deleted", answer.text
+    assert await tasks_of(stack, user) == []
+    assert await scalar(db, "select count(*) from commands.events where task_id = :t", t=task_id) == 0
+    await outbox_drained(db, user)
+    with remote.client() as client:
+        assert client.request(href, "GET", "", {}).status == 404
+    assert todo_hrefs(remote) == []
+
+
 async def test_a_calendar_that_suddenly_shows_none_of_its_tasks_does_not_empty_them_here(
     stack: Stack, scripted: ScriptedModelServer, user: str, remote: Remote
 ) -> None:

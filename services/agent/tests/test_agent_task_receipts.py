@@ -13,7 +13,7 @@ from calagent.agent.domain.reads import query_receipt
 from calagent.agent.domain.receipts import View, command_receipt, sync_notice_lines
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
 from calagent.contracts.queries import QueryResult, SyncNotice
-from calagent.contracts.tasks import BlockMove, ReplanOut, TaskOut
+from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskOut
 from calagent.devtools.testing.tasks import task_out
 
 pytestmark = pytest.mark.unit
@@ -84,6 +84,23 @@ def test_a_held_replan_lists_each_blocks_old_and_new_time() -> None:
     )
     created = command_receipt(CommandResult(status="created", persisted=True, event=meeting, replan=stub), EN)
     assert "15:00" in created and "开会" in created
+
+
+def test_our_removal_of_a_task_offered_again_names_the_task_held_and_removed() -> None:
+    stub = StubOut(
+        id="s1",
+        status="held",
+        title="季度报告",
+        slots=StubSlots(),
+        expires_at=TEN,
+        kind="task_change",
+        hold_reason="sync_conflict",
+        task_change=TaskChangeOut(before=task(title="季度总结"), after=None),
+    )
+    for view in (ZH, EN):
+        held = command_receipt(CommandResult(status="held", stub=stub), view)
+        done = command_receipt(CommandResult(status="deleted", persisted=True, stub=stub), view)
+        assert "季度总结" in held and "季度总结" in done and held != done
 
 
 def test_a_read_of_what_is_not_done_lists_open_tasks_and_their_shortfall() -> None:

@@ -139,3 +139,20 @@ def test_without_a_configured_key_one_is_made_in_the_data_dir_readable_by_its_ow
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert load_key(None, tmp_path) == key  # the same key next time
     assert load_key("configured", tmp_path) == b"configured"
+
+
+def test_an_object_written_back_says_the_busy_or_free_its_row_says_now() -> None:
+    """A block turned free or busy (contract §21) after its object reached the server: the kept
+    object is patched, and TRANSP follows the row (absent again when busy, as first written)."""
+    [master] = series()[:1]
+    busy = render_resource([master], "m1@calagent", STAMP)
+    assert busy is not None and "TRANSP" not in busy
+
+    def read(body: str) -> Event:
+        [row] = parse_resource(body, master_id="m1", user_id="u", calendar="工作", fallback_tz=SHANGHAI)
+        return row
+
+    freed = render_resource([read(busy).evolve(ical=busy, transparent=True)], "m1@calagent", STAMP)
+    assert freed is not None and read(freed).transparent is True
+    again = render_resource([read(freed).evolve(ical=freed, transparent=False)], "m1@calagent", STAMP)
+    assert again is not None and read(again).transparent is False and "TRANSP" not in again

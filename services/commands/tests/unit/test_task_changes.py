@@ -25,7 +25,7 @@ def test_only_the_fields_our_edit_made_land_on_the_servers_version() -> None:
     patch = patch_between(base, mine, theirs)
     assert patch == TaskPatch(priority=1)
     change = offered_change(theirs, patch, NOW)
-    assert change is not None
+    assert change is not None and change.after is not None
     assert change.fields == ("priority",)
     assert (change.after.title, change.after.duration_minutes, change.after.priority) == ("写月报", 90, 1)
     assert change.before == theirs
@@ -37,7 +37,7 @@ def test_a_completion_is_offered_as_done_with_its_percent() -> None:
     patch = patch_between(base, mine, task(title="写月报", percent=40))
     assert patch == TaskPatch(done=True)
     change = offered_change(task(title="写月报", percent=40), patch, NOW)
-    assert change is not None and change.fields == ("done",)
+    assert change is not None and change.after is not None and change.fields == ("done",)
     assert (change.after.status, change.after.percent, change.after.completed_at) == ("done", 100, NOW)
 
 

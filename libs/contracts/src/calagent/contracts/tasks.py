@@ -105,11 +105,12 @@ TaskField = Literal["title", "duration_minutes", "due", "priority", "percent", "
 class TaskChangeOut(WireModel):
     """A change to a task offered again after the connected calendar changed the task too
     (contract §22): the task as the server has it now (`before`), as it would be with our change
-    (`after`), and the fields our change made — confirming applies only those, on top of `before`."""
+    (`after`), and the fields our change made — confirming applies only those, on top of `before`.
+    A removal of ours is offered with `after` None and no fields: confirming removes the task."""
 
     before: TaskOut
-    after: TaskOut
-    fields: tuple[TaskField, ...]
+    after: TaskOut | None
+    fields: tuple[TaskField, ...] = ()
 
 
 class ListTasks(WireModel):

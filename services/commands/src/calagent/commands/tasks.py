@@ -143,6 +143,14 @@ class Tasks:
             if block.transparent != transparent:
                 await uow.events.update_event(block.evolve(transparent=transparent))
 
+    async def remove(self, uow: UnitOfWork, user_id: str, task_id: str, tz: ZoneInfo, now: datetime) -> None:
+        """A task removed takes every block of it along; the others' TRANSP is decided again, as
+        the room they have left may have grown."""
+        blocks = [b.id for b in await uow.tasks.blocks(user_id) if b.task_id == task_id]
+        await uow.events.delete_events(user_id, blocks)
+        await uow.tasks.delete_task(user_id, task_id)
+        await self.show_busy_when_needed(uow, user_id, tz, now)
+
     async def free_later_blocks(self, uow: UnitOfWork, user_id: str, task_id: str, now: datetime) -> int:
         """A task done: its blocks not yet begun (starting now or later) are removed at once; the
         ones already begun stay as the time it took."""
@@ -180,11 +188,7 @@ class Tasks:
                 if current is None:
                     return query_error("not_found", NOT_FOUND)
                 if query.op == "delete":
-                    # A task removed takes every block of it along.
-                    blocks = [b.id for b in await uow.tasks.blocks(user_id) if b.task_id == current.id]
-                    await uow.events.delete_events(user_id, blocks)
-                    await uow.tasks.delete_task(user_id, current.id)
-                    await self.show_busy_when_needed(uow, user_id, tz, now)
+                    await self.remove(uow, user_id, current.id, tz, now)
                     await uow.commit()
                     return QueryResult(deleted=True, db_ms=uow.db_ms)
                 task = patched(current, query, now)

@@ -103,7 +103,12 @@ def describe_stub(stub: StubOut, tz: str) -> str:
         )
     if stub.replan is not None:
         parts.append(f"kind: replan (moves {len(stub.replan.moves)} task block(s) on confirm_command)")
-    if stub.task_change is not None:
+    if stub.task_change is not None and stub.task_change.after is None:
+        parts.append(
+            f"kind: task_change (removes task id={stub.task_change.before.id} on confirm_command, "
+            "though the calendar changed it since it was removed here)"
+        )
+    elif stub.task_change is not None:
         fields = ", ".join(stub.task_change.fields)
         parts.append(
             f"kind: task_change (sets {fields} of task id={stub.task_change.before.id} again on "

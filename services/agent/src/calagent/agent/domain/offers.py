@@ -242,13 +242,24 @@ def _task_value(task: TaskOut, name: TaskField, view: View) -> str:
 
 def task_change_offer(change: TaskChangeOut, view: View) -> str:
     """Our change to a task offered again after the calendar changed it too (contract §22): each
-    field it makes, from the calendar's value to ours, and the ask."""
+    field it makes, from the calendar's value to ours, and the ask — or our removal of it."""
+    title = change.before.title
+    after = change.after
+    if after is None:
+        if view.zh:
+            return f"任务「{title}」在你的日历里被改过，所以它还在。还要删除它吗？回复“确认”才会删除。"
+        return f'The task "{title}" was changed in your calendar, so it is still there. Remove it anyway? Reply "confirm" to remove it.'
     parts = [
         f"{_TASK_FIELD_NAMES[n][0 if view.zh else 1]} {_task_value(change.before, n, view)} → "
-        f"{_task_value(change.after, n, view)}"
+        f"{_task_value(after, n, view)}"
         for n in change.fields
     ]
-    title = change.before.title
     if view.zh:
         return f"任务「{title}」在你的日历里也被改过。要再按我的修改改吗：{'；'.join(parts)}？回复“确认”才会修改。"
     return f'The task "{title}" was also changed in your calendar. Make my change again: {"; ".join(parts)}? Reply "confirm" to apply it.'
+
+
+def task_removed(change: TaskChangeOut, view: View) -> str:
+    """Our removal of a task, offered again and confirmed."""
+    title = change.before.title
+    return f"已删除任务「{title}」。" if view.zh else f'Removed task "{title}".'

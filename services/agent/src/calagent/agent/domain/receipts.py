@@ -26,6 +26,7 @@ from calagent.agent.domain.offers import (
     replan_offer,
     series_plan,
     task_change_offer,
+    task_removed,
     which_question,
 )
 from calagent.agent.domain.rule_words import describe_rule
@@ -429,8 +430,11 @@ def task_text(result: CommandResult, view: View) -> str:
 
 def _stub_text(result: CommandResult, stub: StubOut, view: View) -> str:
     """What the stub the command left still needs, offers, or how it ended."""
-    if stub.kind == "task_change" and stub.task_change is not None and result.status == "held":
-        return task_change_offer(stub.task_change, view)
+    if stub.kind == "task_change" and stub.task_change is not None:
+        if result.status == "held":
+            return task_change_offer(stub.task_change, view)
+        if result.status == "deleted":
+            return task_removed(stub.task_change, view)
     if stub.kind == "replan" and stub.replan is not None:
         if result.status == "held":
             return replan_offer(stub.replan, view)

@@ -242,7 +242,7 @@ class Deliverer:
         changes until the user confirms it."""
         uow = from_server(conn)
         await uow.lock_user(user_id)
-        task = offer.change.after
+        task = offer.change.after or offer.change.before  # a removal is named by the task kept
         ask = Ask(title=task.title, hold_reason="sync_conflict", payload=offer)
         earlier = await _offers_about(conn, user_id, stubs.c.change[("change", "before", "id")], task.id)
         await self._from_outside(uow, user_id, self.tasks.tz, ask, "task_change", earlier)

@@ -11,7 +11,8 @@ A 412 is settled as for an event: the server's version is fetched; one that alre
 sent is our own earlier PUT (delivered); otherwise the server's version wins and is stored — the
 task as the server has it now, the outcome `conflict` told at the next turn — and the fields our
 change made (ours against the object we edited from) are handed back as an offer (`Sent.offer`),
-which the outbox holds for the user's word like an event's.
+which the outbox holds for the user's word like an event's. A removal of ours that meets a 412
+brings the task back as the server has it, and removing it again is what is offered.
 
 In: a VTODO read by the inbound sync from a calendar the user owns becomes a task here, or updates
 the task whose object it is (`take_in`), keeping the object and its UID; one gone from the server
@@ -211,8 +212,8 @@ class TaskDeliverer:
     async def _conflict(
         self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource, kept: KeptTask | None
     ) -> Sent:
-        """Both sides changed the task: the server's version wins and is stored; our change is
-        offered again (`Sent.offer`)."""
+        """Both sides changed the task: the server's version wins and is stored; our change, or
+        our removal (`kept` None), is offered again (`Sent.offer`)."""
         user_id, task_id = resource.user_id, resource.event_id
         server = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
         if server is None:
@@ -230,7 +231,8 @@ class TaskDeliverer:
             await _keep_object(conn, user_id, task_id, resource.uid, server.body)
             return Sent("delivered")
         await keep_task(conn, user_id, theirs.task, resource.uid, server.body, self.clock.now())
-        offer = self._offer(kept, theirs.task) if kept is not None else None
+        # Our removal lost too: the task is back as the server has it, and removing it is offered.
+        offer = self._offer(kept, theirs.task) if kept is not None else HeldTaskChange.removal(theirs.task)
         return Sent("conflict", "changed on the server since the last sync", offer=offer)
 
     def _offer(self, kept: KeptTask, theirs: TaskOut) -> HeldTaskChange | None:

@@ -37,7 +37,7 @@ from calagent.contracts.commands import (
     StubKind,
 )
 from calagent.contracts.people import Attendee, CounterOut, InvitationOut, ProposalOut, ProposedSlot
-from calagent.contracts.tasks import ReplanOut, TaskChangeOut, TaskPatch
+from calagent.contracts.tasks import ReplanOut, TaskChangeOut, TaskOut, TaskPatch
 from calagent.contracts.tools import Scope, UpdateSchedule
 
 if TYPE_CHECKING:
@@ -214,10 +214,15 @@ class HeldReplan(StoredPayload):
 
 class HeldTaskChange(StoredPayload):
     """Our change to a task the connected calendar changed too (kind `task_change`, contract
-    §22): as shown, and the patch confirming applies to the task as it is then."""
+    §22): as shown, and the patch confirming applies to the task as it is then — None for our
+    removal of the task (`change.after` None), which confirming carries out."""
 
     change: TaskChangeOut
-    patch: TaskPatch
+    patch: TaskPatch | None
+
+    @classmethod
+    def removal(cls, theirs: TaskOut) -> HeldTaskChange:
+        return cls(change=TaskChangeOut(before=theirs, after=None), patch=None)
 
     @property
     def task_id(self) -> str:

@@ -136,6 +136,12 @@ def _patch(component: Component, row: Event, base: Event, tz: ZoneInfo) -> bool:
     if row.reminder_minutes != base.reminder_minutes:
         _set_reminder(component, row)
         changed = True
+    if row.transparent != base.transparent:
+        # A block turned busy or free (contract §21): what free/busy readers see of it.
+        component.pop("TRANSP", None)
+        if row.transparent:
+            component.add("TRANSP", "TRANSPARENT")
+        changed = True
     if people_differ(row, base):
         set_attendees(component, row.attendees)
         changed = True

@@ -130,6 +130,10 @@ CATALOG: dict[str, tuple[str, str]] = {
         "日历里也改过这个任务，要再按我的修改改",
         "Also changed in your calendar: make my change again",
     ),
+    "card.task_change.removal": (
+        "日历里改过这个任务，所以它还在。还要删除它",
+        "Changed in your calendar, so it is still there: remove it anyway",
+    ),
     "card.task_change.title": ("标题", "Title"),
     "card.task_change.duration_minutes": ("时长（分钟）", "Duration (minutes)"),
     "card.task_change.due": ("截止", "Due"),

@@ -79,7 +79,8 @@ export function taskTitle(taskId) {
 }
 
 // Our change to a task offered again after the calendar changed the task too (contract §22): each
-// field it makes, the calendar's value → ours; nothing changes until the card is confirmed.
+// field it makes, the calendar's value → ours, or our removal of it; nothing changes until the card
+// is confirmed.
 const TASK_FIELD_KEYS = {
   title: "card.task_change.title",
   duration_minutes: "card.task_change.duration_minutes",
@@ -98,6 +99,14 @@ function taskValue(task, field) {
 
 export function taskChangeView(change) {
   const box = el("div", { cls: "task-change" });
+  // Our removal of the task, offered again (no `after`): the task as the calendar keeps it.
+  if (!change.after) {
+    box.append(
+      say(el("h3"), "card.task_change.removal"),
+      el("p", { cls: "before", text: change.before.title }),
+    );
+    return box;
+  }
   box.append(say(el("h3"), "card.task_change"));
   const list = el("ul", { cls: "move-list" });
   for (const field of change.fields) {
