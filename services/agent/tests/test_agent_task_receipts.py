@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from calagent.agent.domain.reads import query_receipt
 from calagent.agent.domain.receipts import View, command_receipt, sync_notice_lines
-from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
+from calagent.contracts.commands import CommandResult, EventOut, LoggedChangeOut, StubOut, StubSlots
 from calagent.contracts.queries import QueryResult, SyncNotice
 from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskOut
 from calagent.devtools.testing.tasks import task_out
@@ -84,6 +84,12 @@ def test_a_held_replan_lists_each_blocks_old_and_new_time() -> None:
     )
     created = command_receipt(CommandResult(status="created", persisted=True, event=meeting, replan=stub), EN)
     assert "15:00" in created and "开会" in created
+    # An undo that brings the meeting back onto the block offers the same re-plan with its receipt.
+    undid = LoggedChangeOut(id="c1", at=TEN, source="chat", kind="deleted", event_id="e")
+    back = CommandResult(status="created", persisted=True, event=meeting, undid=undid, replan=stub)
+    for view in (ZH, EN):
+        text = command_receipt(back, view)
+        assert "开会" in text and all(clock in text for clock in ("10:00", "12:00", "15:00", "17:00")), text
 
 
 def test_our_removal_of_a_task_offered_again_names_the_task_held_and_removed() -> None:

@@ -197,6 +197,15 @@ async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
         )
     )[0]
     assert datetime.fromisoformat(row.slots[0]["start"]) == friday_nine, row.slots
+    # The tentative holds of the times proposed keep their time from blocks: the block under the
+    # first is offered a place clear of every hold, and nothing moves before the user's word.
+    assert sent.replan is not None and sent.replan.replan is not None, sent
+    [offered] = sent.replan.replan.moves
+    assert (offered.task_id, offered.old_start) == (task.id, friday_nine), offered
+    assert offered.new_start is not None and offered.new_end is not None, offered
+    holds = [(datetime.fromisoformat(s["start"]), datetime.fromisoformat(s["end"])) for s in row.slots]
+    assert all(offered.new_end <= start or end <= offered.new_start for start, end in holds), (offered, holds)
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
     # The attendee answers the proposal's mail naming its first time: a held booking.
     answer = ReceiveMail(
         recipient=row.address,
@@ -216,6 +225,37 @@ async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
     [move] = booked.replan.replan.moves
     assert (move.task_id, move.old_start) == (task.id, friday_nine)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def test_a_meeting_brought_back_by_an_undo_onto_a_block_placed_since_offers_its_replan(
+    system: System, user: str
+) -> None:
+    made = await system.execute(create(user, title="评审", date="D+1", time="09:00", end_time="10:00"))
+    assert made.event is not None and made.change_id is not None, made
+    held = await system.execute(
+        PrepareChange(envelope=envelope(user), idempotency_key=key(), action="delete", event_id=made.event.id)
+    )
+    assert held.stub is not None, held
+    gone = await system.execute(merge(user, held.stub.id, confirm=True))
+    assert gone.status == "deleted" and gone.change_id is not None, gone
+    # The meeting's hour is free now: a task with room all Friday is placed there.
+    task = await placed(system, user, "月报", "2026-09-25T00:00:00+08:00", "2026-09-25T18:00:00+08:00")
+    friday_nine = datetime.fromisoformat("2026-09-25T09:00:00+08:00")
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+    # Undoing the delete brings the meeting back onto the block: its re-plan is offered, the
+    # block stays until the user says so.
+    undone = await system.execute(
+        RevertChange(envelope=envelope(user), idempotency_key=key(), change_id=gone.change_id)
+    )
+    assert undone.status == "created" and undone.event is not None, undone
+    assert undone.replan is not None and undone.replan.replan is not None, undone
+    [move] = undone.replan.replan.moves
+    assert (move.task_id, move.old_start) == (task.id, friday_nine), move
+    assert move.new_start is not None and move.new_start >= friday_nine + timedelta(hours=1), move
+    assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+    confirmed = await system.execute(merge(user, undone.replan.id, confirm=True))
+    assert confirmed.persisted, confirmed
+    assert await block_spans(system, task.id) == [(move.new_start, move.new_start + timedelta(hours=1))]
 
 
 async def test_undoing_an_added_task_removes_the_task_and_every_block_of_it(

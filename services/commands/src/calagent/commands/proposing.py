@@ -121,18 +121,20 @@ class Proposing:
 
     # ---- send: the confirmation -------------------------------------------------------------------
 
-    async def send(self, txn: Txn, stub: Stub) -> CommandResult:
+    async def send(self, txn: Txn, stub: Stub) -> tuple[CommandResult, tuple[Event, ...]]:
+        """The proposal sent: its receipt, and the tentative holds written for its times (events in
+        the user's time like any other, which the caller looks at for task blocks they land on)."""
         held = stub.payload
         assert isinstance(held, HeldProposal)
         proposal = held.proposal
         # A slot something busy now stands on is not offered: it was free when the user saw it.
         free = [slot for slot in proposal.slots if not await self._busy(txn, slot, frozenset())]
         if not free:
-            return error_result("no_free_time", "none of the proposed times is free any more")
+            return error_result("no_free_time", "none of the proposed times is free any more"), ()
         proposal = proposal.model_copy(update={"slots": tuple(free)})
         mailbox = await self.placing.organizer(txn)
         calendar = (await self.placing.calendars(txn))[0]
-        holds: list[str] = []
+        holds: list[Event] = []
         for number, slot in enumerate(proposal.slots):
             hold = Event(
                 id=new_id(),
@@ -146,10 +148,10 @@ class Proposing:
                 tentative=True,
             )
             # One command key writes one event (`uq_events_user_key`): the first hold carries it.
-            await txn.uow.events.insert_event(
+            stored = await txn.uow.events.insert_event(
                 hold, turn_id=txn.envelope.turn_id, key=txn.key if number == 0 else None
             )
-            holds.append(hold.id)
+            holds.append(stored)
         msg_id = proposal_mail.message_id(proposal.id, mailbox.rpartition("@")[2])
         text = proposal_mail.render(
             proposal, sender=mailbox, msg_id=msg_id, stamp=txn.now, mine=txn.tz, lang=txn.envelope.lang
@@ -157,11 +159,13 @@ class Proposing:
         uid = f"proposal-{proposal.id}"
         await queue_one(txn, mailbox, uid, imip.Mail("PROPOSAL", 0, proposal.attendee.email, msg_id, text))
         await txn.uow.people.insert_proposal(
-            txn.user_id, SentProposal(proposal=proposal, hold_ids=tuple(holds), message_id=msg_id), txn.now
+            txn.user_id,
+            SentProposal(proposal=proposal, hold_ids=tuple(h.id for h in holds), message_id=msg_id),
+            txn.now,
         )
         done = self.pending.of(stub).bound(HeldProposal(proposal=proposal))
         done = await self.pending.store(txn, self.pending.of(done).finish("created", txn.now))
-        return CommandResult(status="created", persisted=True, stub=stub_out(done, (), txn.tz))
+        return CommandResult(status="created", persisted=True, stub=stub_out(done, (), txn.tz)), tuple(holds)
 
     async def _busy(self, txn: Txn, slot: ProposedSlot, ignore: frozenset[str]) -> tuple[Event, ...]:
         met = await self.placing.conflicts(txn, slot.start, slot.end, False, ignore_ids=ignore)

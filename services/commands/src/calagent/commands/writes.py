@@ -12,7 +12,7 @@ continues the active stub only when `PendingCommand.continued_by` says so, other
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC
 from typing import Any
@@ -98,7 +98,7 @@ class Writes:
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
             PrepareChange: self._prepare_change,
-            RevertChange: self.undo.revert,
+            RevertChange: self._revert,
             ProposePlan: self.plans.propose,
             ProposeTimesCommand: self.proposing.propose,
             CancelStub: self._cancel,
@@ -236,7 +236,9 @@ class Writes:
             if stub.kind == "plan":
                 return await self.plans.confirm(txn, stub)
             if stub.kind == "proposal":
-                return await self.proposing.send(txn, stub)
+                # Its tentative holds keep their time from blocks (§21): blocks under them move
+                # on the user's word like under any other event.
+                return await self._replan_over(txn, *await self.proposing.send(txn, stub))
             if stub.kind == "booking":
                 return await self._replan_after(txn, await self.proposing.book(txn, stub))
             if stub.kind == "replan":
@@ -269,9 +271,13 @@ class Writes:
             allow_conflict=consent.override_conflict,
         )
 
+    async def _revert(self, txn: Txn, command: RevertChange) -> CommandResult:
+        # An undo brings an event back, or moves it back, where blocks may have been placed since.
+        return await self._replan_after(txn, await self.undo.revert(txn, command))
+
     async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
-        """An event booked, accepted or moved onto task blocks: their re-plan offered beside the
-        receipt (§21)."""
+        """An event booked, accepted, moved or brought back by an undo onto task blocks: their
+        re-plan offered beside the receipt (§21)."""
         if result.status not in ("created", "updated") or result.event is None:
             return result
         moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
@@ -280,7 +286,14 @@ class Writes:
             # An occurrence of a series changed with it: the series is what landed, every
             # occurrence of it.
             moved = await txn.uow.events.get_event(txn.user_id, occurrence[0])
-        replan = await self.tasks.offer_replan(txn, [moved]) if moved is not None else None
+        return await self._replan_over(txn, result, (moved,) if moved is not None else ())
+
+    async def _replan_over(self, txn: Txn, result: CommandResult, landed: Sequence[Event]) -> CommandResult:
+        """The re-plan of the blocks `landed` (events this command wrote) meet, held and shown
+        beside the receipt; the receipt alone when they meet none."""
+        if result.status == "error" or not landed:
+            return result
+        replan = await self.tasks.offer_replan(txn, landed)
         if replan is None:
             return result
         return result.model_copy(update={"replan": stub_out(replan, (), txn.tz)})

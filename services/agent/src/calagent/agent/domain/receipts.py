@@ -208,8 +208,12 @@ def command_receipt(result: CommandResult, view: View) -> str:
         zh_text, en_text = _UNDO_REFUSALS[result.error.code]
         return zh_text if view.zh else en_text
     if result.undid is not None:
-        return _undo_text(result, view)
-    text = task_text(result, view) if result.task is not None else _command_text(result, view)
+        text = _undo_text(result, view)
+    elif result.task is not None:
+        text = task_text(result, view)
+    else:
+        text = _command_text(result, view)
+    # An event written, or brought back by an undo, onto task blocks: their re-plan is offered.
     if result.replan is not None and result.replan.replan is not None:
         text += replan_offer(result.replan.replan, view)
     if result.reoffered:
