@@ -339,3 +339,72 @@ async def test_a_replan_whose_new_time_was_taken_since_moves_nothing_on_confirm(
     assert await event_count(db, user) == count
     assert blocks_in(await read_events(stack, user), report["id"]) == before
     assert blocks_in(await read_events(stack, user), other["id"]) == [taken]
+
+
+async def test_a_meeting_brought_back_by_an_undo_onto_a_block_offers_the_replan_and_moves_it_on_confirm(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
+) -> None:
+    scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")]), default="不客气。"))
+
+    async def direct(tool: str, **arguments: Any) -> dict[str, Any]:
+        response = await stack.client.post(
+            "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
+        )
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    made = await direct("prepare_or_create_schedule", title="评审", date="D", time="11:00")
+    assert made["outcome"] == "created", made
+    [meeting] = await read_events(stack, user)
+    held = await direct("delete_schedule", event_id=meeting["id"])
+    assert held["outcome"] == "held", held
+    change = await active(stack, user)
+    assert change is not None
+    gone = await direct("confirm_command", command_id=change["id"])
+    assert gone["outcome"] == "deleted", gone
+    # The meeting's hour is free again: a task that may start at 11:00 is placed there.
+    response = await stack.client.post(
+        "/v1/tasks",
+        json={
+            "title": "方案",
+            "duration_minutes": 60,
+            "earliest": NOW.replace(hour=11).isoformat(),
+            "due": FRIDAY_EVENING.isoformat(),
+        },
+        headers=stack.headers(user),
+    )
+    assert response.status_code == 201, response.text
+    task = response.json()
+    [block] = blocks_in(await read_events(stack, user), task["id"])
+    assert (at(block["start"]), at(block["end"])) == (NOW.replace(hour=11), NOW.replace(hour=12))
+
+    listed = await stack.client.get("/v1/changes", headers=stack.headers(user))
+    deleted = next(c for c in listed.json()["changes"] if c["kind"] == "deleted")
+    undone = await stack.client.post(f"/v1/changes/{deleted['id']}/undo", headers=stack.headers(user))
+    assert undone.status_code == 200 and undone.json()["outcome"] == "created", undone.text
+    # The meeting is back where it was, on the block; the block waits for the user's word.
+    offer = await active(stack, user)
+    assert offer is not None and (offer["kind"], offer["status"]) == ("replan", "held"), offer
+    assert [m["block_id"] for m in offer["replan"]["moves"]] == [block["id"]]
+    events = await read_events(stack, user)
+    [back] = [e for e in events if e.get("kind", "event") == "event"]
+    assert (back["id"], back["start"]) == (meeting["id"], meeting["start"])
+    assert blocks_in(events, task["id"]) == [block]
+
+    # The next, unrelated message writes nothing and leaves the offer as it is.
+    count = await event_count(db, user)
+    thanks = (await stack.chat(user, "谢谢")).json()
+    assert thanks["outcome"] == "answered", thanks
+    assert await event_count(db, user) == count
+    assert blocks_in(await read_events(stack, user), task["id"]) == [block]
+    assert (await active(stack, user) or {}).get("id") == offer["id"]
+
+    confirmed = (await stack.chat(user, "确认")).json()
+    assert confirmed["outcome"] == "updated", confirmed
+    [move] = offer["replan"]["moves"]
+    [moved] = blocks_in(await read_events(stack, user), task["id"])
+    assert (at(moved["start"]), at(moved["end"])) == (at(move["new_start"]), at(move["new_end"]))
+    assert not overlap(moved, back) and in_working_hours(moved) and at(moved["end"]) <= FRIDAY_EVENING
+    [still] = [e for e in await read_events(stack, user) if e.get("kind", "event") == "event"]
+    assert (still["start"], still["end"]) == (back["start"], back["end"])
