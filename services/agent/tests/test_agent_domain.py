@@ -344,3 +344,11 @@ def test_a_slot_less_than_sure_says_how_sure_and_whose_time_is_tentative() -> No
         sure_line, doubtful_line = reply.splitlines()[-2:]
         assert "75%" in doubtful_line and "Bob" in doubtful_line
         assert "%" not in sure_line and "Bob" not in sure_line
+
+
+@pytest.mark.parametrize("code", ["changed_since", "already_undone", "nothing_to_undo"])
+def test_each_refused_undo_is_said_in_both_languages(code: str) -> None:
+    refused = CommandResult(status="error", error={"code": code, "message": "m"})
+    zh, en = command_receipt(refused, ZH), command_receipt(refused, EN)
+    assert "撤销" in zh and "undo" in en.lower(), (zh, en)
+    assert zh != en

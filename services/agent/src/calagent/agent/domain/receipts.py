@@ -164,49 +164,26 @@ def _task_notice_line(outcome: str, task: TaskOut, view: View) -> str:
 
 def _undo_text(result: CommandResult, view: View) -> str:
     """An undo, said from the rows as they are now: what came back, went, or was restored."""
-    zh = view.zh
     if result.status == "created" and result.event is not None:
         event = result.event
-        return (
-            f"已撤销：「{event.title}」恢复了（{view.when(event)}，日历「{event.calendar}」）。"
-            if zh
-            else f'Undone: "{event.title}" is back ({view.when(event)}, calendar "{event.calendar}").'
-        )
+        return _say(view, "undo.back", title=event.title, when=view.when(event), calendar=event.calendar)
     if result.status == "deleted" and result.before is not None:
-        return (
-            f"已撤销：「{result.before.title}」（{view.when(result.before)}）已移除。"
-            if zh
-            else f'Undone: "{result.before.title}" ({view.when(result.before)}) is removed.'
-        )
+        return _say(view, "undo.removed", title=result.before.title, when=view.when(result.before))
     if result.event is not None and result.before is not None:
-        return (
-            f"已撤销：「{result.event.title}」{view.when(result.before)} → {view.when(result.event)}。"
-            if zh
-            else f'Undone: "{result.event.title}" {view.when(result.before)} → {view.when(result.event)}.'
-        )
-    return "已撤销。" if zh else "Undone."
+        before, after = view.when(result.before), view.when(result.event)
+        return _say(view, "undo.moved", title=result.event.title, before=before, after=after)
+    return _say(view, "undo.done")
 
 
 # Undo errors the user is told about in words (contract §15): nothing a better argument would fix.
-_UNDO_REFUSALS: dict[str, tuple[str, str]] = {
-    "changed_since": (
-        "这个日程在那次修改之后又被改过了，撤销会覆盖后来的修改，所以我没有撤销，日历没有变化。",
-        "That event was changed again after that change; undoing it would overwrite the later change, so nothing was undone.",
-    ),
-    "already_undone": (
-        "那次修改已经撤销过了，日历没有变化。",
-        "That change was already undone; nothing changed.",
-    ),
-    "nothing_to_undo": ("没有可以撤销的修改。", "There is no change to undo."),
-}
+_UNDO_REFUSALS = frozenset({"changed_since", "already_undone", "nothing_to_undo"})
 
 
 def command_receipt(result: CommandResult, view: View) -> str:
     if result.kept is not None:
         return kept_receipt(result.kept, view)
     if result.error is not None and result.error.code in _UNDO_REFUSALS:
-        zh_text, en_text = _UNDO_REFUSALS[result.error.code]
-        return zh_text if view.zh else en_text
+        return _say(view, f"undo.{result.error.code}")
     if result.undid is not None:
         text = _undo_text(result, view)
     elif result.task is not None:
@@ -253,6 +230,22 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "（你没有名为「{requested}」的日历，已放入默认日历「{used}」。）",
         ' (You have no calendar named "{requested}", so it went to the default "{used}".)',
     ),
+    "undo.back": (
+        "已撤销：「{title}」恢复了（{when}，日历「{calendar}」）。",
+        'Undone: "{title}" is back ({when}, calendar "{calendar}").',
+    ),
+    "undo.removed": ("已撤销：「{title}」（{when}）已移除。", 'Undone: "{title}" ({when}) is removed.'),
+    "undo.moved": ("已撤销：「{title}」{before} → {after}。", 'Undone: "{title}" {before} → {after}.'),
+    "undo.done": ("已撤销。", "Undone."),
+    "undo.changed_since": (
+        "这个日程在那次修改之后又被改过了，撤销会覆盖后来的修改，所以我没有撤销，日历没有变化。",
+        "That event was changed again after that change; undoing it would overwrite the later change, so nothing was undone.",
+    ),
+    "undo.already_undone": (
+        "那次修改已经撤销过了，日历没有变化。",
+        "That change was already undone; nothing changed.",
+    ),
+    "undo.nothing_to_undo": ("没有可以撤销的修改。", "There is no change to undo."),
     "cancelled.no_stub": ("好的，已取消。", "OK, cancelled."),
     "no_active_command": ("现在没有待确认的日程。", "There is no pending schedule request."),
     "not_found": ("没有找到这个日程，日历没有变化。", "I could not find that event; nothing changed."),
