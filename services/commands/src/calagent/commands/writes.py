@@ -278,7 +278,8 @@ class Writes:
     async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
         """An event booked, accepted, moved or brought back by an undo onto task blocks: their
         re-plan offered beside the receipt (§21)."""
-        if result.status not in ("created", "updated") or result.event is None:
+        if result.status not in ("created", "updated") or result.event is None or not txn.uow.has_open_tasks:
+            # No open task (known from the claim): no block to land on, and no read to find out.
             return result
         moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
         occurrence = split_occurrence_id(result.event.id) if moved is None else None
