@@ -71,6 +71,16 @@ async def active(stack: Stack, user: str) -> dict[str, Any] | None:
     return found
 
 
+async def direct(stack: Stack, user: str, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tool call sent as the client's own (`POST /v1/commands`): no model in between."""
+    response = await stack.client.post(
+        "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
+    )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
 async def event_count(db: AsyncEngine, user: str) -> int:
     async with db.connect() as conn:
         value = await conn.scalar(
@@ -260,15 +270,9 @@ async def test_a_meeting_moved_onto_a_block_is_moved_and_the_replan_waits_for_co
 ) -> None:
     scripted.set_script(script(default="好的。"))
 
-    async def direct(tool: str, **arguments: Any) -> dict[str, Any]:
-        response = await stack.client.post(
-            "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
-        )
-        assert response.status_code == 200, response.text
-        answer: dict[str, Any] = response.json()
-        return answer
-
-    created = await direct("prepare_or_create_schedule", title="客户电话", date="D+1", time="16:00")
+    created = await direct(
+        stack, user, "prepare_or_create_schedule", title="客户电话", date="D+1", time="16:00"
+    )
     assert created["outcome"] == "created", created
     task = (
         await stack.client.post(
@@ -281,11 +285,11 @@ async def test_a_meeting_moved_onto_a_block_is_moved_and_the_replan_waits_for_co
     assert (at(block["start"]), at(block["end"])) == (NOW, NOW.replace(hour=11))
     [call_event] = [e for e in await read_events(stack, user) if e.get("kind", "event") == "event"]
 
-    held = await direct("update_schedule", event_id=call_event["id"], date="D", time="10:00")
+    held = await direct(stack, user, "update_schedule", event_id=call_event["id"], date="D", time="10:00")
     assert held["outcome"] == "held", held
     change = await active(stack, user)
     assert change is not None
-    moved = await direct("confirm_command", command_id=change["id"])
+    moved = await direct(stack, user, "confirm_command", command_id=change["id"])
     assert moved["outcome"] == "updated", moved
     offer = await active(stack, user)
     assert offer is not None and (offer["kind"], offer["status"]) == ("replan", "held"), offer
@@ -302,14 +306,6 @@ async def test_a_replan_whose_new_time_was_taken_since_moves_nothing_on_confirm(
 ) -> None:
     scripted.set_script(script(default="好的。"))
 
-    async def direct(tool: str, **arguments: Any) -> dict[str, Any]:
-        response = await stack.client.post(
-            "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
-        )
-        assert response.status_code == 200, response.text
-        answer: dict[str, Any] = response.json()
-        return answer
-
     async def add_task(**body: Any) -> dict[str, Any]:
         response = await stack.client.post("/v1/tasks", json=body, headers=stack.headers(user))
         assert response.status_code == 201, response.text
@@ -317,7 +313,7 @@ async def test_a_replan_whose_new_time_was_taken_since_moves_nothing_on_confirm(
         return made
 
     report = await add_task(title="报告", duration_minutes=240, due=FRIDAY_EVENING.isoformat())
-    assert (await direct("prepare_or_create_schedule", title="开会", date="D", time="11:00"))[
+    assert (await direct(stack, user, "prepare_or_create_schedule", title="开会", date="D", time="11:00"))[
         "outcome"
     ] == "created"
     offer = await active(stack, user)
@@ -334,7 +330,7 @@ async def test_a_replan_whose_new_time_was_taken_since_moves_nothing_on_confirm(
     )
 
     count = await event_count(db, user)
-    refused = await direct("confirm_command", command_id=offer["id"])
+    refused = await direct(stack, user, "confirm_command", command_id=offer["id"])
     assert refused["outcome"] != "updated", refused
     assert await event_count(db, user) == count
     assert blocks_in(await read_events(stack, user), report["id"]) == before
@@ -346,22 +342,14 @@ async def test_a_meeting_brought_back_by_an_undo_onto_a_block_offers_the_replan_
 ) -> None:
     scripted.set_script(script(on_user("确认", tool_calls=[call("confirm_command")]), default="不客气。"))
 
-    async def direct(tool: str, **arguments: Any) -> dict[str, Any]:
-        response = await stack.client.post(
-            "/v1/commands", json={"tool": tool, "arguments": arguments}, headers=stack.headers(user)
-        )
-        assert response.status_code == 200, response.text
-        answer: dict[str, Any] = response.json()
-        return answer
-
-    made = await direct("prepare_or_create_schedule", title="评审", date="D", time="11:00")
+    made = await direct(stack, user, "prepare_or_create_schedule", title="评审", date="D", time="11:00")
     assert made["outcome"] == "created", made
     [meeting] = await read_events(stack, user)
-    held = await direct("delete_schedule", event_id=meeting["id"])
+    held = await direct(stack, user, "delete_schedule", event_id=meeting["id"])
     assert held["outcome"] == "held", held
     change = await active(stack, user)
     assert change is not None
-    gone = await direct("confirm_command", command_id=change["id"])
+    gone = await direct(stack, user, "confirm_command", command_id=change["id"])
     assert gone["outcome"] == "deleted", gone
     # The meeting's hour is free again: a task that may start at 11:00 is placed there.
     response = await stack.client.post(
