@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import nats
@@ -77,6 +77,14 @@ class Setup:
         raise AssertionError("the consumer did not settle in time")
 
 
+async def until(condition: Callable[[], bool], within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("not reached in time")
+        await asyncio.sleep(0.05)
+
+
 @pytest.fixture
 async def setup(nats_url: str) -> AsyncIterator[Setup]:
     admin = await nats.connect(nats_url)
@@ -108,6 +116,10 @@ async def test_a_transient_failure_is_redelivered_after_its_backoff_and_then_ack
     worker = Worker(failures=2)
     await setup.consumer(worker, RetryPolicy(max_deliver=5, backoff=(0.3, 0.6), ack_wait=30))
     await setup.publish(Job(name="a").model_dump_json().encode())
+    # The consumer's counts can read empty just after a publish, before the consumer has counted
+    # the message (seen once in a full run: one run, then "settled"): the job done is what says
+    # every redelivery came; then its ack settles.
+    await until(lambda: worker.done == ["a"])
     await setup.settled()
     times = [at for _, at in worker.runs]
     assert len(times) == 3
