@@ -292,8 +292,6 @@ class Writes:
     async def _replan_over(self, txn: Txn, result: CommandResult, landed: Sequence[Event]) -> CommandResult:
         """The re-plan of the blocks `landed` (events this command wrote) meet, held and shown
         beside the receipt; the receipt alone when they meet none."""
-        if result.status == "error" or not landed:
-            return result
         replan = await self.tasks.offer_replan(txn, landed)
         if replan is None:
             return result
@@ -477,15 +475,14 @@ class Writes:
         meets_blocks = (
             near is None or stored.rrule is not None or any(overlaps(b.start, b.end, *span) for b in near)
         )
-        replan = await self.tasks.offer_replan(txn, [stored]) if meets_blocks else None
-        return CommandResult(
+        receipt = CommandResult(
             status="created",
             persisted=True,
             event=event_out(stored, txn.tz),
             stub=out_stub,
             calendar_fallback=fallback,
-            replan=stub_out(replan, (), txn.tz) if replan is not None else None,
         )
+        return await self._replan_over(txn, receipt, (stored,) if meets_blocks else ())
 
 
 def first_occurrence(proposal: Proposal, rule: str, tz: ZoneInfo) -> Proposal:
