@@ -268,3 +268,61 @@ async def test_a_reply_naming_no_slot_is_a_turn_and_one_from_someone_else_books_
     stub_now = await active_stub(stack, user)
     assert stub_now is None or stub_now["kind"] != "booking"
     assert len(sink.to(wang5)) == 1
+
+
+async def test_proposed_times_held_on_a_task_block_offer_its_replan_which_waits_for_the_users_word(
+    stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, sink: Sink, user: str
+) -> None:
+    wang5 = f"wang5-{user}@example.com"
+    await add_contact(stack, user, "王五", wang5)
+    # A task with room only next Monday: its block is free (transparent), so the first time proposed
+    # to someone lands on it.
+    made = await stack.client.post(
+        "/v1/tasks",
+        json={
+            "title": "月报",
+            "duration_minutes": 60,
+            "earliest": "2026-09-28T00:00:00+08:00",
+            "due": "2026-09-28T18:00:00+08:00",
+        },
+        headers=stack.headers(user),
+    )
+    assert made.status_code == 201, made.text
+    task = made.json()
+
+    def blocks(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [(e["start"], e["end"]) for e in events if e.get("task_id") == task["id"]]
+
+    [placed] = blocks(await read_events(stack, user))
+    scripted.set_script(proposing())
+    await proposed(stack, scripted, db, sink, user, wang5)
+    holds = await held_rows(db, user)
+    on_block = [
+        h
+        for h in holds
+        if h["start_at"] < datetime.fromisoformat(placed[1])
+        and datetime.fromisoformat(placed[0]) < h["end_at"]
+    ]
+    assert on_block, (placed, holds)
+    # The send's receipt holds the block's re-plan, clear of every hold; the block has not moved.
+    offer = await active_stub(stack, user)
+    assert offer is not None and (offer["kind"], offer["status"]) == ("replan", "held"), offer
+    [move] = offer["replan"]["moves"]
+    old = (datetime.fromisoformat(move["old_start"]), datetime.fromisoformat(move["old_end"]))
+    assert (move["task_id"], old) == (task["id"], tuple(datetime.fromisoformat(t) for t in placed)), move
+    new_start, new_end = datetime.fromisoformat(move["new_start"]), datetime.fromisoformat(move["new_end"])
+    assert all(new_end <= h["start_at"] or h["end_at"] <= new_start for h in holds), (move, holds)
+    assert blocks(await read_events(stack, user)) == [placed]
+
+    # The next, unrelated message moves nothing and leaves the offer.
+    assert (await stack.chat(user, "谢谢")).json()["outcome"] == "answered"
+    assert blocks(await read_events(stack, user)) == [placed]
+    assert (await active_stub(stack, user) or {}).get("id") == offer["id"]
+
+    moved = (await stack.chat(user, "确认")).json()
+    assert moved["outcome"] == "updated", moved
+    assert [
+        (datetime.fromisoformat(s), datetime.fromisoformat(e))
+        for s, e in blocks(await read_events(stack, user))
+    ] == [(new_start, new_end)]
+    assert await held_rows(db, user) == holds, "the holds stay as they were"
