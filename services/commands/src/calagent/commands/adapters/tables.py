@@ -228,6 +228,8 @@ caldav_calendars = Table(
     # naming them (a calendar that suddenly looks empty, an object gone under our write): see
     # caldav/withheld.py. None: nothing withheld.
     Column("withheld", JSONB, nullable=True),
+    # The objects of this calendar a sync skipped or read only in part, with why (caldav/notes.py).
+    Column("object_notes", JSONB, nullable=True),
     PrimaryKeyConstraint("account_id", "url", name="pk_caldav_calendars"),
 )
 

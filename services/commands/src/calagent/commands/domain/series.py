@@ -155,7 +155,15 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
         # An all-day series covers whole local days: its length is counted in days, not hours (a
         # first day of 23 or 25 hours must not shift the end of every later occurrence).
         days = local_days(event.start, event.end, tz)
-        for start in starts(event, window_start, window_end, inclusive_before=duration):
+        try:
+            found = starts(event, window_start, window_end, inclusive_before=duration)
+        except InvalidRecurrenceError:
+            # A rule a calendar app wrote that dateutil cannot follow (RFC 7529 RSCALE/SKIP): the
+            # series shows its first occurrence and never takes the read of a range down.
+            if event.start < window_end and event.end > window_start:
+                out.append(event.evolve(rrule=None))
+            continue
+        for start in found:
             if (event.id, start.astimezone(UTC)) in replaced:
                 continue
             if event.all_day:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from icalendar import (
@@ -25,7 +26,7 @@ from icalendar import (
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
-from calagent.commands.domain.series import STAMP
+from calagent.commands.domain.series import STAMP, InvalidRecurrenceError, validate_rule
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.zones import series_zone, utc_instant
 
@@ -34,7 +35,39 @@ ICS_UNTIL = "%Y%m%dT%H%M%S"
 
 
 class UnreadableObject(ValueError):
-    """The server's object is not an event this service can hold (a task, a broken file)."""
+    """The server's object is not an event this service can hold (a task, a broken file). Its
+    message says what is wrong in our words: it is shown to the user (contract §22)."""
+
+
+def _one(component: Component, name: str) -> object:
+    """The decoded value of a property that may appear once (RFC 5545 §3.6.1), or None."""
+    if name not in component:
+        return None
+    value = component[name]
+    if isinstance(value, list):
+        raise UnreadableObject(f"it has {len(value)} {name} properties where one is allowed")
+    return component.decoded(name)
+
+
+def _checked(component: Component) -> Component:
+    """The VEVENT as far as its times go: one start that is a date or a time, at most one end or
+    length of the right kind. What a client wrote wrong is said here, not met as a TypeError
+    half-way through reading it."""
+    start = _one(component, "DTSTART")
+    if start is None:
+        raise UnreadableObject("it has no start (DTSTART)")
+    if not isinstance(start, date):
+        raise UnreadableObject("its start (DTSTART) is not a date or a time")
+    end = _one(component, "DTEND")
+    if end is not None and not isinstance(end, date):
+        raise UnreadableObject("its end (DTEND) is not a date or a time")
+    length = _one(component, "DURATION")
+    if length is not None and not isinstance(length, timedelta):
+        raise UnreadableObject("its length (DURATION) is not a duration")
+    slot = _one(component, "RECURRENCE-ID")
+    if slot is not None and not isinstance(slot, date):
+        raise UnreadableObject("the occurrence it changes (RECURRENCE-ID) is not a date or a time")
+    return component
 
 
 def _span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]:
@@ -66,7 +99,7 @@ def reminder_alarm(component: Component) -> Component | None:
         related = getattr(alarm["TRIGGER"], "params", {}).get("RELATED", "START")
         if str(related).upper() != "START":
             continue
-        value = alarm.decoded("TRIGGER")
+        value = alarm.decoded("TRIGGER") if not isinstance(alarm["TRIGGER"], list) else None
         if isinstance(value, timedelta) and value <= timedelta(0):
             return alarm
     return None
@@ -81,11 +114,16 @@ def _reminder(component: Component) -> int | None:
     return int(-trigger.total_seconds() // 60)
 
 
-def _rule(component: Component, tz: ZoneInfo) -> str | None:
+def _rule(component: Component, tz: ZoneInfo, notes: list[str]) -> str | None:
     if "RRULE" not in component:
         return None
+    first = component["RRULE"]
+    if isinstance(first, list):
+        # RFC 5545 lets a VEVENT carry several (an old form, still exported): one is kept.
+        notes.append(f"it has {len(first)} repeat rules (RRULE); only the first is read")
+        first = first[0]
     parts = []
-    raw = component["RRULE"].to_ical()
+    raw = first.to_ical()
     for part in (raw.decode() if isinstance(raw, bytes) else str(raw)).split(";"):
         name, _, value = part.partition("=")
         if name.upper() == "UNTIL" and value.endswith("Z"):
@@ -149,13 +187,17 @@ def load_object(body: str) -> Calendar:
     try:
         return Calendar.from_ical(body)
     except ValueError as exc:
-        raise UnreadableObject(f"not iCalendar: {exc}") from exc
+        raise UnreadableObject(f"it does not parse as iCalendar ({str(exc)[:160]})") from exc
 
 
 def master_of(parsed: Calendar) -> Component:
     masters = [c for c in parsed.walk("VEVENT") if "RECURRENCE-ID" not in c]
     if not masters:
-        raise UnreadableObject("no VEVENT without RECURRENCE-ID")
+        raise UnreadableObject("it holds no event that is not a change of another (RECURRENCE-ID)")
+    if len(masters) > 1:
+        # Two events under one UID without RECURRENCE-ID: which one the object means is unknown.
+        uid = text_of(masters[0], "UID") or "(none)"
+        raise UnreadableObject(f"it holds {len(masters)} events with UID {uid} and no RECURRENCE-ID")
     return masters[0]
 
 
@@ -178,19 +220,40 @@ def _modeled(component: Component, tz: ZoneInfo) -> dict[str, object]:
     }
 
 
+@dataclass(frozen=True)
+class ObjectReading:
+    """The rows of one object and what of it could not be read (in our words, for the user)."""
+
+    rows: list[Event]
+    notes: tuple[str, ...] = ()
+
+
 def object_rows(
     parsed: Calendar, body: str, *, master_id: str, user_id: str, calendar: str, fallback_tz: ZoneInfo
 ) -> list[Event]:
-    master_component = master_of(parsed)
+    return read_object(
+        parsed, body, master_id=master_id, user_id=user_id, calendar=calendar, fallback_tz=fallback_tz
+    ).rows
+
+
+def read_object(
+    parsed: Calendar, body: str, *, master_id: str, user_id: str, calendar: str, fallback_tz: ZoneInfo
+) -> ObjectReading:
+    master_component = _checked(master_of(parsed))
     tz = series_zone(master_component, fallback_tz)
     uid = text_of(master_component, "UID")
-    rule = _rule(master_component, tz)
+    notes: list[str] = []
+    rule = _rule(master_component, tz, notes)
     exdates = list(exdates_of(master_component, tz))
     overrides: list[Event] = []
+    slots: set[datetime] = set()
     for component in parsed.walk("VEVENT"):
         if "RECURRENCE-ID" not in component or rule is None:
             continue
-        slot = utc_instant(component.decoded("RECURRENCE-ID"), tz)
+        slot = utc_instant(_checked(component).decoded("RECURRENCE-ID"), tz)
+        if slot in slots:
+            raise UnreadableObject(f"it changes the occurrence of {slot:%Y-%m-%d %H:%M} UTC twice")
+        slots.add(slot)
         if str(component.get("STATUS", "")).upper() == "CANCELLED":
             exdates.append(slot)
             continue
@@ -217,7 +280,15 @@ def object_rows(
         ical=body,
         **_modeled(master_component, tz),  # type: ignore[arg-type]
     )
-    return [master, *overrides]
+    if rule is not None:
+        try:
+            validate_rule(rule, master.start, tz)
+        except InvalidRecurrenceError:
+            # Kept as written (a change leaves it so); the reads show the first occurrence.
+            notes.append(
+                "its repeat rule (RRULE) cannot be followed here; only its first occurrence is shown"
+            )
+    return ObjectReading([master, *overrides], tuple(notes))
 
 
 def parse_resource(
@@ -226,7 +297,16 @@ def parse_resource(
     """The rows of one object: its master (or single event) under `master_id`, carrying the
     object's text and UID, and overrides with ids derived from it. Cancelled overrides become
     EXDATEs, as a calendar app shows them."""
-    return object_rows(
+    return read_resource(
+        body, master_id=master_id, user_id=user_id, calendar=calendar, fallback_tz=fallback_tz
+    ).rows
+
+
+def read_resource(
+    body: str, *, master_id: str, user_id: str, calendar: str, fallback_tz: ZoneInfo
+) -> ObjectReading:
+    """`parse_resource`, with what of the object could not be read."""
+    return read_object(
         load_object(body),
         body,
         master_id=master_id,

@@ -1,0 +1,37 @@
+"""object notes: what of a calendar's objects the sync could not read (contract §22)
+
+`caldav_calendars.object_notes` holds, per calendar, the objects a sync skipped (a file no reader
+takes: two DTSTARTs, a start that is text, two events under one UID) and those it read only in
+part (a second RRULE, a rule it cannot follow), each as {href, uid, skipped, problem}; `GET
+/v1/accounts` shows them as the account's warnings. A note goes when its object is read again or
+is gone.
+
+Revision ID: 0022n
+Revises: 0021t
+Create Date: 2026-12-08
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision: str = "0022n"
+down_revision: str | None = "0021t"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+SCHEMA = "commands"
+
+
+def upgrade() -> None:
+    op.add_column(
+        "caldav_calendars",
+        sa.Column("object_notes", postgresql.JSONB(), nullable=True),
+        schema=SCHEMA,
+    )
+
+
+def downgrade() -> None:
+    op.drop_column("caldav_calendars", "object_notes", schema=SCHEMA)

@@ -1,0 +1,178 @@
+"""Objects real clients write, read one at a time (issue 44): what no reader can take is named and
+skipped alone, what can be read in part is shown as far as it goes, and a listing full of broken
+objects still brings every good one (a Hypothesis property over the planning of a listing)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav.addresses import AddressRule, Guard
+from calagent.commands.caldav.listing import Known, Listing, Plan, SyncStats, take_changed
+from calagent.commands.caldav.notes import uid_in
+from calagent.commands.domain.series import expand
+from calagent.commands.ical.parse import UnreadableObject, parse_resource, read_resource
+
+pytestmark = pytest.mark.unit
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+YEAR = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+
+
+def vcalendar(*lines: str) -> str:
+    return "\r\n".join(
+        ["BEGIN:VCALENDAR", "VERSION:2.0", "PRODID:-//test//real//EN", *lines, "END:VCALENDAR", ""]
+    )
+
+
+def vevent(uid: str, *lines: str) -> list[str]:
+    return ["BEGIN:VEVENT", f"UID:{uid}", "DTSTAMP:20260101T000000Z", *lines, "END:VEVENT"]
+
+
+GOOD = ("DTSTART:20260305T090000Z", "DTEND:20260305T100000Z", "SUMMARY:fine")
+# Each defect of issue 44 item 2 as a client wrote it.
+DEFECTS = {
+    "two DTSTARTs": vevent("d1", "DTSTART:20260305T090000Z", "DTSTART:20260306T090000Z", "SUMMARY:x"),
+    "a DTSTART that is text": vevent("d2", "DTSTART:tomorrow", "SUMMARY:x"),
+    "an invalid DURATION": vevent("d3", "DTSTART:20260305T090000Z", "DURATION:1 hour", "SUMMARY:x"),
+    "a VALARM with a bad TRIGGER": [
+        *vevent("d4", *GOOD)[:-1],
+        "BEGIN:VALARM",
+        "ACTION:DISPLAY",
+        "TRIGGER:soon",
+        "END:VALARM",
+        "END:VEVENT",
+    ],
+    "two VEVENTs of one UID without RECURRENCE-ID": [
+        *vevent("d5", *GOOD),
+        *vevent("d5", "DTSTART:20260306T090000Z", "SUMMARY:again"),
+    ],
+    "no DTSTART": vevent("d6", "SUMMARY:x"),
+    "one occurrence changed twice": [
+        *vevent("d7", *GOOD, "RRULE:FREQ=DAILY;COUNT=3"),
+        *vevent("d7", "RECURRENCE-ID:20260306T090000Z", "DTSTART:20260306T110000Z", "SUMMARY:a"),
+        *vevent("d7", "RECURRENCE-ID:20260306T090000Z", "DTSTART:20260306T120000Z", "SUMMARY:b"),
+    ],
+}
+
+
+def read(body: str) -> list[object]:
+    return list(parse_resource(body, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI))
+
+
+@pytest.mark.parametrize("defect", sorted(DEFECTS))
+def test_an_object_no_reader_takes_is_unreadable_with_what_is_wrong(defect: str) -> None:
+    """Each raised a TypeError, an AttributeError or (two masters) a primary key violation at
+    write time; now each is an UnreadableObject whose message is shown to the user."""
+    with pytest.raises(UnreadableObject) as caught:
+        read(vcalendar(*DEFECTS[defect]))
+    assert str(caught.value)
+
+
+def test_an_object_with_two_rrules_is_read_by_its_first_and_says_so() -> None:
+    body = vcalendar(*vevent("r2", *GOOD, "RRULE:FREQ=WEEKLY;COUNT=3", "RRULE:FREQ=DAILY;COUNT=2"))
+    reading = read_resource(body, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI)
+    assert [r.rrule for r in reading.rows] == ["FREQ=WEEKLY;COUNT=3"]
+    assert len(reading.notes) == 1
+    starts = [e.start for e in expand(reading.rows, *YEAR)]
+    assert starts == [datetime(2026, 3, d, 9, tzinfo=UTC) for d in (5, 12, 19)]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    ["RSCALE=GREGORIAN;FREQ=MONTHLY;BYMONTHDAY=31;SKIP=FORWARD", "FREQ=FORTNIGHTLY;COUNT=3"],
+)
+def test_a_series_the_expander_cannot_follow_shows_its_first_occurrence_and_is_noted(rule: str) -> None:
+    """GET /v1/events answered 422 for every range such a series touched."""
+    body = vcalendar(*vevent("rs", *GOOD, f"RRULE:{rule}"))
+    reading = read_resource(body, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI)
+    assert len(reading.notes) == 1
+    shown = expand(reading.rows, *YEAR)
+    assert [(e.start, e.end) for e in shown] == [
+        (datetime(2026, 3, 5, 9, tzinfo=UTC), datetime(2026, 3, 5, 10, tzinfo=UTC))
+    ]
+
+
+def test_the_uid_of_an_object_no_parser_takes_is_read_off_its_lines() -> None:
+    assert uid_in(vcalendar(*DEFECTS["a DTSTART that is text"])) == "d2"
+    assert uid_in("garbage") is None
+
+
+# ---- a listing of good and broken objects ---------------------------------------------------------
+
+
+def good_object(n: int) -> remote.RemoteObject:
+    start = datetime(2026, 3, 1, 9, tzinfo=UTC) + timedelta(days=n)
+    body = vcalendar(
+        *vevent(
+            f"good-{n}",
+            f"DTSTART:{start:%Y%m%dT%H%M%SZ}",
+            f"DTEND:{start + timedelta(hours=1):%Y%m%dT%H%M%SZ}",
+            f"SUMMARY:good {n}",
+        )
+    )
+    return remote.RemoteObject(f"/cal/good-{n}.ics", f'"g{n}"', body)
+
+
+# Ways a client breaks an object: a defect above, or a line of a good object garbled.
+MUTATIONS = st.one_of(
+    st.sampled_from(sorted(DEFECTS)).map(lambda d: vcalendar(*DEFECTS[d])),
+    st.tuples(
+        st.integers(min_value=0, max_value=8),
+        st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=40),
+    ).map(lambda cut: _garbled(*cut)),
+    st.binary(max_size=200).map(lambda raw: raw.decode("utf-8", errors="replace")),
+)
+
+
+def _garbled(line: int, text: str) -> str:
+    lines = vcalendar(*vevent("bad", *GOOD)).split("\r\n")
+    lines[3 + line % 6] = text
+    return "\r\n".join(lines)
+
+
+def plan_of(objects: list[remote.RemoteObject]) -> Plan:
+    login = remote.Login("https://dav.example/", "u", "pw", Guard(AddressRule()))
+    listing = Listing(
+        rows.Account("a", "u", login),
+        rows.Place("https://dav.example/cal/", "Personal", True),
+        remote.Changes(changed=objects, deleted=[], token=None, complete=True),
+        SyncStats(),
+        datetime(2026, 3, 1, tzinfo=UTC),
+        SHANGHAI,
+    )
+    plan = Plan()
+    take_changed(listing, Known({}, set(), set()), plan)
+    return plan
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    goods=st.integers(min_value=1, max_value=6),
+    broken=st.lists(MUTATIONS, min_size=1, max_size=6),
+    order=st.randoms(use_true_random=False),
+)
+def test_broken_objects_never_keep_the_rest_of_a_calendar_out(
+    goods: int, broken: list[str], order: object
+) -> None:
+    good = [good_object(n) for n in range(goods)]
+    bad = [remote.RemoteObject(f"/cal/bad-{i}.ics", f'"b{i}"', body) for i, body in enumerate(broken)]
+    objects = [*good, *bad]
+    order.shuffle(objects)  # type: ignore[attr-defined]
+    plan = plan_of(objects)
+    # Every good object arrives whole, whatever stands beside it.
+    titles = {e.title for e in plan.fresh}
+    assert {f"good {n}" for n in range(goods)} <= titles
+    # Every broken one either arrived (it was readable after all) or is named as skipped.
+    arrived = {r["href"] for r in plan.resources}
+    named = {n.href for n in plan.object_notes if n.skipped}
+    assert {o.href for o in bad} <= arrived | named
+    assert not arrived & named
+    # Rows the sync writes carry distinct ids (two masters of one UID broke the primary key).
+    ids = [e.id for e in plan.fresh]
+    assert len(ids) == len(set(ids))
