@@ -8,13 +8,16 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+import recurring_ical_events  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from icalendar import Calendar
 
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.listing import Known, Listing, Plan, SyncStats, take_changed
 from calagent.commands.caldav.notes import uid_in
+from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import expand
 from calagent.commands.ical.parse import UnreadableObject, parse_resource, read_resource
 
@@ -176,3 +179,52 @@ def test_broken_objects_never_keep_the_rest_of_a_calendar_out(
     # Rows the sync writes carry distinct ids (two masters of one UID broke the primary key).
     ids = [e.id for e in plan.fresh]
     assert len(ids) == len(set(ids))
+
+
+# ---- zones as Outlook and custom VTIMEZONEs write them -------------------------------------------
+
+US_PACIFIC_RULES = [
+    "BEGIN:STANDARD",
+    "DTSTART:16010101T020000",
+    "TZOFFSETFROM:-0700",
+    "TZOFFSETTO:-0800",
+    "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=1SU;BYMONTH=11",
+    "END:STANDARD",
+    "BEGIN:DAYLIGHT",
+    "DTSTART:16010101T020000",
+    "TZOFFSETFROM:-0800",
+    "TZOFFSETTO:-0700",
+    "RRULE:FREQ=YEARLY;INTERVAL=1;BYDAY=2SU;BYMONTH=3",
+    "END:DAYLIGHT",
+]
+
+
+@pytest.mark.parametrize("tzid", ["Pacific Standard Time", "Custom Pacific"])
+def test_a_weekly_series_in_a_windows_or_custom_zone_keeps_its_wall_clock_across_dst(tzid: str) -> None:
+    """Outlook's `TZID=Pacific Standard Time` (with its own VTIMEZONE) was read as UTC: an hour
+    off after the March change, and the last occurrence lost to UNTIL. The occurrences are the
+    ones recurring-ical-events reads from the same object."""
+    body = vcalendar(
+        "BEGIN:VTIMEZONE",
+        f"TZID:{tzid}",
+        *US_PACIFIC_RULES,
+        "END:VTIMEZONE",
+        *vevent(
+            "outlook",
+            f"DTSTART;TZID={tzid}:20260305T090000",
+            f"DTEND;TZID={tzid}:20260305T100000",
+            "RRULE:FREQ=WEEKLY;UNTIL=20260319T160000Z",
+            "SUMMARY:weekly",
+        ),
+    )
+    ours = [(e.start, e.end) for e in expand(parse_resource_rows(body), *YEAR)]
+    theirs = [
+        (e.decoded("DTSTART").astimezone(UTC), e.decoded("DTEND").astimezone(UTC))
+        for e in recurring_ical_events.of(Calendar.from_ical(body)).between(*YEAR)
+    ]
+    assert ours == theirs
+    assert [s.astimezone(UTC).hour for s, _ in ours] == [17, 16, 16]
+
+
+def parse_resource_rows(body: str) -> list[Event]:
+    return parse_resource(body, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI)
