@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,30 @@ async def test_a_series_stored_with_a_rule_the_expander_cannot_follow_never_take
         )
         == 1
     )
+
+
+# ---- what an object means: floating times ---------------------------------------------------------
+
+
+async def test_a_floating_time_is_read_on_the_users_own_wall_clock(
+    stack: Stack, user: str, radicale: EmbeddedRadicale
+) -> None:
+    """A DTSTART with neither TZID nor Z (contract §14): 09:00 where the user lives, not in the
+    deployment's default zone (Asia/Shanghai here) as it was read."""
+    saved = await stack.client.put(
+        "/v1/settings", json={"tz": "America/New_York"}, headers=stack.headers(user)
+    )
+    assert saved.status_code == 200, saved.text
+    remote = new_remote(radicale)
+    account = await connect(stack, user, remote)
+    remote.add_raw(
+        HEAD
+        + vevent("floating", "DTSTART:20260402T090000", "DTEND:20260402T100000", "SUMMARY:floating")
+        + "END:VCALENDAR\r\n"
+    )
+    await sync_now(stack, account["id"])
+    [event] = await read_events(stack, user, "2026-04-01T00:00:00Z", "2026-04-05T00:00:00Z", tz="UTC")
+    assert [datetime.fromisoformat(event[k]) for k in ("start", "end")] == [
+        datetime(2026, 4, 2, 13, tzinfo=UTC),
+        datetime(2026, 4, 2, 14, tzinfo=UTC),
+    ]

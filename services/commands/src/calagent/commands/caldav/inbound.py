@@ -43,6 +43,7 @@ from calagent.commands.caldav.listing import Known, Listing, Plan, SyncStats, ta
 from calagent.commands.caldav.todos import keep_task, still_blocks, task_ids, task_uids
 from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
+from calagent.commands.ical.zones import zone_named
 from calagent.commands.ports import UnitOfWork
 from calagent.runtime.settle import is_transient
 
@@ -304,7 +305,10 @@ class InboundSync:
             shown = {r.event_id for href, r in known.items() if href in listed}
             withheld = await self.holds.settle(conn, uow, account, place, shown)
             plan = Plan()
-            read = Listing(account, place, found, stats, listed_at, self.fallback_tz)
+            # A floating time (no TZID, no Z) is on the user's own wall clock (contract §14).
+            saved = (await uow.settings.settings_of([account.user_id])).get(account.user_id)
+            zone = zone_named(saved.zone(self.fallback_tz.key)) if saved is not None else self.fallback_tz
+            read = Listing(account, place, found, stats, listed_at, zone)
             seen = take_changed(read, Known(known, waiting, waiting_uids), plan)
             gone = take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
             # Events and tasks alike: a task deleted in its app is gone here too, and a calendar
