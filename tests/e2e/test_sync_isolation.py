@@ -22,8 +22,8 @@ from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
-from .conftest import read_events
-from .test_caldav import Remote, commands_app, connect, eventually, scalar
+from .conftest import read_events, script
+from .test_caldav import Remote, commands_app, connect, create_rule, eventually, scalar
 from .test_sync_faults import sync_now
 
 pytestmark = pytest.mark.e2e
@@ -264,3 +264,26 @@ async def test_a_floating_time_is_read_on_the_users_own_wall_clock(
         datetime(2026, 4, 2, 13, tzinfo=UTC),
         datetime(2026, 4, 2, 14, tzinfo=UTC),
     ]
+
+
+async def test_a_timed_event_without_an_end_is_shown_at_its_instant_and_keeps_no_time(
+    stack: Stack, scripted: ScriptedModelServer, user: str, radicale: EmbeddedRadicale
+) -> None:
+    """RFC 5545 §3.6.1: a VEVENT with a DTSTART time and neither DTEND nor DURATION ends when it
+    starts. It lasted an hour here, blocking a create beside it; a range that starts with it
+    shows it."""
+    remote = new_remote(radicale)
+    account = await connect(stack, user, remote)
+    remote.add_raw(
+        HEAD + vevent("reminder", "DTSTART:20260925T070000Z", "SUMMARY:take medicine") + "END:VCALENDAR\r\n"
+    )
+    await sync_now(stack, account["id"])
+    [event] = await read_events(stack, user, "2026-09-25T15:00:00+08:00", "2026-09-25T16:00:00+08:00")
+    assert (event["title"], event["start"], event["end"]) == (
+        "take medicine",
+        "2026-09-25T15:00:00+08:00",
+        "2026-09-25T15:00:00+08:00",
+    )
+    scripted.set_script(script(create_rule("call the bank", "D+1", "14:30")))
+    answer = (await stack.chat(user, "call the bank tomorrow 14:30")).json()
+    assert answer["outcome"] == "created", answer

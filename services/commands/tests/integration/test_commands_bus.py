@@ -715,9 +715,9 @@ VIOLATIONS = {
         " VALUES (md5(random()::text), :u, 't', now(), now() + interval '1 hour', '工作', 'k')",
         ConstraintDefect,
     ),
-    "ck_events_end_after_start": (
+    "ck_events_end_not_before_start": (
         "INSERT INTO commands.events (id, user_id, title, start_at, end_at, calendar)"
-        " VALUES (md5(random()::text), :u, 't', now(), now(), '工作')",
+        " VALUES (md5(random()::text), :u, 't', now(), now() - interval '1 hour', '工作')",
         ConstraintDefect,
     ),
     "change_rows_change_id_fkey": (

@@ -18,6 +18,7 @@ from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.listing import Known, Listing, Plan, SyncStats, take_changed
 from calagent.commands.caldav.notes import uid_in
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.overlap import in_window, keeps_time
 from calagent.commands.domain.series import expand
 from calagent.commands.ical.parse import UnreadableObject, parse_resource, read_resource
 
@@ -228,3 +229,14 @@ def test_a_weekly_series_in_a_windows_or_custom_zone_keeps_its_wall_clock_across
 
 def parse_resource_rows(body: str) -> list[Event]:
     return parse_resource(body, master_id="m", user_id="u", calendar="c", fallback_tz=SHANGHAI)
+
+
+def test_a_timed_event_without_dtend_or_duration_ends_when_it_starts_and_keeps_no_time() -> None:
+    [row] = parse_resource_rows(vcalendar(*vevent("t", "DTSTART:20260305T090000Z", "SUMMARY:ping")))
+    assert row.end == row.start
+    assert not keeps_time(row)
+    at = row.start
+    assert in_window(at, at, at, at + timedelta(hours=1))
+    assert not in_window(at, at, at - timedelta(hours=1), at)
+    [day] = parse_resource_rows(vcalendar(*vevent("d", "DTSTART;VALUE=DATE:20260305", "SUMMARY:day")))
+    assert day.end - day.start == timedelta(days=1)

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from dateutil.rrule import rrule, rrulestr
 
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.overlap import in_window
 from calagent.commands.domain.timeutil import local_days, whole_days
 
 STAMP = "%Y%m%dT%H%M%SZ"
@@ -147,7 +148,7 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
     out: list[Event] = []
     for event in events:
         if event.rrule is None:
-            if event.start < window_end and event.end > window_start:
+            if in_window(event.start, event.end, window_start, window_end):
                 out.append(event)
             continue
         duration = event.end - event.start
@@ -160,7 +161,7 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
         except InvalidRecurrenceError:
             # A rule a calendar app wrote that dateutil cannot follow (RFC 7529 RSCALE/SKIP): the
             # series shows its first occurrence and never takes the read of a range down.
-            if event.start < window_end and event.end > window_start:
+            if in_window(event.start, event.end, window_start, window_end):
                 out.append(event.evolve(rrule=None))
             continue
         for start in found:
@@ -170,7 +171,7 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
                 end = whole_days(start.astimezone(tz).date(), days, tz)[1].astimezone(tz)
             else:
                 end = start + duration
-            if start < window_end and end > window_start:
+            if in_window(start, end, window_start, window_end):
                 out.append(
                     event.evolve(
                         id=occurrence_id(event.id, start),

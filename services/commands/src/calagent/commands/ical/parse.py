@@ -30,7 +30,6 @@ from calagent.commands.domain.series import STAMP, InvalidRecurrenceError, valid
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.zones import series_zone, utc_instant
 
-DEFAULT_LENGTH = timedelta(hours=1)
 ICS_UNTIL = "%Y%m%dT%H%M%S"
 
 
@@ -70,6 +69,12 @@ def _checked(component: Component) -> Component:
     return component
 
 
+def implied_length(all_day: bool) -> timedelta:
+    """How long a VEVENT with neither DTEND nor DURATION lasts (RFC 5545 §3.6.1): a day from a
+    DATE start, nothing from a time — it ends when it starts, shown and keeping no time busy."""
+    return timedelta(days=1) if all_day else timedelta(0)
+
+
 def _span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]:
     raw_start = component.decoded("DTSTART")
     all_day = not isinstance(raw_start, datetime)
@@ -79,9 +84,9 @@ def _span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]
     elif "DURATION" in component:
         end = start + component.decoded("DURATION")
     else:
-        end = start + (timedelta(days=1) if all_day else DEFAULT_LENGTH)
-    if end <= start:
-        end = start + (timedelta(days=1) if all_day else DEFAULT_LENGTH)
+        end = start + implied_length(all_day)
+    if end < start or (all_day and end == start):
+        end = start + implied_length(all_day)
     return start, end, all_day
 
 

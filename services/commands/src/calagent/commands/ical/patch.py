@@ -38,9 +38,9 @@ from calagent.commands.ical.attendees import (
     with_series_people,
 )
 from calagent.commands.ical.parse import (
-    DEFAULT_LENGTH,
     exdates_of,
     ics_rule,
+    implied_length,
     load_object,
     master_of,
     object_rows,
@@ -95,7 +95,7 @@ def _set_times(component: Component, row: Event, base: Event, tz: ZoneInfo) -> N
             duration = vDuration(length)
             duration.params = Parameters(component["DURATION"].params)
             component["DURATION"] = duration
-    elif length != (timedelta(days=1) if row.all_day else DEFAULT_LENGTH):
+    elif length != implied_length(row.all_day):
         component["DTEND"] = written_like(row.start + length, old_start, tz, row.all_day)
 
 
