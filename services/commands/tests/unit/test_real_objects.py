@@ -4,7 +4,7 @@ objects still brings every good one (a Hypothesis property over the planning of 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -21,6 +21,7 @@ from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import in_window, keeps_time
 from calagent.commands.domain.series import expand
 from calagent.commands.ical.parse import UnreadableObject, parse_resource, read_resource
+from calagent.commands.ical.patch import patch_object
 
 pytestmark = pytest.mark.unit
 
@@ -240,3 +241,138 @@ def test_a_timed_event_without_dtend_or_duration_ends_when_it_starts_and_keeps_n
     assert not in_window(at, at, at - timedelta(hours=1), at)
     [day] = parse_resource_rows(vcalendar(*vevent("d", "DTSTART;VALUE=DATE:20260305", "SUMMARY:day")))
     assert day.end - day.start == timedelta(days=1)
+
+
+# ---- occurrences an object names besides its rule, compared with an RFC 5545 reading -------------
+
+
+def rfc_reading(body: str) -> list[tuple[str, datetime, datetime]]:
+    """What recurring-ical-events (an independent RFC 5545 reading) shows of an object in 2026."""
+    shown = []
+    for c in recurring_ical_events.of(Calendar.from_ical(body)).between(*YEAR):
+        start = c.decoded("DTSTART")
+        end = c.decoded("DTEND") if "DTEND" in c else start + c.decoded("DURATION", timedelta(0))
+        shown.append((str(c["SUMMARY"]), instant(start), instant(end)))
+    return sorted(shown)
+
+
+def instant(value: object) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    assert isinstance(value, date)
+    return datetime.combine(value, time(), tzinfo=SHANGHAI).astimezone(UTC)
+
+
+def ours(body: str) -> list[tuple[str, datetime, datetime]]:
+    return sorted(
+        (e.title, e.start.astimezone(UTC), e.end.astimezone(UTC))
+        for e in expand(parse_resource_rows(body), *YEAR)
+    )
+
+
+RDATES = {
+    # A podcast feed's way: a first episode, later ones by date-time.
+    "date-time": vevent(
+        "episodes",
+        "DTSTART:20260105T170000Z",
+        "DTEND:20260105T180000Z",
+        "RDATE:20260112T170000Z,20260126T170000Z",
+        "RDATE:20260209T170000Z",
+        "SUMMARY:episode",
+    ),
+    # RFC 5545 §3.8.5.2's PERIOD example: each occurrence its own span.
+    "period": vevent(
+        "periods",
+        "DTSTART:20260102T140000Z",
+        "DTEND:20260102T150000Z",
+        "RDATE;VALUE=PERIOD:20260103T180000Z/20260103T190000Z,20260104T070000Z/PT3H",
+        "SUMMARY:period",
+    ),
+    "date": vevent(
+        "days",
+        "DTSTART;VALUE=DATE:20260101",
+        "DTEND;VALUE=DATE:20260102",
+        "RDATE;VALUE=DATE:20260120,20260217",
+        "EXDATE;VALUE=DATE:20260217",
+        "SUMMARY:holiday",
+    ),
+    "with a rule": vevent(
+        "rule-and-dates",
+        "DTSTART:20260302T010000Z",
+        "DTEND:20260302T020000Z",
+        "RRULE:FREQ=WEEKLY;COUNT=3",
+        "RDATE:20260305T010000Z,20260309T010000Z",
+        "SUMMARY:mixed",
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(RDATES))
+def test_rdates_show_every_occurrence_the_rfc_reading_does(form: str) -> None:
+    """RDATE was never read: a podcast feed showed 1 of its 12 episodes, RFC 5545's own PERIOD
+    example 1 of 3."""
+    body = vcalendar(*RDATES[form])
+    assert ours(body) == rfc_reading(body)
+    assert len(ours(body)) > 1
+
+
+THIS_AND_FUTURE = vcalendar(
+    *vevent(
+        "tf",
+        "DTSTART:20260302T010000Z",
+        "DTEND:20260302T020000Z",
+        "RRULE:FREQ=WEEKLY;COUNT=5",
+        "SUMMARY:sync",
+    ),
+    *vevent(
+        "tf",
+        "RECURRENCE-ID;RANGE=THISANDFUTURE:20260316T010000Z",
+        "DTSTART:20260316T030000Z",
+        "DTEND:20260316T033000Z",
+        "SUMMARY:sync (moved)",
+    ),
+)
+
+
+def test_a_this_and_future_change_reaches_every_later_occurrence() -> None:
+    """RECURRENCE-ID;RANGE=THISANDFUTURE was ignored: the edited tail kept the old times."""
+    assert ours(THIS_AND_FUTURE) == rfc_reading(THIS_AND_FUTURE)
+    assert [t for t, _, _ in ours(THIS_AND_FUTURE)].count("sync (moved)") == 3
+
+
+def test_an_occurrence_whose_master_is_not_in_the_object_is_the_event_it_is() -> None:
+    """Google sends one occurrence of a series to someone invited to it alone: it was dropped."""
+    body = vcalendar(
+        *vevent(
+            "g",
+            "RECURRENCE-ID:20260310T010000Z",
+            "DTSTART:20260310T020000Z",
+            "DTEND:20260310T030000Z",
+            "SUMMARY:one",
+        ),
+        *vevent(
+            "g",
+            "RECURRENCE-ID:20260317T010000Z",
+            "DTSTART:20260317T010000Z",
+            "DTEND:20260317T020000Z",
+            "SUMMARY:two",
+        ),
+    )
+    assert ours(body) == [
+        ("one", datetime(2026, 3, 10, 2, tzinfo=UTC), datetime(2026, 3, 10, 3, tzinfo=UTC)),
+        ("two", datetime(2026, 3, 17, 1, tzinfo=UTC), datetime(2026, 3, 17, 2, tzinfo=UTC)),
+    ]
+
+
+@pytest.mark.parametrize("body", [vcalendar(*RDATES["with a rule"]), THIS_AND_FUTURE], ids=["rdate", "range"])
+def test_a_change_to_the_series_writes_no_component_for_the_occurrences_the_object_names(body: str) -> None:
+    """The occurrences read from RDATE or a RANGE=THISANDFUTURE change are rows of their own; a
+    change of the master's title rewrites the title and adds no override for them (contract §14)."""
+    rows = parse_resource_rows(body)
+    renamed = [rows[0].evolve(title="renamed"), *rows[1:]]
+    patched = patch_object(body, renamed, rows[0].uid or "", datetime(2026, 3, 1, tzinfo=UTC))
+    before = Calendar.from_ical(body).walk("VEVENT")
+    after = patched.calendar.walk("VEVENT")
+    assert len(after) == len(before)
+    assert str(after[0]["SUMMARY"]) == "renamed"
+    assert [c.get("RDATE") is not None for c in after] == [c.get("RDATE") is not None for c in before]

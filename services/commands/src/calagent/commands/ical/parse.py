@@ -26,11 +26,13 @@ from icalendar import (
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
-from calagent.commands.domain.series import STAMP, InvalidRecurrenceError, validate_rule
+from calagent.commands.domain.series import STAMP, InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.ical.attendees import address_of, attendees_of
 from calagent.commands.ical.zones import series_zone, utc_instant
 
 ICS_UNTIL = "%Y%m%dT%H%M%S"
+# How many later occurrences a RANGE=THISANDFUTURE change is carried to (an endless rule has no end).
+FUTURE_LIMIT = 400
 
 
 class UnreadableObject(ValueError):
@@ -85,9 +87,22 @@ def _span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]
         end = start + component.decoded("DURATION")
     else:
         end = start + implied_length(all_day)
+    if end < start and "RRULE" not in component:
+        # An end written before the start (seen from Nextcloud's web client): the two swapped,
+        # as an RFC reading takes them; a series keeps its DTSTART, the rule's anchor.
+        start, end = end, start
     if end < start or (all_day and end == start):
         end = start + implied_length(all_day)
     return start, end, all_day
+
+
+def _slot(component: Component, master: Component, tz: ZoneInfo) -> datetime:
+    """The occurrence a RECURRENCE-ID names. Exchange writes a time (midnight in its zone) for an
+    occurrence of an all-day series: the day it names is the slot, as the series counts days."""
+    value = component.decoded("RECURRENCE-ID")
+    if isinstance(value, datetime) and not isinstance(master.decoded("DTSTART"), datetime):
+        value = value.date()
+    return utc_instant(value, tz)
 
 
 def component_span(component: Component, tz: ZoneInfo) -> tuple[datetime, datetime, bool]:
@@ -104,7 +119,9 @@ def reminder_alarm(component: Component) -> Component | None:
         related = getattr(alarm["TRIGGER"], "params", {}).get("RELATED", "START")
         if str(related).upper() != "START":
             continue
-        value = alarm.decoded("TRIGGER") if not isinstance(alarm["TRIGGER"], list) else None
+        # The parsed value, not a decode: a TRIGGER no reader takes (Thunderbird wrote a bare
+        # time) makes this alarm no reminder, never the event unreadable.
+        value = getattr(alarm["TRIGGER"], "dt", None)
         if isinstance(value, timedelta) and value <= timedelta(0):
             return alarm
     return None
@@ -114,7 +131,7 @@ def _reminder(component: Component) -> int | None:
     alarm = reminder_alarm(component)
     if alarm is None:
         return None
-    trigger = alarm.decoded("TRIGGER")
+    trigger = getattr(alarm["TRIGGER"], "dt", None)
     assert isinstance(trigger, timedelta)
     return int(-trigger.total_seconds() // 60)
 
@@ -129,12 +146,24 @@ def _rule(component: Component, tz: ZoneInfo, notes: list[str]) -> str | None:
         first = first[0]
     parts = []
     raw = first.to_ical()
-    for part in (raw.decode() if isinstance(raw, bytes) else str(raw)).split(";"):
+    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    if not text.strip():
+        return None  # an empty "RRULE:" line (a holiday feed writes one): no rule
+    for part in text.split(";"):
         name, _, value = part.partition("=")
         if name.upper() == "UNTIL" and value.endswith("Z"):
             # The series engine reads UNTIL on the series' wall clock: a UTC UNTIL is converted.
             instant = datetime.strptime(value, STAMP).replace(tzinfo=UTC)
             value = instant.astimezone(tz).strftime("%Y%m%dT%H%M%S")
+        elif (
+            name.upper() == "UNTIL"
+            and "T" not in value
+            and isinstance(component.decoded("DTSTART"), datetime)
+        ):
+            notes.append(
+                "its rule ends on a date (UNTIL) where its start is a time; RFC 5545 wants the same"
+                " kind: read as the end of that day"
+            )
         parts.append(f"{name.upper()}={value}")
     return ";".join(parts)
 
@@ -244,6 +273,10 @@ def object_rows(
 def read_object(
     parsed: Calendar, body: str, *, master_id: str, user_id: str, calendar: str, fallback_tz: ZoneInfo
 ) -> ObjectReading:
+    if not any("RECURRENCE-ID" not in c for c in parsed.walk("VEVENT")) and parsed.walk("VEVENT"):
+        return _without_master(
+            parsed, body, master_id=master_id, user_id=user_id, calendar=calendar, tz=fallback_tz
+        )
     master_component = _checked(master_of(parsed))
     tz = series_zone(master_component, fallback_tz)
     uid = text_of(master_component, "UID")
@@ -252,13 +285,16 @@ def read_object(
     exdates = list(exdates_of(master_component, tz))
     overrides: list[Event] = []
     slots: set[datetime] = set()
+    ranges: set[datetime] = set()  # the slots of RANGE=THISANDFUTURE changes
     for component in parsed.walk("VEVENT"):
-        if "RECURRENCE-ID" not in component or rule is None:
+        if "RECURRENCE-ID" not in component or (rule is None and "RDATE" not in master_component):
             continue
-        slot = utc_instant(_checked(component).decoded("RECURRENCE-ID"), tz)
+        slot = _slot(_checked(component), master_component, tz)
         if slot in slots:
             raise UnreadableObject(f"it changes the occurrence of {slot:%Y-%m-%d %H:%M} UTC twice")
         slots.add(slot)
+        if str(component["RECURRENCE-ID"].params.get("RANGE", "")).upper() == "THISANDFUTURE":
+            ranges.add(slot)
         if str(component.get("STATUS", "")).upper() == "CANCELLED":
             exdates.append(slot)
             continue
@@ -293,7 +329,107 @@ def read_object(
             notes.append(
                 "its repeat rule (RRULE) cannot be followed here; only its first occurrence is shown"
             )
-    return ObjectReading([master, *overrides], tuple(notes))
+    taken = {master.start, *master.exdates, *slots}
+    derived = [
+        *later_changed(master, overrides, ranges, taken, notes),
+        *rdates_of(master_component, master, taken),
+    ]
+    return ObjectReading([master, *overrides, *derived], tuple(notes))
+
+
+def _without_master(
+    parsed: Calendar, body: str, *, master_id: str, user_id: str, calendar: str, tz: ZoneInfo
+) -> ObjectReading:
+    """Occurrences of a series whose master the object does not hold (Google sends exactly this
+    to someone invited to one occurrence): each is the event it is. The first owns the object."""
+    found: list[Event] = []
+    for component in parsed.walk("VEVENT"):
+        slot = utc_instant(_checked(component).decoded("RECURRENCE-ID"), tz)
+        row = Event(
+            id=master_id if not found else override_id(master_id, slot),
+            user_id=user_id,
+            calendar=calendar,
+            tz=series_zone(component, tz).key,
+            uid=text_of(component, "UID"),
+            **_modeled(component, series_zone(component, tz)),  # type: ignore[arg-type]
+        )
+        found.append(
+            row.evolve(ical=body) if not found else row.evolve(series_id=master_id, recurrence_id=slot)
+        )
+    if len({r.id for r in found}) < len(found):
+        raise UnreadableObject("it changes one occurrence twice")
+    return ObjectReading(found)
+
+
+def _occurrence(of: Event, slot: datetime, start: datetime, end: datetime) -> Event:
+    """A row for one occurrence an object names besides its rule's own (an RDATE, a later one a
+    RANGE=THISANDFUTURE change reaches): an override of `slot` that no component of the object
+    holds, so writing the object back leaves it as it was (patch.py) unless it is changed."""
+    master_id = of.series_id or of.id
+    return of.evolve(
+        id=override_id(master_id, slot),
+        series_id=master_id,
+        recurrence_id=slot,
+        start=start,
+        end=end,
+        rrule=None,
+        exdates=(),
+        ical=None,
+    )
+
+
+def rdates_of(component: Component, master: Event, taken: set[datetime]) -> list[Event]:
+    """The occurrences RDATE adds (RFC 5545 §3.8.5.2): a DATE-TIME or a DATE lasting what the
+    first occurrence lasts, a PERIOD its own span; none twice, none an EXDATE removes."""
+    raw = component.get("RDATE")
+    tz = ZoneInfo(master.tz or "UTC")
+    found: list[Event] = []
+    for entry in raw if isinstance(raw, list) else [raw] if raw is not None else []:
+        for item in entry.dts:
+            value = item.dt
+            if isinstance(value, tuple):
+                start = utc_instant(value[0], tz)
+                end = start + value[1] if isinstance(value[1], timedelta) else utc_instant(value[1], tz)
+            else:
+                start = utc_instant(value, tz)
+                end = start + (master.end - master.start)
+            if start in taken or end < start:
+                continue
+            taken.add(start)
+            found.append(_occurrence(master, start, start, end))
+    return found
+
+
+def later_changed(
+    master: Event, overrides: Sequence[Event], ranges: set[datetime], taken: set[datetime], notes: list[str]
+) -> list[Event]:
+    """The occurrences after a `RECURRENCE-ID;RANGE=THISANDFUTURE` change, each moved by what
+    moved it and with its length and values (RFC 5545 §3.8.4.4), up to the next such change, for
+    the next `FUTURE_LIMIT` starts of the rule."""
+    ranged = sorted((o for o in overrides if o.recurrence_id in ranges), key=lambda o: o.start)
+    if master.rrule is None or not ranged:
+        return []
+    tz = ZoneInfo(master.tz or "UTC")
+    found: list[Event] = []
+    for n, change in enumerate(ranged):
+        assert change.recurrence_id is not None
+        until = ranged[n + 1].recurrence_id if n + 1 < len(ranged) else None
+        try:
+            later = next_starts(master.rrule, master.start, tz, change.recurrence_id, FUTURE_LIMIT + 1)
+        except InvalidRecurrenceError:
+            return found
+        if len(later) > FUTURE_LIMIT and until is None:
+            notes.append(f"its change of this and later occurrences reaches the next {FUTURE_LIMIT} only")
+        shift, length = change.start - change.recurrence_id, change.end - change.start
+        for local in later[:FUTURE_LIMIT]:
+            slot = local.astimezone(UTC)
+            if until is not None and slot >= until:
+                break
+            if slot in taken:
+                continue
+            taken.add(slot)
+            found.append(_occurrence(change, slot, slot + shift, slot + shift + length))
+    return found
 
 
 def parse_resource(

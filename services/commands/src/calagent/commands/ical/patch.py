@@ -39,6 +39,7 @@ from calagent.commands.ical.attendees import (
 )
 from calagent.commands.ical.parse import (
     exdates_of,
+    fingerprint,
     ics_rule,
     implied_length,
     load_object,
@@ -299,6 +300,15 @@ def _patch_overrides(
         if row.series_id is None or row.recurrence_id is None:
             continue
         base = base_by_id.get(row.id) or base_by_slot.get(row.recurrence_id)
+        if (
+            base is not None
+            and base.recurrence_id not in by_slot
+            and fingerprint([row]) == fingerprint([base])
+        ):
+            # An occurrence the object names without a component of its own (an RDATE, one a
+            # RANGE=THISANDFUTURE change reaches), unchanged: the object already says it.
+            used.add(base.id)
+            continue
         if base is not None and base.id not in used and base.recurrence_id in by_slot:
             used.add(base.id)
             component = by_slot[base.recurrence_id]
