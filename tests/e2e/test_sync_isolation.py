@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.cli.stack import Stack
 from calagent.devtools.radicale import EmbeddedRadicale
+from calagent.devtools.testing.davproxy import DavProxy
 from calagent.devtools.testing.servers import Servers
 from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
@@ -24,7 +25,7 @@ from calagent.scriptedmodel import ScriptedModelServer
 from .caldav_support import caldav_stack, radicale_server
 from .conftest import read_events, script
 from .test_caldav import Remote, commands_app, connect, create_rule, eventually, scalar
-from .test_sync_faults import sync_now
+from .test_sync_faults import connect_through, sync_now
 
 pytestmark = pytest.mark.e2e
 
@@ -42,6 +43,14 @@ async def stack(
     # Xandikos listens on 127.0.0.1 too: the one address to allow serves both servers.
     async with caldav_stack(servers, database_url, scripted, allow_networks=radicale.network) as system:
         yield system
+
+
+@pytest.fixture
+async def proxy(radicale: EmbeddedRadicale) -> AsyncIterator[DavProxy]:
+    server = DavProxy(radicale.url, host=radicale.host)
+    await server.start()
+    yield server
+    await server.stop()
 
 
 def new_remote(radicale: EmbeddedRadicale) -> Remote:
@@ -287,3 +296,37 @@ async def test_a_timed_event_without_an_end_is_shown_at_its_instant_and_keeps_no
     scripted.set_script(script(create_rule("call the bank", "D+1", "14:30")))
     answer = (await stack.chat(user, "call the bank tomorrow 14:30")).json()
     assert answer["outcome"] == "created", answer
+
+
+# ---- a first sync: the nearest weeks first -------------------------------------------------------
+
+
+async def test_a_first_sync_shows_the_next_two_weeks_before_the_whole_calendar(
+    stack: Stack, db: AsyncEngine, user: str, radicale: EmbeddedRadicale, proxy: DavProxy
+) -> None:
+    """A calendar never synced is read about now first (a calendar-query over the next two
+    weeks), then whole: when the whole listing fails, this week is shown all the same. Before,
+    a first sync of ten calendars showed nothing for over a minute."""
+    remote = new_remote(radicale)
+    account = await connect_through(stack, user, remote, proxy)
+    # The stack's clock says 2026-09-24; one event next week, one next year.
+    remote.add("near-one", "next week", "20260929T010000Z", "20260929T020000Z")
+    remote.add("far-one", "next year", "20270610T010000Z", "20270610T020000Z")
+    async with db.begin() as conn:  # as a calendar never synced
+        await conn.execute(
+            text("update commands.caldav_calendars set sync_token = null where account_id = :a"),
+            {"a": account["id"]},
+        )
+    proxy.fail("GET", r"\.ics$", 503)  # the whole listing reads each object: none comes
+    await sync_now(stack, account["id"])
+    titles = [
+        e["title"] for e in await read_events(stack, user, "2026-09-20T00:00:00Z", "2027-09-20T00:00:00Z")
+    ]
+    assert titles == ["next week"]
+    # The objects it could not read are asked for again (the token did not pass them by).
+    proxy.clear()
+    await sync_now(stack, account["id"])
+    titles = [
+        e["title"] for e in await read_events(stack, user, "2026-09-20T00:00:00Z", "2027-09-20T00:00:00Z")
+    ]
+    assert titles == ["next week", "next year"]
