@@ -4,8 +4,9 @@ the key in a tool result, the source an item is named by, and what an archived r
 someone else is replayed as.
 
 Someone else's text is any the user did not type in this conversation: forwarded and quoted blocks,
-every field of mail and invitations, events someone else organizes or that come from a calendar the
-user does not own, and cards of a connected address book. It is data, never instructions: it
+every field of mail and invitations, events someone else organizes, that come from a calendar the
+user does not own or that reached a connected calendar other than through this system, and cards
+of a connected address book. It is data, never instructions: it
 reaches the model only inside a marked block (a user or tool message), never in the system message.
 """
 
@@ -204,6 +205,12 @@ DOORS: Final[tuple[Door, ...]] = (
     Door("the user's own events (find_events)", "user", "the user's own words", "runs (changes always held)"),
     Door("an event someone else organizes (find_events)", "third_party", "TOOL_MARK", HELD),
     Door("an event of a calendar the user does not own (find_events)", "third_party", "TOOL_MARK", HELD),
+    Door(
+        "an event put in a connected calendar other than through this system (find_events)",
+        "third_party",
+        "TOOL_MARK",
+        HELD,
+    ),
     Door("CardDAV cards", "third_party", "CARD_SOURCE", "a reply naming one is replayed by its source"),
     Door("contacts the user typed", "user", "the user's own words", "—"),
     Door("memories (search_memory)", "user", "saved only from the user's own words", "runs"),
@@ -270,6 +277,7 @@ TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
         "the user's own events (find_events)",
         "an event someone else organizes (find_events)",
         "an event of a calendar the user does not own (find_events)",
+        "an event put in a connected calendar other than through this system (find_events)",
     ),
     "search_memory": ("memories (search_memory)",),
     "search_chat_archive": ("the chat archive replayed (history, search_chat_archive)",),
