@@ -109,6 +109,35 @@ def test_an_event_is_the_users_unless_someone_else_organizes_it_or_its_text_came
     assert words.source_of((carded,)) == words.CARD_SOURCE
 
 
+@pytest.mark.parametrize("whose", [{"outside_text": True}, {"organizer": "mallory@example.net"}])
+def test_a_pending_change_of_someone_elses_event_is_named_by_whose_it_is_not_its_title(
+    whose: dict[str, object],
+) -> None:
+    before = event(INJECTED, **whose)
+    stub = StubOut(
+        id="s1",
+        status="held",
+        title=INJECTED,
+        slots=StubSlots(),
+        expires_at=NOW,
+        kind="change",
+        hold_reason="change_confirmation",
+        change=ChangeOut(action="delete", scope="this", before=before),
+    )
+    [system, _user] = build_messages(
+        now=NOW,
+        tz="Asia/Shanghai",
+        calendars=("工作",),
+        stub=stub,
+        segment=SessionSegment(messages=(), older_count=0, older_last_at=None),
+        text="好",
+        quoted=(),
+        forwarded=None,
+    )
+    assert INJECTED not in system["content"]
+    assert str(words.event_source(before)) in system["content"]
+
+
 def test_a_result_quotes_someone_else_through_its_stub_its_events_and_the_people_it_names() -> None:
     accepted = CommandResult(status="created", persisted=True, event=event(INJECTED), stub=invitation_stub())
     assert words.source_of(words.quoted_in(accepted)) == "the invitation of wang5@example.com"

@@ -77,7 +77,11 @@ def describe_outside_offer(stub: StubOut, tz: str) -> str:
 def describe_stub(stub: StubOut, tz: str) -> str:
     if from_outside(stub):
         return describe_outside_offer(stub, tz)
-    parts = [f"Pending schedule request (active stub) id={stub.id} status={stub.status} title={stub.title!r}"]
+    # A change of an event whose text is someone else's carries that text as its title: named by
+    # whose it is, never by it (contract §19: not in the system message).
+    about = event_source(stub.change.before) if stub.change is not None else None
+    title = f"(the title of {about})" if about is not None else repr(stub.title)
+    parts = [f"Pending schedule request (active stub) id={stub.id} status={stub.status} title={title}"]
     if stub.candidates:
         parts.append(
             "candidates: " + ", ".join(f"{d.isoformat()} ({format_day(d, 'en')})" for d in stub.candidates)
