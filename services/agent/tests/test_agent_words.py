@@ -109,6 +109,21 @@ def test_an_event_is_the_users_unless_someone_else_organizes_it_or_its_text_came
     assert words.source_of((carded,)) == words.CARD_SOURCE
 
 
+def system_facts(stub: StubOut) -> str:
+    """The system message of a turn with `stub` pending."""
+    [system, _user] = build_messages(
+        now=NOW,
+        tz="Asia/Shanghai",
+        calendars=("工作",),
+        stub=stub,
+        segment=SessionSegment(messages=(), older_count=0, older_last_at=None),
+        text="好",
+        quoted=(),
+        forwarded=None,
+    )
+    return str(system["content"])
+
+
 @pytest.mark.parametrize("whose", [{"outside_text": True}, {"organizer": "mallory@example.net"}])
 def test_a_pending_change_of_someone_elses_event_is_named_by_whose_it_is_not_its_title(
     whose: dict[str, object],
@@ -124,18 +139,9 @@ def test_a_pending_change_of_someone_elses_event_is_named_by_whose_it_is_not_its
         hold_reason="change_confirmation",
         change=ChangeOut(action="delete", scope="this", before=before),
     )
-    [system, _user] = build_messages(
-        now=NOW,
-        tz="Asia/Shanghai",
-        calendars=("工作",),
-        stub=stub,
-        segment=SessionSegment(messages=(), older_count=0, older_last_at=None),
-        text="好",
-        quoted=(),
-        forwarded=None,
-    )
-    assert INJECTED not in system["content"]
-    assert str(words.event_source(before)) in system["content"]
+    system = system_facts(stub)
+    assert INJECTED not in system
+    assert str(words.event_source(before)) in system
 
 
 def test_a_result_quotes_someone_else_through_its_stub_its_events_and_the_people_it_names() -> None:
@@ -235,18 +241,9 @@ def test_a_stub_that_meets_someone_elses_event_names_whose_it_is_not_its_title(
         expires_at=NOW,
         conflicts_with=(event(INJECTED, **whose),),
     )
-    [system, _user] = build_messages(
-        now=NOW,
-        tz="Asia/Shanghai",
-        calendars=("工作",),
-        stub=stub,
-        segment=SessionSegment(messages=(), older_count=0, older_last_at=None),
-        text="改到下午",
-        quoted=(),
-        forwarded=None,
-    )
-    assert INJECTED not in system["content"]
-    assert source in system["content"]
+    system = system_facts(stub)
+    assert INJECTED not in system
+    assert source in system
 
 
 # ---- the turn runner -----------------------------------------------------------------------------
