@@ -1,4 +1,4 @@
-"""What a transaction's writes record for their commit (`adapters/effects.py`)."""
+"""What a transaction's writes record for their commit (`domain/effects.py`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from calagent.commands.adapters.effects import Effects
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.model import Event
 from calagent.contracts.people import Attendee
 

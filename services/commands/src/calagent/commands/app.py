@@ -115,7 +115,7 @@ class CommandsService:
                 self.settings.default_tz,
                 guard,
                 Holds(self.clock, self.config.stub_ttl),
-                after_sync=self.service.writes.tasks.offer_replan_after_sync,
+                after_sync=self.service.writes.replans.after_sync,
             ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
