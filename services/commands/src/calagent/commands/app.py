@@ -107,6 +107,7 @@ class CommandsService:
                 guard,
                 max_attempts=self.settings.caldav_max_attempts,
                 default_tz=self.settings.default_tz,
+                after_sync=self.service.writes.replans.after_sync,
             ),
             InboundSync(
                 self.engine,
