@@ -90,6 +90,7 @@ class Deliverer:
         self.vault = vault
         self.guard = guard
         self.clock = clock
+        self.stub_ttl = stub_ttl
         self.max_attempts = max_attempts
         self.tasks = TaskDeliverer(vault, guard, clock, ZoneInfo(default_tz))
         self.conflicts = Conflicts(clock, stub_ttl, ZoneInfo(default_tz), after_sync)
