@@ -28,7 +28,7 @@ from icalendar import Component
 from calagent.commands.changes import Changes, Target
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import AskedField, ChangeAfter, HeldChange
-from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask, shown_conflicts
+from calagent.commands.domain.pending import Ask, shown_conflicts
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import occurrence_id
 from calagent.commands.ical.attendees import attendees_of
@@ -163,7 +163,6 @@ class Counters:
             proposed_end=moved.end,
             payload=change,
             recipients=await self.people.invited(txn, target.row, target.master),
-            expires_at=txn.now + OUTSIDE_OFFER_TTL,
         )
 
     async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:

@@ -29,7 +29,7 @@ from calagent.commands.domain.choice import choose
 from calagent.commands.domain.freetime import shows_as
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldBooking, HeldProposal
-from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask, shown_conflicts, strongest
+from calagent.commands.domain.pending import Ask, shown_conflicts, strongest
 from calagent.commands.domain.people import SentProposal, Unresolved, normal_address, resolve_one
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ical.attendees import attendees_of
@@ -210,7 +210,6 @@ class Proposing:
             proposed_end=slot.end,
             payload=HeldBooking(proposal=proposal.model_copy(update={"chosen": chosen})),
             recipients=(proposal.attendee,),
-            expires_at=txn.now + OUTSIDE_OFFER_TTL,
         )
         stub = await self.pending.from_outside(txn, ask, "booking")
         verdict = "waiting" if stub.waiting_since is not None else "offered"
@@ -238,7 +237,6 @@ class Proposing:
                 proposed_end=slot.end,
                 payload=held,
                 recipients=stub.recipients,
-                expires_at=stub.expires_at,
             )
             offered = await self.pending.store(txn, self.pending.of(stub).ask("held", again, txn.now))
             return CommandResult(status="held", stub=stub_out(offered, met, txn.tz), reoffered=True)

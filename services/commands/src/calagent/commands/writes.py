@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -64,6 +64,7 @@ from calagent.contracts.commands import (
     ProposePlan,
     ProposeTimesCommand,
     RevertChange,
+    StubKind,
     StubOut,
     StubSlots,
 )
@@ -73,6 +74,33 @@ from calagent.contracts.time import ResolveRequest, ResolveResult
 from calagent.runtime.clock import Clock
 
 Command = AnyCommand
+
+
+Run = Callable[[Txn, Stub], Awaitable[CommandResult]]
+
+
+@dataclass(frozen=True)
+class KindAnswers:
+    """What the user's word does to a stub of one kind: `confirm` (a MergeStub), `refuse` (a
+    CancelStub)."""
+
+    confirm: Callable[[Txn, Stub, MergeStub], Awaitable[CommandResult]]
+    refuse: Run
+
+
+def on_word(run: Run) -> Callable[[Txn, Stub, MergeStub], Awaitable[CommandResult]]:
+    """A kind with no slots a short reply could fill: it runs on the user's confirmation only."""
+
+    async def confirm(txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
+        if stub.status == "needs_attendee":
+            # A change waiting for a person is answered by a new update naming them.
+            return error_result("invalid_arguments", "this pending request waits for an attendee")
+        if not command.confirm:
+            # A change or a plan has no slots a short reply could fill: the model reads it.
+            return error_result("invalid_arguments", "this pending request takes only a confirmation")
+        return await run(txn, stub)
+
+    return confirm
 
 
 class Writes:
@@ -94,6 +122,18 @@ class Writes:
         self.tasks = Tasks(store, config, clock, self.placing)
         self.replans = Replans(self.tasks, self.pending, config, clock)
         self.task_offers = TaskOffers(self.tasks, self.pending)
+        # One row per kind of stub: what the user's word does to it (what it keeps and how long it
+        # waits: `payloads.KINDS`).
+        self.kinds: dict[StubKind, KindAnswers] = {
+            "create": KindAnswers(self._reply, self._drop),
+            "change": KindAnswers(on_word(self._run_change), self._refuse_change),
+            "plan": KindAnswers(on_word(self.plans.confirm), self._drop),
+            "invitation": KindAnswers(self._answer_invitation, self._decline_invitation),
+            "proposal": KindAnswers(on_word(self.proposing.send), self._drop),
+            "booking": KindAnswers(on_word(self.proposing.book), self._drop),
+            "replan": KindAnswers(on_word(self.replans.confirm), self._drop),
+            "task_change": KindAnswers(on_word(self.task_offers.confirm), self._drop),
+        }
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
@@ -219,36 +259,18 @@ class Writes:
             if command.confirm or stub.kind != "change":
                 return error_result("invalid_arguments", "a pick answers only a change asking which event")
             return await self.offers.pick(txn, stub, command.pick)
-        if stub.kind == "invitation":
-            if not command.confirm and command.partstat is None:
-                return error_result("invalid_arguments", "this invitation takes an answer")
-            return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
-        if stub.status == "needs_attendee" and stub.kind != "create":
-            # A change waiting for a person is answered by a new update naming them.
-            return error_result("invalid_arguments", "this pending request waits for an attendee")
-        if stub.kind != "create":
-            if not command.confirm:
-                # A change or a plan has no slots a short reply could fill: the model reads it.
-                return error_result("invalid_arguments", "this pending request takes only a confirmation")
-            if stub.kind == "plan":
-                return await self.plans.confirm(txn, stub)
-            if stub.kind == "proposal":
-                return await self.proposing.send(txn, stub)
-            if stub.kind == "booking":
-                return await self.proposing.book(txn, stub)
-            if stub.kind == "replan":
-                return await self.replans.confirm(txn, stub)
-            if stub.kind == "task_change":
-                return await self.task_offers.confirm(txn, stub)
-            if self.pending.of(stub).asks_which():
-                # Which event is still the question (contract §20): nothing runs; it is asked again.
-                return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
-            # A counter-proposal made again is still the attendee's: offered as theirs.
-            check = self.counters.check if is_counter(stub) else self.offers.check
-            stale = await check(txn, stub)
-            if stale is not None:
-                return stale
-            return await self.changes.confirm(txn, stub)
+        return await self.kinds[stub.kind].confirm(txn, stub, command)
+
+    async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
+        stub = await self.pending.answered(txn, command.command_id)
+        if isinstance(stub, CommandResult):
+            return stub
+        return await self.kinds[stub.kind].refuse(txn, stub)
+
+    # ---- what the user's word does, kind by kind -------------------------------------------------
+
+    async def _reply(self, txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
+        """A create's stub answered: the reply's slots merged in, asked or run again."""
         try:
             slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
         except UnplacedWeekdayError as exc:
@@ -266,16 +288,33 @@ class Writes:
             allow_conflict=consent.override_conflict,
         )
 
-    async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
-        stub = await self.pending.answered(txn, command.command_id)
-        if isinstance(stub, CommandResult):
-            return stub
-        if stub.kind == "invitation":
-            # Turning an invitation down is declining it: the organizer is told.
-            return await self.answers.answer(txn, stub, "DECLINED")
+    async def _run_change(self, txn: Txn, stub: Stub) -> CommandResult:
+        if self.pending.of(stub).asks_which():
+            # Which event is still the question (contract §20): nothing runs; it is asked again.
+            return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
+        # A counter-proposal made again is still the attendee's: offered as theirs.
+        check = self.counters.check if is_counter(stub) else self.offers.check
+        stale = await check(txn, stub)
+        if stale is not None:
+            return stale
+        return await self.changes.confirm(txn, stub)
+
+    async def _answer_invitation(self, txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
+        if not command.confirm and command.partstat is None:
+            return error_result("invalid_arguments", "this invitation takes an answer")
+        return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
+
+    async def _decline_invitation(self, txn: Txn, stub: Stub) -> CommandResult:
+        # Turning an invitation down is declining it: the organizer is told.
+        return await self.answers.answer(txn, stub, "DECLINED")
+
+    async def _refuse_change(self, txn: Txn, stub: Stub) -> CommandResult:
         if is_counter(stub):
             # Turning a counter-proposal down is declining it: the proposer is told.
             return await self.counters.decline(txn, stub)
+        return await self._drop(txn, stub)
+
+    async def _drop(self, txn: Txn, stub: Stub) -> CommandResult:
         cancelled = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
