@@ -55,40 +55,30 @@ async def by_confirmed_create(system: System, user: str) -> CommandResult:
 async def by_confirmed_change(system: System, user: str) -> CommandResult:
     made = await system.execute(create(user, title="评审", date="D+1", time="15:00", end_time="16:00"))
     assert made.event is not None and made.replan is None, made
-    update = UpdateSchedule(event_id=made.event.id, time="09:00", end_time="10:00")
-    held = await system.execute(
-        PrepareChange(
-            envelope=envelope(user),
-            idempotency_key=key(),
-            action="update",
-            event_id=made.event.id,
-            update=update,
-        )
-    )
-    assert held.stub is not None and held.stub.kind == "change", held
-    return await system.execute(merge(user, held.stub.id, confirm=True))
+    return await move(system, user, made.event.id, "09:00", "10:00")
 
 
 async def by_undo(system: System, user: str) -> CommandResult:
     # Moved off the block, then the move undone: the event comes back onto it.
     made = await by_create(system, user)
     assert made.event is not None and made.replan is not None, made
-    update = UpdateSchedule(event_id=made.event.id, time="15:00", end_time="16:00")
-    held = await system.execute(
-        PrepareChange(
-            envelope=envelope(user),
-            idempotency_key=key(),
-            action="update",
-            event_id=made.event.id,
-            update=update,
-        )
-    )
-    assert held.stub is not None, held
-    moved = await system.execute(merge(user, held.stub.id, confirm=True))
+    moved = await move(system, user, made.event.id, "15:00", "16:00")
     assert moved.status == "updated" and moved.change_id is not None and moved.replan is None, moved
     return await system.execute(
         RevertChange(envelope=envelope(user), idempotency_key=key(), change_id=moved.change_id)
     )
+
+
+async def move(system: System, user: str, event_id: str, time: str, end_time: str) -> CommandResult:
+    """The event moved to `time`–`end_time` the same day: the change held, then confirmed."""
+    update = UpdateSchedule(event_id=event_id, time=time, end_time=end_time)
+    held = await system.execute(
+        PrepareChange(
+            envelope=envelope(user), idempotency_key=key(), action="update", event_id=event_id, update=update
+        )
+    )
+    assert held.stub is not None and held.stub.kind == "change", held
+    return await system.execute(merge(user, held.stub.id, confirm=True))
 
 
 async def by_sent_proposal(system: System, user: str) -> CommandResult:
