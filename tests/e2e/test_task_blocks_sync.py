@@ -165,24 +165,10 @@ async def test_a_meeting_the_servers_version_puts_on_a_block_offers_the_replan_w
     [block] = blocks_of(await read_events(stack, user), task["id"])
     assert at(block["start"]) == at("2026-09-25T09:00:00+08:00"), block
     await outbox_drained(db, user)
-    [meeting_href] = [href for href, body in remote.objects() if "读书会" in body.to_ical().decode()]
-    # The app moves it to Friday 09:00–10:00, onto the block; not synced back yet.
-    move_on_server(remote, meeting_href, "20260925T010000Z", "20260925T020000Z")
-
-    scripted.set_script(
-        script(
-            on_user(
-                "读书会改名",
-                tool_calls=[call("update_schedule", event_id=meeting["id"], title="读书会·第二期")],
-            ),
-            on_user("确认", tool_calls=[call("confirm_command")]),
-        )
+    # The app moves it to Friday 09:00–10:00, onto the block, while chat renames it.
+    await changed_on_both_sides(
+        stack, scripted, user, remote, meeting["id"], "20260925T010000Z", "20260925T020000Z"
     )
-    assert (await stack.chat(user, "读书会改名为读书会·第二期")).json()["outcome"] == "held"
-    assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
-    await outbox_drained(db, user)
-    conflict = "select outcome from commands.caldav_outbox where user_id = :u and event_id = :e order by id desc limit 1"
-    assert await scalar(db, conflict, u=user, e=meeting["id"]) == "conflict"
     # The server's version is here: the meeting lies on the block, which has not moved.
     events = await read_events(stack, user)
     [kept] = [e for e in events if e["id"] == meeting["id"]]
@@ -214,29 +200,44 @@ async def test_a_meeting_the_servers_version_leaves_a_task_no_other_room_turns_i
     transparent = "select transparent from commands.events where id = :b"
     assert await scalar(db, transparent, b=block["id"]) is True
     await outbox_drained(db, user)
-    [meeting_href] = [href for href, body in remote.objects() if "读书会" in body.to_ical().decode()]
-    # The app moves it to Friday 10:00–12:00 (02:00–04:00 UTC): beside the block, not on it.
-    move_on_server(remote, meeting_href, "20260925T020000Z", "20260925T040000Z")
+    # The app moves it to Friday 10:00–12:00 (02:00–04:00 UTC), beside the block, while chat renames it.
+    await changed_on_both_sides(
+        stack, scripted, user, remote, meeting["id"], "20260925T020000Z", "20260925T040000Z"
+    )
+    assert await scalar(db, transparent, b=block["id"]) is False
+    block_href = await scalar(
+        db, "select href from commands.caldav_resources where event_id = :b", b=block["id"]
+    )
+    assert "TRANSP:TRANSPARENT" not in server_lines(remote, str(block_href))
 
+
+async def changed_on_both_sides(
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    user: str,
+    remote: Remote,
+    event_id: str,
+    start: str,
+    end: str,
+) -> None:
+    """The calendar app moves the event to [start, end) (not synced back yet) while chat renames it:
+    our PUT meets 412 and the server's version wins."""
+    [href] = [href for href, body in remote.objects() if "读书会" in body.to_ical().decode()]
+    move_on_server(remote, href, start, end)
     scripted.set_script(
         script(
             on_user(
-                "读书会改名",
-                tool_calls=[call("update_schedule", event_id=meeting["id"], title="读书会·第二期")],
+                "读书会改名", tool_calls=[call("update_schedule", event_id=event_id, title="读书会·第二期")]
             ),
             on_user("确认", tool_calls=[call("confirm_command")]),
         )
     )
     assert (await stack.chat(user, "读书会改名为读书会·第二期")).json()["outcome"] == "held"
     assert (await stack.chat(user, "确认")).json()["outcome"] == "updated"
+    db = stack_db(stack)
     await outbox_drained(db, user)
     conflict = "select outcome from commands.caldav_outbox where user_id = :u and event_id = :e order by id desc limit 1"
-    assert await scalar(db, conflict, u=user, e=meeting["id"]) == "conflict"
-    assert await scalar(db, transparent, b=block["id"]) is False
-    block_href = await scalar(
-        db, "select href from commands.caldav_resources where event_id = :b", b=block["id"]
-    )
-    assert "TRANSP:TRANSPARENT" not in server_lines(remote, str(block_href))
+    assert await scalar(db, conflict, u=user, e=event_id) == "conflict"
 
 
 async def add_friday_task(stack: Stack, user: str, *, due: str) -> dict[str, Any]:

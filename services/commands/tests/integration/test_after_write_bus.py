@@ -27,7 +27,7 @@ from calagent.contracts.tools import ProposeTimes, UpdateSchedule
 
 from .conftest import NOW, System, envelope
 from .test_commands_bus import create, key, merge
-from .test_tasks_bus import block_spans, placed
+from .test_tasks_bus import block_spans, first_time_chosen, placed
 
 pytestmark = pytest.mark.integration
 
@@ -102,19 +102,9 @@ async def by_booking(system: System, user: str) -> CommandResult:
         u=user,
     )
     # The attendee names the first time proposed: a held booking.
-    answer = ReceiveMail(
-        recipient=row.address,
-        mail_from="wangwu@example.com",
-        from_address="wangwu@example.com",
-        message_id=f"<{key()}@example.com>",
-        received_at=NOW,
-        in_reply_to=(row.message_id,),
-        body="1",
-    )
-    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
-    assert told.inbound is not None and told.inbound.command_id is not None, told
-    assert await stub_kind(system, told.inbound.command_id) == "booking"
-    return await system.execute(merge(user, told.inbound.command_id, confirm=True))
+    booking = await first_time_chosen(system, row.address, row.message_id)
+    assert await stub_kind(system, booking) == "booking"
+    return await system.execute(merge(user, booking, confirm=True))
 
 
 async def by_accepted_invitation(system: System, user: str) -> CommandResult:
