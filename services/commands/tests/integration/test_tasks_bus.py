@@ -207,24 +207,31 @@ async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
     assert all(offered.new_end <= start or end <= offered.new_start for start, end in holds), (offered, holds)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
     # The attendee answers the proposal's mail naming its first time: a held booking.
-    answer = ReceiveMail(
-        recipient=row.address,
-        mail_from="wangwu@example.com",
-        from_address="wangwu@example.com",
-        message_id=f"<{key()}@example.com>",
-        received_at=NOW,
-        in_reply_to=(row.message_id,),
-        body="1",
-    )
-    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
-    assert told.inbound is not None and told.inbound.command_id is not None, told
-    booked = await system.execute(merge(user, told.inbound.command_id, confirm=True))
+    booking = await first_time_chosen(system, row.address, row.message_id)
+    booked = await system.execute(merge(user, booking, confirm=True))
     assert booked.status == "created", booked
     # Booked onto the block: the block's re-plan is offered beside the receipt, nothing moved yet.
     assert booked.replan is not None and booked.replan.replan is not None, booked
     [move] = booked.replan.replan.moves
     assert (move.task_id, move.old_start) == (task.id, friday_nine)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def first_time_chosen(system: System, address: str, message_id: str) -> str:
+    """wangwu answers the proposal mailed from `address` (its `message_id`) naming its first time:
+    the held booking's id."""
+    answer = ReceiveMail(
+        recipient=address,
+        mail_from="wangwu@example.com",
+        from_address="wangwu@example.com",
+        message_id=f"<{key()}@example.com>",
+        received_at=NOW,
+        in_reply_to=(message_id,),
+        body="1",
+    )
+    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
+    assert told.inbound is not None and told.inbound.command_id is not None, told
+    return told.inbound.command_id
 
 
 async def test_a_meeting_brought_back_by_an_undo_onto_a_block_placed_since_offers_its_replan(

@@ -10,6 +10,7 @@ from typing import Any, get_args
 import pytest
 
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.payloads import KINDS
 from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import (
@@ -19,6 +20,7 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    StubKind,
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee
@@ -556,6 +558,14 @@ async def test_a_change_from_someone_elses_words_keeps_the_users_pending_request
     assert moved.status == "held" and moved.kept is not None and moved.kept.id == mine.stub.id
     assert harness.stubs()[mine.stub.id] == "needs_date"
     assert len(harness.stubs()) == 1
+
+
+def test_every_kind_of_stub_has_one_row_of_rules_and_one_of_answers(harness: Any) -> None:
+    # Adding a kind is a row in each table (plus its payload and tests): a kind missing from either
+    # would be stored or answered by no rule.
+    kinds = set(get_args(StubKind))
+    assert set(KINDS) == kinds
+    assert set(harness.service.writes.kinds) == kinds
 
 
 # ---- whose words an event is: the organizer said to be the user or not (contract §19) -------------

@@ -12,8 +12,9 @@ import pytest
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.placement import Block
+from calagent.commands.replans import moves_between
 from calagent.commands.task_time import Layout
-from calagent.commands.tasks import due_instant, moves_between
+from calagent.commands.tasks import due_instant
 from calagent.contracts.tasks import TaskOut
 
 pytestmark = pytest.mark.unit

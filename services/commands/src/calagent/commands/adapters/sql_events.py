@@ -21,9 +21,9 @@ from sqlalchemy import (
     update,
 )
 
-from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import events
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.model import Event, local_uid
 from calagent.contracts.people import Attendee
 
