@@ -299,14 +299,7 @@ class InboundSync:
             withheld = await self.holds.settle(conn, uow, account, place, shown)
             plan = _Plan()
             listing = _Listing(account, place, found, stats, listed_at)
-            # What we hold of each known object the listing shows changed: whether it is our own
-            # write coming back (ours, still) or someone else's words now (contract §19).
-            changed = {
-                known[o.href].event_id
-                for o in found.changed
-                if o.href in known and (o.etag is None or known[o.href].etag != o.etag)
-            }
-            written = await rows.rows_by_resource(conn, account.user_id, changed)
+            written = await rows.rows_read_again(conn, account.user_id, known, found.changed)
             seen = self._take_changed(listing, _Known(known, waiting, waiting_uids, written), plan)
             gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
             # Events and tasks alike: a task deleted in its app is gone here too, and a calendar

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,7 +15,7 @@ from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import caldav_accounts, caldav_calendars, caldav_resources, events
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.remote import Login, normal_href
+from calagent.commands.caldav.remote import Login, RemoteObject, normal_href
 from calagent.commands.domain.model import Event
 from calagent.commands.ical.parse import fingerprint
 
@@ -100,6 +100,20 @@ async def rows_by_resource(
         event = event_from_row(row)
         by_resource.setdefault(event.series_id or event.id, []).append(event)
     return by_resource
+
+
+async def rows_read_again(
+    conn: AsyncConnection, user_id: str, known: Mapping[str, Resource], listed: Iterable[RemoteObject]
+) -> dict[str, list[Event]]:
+    """What we hold of each known object a listing shows with another ETag, by event id: a sync
+    tells by it whether the server's version is our own write coming back (still the user's) or
+    someone else's words now (contract §19, `Place.rows`)."""
+    ids = {
+        known[o.href].event_id
+        for o in listed
+        if o.href in known and (o.etag is None or known[o.href].etag != o.etag)
+    }
+    return await rows_by_resource(conn, user_id, ids)
 
 
 @dataclass(frozen=True)
