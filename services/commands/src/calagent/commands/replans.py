@@ -23,46 +23,18 @@ from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import event_span, keeps_time, overlaps
 from calagent.commands.domain.payloads import HeldReplan
 from calagent.commands.domain.pending import Ask
-from calagent.commands.domain.placement import Block, replan
+from calagent.commands.domain.placement import replan
 from calagent.commands.domain.series import expand
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.pending import BackgroundTxn, Pending, StubTxn
 from calagent.commands.ports import UnitOfWork
-from calagent.commands.task_time import Layout, as_block, layout_of
+from calagent.commands.task_time import Layout, as_block, layout_of, moves_between
 from calagent.commands.tasks import Tasks
-from calagent.commands.txn import Txn, error_result, new_id
+from calagent.commands.txn import Txn, error_result
 from calagent.commands.views import stub_out
 from calagent.contracts.commands import CommandResult
-from calagent.contracts.tasks import BlockMove, ReplanOut, TaskOut
+from calagent.contracts.tasks import ReplanOut, TaskOut
 from calagent.runtime.clock import Clock
-
-
-def moves_between(before: Sequence[Event], after: Sequence[Block], titles: dict[str, str]) -> list[BlockMove]:
-    """The blocks of `before` not kept in `after` and the new ones, paired per task in time order
-    (a block with no new place: removed; a new one with no old block: added)."""
-    kept = set(after)
-    gone = [b for b in before if as_block(b) not in kept]
-    current = {as_block(b) for b in before}
-    fresh = [b for b in after if b not in current]
-    moves: list[BlockMove] = []
-    for task_id in sorted({b.task_id for b in gone if b.task_id} | {b.task_id for b in fresh}):
-        olds = sorted((b for b in gone if b.task_id == task_id), key=lambda b: b.start)
-        news = sorted((b for b in fresh if b.task_id == task_id), key=lambda b: b.start)
-        for i in range(max(len(olds), len(news))):
-            old = olds[i] if i < len(olds) else None
-            new = news[i] if i < len(news) else None
-            moves.append(
-                BlockMove(
-                    task_id=task_id,
-                    title=titles.get(task_id, ""),
-                    block_id=old.id if old else None,
-                    old_start=old.start if old else None,
-                    old_end=old.end if old else None,
-                    new_start=new.start if new else None,
-                    new_end=new.end if new else None,
-                )
-            )
-    return moves
 
 
 class Replans:
@@ -167,26 +139,16 @@ class Replans:
             ):
                 return error_result("no_free_time", "a new time of this re-plan is no longer free")
         calendar = await self.tasks.default_calendar(uow, txn.user_id, txn.envelope.lang)
-        for move in payload.replan.moves:
-            old = current.get(move.block_id) if move.block_id else None
-            if move.new_start is None or move.new_end is None:
-                if old is not None:
-                    await uow.events.delete_events(txn.user_id, [old.id])
-            elif old is not None:
-                await uow.events.update_event(old.evolve(start=move.new_start, end=move.new_end))
-            elif move.task_id in tasks:
-                event = Event(
-                    id=new_id(),
-                    user_id=txn.user_id,
-                    title=tasks[move.task_id].title,
-                    start=move.new_start,
-                    end=move.new_end,
-                    calendar=calendar,
-                    tz=txn.tz.key,
-                    task_id=move.task_id,
-                    transparent=True,
-                )
-                await uow.events.insert_event(event, turn_id=txn.envelope.turn_id, key=None)
+        await self.tasks.write_moves(
+            uow,
+            txn.user_id,
+            payload.replan.moves,
+            txn.tz,
+            current=current,
+            titles={t.id: t.title for t in tasks.values()},
+            calendar=calendar,
+            turn_id=txn.envelope.turn_id,
+        )
         # The blocks' TRANSP is decided after this write like after any (`after_write`).
         done = await self.pending.store(txn, self.pending.of(stub).finish("updated", txn.now))
         return CommandResult(status="updated", persisted=True, stub=stub_out(done, (), txn.tz))

@@ -11,6 +11,7 @@ and notes stay in this function's locals and leave it only as spans.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
 from zoneinfo import ZoneInfo
@@ -35,6 +36,10 @@ class Counted:
         """Whom each slot's availabilities are of: `people` (the caller by their user id), then
         the unknown ones, each by the name asked for."""
         return (caller, *self.named.counted, *self.named.unknown)
+
+    def told(self, busy: Sequence[int]) -> SuggestionPeople:
+        """`named`, with the attendees at the places `busy` in `people` named as busy."""
+        return self.named.model_copy(update={"busy": tuple(self.named.counted[i - 1] for i in busy)})
 
 
 def _zone_or(name: str | None, fallback: ZoneInfo) -> ZoneInfo:

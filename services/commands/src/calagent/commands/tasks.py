@@ -6,7 +6,8 @@ Placing is `domain.placement`'s (greedy, then CP-SAT within `CALAGENT_PLAN_BUDGE
 is the user's hours for the task's kind (working hours from their settings; personal:
 `DEFAULT_PERSONAL_WEEK`) minus what their ordinary events keep busy (`freetime`, the one home of
 busy) and minus every other task's blocks; a task's own blocks never count against it. Placing or
-re-placing one task never moves another's blocks. A block is TRANSPARENT while its task could still
+re-placing one task moves another's blocks only where placing it alone would leave more unplaced
+than greedy over all the open tasks (`placement.place_one`). A block is TRANSPARENT while its task could still
 be placed elsewhere before its due and OPAQUE when not (`placement.opaque_tasks`), decided again
 after every write to blocks and every write of events for a user with an open task
 (`replans.Replans.after_write`): an event beside a block may take the only other room its task had.
@@ -17,7 +18,7 @@ minutes missing."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
@@ -25,18 +26,18 @@ from zoneinfo import ZoneInfo
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.placement import opaque_tasks, plan
+from calagent.commands.domain.placement import opaque_tasks, place_one
 from calagent.commands.domain.task_changes import apply_patch
 from calagent.commands.domain.timeutil import at_local, local_midnight, parse_hhmm
 from calagent.commands.placing import Placing
 from calagent.commands.ports import Store, UnitOfWork
 from calagent.commands.queries import query_error
-from calagent.commands.task_time import Layout, as_block, layout_of, with_risk
+from calagent.commands.task_time import Layout, as_block, layout_of, moves_between, with_risk
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.views import event_out
 from calagent.contracts.commands import AddTaskCommand, CommandResult, CompleteTaskCommand
 from calagent.contracts.queries import QueryResult
-from calagent.contracts.tasks import ListTasks, SaveTask, TaskFields, TaskOut
+from calagent.contracts.tasks import BlockMove, ListTasks, SaveTask, TaskFields, TaskOut
 from calagent.runtime.clock import Clock
 
 NOT_FOUND = "no task with that id"
@@ -64,26 +65,59 @@ class Tasks:
         calendar: str,
     ) -> None:
         """Place `task` afresh: its blocks from now on replaced by the plan of its minutes in the
-        time no ordinary event and no other task's block holds. Others' blocks stay."""
+        time no ordinary event and no other task's block holds. Others' blocks stay unless that
+        leaves more unplaced than greedy over all the open tasks (`placement.place_one`)."""
         open_tasks = await uow.tasks.list_tasks(user_id, open_only=True)
         layout = await layout_of(uow, self.config, user_id, open_tasks, tz, now)
         await uow.events.delete_events(user_id, [b.id for b in layout.blocks_of(task.id)])
         if task.status == "open":
-            found = plan(layout.problem([task], layout.free_for(task.id)), self.budget_s)
-            for block in found.blocks:
+            tasks = {t.id: t for t in open_tasks} | {task.id: task}
+            others = [b for b in layout.blocks if b.task_id in tasks and b.task_id != task.id]
+            found = place_one(
+                layout.problem(tasks.values()), [as_block(b) for b in others], task.id, self.budget_s
+            )
+            titles = {t.id: t.title for t in tasks.values()}
+            moves = moves_between(others, found.blocks, titles)
+            current = {b.id: b for b in others}
+            await self.write_moves(
+                uow, user_id, moves, tz, current=current, titles=titles, calendar=calendar, turn_id=turn_id
+            )
+        await self.show_busy_when_needed(uow, user_id, tz, now)
+
+    async def write_moves(
+        self,
+        uow: UnitOfWork,
+        user_id: str,
+        moves: Sequence[BlockMove],
+        tz: ZoneInfo,
+        *,
+        current: Mapping[str, Event],
+        titles: Mapping[str, str],
+        calendar: str,
+        turn_id: str,
+    ) -> None:
+        """Blocks moved as `moves` say (`current`: the blocks they move, by id): one with no new
+        time removed, one with no old block added."""
+        for move in moves:
+            old = current.get(move.block_id) if move.block_id else None
+            if move.new_start is None or move.new_end is None:
+                if old is not None:
+                    await uow.events.delete_events(user_id, [old.id])
+            elif old is not None:
+                await uow.events.update_event(old.evolve(start=move.new_start, end=move.new_end))
+            elif move.task_id in titles:
                 event = Event(
                     id=new_id(),
                     user_id=user_id,
-                    title=task.title,
-                    start=block.start,
-                    end=block.end,
+                    title=titles[move.task_id],
+                    start=move.new_start,
+                    end=move.new_end,
                     calendar=calendar,
                     tz=tz.key,
-                    task_id=task.id,
+                    task_id=move.task_id,
                     transparent=True,
                 )
                 await uow.events.insert_event(event, turn_id=turn_id, key=None)
-        await self.show_busy_when_needed(uow, user_id, tz, now)
 
     async def show_busy_when_needed(self, uow: UnitOfWork, user_id: str, tz: ZoneInfo, now: datetime) -> None:
         """Every block from now on TRANSPARENT while its task could be placed elsewhere before its
