@@ -158,6 +158,13 @@ class EventOut(EventFields):
     # It came from a connected calendar the user does not own (contract §19): its text is the
     # words of whoever writes that calendar, like an event someone else organizes.
     foreign_calendar: bool = False
+    # Its text reached a connected calendar other than through this system (another app, someone
+    # the calendar is shared with): someone else's words though the calendar is the user's (§19).
+    outside_text: bool = False
+    # Its organizer is the user (one of their addresses: settings `email`, the private mail
+    # address), as commands, which keeps those, says on every result that shows it; an event
+    # someone else organizes is that person's words (§19).
+    organized_by_user: bool = False
 
 
 class EventCandidate(WireModel):
