@@ -20,7 +20,7 @@ from calagent.contracts.commands import (
     RevertChange,
 )
 from calagent.contracts.people import PeopleRequest, ReceiveMail
-from calagent.contracts.queries import QueryRange
+from calagent.contracts.queries import QueryRange, QueryResult
 from calagent.contracts.tasks import BlockMove, SaveTask, TaskFields, TaskOut
 from calagent.contracts.tools import AddTask, ProposeTimes, UpdateSchedule
 
@@ -124,9 +124,9 @@ async def test_a_meeting_that_leaves_a_task_no_other_room_turns_its_block_busy(
     assert await system.scalar("SELECT count(*) FROM commands.events WHERE task_id = :t", t=task.id) == 1
 
 
-async def placed(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> TaskOut:
-    """A task that may only go in [start, end) (its `earliest` and `due`), placed there."""
-    saved = await system.query(
+async def save(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> QueryResult:
+    """A task that may only go in [start, end) (its `earliest` and `due`), posted to be placed there."""
+    return await system.query(
         SaveTask(
             envelope=envelope(user),
             op="create",
@@ -138,7 +138,11 @@ async def placed(system: System, user: str, title: str, start: str, end: str, mi
             ),
         )
     )
-    [task] = saved.tasks
+
+
+async def placed(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> TaskOut:
+    """A task that may only go in [start, end), placed there."""
+    [task] = (await save(system, user, title, start, end, minutes)).tasks
     return task
 
 
@@ -367,14 +371,6 @@ async def test_a_task_placed_by_moving_another_tasks_block_lists_the_move(system
     # The same through `POST /v1/tasks`'s path.
     other = f"{user}-api"
     weekly = await placed(system, other, "周报", "2026-09-24T00:00:00+08:00", "2026-09-25T18:00:00+08:00")
-    saved = await system.query(
-        SaveTask(
-            envelope=envelope(other),
-            op="create",
-            fields=TaskFields(
-                title="急事", duration_minutes=60, due=datetime.fromisoformat("2026-09-24T11:00:00+08:00")
-            ),
-        )
-    )
+    saved = await save(system, other, "急事", "2026-09-24T00:00:00+08:00", "2026-09-24T11:00:00+08:00")
     assert saved.error is None, saved
     await moved_as_the_rows_say(system, saved.moved_blocks, weekly)
