@@ -14,7 +14,7 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, CounterOut, InvitationAnswer, InvitationOut, ProposalOut
-from calagent.contracts.tasks import ReplanOut, TaskChangeOut, TaskOut
+from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskOut
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import AddTask, PrepareOrCreateSchedule, ProposeTimes, Scope, UpdateSchedule
 
@@ -491,6 +491,8 @@ class CommandResult(WireModel):
     task: TaskOut | None = None
     # Its blocks from now on (kind `task_block`), in time order.
     blocks: tuple[EventOut, ...] = ()
+    # Other tasks' blocks its placing moved (contract §21: never silently), each old and new time.
+    moved_blocks: tuple[BlockMove, ...] = ()
     # The event written landed on task blocks: their re-plan, held as the user's pending offer.
     replan: StubOut | None = None
     replayed: bool = False  # the idempotency key was seen before: this is the first answer again

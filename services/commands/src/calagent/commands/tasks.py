@@ -63,10 +63,12 @@ class Tasks:
         *,
         turn_id: str,
         calendar: str,
-    ) -> None:
+    ) -> tuple[BlockMove, ...]:
         """Place `task` afresh: its blocks from now on replaced by the plan of its minutes in the
         time no ordinary event and no other task's block holds. Others' blocks stay unless that
-        leaves more unplaced than greedy over all the open tasks (`placement.place_one`)."""
+        leaves more unplaced than greedy over all the open tasks (`placement.place_one`); the
+        moves of theirs are returned, for the caller to tell (§21: nothing moves silently)."""
+        moved: tuple[BlockMove, ...] = ()
         open_tasks = await uow.tasks.list_tasks(user_id, open_only=True)
         layout = await layout_of(uow, self.config, user_id, open_tasks, tz, now)
         await uow.events.delete_events(user_id, [b.id for b in layout.blocks_of(task.id)])
@@ -82,7 +84,9 @@ class Tasks:
             await self.write_moves(
                 uow, user_id, moves, tz, current=current, titles=titles, calendar=calendar, turn_id=turn_id
             )
+            moved = tuple(m for m in moves if m.task_id != task.id)
         await self.show_busy_when_needed(uow, user_id, tz, now)
+        return moved
 
     async def write_moves(
         self,
@@ -191,10 +195,10 @@ class Tasks:
                     return QueryResult(deleted=True, db_ms=uow.db_ms)
                 task = patched(current, query, now)
                 await uow.tasks.update_task(user_id, task, now)
-            await self.settle(uow, user_id, task, tz, now, turn_id=env.turn_id, lang=env.lang)
+            moved = await self.settle(uow, user_id, task, tz, now, turn_id=env.turn_id, lang=env.lang)
             [shown] = await with_risk(uow, self.config, user_id, [task], tz, now)
             await uow.commit()
-            return QueryResult(tasks=(shown,), db_ms=uow.db_ms)
+            return QueryResult(tasks=(shown,), moved_blocks=moved, db_ms=uow.db_ms)
 
     async def settle(
         self,
@@ -206,14 +210,15 @@ class Tasks:
         *,
         turn_id: str,
         lang: str | None,
-    ) -> None:
-        """After a task was written: an open one placed afresh, a done one's later blocks freed."""
+    ) -> tuple[BlockMove, ...]:
+        """After a task was written: an open one placed afresh, a done one's later blocks freed;
+        the other tasks' blocks its placing moved."""
         if task.status == "done":
             await self.free_later_blocks(uow, user_id, task.id, now)
             await self.show_busy_when_needed(uow, user_id, tz, now)
-            return
+            return ()
         calendar = await self.default_calendar(uow, user_id, lang)
-        await self.place(uow, user_id, task, tz, now, turn_id=turn_id, calendar=calendar)
+        return await self.place(uow, user_id, task, tz, now, turn_id=turn_id, calendar=calendar)
 
     # ---- the model's tools (the writes table) --------------------------------------------------
 
@@ -248,10 +253,10 @@ class Tasks:
         task = new_task(fields)
         uow = txn.uow
         await uow.tasks.insert_task(txn.user_id, task, txn.now)
-        await self.settle(
+        moved = await self.settle(
             uow, txn.user_id, task, txn.tz, txn.now, turn_id=txn.envelope.turn_id, lang=txn.envelope.lang
         )
-        return await self.task_result(txn, task, "created")
+        return await self.task_result(txn, task, "created", moved)
 
     async def complete_task(self, txn: Txn, command: CompleteTaskCommand) -> CommandResult:
         uow = txn.uow
@@ -260,15 +265,20 @@ class Tasks:
             return error_result("not_found", NOT_FOUND)
         task = current.model_copy(update={"status": "done", "percent": 100, "completed_at": txn.now})
         await uow.tasks.update_task(txn.user_id, task, txn.now)
-        await self.settle(
+        moved = await self.settle(
             uow, txn.user_id, task, txn.tz, txn.now, turn_id=txn.envelope.turn_id, lang=txn.envelope.lang
         )
-        return await self.task_result(txn, task, "updated")
+        return await self.task_result(txn, task, "updated", moved)
 
     async def task_result(
-        self, txn: Txn, task: TaskOut, status: Literal["created", "updated"]
+        self,
+        txn: Txn,
+        task: TaskOut,
+        status: Literal["created", "updated"],
+        moved: tuple[BlockMove, ...],
     ) -> CommandResult:
-        """The task as it now is (at risk or not) and its blocks from now on, for the receipt."""
+        """The task as it now is (at risk or not), its blocks from now on and the other tasks'
+        blocks placing it moved, for the receipt."""
         [shown] = await with_risk(txn.uow, self.config, txn.user_id, [task], txn.tz, txn.now)
         blocks = sorted(
             (
@@ -279,7 +289,11 @@ class Tasks:
             key=lambda b: b.start,
         )
         return CommandResult(
-            status=status, persisted=True, task=shown, blocks=tuple(event_out(b, txn.tz) for b in blocks)
+            status=status,
+            persisted=True,
+            task=shown,
+            blocks=tuple(event_out(b, txn.tz) for b in blocks),
+            moved_blocks=moved,
         )
 
 
