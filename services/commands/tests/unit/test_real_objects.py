@@ -152,7 +152,7 @@ def plan_of(objects: list[remote.RemoteObject]) -> Plan:
         SHANGHAI,
     )
     plan = Plan()
-    take_changed(listing, Known({}, set(), set()), plan)
+    take_changed(listing, Known({}, set(), set(), {}), plan)
     return plan
 
 

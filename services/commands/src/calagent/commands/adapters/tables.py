@@ -86,6 +86,8 @@ events = Table(
     # It arrived from a connected calendar the user does not own: its text is someone else's
     # words (contract §19).
     Column("foreign_calendar", Boolean, nullable=False, server_default=text("false")),
+    # Its text reached a connected calendar other than through this system (`Event.outside_text`).
+    Column("outside_text", Boolean, nullable=False, server_default=text("false")),
     # A block of this task (contract §21).
     Column("task_id", String(32), nullable=True),
     # An event may end when it starts (RFC 5545 §3.6.1: a timed VEVENT without DTEND or DURATION).

@@ -337,7 +337,8 @@ class InboundSync:
             saved = (await uow.settings.settings_of([account.user_id])).get(account.user_id)
             zone = zone_named(saved.zone(self.fallback_tz.key)) if saved is not None else self.fallback_tz
             read = Listing(account, place, found, stats, listed_at, zone)
-            seen = take_changed(read, Known(known, waiting, waiting_uids), plan)
+            written = await rows.rows_read_again(conn, account.user_id, known, found.changed)
+            seen = take_changed(read, Known(known, waiting, waiting_uids, written), plan)
             gone = take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
             # Events and tasks alike: a task deleted in its app is gone here too, and a calendar
             # that looks emptied of its events, or of its tasks, is not copied (each counted

@@ -44,11 +44,12 @@ class Listing:
 @dataclass(frozen=True)
 class Known:
     """What the sync knew before applying a listing: the resources by href, the events the
-    outbox still owes the server, and their UIDs."""
+    outbox still owes the server, their UIDs, and the rows stored of the listed known objects."""
 
     resources: dict[str, rows.Resource]
     waiting: set[str]
     waiting_uids: set[str]
+    written: dict[str, list[Event]]
 
 
 def newer(resource: rows.Resource, listed_at: datetime) -> bool:
@@ -106,7 +107,7 @@ def take_changed(listing: Listing, before: Known, plan: Plan) -> set[str]:
             plan.object_notes.append(notes.skipped(obj.href, obj.body, exc))
             stats.skipped += 1
             continue
-        theirs = listing.place.rows(reading.rows)
+        theirs = listing.place.rows(reading.rows, before.written.get(event_id, ()))
         plan.object_notes.extend(
             notes.ObjectNote(obj.href, theirs[0].uid, False, problem) for problem in reading.notes
         )

@@ -10,8 +10,8 @@ is gone.
 `ck_events_end_after_start` becomes `ck_events_end_not_before_start`: a timed VEVENT with neither
 DTEND nor DURATION ends when it starts (RFC 5545 §3.6.1), a reminder-like entry that keeps no time.
 
-Revision ID: 0022n
-Revises: 0021t
+Revision ID: 0023r
+Revises: 0022w
 Create Date: 2026-12-08
 """
 
@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0022n"
-down_revision: str | None = "0021t"
+revision: str = "0023r"
+down_revision: str | None = "0022w"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
