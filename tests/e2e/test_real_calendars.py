@@ -9,13 +9,14 @@ in UTC (all-day as dates). A UID whose occurrences differ must be named in `GET 
 why. `make test` runs a sample; `make realcalendars` all of them on both servers.
 """
 
+# ruff: noqa: F811
 from __future__ import annotations
 
 import os
 import tomllib
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from importlib.resources import files
@@ -29,13 +30,11 @@ from icalendar import Calendar, Component
 
 from calagent.cli.stack import Stack
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
-from calagent.devtools.testing.servers import Servers
 from calagent.devtools.testing.xandikos import EmbeddedXandikos
-from calagent.scriptedmodel import ScriptedModelServer
 
-from .caldav_support import caldav_stack, radicale_server
 from .test_caldav import Remote, connect
 from .test_sync_faults import sync_now
+from .test_sync_isolation import radicale, stack  # noqa: F401 - the fixtures this module's tests take
 
 pytestmark = pytest.mark.e2e
 
@@ -51,20 +50,6 @@ CASES = [
 ZONE = ZoneInfo("Asia/Shanghai")
 WINDOW = timedelta(days=365)  # GET /v1/events answers at most 366 days at once
 NO_UID = "(no UID)"
-
-
-@pytest.fixture(scope="module")
-def radicale() -> Iterator[EmbeddedRadicale]:
-    with radicale_server() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-async def stack(
-    servers: Servers, database_url: str, scripted: ScriptedModelServer, radicale: EmbeddedRadicale
-) -> AsyncIterator[Stack]:
-    async with caldav_stack(servers, database_url, scripted, allow_networks=radicale.network) as system:
-        yield system
 
 
 def corpus_file(name: str) -> str:

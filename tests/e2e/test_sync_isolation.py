@@ -3,6 +3,7 @@
 objects real clients broke (Radicale refuses most of them at PUT; Xandikos stores them as sent).
 Facts are read back: `last_synced_at` rows, `GET /v1/events`, `GET /v1/accounts`."""
 
+# ruff: noqa: F811
 from __future__ import annotations
 
 import uuid
@@ -25,7 +26,7 @@ from calagent.scriptedmodel import ScriptedModelServer
 from .caldav_support import caldav_stack, radicale_server
 from .conftest import read_events, script
 from .test_caldav import Remote, commands_app, connect, create_rule, eventually, scalar
-from .test_sync_faults import connect_through, sync_now
+from .test_sync_faults import connect_through, proxy, sync_now  # noqa: F401 - proxy: a fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -43,14 +44,6 @@ async def stack(
     # Xandikos listens on 127.0.0.1 too: the one address to allow serves both servers.
     async with caldav_stack(servers, database_url, scripted, allow_networks=radicale.network) as system:
         yield system
-
-
-@pytest.fixture
-async def proxy(radicale: EmbeddedRadicale) -> AsyncIterator[DavProxy]:
-    server = DavProxy(radicale.url, host=radicale.host)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def new_remote(radicale: EmbeddedRadicale) -> Remote:

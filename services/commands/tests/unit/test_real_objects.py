@@ -22,6 +22,7 @@ from calagent.commands.domain.overlap import in_window, keeps_time
 from calagent.commands.domain.series import expand
 from calagent.commands.ical.parse import UnreadableObject, parse_resource, read_resource
 from calagent.commands.ical.patch import patch_object
+from calagent.commands.people import imip
 
 pytestmark = pytest.mark.unit
 
@@ -376,3 +377,12 @@ def test_a_change_to_the_series_writes_no_component_for_the_occurrences_the_obje
     assert len(after) == len(before)
     assert str(after[0]["SUMMARY"]) == "renamed"
     assert [c.get("RDATE") is not None for c in after] == [c.get("RDATE") is not None for c in before]
+
+
+def test_one_sequence_of_for_the_stored_object_and_the_scheduling_message() -> None:
+    """Issue 43 item 5: imip's `sequence_of` raised on a SEQUENCE that is not a number where the
+    invitation check's read it as 0; both are now the one in ical/components.py."""
+    body = vcalendar(*vevent("s", *GOOD, "SEQUENCE:two"))
+    assert imip.sequence_of(Calendar.from_ical(body)) == 0
+    only_override = vcalendar(*vevent("o", "RECURRENCE-ID:20260310T010000Z", *GOOD, "SEQUENCE:3"))
+    assert imip.sequence_of(Calendar.from_ical(only_override)) == 3

@@ -28,16 +28,13 @@ from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import STAMP, InvalidRecurrenceError, next_starts, validate_rule
 from calagent.commands.ical.attendees import address_of, attendees_of
+from calagent.commands.ical.components import UnreadableObject as UnreadableObject
+from calagent.commands.ical.components import master_of as master_of
 from calagent.commands.ical.zones import series_zone, utc_instant
 
 ICS_UNTIL = "%Y%m%dT%H%M%S"
 # How many later occurrences a RANGE=THISANDFUTURE change is carried to (an endless rule has no end).
 FUTURE_LIMIT = 400
-
-
-class UnreadableObject(ValueError):
-    """The server's object is not an event this service can hold (a task, a broken file). Its
-    message says what is wrong in our words: it is shown to the user (contract §22)."""
 
 
 def _one(component: Component, name: str) -> object:
@@ -222,17 +219,6 @@ def load_object(body: str) -> Calendar:
         return Calendar.from_ical(body)
     except ValueError as exc:
         raise UnreadableObject(f"it does not parse as iCalendar ({str(exc)[:160]})") from exc
-
-
-def master_of(parsed: Calendar) -> Component:
-    masters = [c for c in parsed.walk("VEVENT") if "RECURRENCE-ID" not in c]
-    if not masters:
-        raise UnreadableObject("it holds no event that is not a change of another (RECURRENCE-ID)")
-    if len(masters) > 1:
-        # Two events under one UID without RECURRENCE-ID: which one the object means is unknown.
-        uid = text_of(masters[0], "UID") or "(none)"
-        raise UnreadableObject(f"it holds {len(masters)} events with UID {uid} and no RECURRENCE-ID")
-    return masters[0]
 
 
 def _modeled(component: Component, tz: ZoneInfo) -> dict[str, object]:
