@@ -7,7 +7,7 @@ Facts are read back: `last_synced_at` rows, `GET /v1/events`, `GET /v1/accounts`
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,31 +19,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.cli.stack import Stack
 from calagent.devtools.radicale import EmbeddedRadicale
 from calagent.devtools.testing.davproxy import DavProxy
-from calagent.devtools.testing.servers import Servers
 from calagent.devtools.testing.xandikos import EmbeddedXandikos
 from calagent.scriptedmodel import ScriptedModelServer
 
-from .caldav_support import caldav_stack, radicale_server
 from .conftest import read_events, script
 from .test_caldav import Remote, commands_app, connect, create_rule, eventually, scalar
-from .test_sync_faults import connect_through, proxy, sync_now  # noqa: F401 - proxy: a fixture
+
+# The stack, its Radicale and the proxy in front of it are test_sync_faults' fixtures.
+from .test_sync_faults import connect_through, proxy, radicale, stack, sync_now  # noqa: F401
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def radicale() -> Iterator[EmbeddedRadicale]:
-    with radicale_server() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-async def stack(
-    servers: Servers, database_url: str, scripted: ScriptedModelServer, radicale: EmbeddedRadicale
-) -> AsyncIterator[Stack]:
-    # Xandikos listens on 127.0.0.1 too: the one address to allow serves both servers.
-    async with caldav_stack(servers, database_url, scripted, allow_networks=radicale.network) as system:
-        yield system
 
 
 def new_remote(radicale: EmbeddedRadicale) -> Remote:

@@ -76,7 +76,6 @@ class Plan:
 def take_changed(listing: Listing, before: Known, plan: Plan) -> set[str]:
     """The listed objects that are new or changed, planned as rows; the hrefs listed."""
     account, found, stats, listed_at = listing.account, listing.found, listing.stats, listing.listed_at
-    calendar_url = listing.place.url
     known, waiting, waiting_uids = before.resources, before.waiting, before.waiting_uids
     seen: set[str] = set()
     for obj in found.changed:
@@ -122,19 +121,7 @@ def take_changed(listing: Listing, before: Known, plan: Plan) -> set[str]:
         # seen) is known by the one its resource was given.
         uid = resource.uid if resource is not None else (theirs[0].uid or event_id)
         plan.fresh.extend(row.evolve(uid=uid) for row in theirs)
-        plan.resources.append(
-            {
-                "event_id": event_id,
-                "user_id": account.user_id,
-                "account_id": account.id,
-                "calendar_url": calendar_url,
-                "href": obj.href,
-                "uid": uid,
-                "etag": obj.etag,
-                "origin": resource.origin if resource is not None else "remote",
-                "unlisted": False,
-            }
-        )
+        plan.resources.append(_resource_row(listing, obj, resource, event_id, uid))
         stats.changed += 1
     return seen
 
@@ -149,27 +136,32 @@ def take_task(
 ) -> None:
     """A VTODO: the task it is here (contract §21), new or updated, keeping its object. Only
     from a calendar the user owns: a task someone shares is theirs to do."""
-    account, stats = listing.account, listing.stats
+    stats = listing.stats
     read = read_task(obj.body, task_id, listing.fallback_tz) if listing.place.owned else None
     if read is None or (resource is None and read.uid in before.waiting_uids):
         stats.skipped += 1  # not ours to take, unreadable, or our own PUT not yet committed
         return
     uid = resource.uid if resource is not None else (read.uid or task_id)
     plan.tasks.append((read.task, uid, obj.body))
-    plan.resources.append(
-        {
-            "event_id": task_id,
-            "user_id": account.user_id,
-            "account_id": account.id,
-            "calendar_url": listing.place.url,
-            "href": obj.href,
-            "uid": uid,
-            "etag": obj.etag,
-            "origin": resource.origin if resource is not None else "remote",
-            "unlisted": False,
-        }
-    )
+    plan.resources.append(_resource_row(listing, obj, resource, task_id, uid))
     stats.changed += 1
+
+
+def _resource_row(
+    listing: Listing, obj: remote.RemoteObject, resource: rows.Resource | None, event_id: str, uid: str
+) -> dict[str, object]:
+    """The resource row of an object a listing brought, for an event or a task alike."""
+    return {
+        "event_id": event_id,
+        "user_id": listing.account.user_id,
+        "account_id": listing.account.id,
+        "calendar_url": listing.place.url,
+        "href": obj.href,
+        "uid": uid,
+        "etag": obj.etag,
+        "origin": resource.origin if resource is not None else "remote",
+        "unlisted": False,
+    }
 
 
 def take_deleted(
