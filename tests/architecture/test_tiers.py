@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.architecture.test_layers import parsed
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +40,7 @@ def _marked(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> set[
 
 
 def untiered_tests(path: Path) -> Iterator[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     module: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
