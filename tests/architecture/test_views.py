@@ -53,8 +53,16 @@ def test_an_event_view_carries_every_shown_field_and_nothing_internal() -> None:
     )
     shown = event_view(event).model_dump(mode="json")
     internal = set(EventOut.model_fields) - set(EventView.model_fields)
-    # `foreign_calendar` is whose words the event is (contract §19), for the agent's marks.
-    assert internal == {"weekday", "tz", "occurrence_start", "foreign_calendar"}
+    # `foreign_calendar`, `outside_text` and `organized_by_user` are whose words the event is
+    # (contract §19), for the agent's marks.
+    assert internal == {
+        "weekday",
+        "tz",
+        "occurrence_start",
+        "foreign_calendar",
+        "outside_text",
+        "organized_by_user",
+    }
     assert set(shown) == set(EventView.model_fields)
     assert shown == event.model_dump(mode="json", exclude=internal)
 

@@ -57,6 +57,7 @@ async def caldav_stack(
         with tempfile.TemporaryDirectory(prefix="calagent-data-") as data_dir:
             system = await start_stack(
                 nats_url=servers.nats_url,
+                nats_url_for=servers.nats_url_for,
                 database_url=database_url,
                 model_base_url=scripted.base_url,
                 settings_overrides={

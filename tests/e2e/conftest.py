@@ -27,8 +27,12 @@ def scripted() -> Iterator[ScriptedModelServer]:
 
 @pytest.fixture(scope="module")
 async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServer) -> AsyncIterator[Stack]:
+    # Each service as its own NATS user, on the permission table `calagent up` deploys.
     system = await start_stack(
-        nats_url=servers.nats_url, database_url=database_url, model_base_url=scripted.base_url
+        nats_url=servers.nats_url,
+        database_url=database_url,
+        model_base_url=scripted.base_url,
+        nats_url_for=servers.nats_url_for,
     )
     yield system
     await system.stop()

@@ -36,6 +36,7 @@ async def system(
 ) -> AsyncIterator[Stack]:
     stack = await start_stack(
         nats_url=servers.nats_url,
+        nats_url_for=servers.nats_url_for,
         database_url=database_url,
         model_base_url=scripted.base_url,
         settings_overrides={"CALAGENT_MODEL_BACKOFF_S": 0.05, **overrides},

@@ -60,6 +60,7 @@ async def stack(servers: Servers, database_url: str, provider: str) -> AsyncIter
     # The provider signs its tokens at the real time: the system's clock starts there too.
     system = await start_stack(
         nats_url=servers.nats_url,
+        nats_url_for=servers.nats_url_for,
         database_url=database_url,
         model_base_url=None,
         now=datetime.now(UTC).isoformat(),

@@ -319,6 +319,31 @@ async def test_another_users_time_counts_only_while_they_share_it(
     assert (await stack.client.get("/v1/sharing", headers=stack.headers(user))).json()["shared_with_me"] == []
 
 
+async def created_by_chat(stack: Stack, scripted: ScriptedModelServer, user: str, **args: Any) -> None:
+    scripted.set_script(script(on_user("记一下", tool_calls=[call("prepare_or_create_schedule", **args)])))
+    answer = (await stack.chat(user, "记一下")).json()
+    assert answer["outcome"] == "created", answer
+
+
+async def test_an_attendee_busy_all_week_is_named_as_the_reason_not_the_users_own_time(
+    stack: Stack, scripted: ScriptedModelServer, user: str
+) -> None:
+    """Contract §20: with no slot, the answer names who is busy. The colleague is away all week and
+    the user is busy in the hours they share (15:00-18:00 here): freeing the user's time would not
+    help, so the answer is the colleague's time, by name — not that the user has no free hour."""
+    colleague = f"{user}-colleague"
+    london_week = {d: ["08:00", "17:00"] for d in ("mon", "tue", "wed", "thu", "fri")}
+    await put_settings(stack, colleague, {"tz": "Europe/London", "work_hours": london_week})
+    await share(stack, colleague, user)
+    await created_by_chat(stack, scripted, colleague, title="休假", date="D+1", end_date="D+7", all_day=True)
+    await created_by_chat(stack, scripted, user, title="评审", date="D+1", time="15:00", end_time="18:00")
+
+    answer = await suggest(stack, scripted, user, colleague)
+    assert (answer["slots"], answer["empty_reason"]) == ([], "attendees_unavailable")
+    assert colleague in answer["reply"]
+    assert "你没有" not in answer["reply"]
+
+
 async def test_each_slot_says_how_sure_it_is_and_each_persons_buffer_and_free_marked_time_count(
     stack: Stack, scripted: ScriptedModelServer, db: AsyncEngine, user: str
 ) -> None:

@@ -77,6 +77,7 @@ async def stack(servers: Servers, database_url: str, scripted: ScriptedModelServ
     # Development sign-in on purpose: the page offers minting a token for a typed name.
     system = await start_stack(
         nats_url=servers.nats_url,
+        nats_url_for=servers.nats_url_for,
         database_url=database_url,
         model_base_url=scripted.base_url,
         settings_overrides={"CALAGENT_WEB_DEV_SIGNIN": True},

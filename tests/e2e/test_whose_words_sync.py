@@ -258,7 +258,8 @@ async def test_every_calendar_of_a_server_that_names_no_owner_is_the_users(
     stack: Stack, db: AsyncEngine, user: str, tmp_path: Path
 ) -> None:
     """Xandikos names no DAV:owner for anything: its calendars in the login's home are the
-    user's, and what they bring is the user's words."""
+    user's, and what they bring is not marked as a shared calendar's (as any text that reached
+    the calendar other than through this system, it is marked `outside_text`)."""
     server = EmbeddedXandikos(tmp_path / "xandikos")
     server.start()
     try:
@@ -272,6 +273,9 @@ async def test_every_calendar_of_a_server_that_names_no_owner_is_the_users(
         assert [e["title"] for e in await read_events(stack, user)] == ["看牙医"]
         assert not await scalar(
             db, "select bool_or(foreign_calendar) from commands.events where user_id = :u", u=user
+        )
+        assert await scalar(
+            db, "select bool_and(outside_text) from commands.events where user_id = :u", u=user
         )
     finally:
         server.stop()

@@ -21,10 +21,12 @@ def test_bench_plan_is_a_bench_subcommand() -> None:
     assert args.what == "plan" and args.budget == 0.2
 
 
-def test_a_replan_moves_no_more_blocks_than_greedy_from_scratch() -> None:
+def test_a_replan_places_as_much_as_greedy_from_scratch_and_moves_no_more_for_as_much() -> None:
     row = measure(10, 1, budget_s=0.3)
     assert row.plan_minutes >= row.greedy_minutes
-    assert row.replan_moved <= row.greedy_moved
+    assert row.replan_minutes >= row.greedy_replan_minutes
+    # Moving more blocks than greedy is a fair price only for placing more than greedy does.
+    assert row.replan_moved <= row.greedy_moved or row.replan_minutes > row.greedy_replan_minutes
     assert row.blocks > 0
 
 

@@ -318,6 +318,10 @@ def test_a_suggestion_with_no_slot_says_why_each_reason_in_its_own_words() -> No
         }
         assert len(set(replies.values())) == len(reasons), replies
         assert "Bob" in replies["attendees_unavailable"]
+        # Who is busy on their own is named, and only they are.
+        both = SuggestionPeople(counted=("Bob", "Carol"), busy=("Carol",))
+        busy = free_time_receipt((), 60, view, people=both, empty_reason="attendees_unavailable")
+        assert "Carol" in busy.splitlines()[-1] and "Bob" not in busy.splitlines()[-1]
 
 
 def test_a_slot_less_than_sure_says_how_sure_and_whose_time_is_tentative() -> None:

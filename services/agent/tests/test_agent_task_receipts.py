@@ -42,6 +42,20 @@ def block(start: datetime, hours: int) -> EventOut:
     )
 
 
+def block_move(title: str, old: datetime, new: datetime, hours: int) -> BlockMove:
+    """A block of `hours` moved from `old` to `new`."""
+    length = timedelta(hours=hours)
+    return BlockMove(
+        task_id="t1",
+        title=title,
+        block_id="b",
+        old_start=old,
+        old_end=old + length,
+        new_start=new,
+        new_end=new + length,
+    )
+
+
 def test_an_added_task_names_each_block_and_what_misses_its_due() -> None:
     placed = CommandResult(status="created", persisted=True, task=task(), blocks=(block(TEN, 2),))
     assert "10:00" in command_receipt(placed, ZH) and "12:00" in command_receipt(placed, ZH)
@@ -51,16 +65,22 @@ def test_an_added_task_names_each_block_and_what_misses_its_due() -> None:
     assert "3 h" in command_receipt(CommandResult(status="created", persisted=True, task=short), EN)
 
 
-def test_a_held_replan_lists_each_blocks_old_and_new_time() -> None:
-    move = BlockMove(
-        task_id="t1",
-        title="季度报告",
-        block_id="b",
-        old_start=TEN,
-        old_end=TEN + timedelta(hours=2),
-        new_start=TEN + timedelta(hours=5),
-        new_end=TEN + timedelta(hours=7),
+def test_an_added_task_that_moved_another_tasks_block_names_it_with_its_old_and_new_time() -> None:
+    # Contract §21: placing the new task moved "周报" from Thursday 10:00 to Friday 11:00.
+    moved = block_move("周报", TEN, TEN + timedelta(days=1, hours=1), hours=1)
+    placed = CommandResult(
+        status="created", persisted=True, task=task(), blocks=(block(TEN, 1),), moved_blocks=(moved,)
     )
+    zh, en = command_receipt(placed, ZH), command_receipt(placed, EN)
+    assert "「周报」周四 9月24日 10:00–11:00 → 周五 9月25日 11:00–12:00" in zh, zh
+    assert '"周报" Thu Sep 24 10:00–11:00 → Fri Sep 25 11:00–12:00' in en, en
+    # Seen from another zone, the same block in that zone's hours (02:00 UTC is 10:00 in Shanghai).
+    utc = command_receipt(placed, View("UTC", "en", date(2026, 9, 24)))
+    assert "Thu Sep 24 02:00–03:00 → Fri Sep 25 03:00–04:00" in utc, utc
+
+
+def test_a_held_replan_lists_each_blocks_old_and_new_time() -> None:
+    move = block_move("季度报告", TEN, TEN + timedelta(hours=5), hours=2)
     stub = StubOut(
         id="s1",
         status="held",

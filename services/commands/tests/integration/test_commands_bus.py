@@ -103,7 +103,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency", "inbound_mail"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0021t"
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0022w"
 
 
 # ---- create and every stub status ------------------------------------------------------------------

@@ -20,8 +20,8 @@ from calagent.contracts.commands import (
     RevertChange,
 )
 from calagent.contracts.people import PeopleRequest, ReceiveMail
-from calagent.contracts.queries import QueryRange
-from calagent.contracts.tasks import SaveTask, TaskFields, TaskOut
+from calagent.contracts.queries import QueryRange, QueryResult
+from calagent.contracts.tasks import BlockMove, SaveTask, TaskFields, TaskOut
 from calagent.contracts.tools import AddTask, ProposeTimes, UpdateSchedule
 
 from .conftest import NOW, System, envelope
@@ -124,9 +124,9 @@ async def test_a_meeting_that_leaves_a_task_no_other_room_turns_its_block_busy(
     assert await system.scalar("SELECT count(*) FROM commands.events WHERE task_id = :t", t=task.id) == 1
 
 
-async def placed(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> TaskOut:
-    """A task that may only go in [start, end) (its `earliest` and `due`), placed there."""
-    saved = await system.query(
+async def save(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> QueryResult:
+    """A task that may only go in [start, end) (its `earliest` and `due`), posted to be placed there."""
+    return await system.query(
         SaveTask(
             envelope=envelope(user),
             op="create",
@@ -138,7 +138,11 @@ async def placed(system: System, user: str, title: str, start: str, end: str, mi
             ),
         )
     )
-    [task] = saved.tasks
+
+
+async def placed(system: System, user: str, title: str, start: str, end: str, minutes: int = 60) -> TaskOut:
+    """A task that may only go in [start, end), placed there."""
+    [task] = (await save(system, user, title, start, end, minutes)).tasks
     return task
 
 
@@ -207,24 +211,31 @@ async def test_a_booked_time_the_attendee_chose_on_a_block_offers_its_replan(
     assert all(offered.new_end <= start or end <= offered.new_start for start, end in holds), (offered, holds)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
     # The attendee answers the proposal's mail naming its first time: a held booking.
-    answer = ReceiveMail(
-        recipient=row.address,
-        mail_from="wangwu@example.com",
-        from_address="wangwu@example.com",
-        message_id=f"<{key()}@example.com>",
-        received_at=NOW,
-        in_reply_to=(row.message_id,),
-        body="1",
-    )
-    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
-    assert told.inbound is not None and told.inbound.command_id is not None, told
-    booked = await system.execute(merge(user, told.inbound.command_id, confirm=True))
+    booking = await first_time_chosen(system, row.address, row.message_id)
+    booked = await system.execute(merge(user, booking, confirm=True))
     assert booked.status == "created", booked
     # Booked onto the block: the block's re-plan is offered beside the receipt, nothing moved yet.
     assert booked.replan is not None and booked.replan.replan is not None, booked
     [move] = booked.replan.replan.moves
     assert (move.task_id, move.old_start) == (task.id, friday_nine)
     assert await block_spans(system, task.id) == [(friday_nine, friday_nine + timedelta(hours=1))]
+
+
+async def first_time_chosen(system: System, address: str, message_id: str) -> str:
+    """wangwu answers the proposal mailed from `address` (its `message_id`) naming its first time:
+    the held booking's id."""
+    answer = ReceiveMail(
+        recipient=address,
+        mail_from="wangwu@example.com",
+        from_address="wangwu@example.com",
+        message_id=f"<{key()}@example.com>",
+        received_at=NOW,
+        in_reply_to=(message_id,),
+        body="1",
+    )
+    told = await system.client.request(wire.PEOPLE_MANAGE, PeopleRequest(command=answer), timeout=15)
+    assert told.inbound is not None and told.inbound.command_id is not None, told
+    return told.inbound.command_id
 
 
 async def test_a_meeting_brought_back_by_an_undo_onto_a_block_placed_since_offers_its_replan(
@@ -333,3 +344,33 @@ async def test_a_weekly_meeting_moved_as_a_whole_onto_a_later_block_offers_its_r
     assert moved.replan is not None and moved.replan.replan is not None, moved
     [move] = moved.replan.replan.moves
     assert (move.task_id, move.old_start) == (task.id, friday_nine)
+
+
+async def moved_as_the_rows_say(system: System, moved: tuple[BlockMove, ...], other: TaskOut) -> None:
+    """`moved` is the one block of `other` moved from Thursday 10:00 to where its row now is."""
+    [move] = moved
+    [(start, end)] = await block_spans(system, other.id)
+    block_id = await system.scalar("SELECT id FROM commands.events WHERE task_id = :t", t=other.id)
+    assert (move.task_id, move.title, move.block_id) == (other.id, other.title, block_id)
+    assert (move.old_start, move.old_end) == (NOW, NOW + timedelta(hours=1))
+    assert (
+        (move.new_start, move.new_end) == (start, end) == (NOW + timedelta(hours=1), NOW + timedelta(hours=2))
+    )
+
+
+async def test_a_task_placed_by_moving_another_tasks_block_lists_the_move(system: System, user: str) -> None:
+    # "周报" takes Thursday 10:00–11:00, the only hour a task due at 11:00 has: placing that task
+    # moves "周报" to 11:00 (greedy over both), and the result says so (§21: never silently).
+    weekly = await placed(system, user, "周报", "2026-09-24T00:00:00+08:00", "2026-09-25T18:00:00+08:00")
+    args = AddTask(title="急事", duration_minutes=60, due="D", due_time="11:00")
+    added = await system.execute(AddTaskCommand(envelope=envelope(user), idempotency_key=key(), args=args))
+    assert added.status == "created" and added.task is not None and not added.task.at_risk, added
+    assert [(b.start, b.end) for b in added.blocks] == [(NOW, NOW + timedelta(hours=1))]
+    await moved_as_the_rows_say(system, added.moved_blocks, weekly)
+
+    # The same through `POST /v1/tasks`'s path.
+    other = f"{user}-api"
+    weekly = await placed(system, other, "周报", "2026-09-24T00:00:00+08:00", "2026-09-25T18:00:00+08:00")
+    saved = await save(system, other, "急事", "2026-09-24T00:00:00+08:00", "2026-09-24T11:00:00+08:00")
+    assert saved.error is None, saved
+    await moved_as_the_rows_say(system, saved.moved_blocks, weekly)

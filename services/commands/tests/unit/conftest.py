@@ -15,6 +15,7 @@ import pytest
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact, SentProposal, Told
 from calagent.commands.domain.settings import StoredSettings
@@ -358,6 +359,7 @@ class FakeUnitOfWork:
         self.sync = FakeSync(self.state)
         self.tasks = FakeTasks()
         self.has_open_tasks = False
+        self.effects = Effects()
 
     @property
     def db_ms(self) -> float:

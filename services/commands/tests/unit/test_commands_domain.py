@@ -372,6 +372,24 @@ def test_with_no_slot_the_first_constraint_that_leaves_none_is_named() -> None:
     assert why([me, them], at(25, 9), at(25, 18)) == "attendees_unavailable"
 
 
+def test_an_attendee_busy_on_their_own_is_named_before_the_callers_busy_time() -> None:
+    week = dict.fromkeys(EVERY_DAY, (time(9), time(18)))
+    me = Person(tz=SH, week=week, busy=((at(25, 9), at(25, 18)),))
+    free = Person(tz=SH, week=week)
+    away = Person(tz=SH, week=week, busy=((at(25, 0), at(26, 0)),))
+    found = suggest(
+        [me, free, away],
+        at(25, 9),
+        at(25, 18),
+        duration=timedelta(minutes=60),
+        now=at(24, 10),
+        tz=SH,
+        limit=3,
+    )
+    # Freeing the caller's day would not help: the reason is the attendee away, by place.
+    assert (found.slots, found.empty_reason, found.busy) == ([], "attendees_unavailable", (2,))
+
+
 def test_working_hours_must_be_well_formed() -> None:
     with pytest.raises(ValueError):
         parse_working_hours("18:00-09:00")

@@ -9,6 +9,8 @@ from typing import Any, get_args
 
 import pytest
 
+from calagent.commands.domain.model import Event
+from calagent.commands.domain.payloads import KINDS
 from calagent.commands.domain.people import Contact
 from calagent.commands.domain.settings import StoredSettings
 from calagent.contracts.commands import (
@@ -18,8 +20,10 @@ from calagent.contracts.commands import (
     PrepareChange,
     PrepareOrCreate,
     ProposePlan,
+    StubKind,
 )
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.people import Attendee
 from calagent.contracts.queries import (
     AnyQuery,
     ExportIcs,
@@ -554,3 +558,56 @@ async def test_a_change_from_someone_elses_words_keeps_the_users_pending_request
     assert moved.status == "held" and moved.kept is not None and moved.kept.id == mine.stub.id
     assert harness.stubs()[mine.stub.id] == "needs_date"
     assert len(harness.stubs()) == 1
+
+
+def test_every_kind_of_stub_has_one_row_of_rules_and_one_of_answers(harness: Any) -> None:
+    # Adding a kind is a row in each table (plus its payload and tests): a kind missing from either
+    # would be stored or answered by no rule.
+    kinds = set(get_args(StubKind))
+    assert set(KINDS) == kinds
+    assert set(harness.service.writes.kinds) == kinds
+
+
+# ---- whose words an event is: the organizer said to be the user or not (contract §19) -------------
+
+
+def organized_event(event_id: str, organizer: str | None, hour: int) -> Event:
+    start = NOW.replace(hour=hour) + timedelta(days=1)
+    return Event(
+        id=event_id,
+        user_id="alice",
+        title=f"meeting {event_id}",
+        start=start,
+        end=start + timedelta(hours=1),
+        calendar="工作",
+        organizer=organizer,
+        attendees=(Attendee(email="bob@example.org"),),
+    )
+
+
+async def test_every_event_a_result_shows_says_whether_the_user_organizes_it(harness: Any) -> None:
+    harness.state.settings["alice"] = StoredSettings(email="Alice@Example.org")
+    harness.state.mailboxes["alice"] = "s3cret@mail.test"
+    for event in (
+        organized_event("e1", "mailto:alice@example.org", 9),
+        organized_event("e2", "s3cret@mail.test", 11),
+        organized_event("e3", "mallory@example.net", 13),
+        organized_event("e4", None, 15),
+    ):
+        harness.state.events[event.id] = (event, None)
+
+    found = await harness.service.query(QueryRange(envelope=env(), start_symbol="D+1", end_symbol="D+2"))
+    assert [(e.id, e.organized_by_user) for e in found.events] == [
+        ("e1", True),
+        ("e2", True),
+        ("e3", False),
+        ("e4", False),
+    ]
+    # A command's answer too, however deep the event sits in it: a held change shows its event.
+    held = await harness.service.execute(
+        PrepareChange(
+            envelope=env(), idempotency_key=key(), action="delete", event_id="e1", scope="this", update=None
+        )
+    )
+    assert held.stub is not None and held.stub.change is not None
+    assert held.stub.change.before.organized_by_user

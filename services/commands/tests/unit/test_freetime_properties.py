@@ -224,7 +224,8 @@ def first_slot(usable: list[bool], first: datetime, duration: int, tz: ZoneInfo)
     return None
 
 
-Answer = tuple[list[tuple[datetime, datetime, tuple[str, ...], float]], str | None]
+# The slots, the reason for none, and the attendees (by place) busy on their own.
+Answer = tuple[list[tuple[datetime, datetime, tuple[str, ...], float]], str | None, tuple[int, ...]]
 
 
 def reference(problem: Problem) -> Answer:
@@ -258,16 +259,26 @@ def reference(problem: Problem) -> Answer:
         for total, i, shown in offers[: problem.limit]
     ]
     if slots:
-        return slots, None
+        return slots, None, ()
     if first_slot([True] * count, first, problem.duration, problem.tz) is None:
-        return [], "window_too_short"
+        return [], "window_too_short", ()
     at_work = [all(g.at_work[i] for g in grids) for i in range(count)]
     if first_slot(at_work, first, problem.duration, problem.tz) is None:
-        return [], "outside_hours"
+        return [], "outside_hours", ()
+    busy = tuple(
+        k
+        for k in range(1, len(grids))
+        if first_slot(
+            [at_work[i] and not grids[k].busy[i] for i in range(count)], first, problem.duration, problem.tz
+        )
+        is None
+    )
+    if busy:
+        return [], "attendees_unavailable", busy
     mine = [at_work[i] and not grids[0].busy[i] for i in range(count)]
     if first_slot(mine, first, problem.duration, problem.tz) is None:
-        return [], "organizer_unavailable"
-    return [], "attendees_unavailable"
+        return [], "organizer_unavailable", ()
+    return [], "attendees_unavailable", ()
 
 
 # ---- the property --------------------------------------------------------------------------------
@@ -288,7 +299,11 @@ def ours(problem: Problem) -> Answer:
         limit=problem.limit,
         unknown=problem.unknown,
     )
-    return [(s.start, s.end, s.availability, s.confidence) for s in found.slots], found.empty_reason
+    return (
+        [(s.start, s.end, s.availability, s.confidence) for s in found.slots],
+        found.empty_reason,
+        found.busy,
+    )
 
 
 @PROFILE
@@ -314,7 +329,7 @@ def test_the_scan_sees_new_york_change_its_clock_in_the_night_of_march_8() -> No
         tz=ZoneInfo("UTC"),
         limit=5,
     )
-    slots, _ = ours(problem)
+    slots, *_ = ours(problem)
     assert [s.isoformat() for s, *_ in slots] == [
         "2026-03-07T14:00:00+00:00",  # Saturday 09:00 EST = Saturday 22:00 in Shanghai
         "2026-03-08T13:00:00+00:00",  # Sunday 09:00 EDT = Sunday 21:00 in Shanghai
@@ -348,7 +363,7 @@ def test_an_all_day_event_in_berlin_covers_the_25_hours_of_october_25() -> None:
         tz=berlin,
         limit=3,
     )
-    slots, _ = ours(problem)
+    slots, *_ = ours(problem)
     # Saturday from 14:00 (12:00 UTC) to 23:30, then Monday from 00:30: the buffer's half hour
     # on either side of the 25 hours of Sunday.
     assert [(s.astimezone(berlin).isoformat(), e.astimezone(berlin).isoformat()) for s, e, *_ in slots] == [

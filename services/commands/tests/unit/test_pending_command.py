@@ -57,9 +57,20 @@ def test_a_new_stub_lives_ttl_from_its_making() -> None:
     assert (stub.status, stub.expires_at, stub.created_by_turn) == ("needs_time", NOW + TTL, "t1")
 
 
-def test_a_stub_with_a_deadline_of_its_own_keeps_it() -> None:
-    until = NOW + timedelta(days=3)
-    assert opened(status="held", expires_at=until).stub.expires_at == until
+def test_an_offer_mailed_is_answerable_until_its_events_start_offered_at_once_or_after_waiting() -> None:
+    # One rule for every caller: a week at most for what mail brings, never past its event's start.
+    soon, far = NOW + timedelta(hours=3), NOW + timedelta(days=30)
+    assert outside("invitation", "invitation_received", soon).stub.expires_at == soon
+    assert outside("booking", "sends_invitations", soon).stub.expires_at == soon
+    assert outside("change", "counter_received", soon).stub.expires_at == soon
+    assert outside("invitation", "invitation_received", far).stub.expires_at == NOW + timedelta(days=7)
+    waited = PendingCommand(outside("invitation", "invitation_received", soon).set_aside(NOW), TTL)
+    assert waited.come_back(NOW + timedelta(hours=1)).expires_at == soon
+    # An event starting within `ttl` still leaves the user `ttl` to answer; a chat request has `ttl`.
+    sooner = NOW + timedelta(minutes=10)
+    assert outside("invitation", "invitation_received", sooner).stub.expires_at == NOW + TTL
+    assert outside("change", "sync_conflict", soon).stub.expires_at == NOW + TTL
+    assert opened(status="held").stub.expires_at == NOW + TTL
 
 
 def test_a_new_stub_cannot_start_ended() -> None:

@@ -17,6 +17,7 @@ from calagent.commands.domain.placement import (
     greedy,
     moved,
     opaque_tasks,
+    place_one,
     plan,
     replan,
 )
@@ -111,6 +112,31 @@ def test_replan_moves_only_the_blocks_a_new_meeting_lands_on() -> None:
     assert again.missing == {}
     assert moved(first.blocks, again.blocks) == 1
     assert moved(first.blocks, greedy(after).blocks) >= 1
+
+
+def test_a_task_placed_among_others_uses_the_room_their_blocks_leave_and_moves_none() -> None:
+    tasks = [task("a", 60, at(0, 17)), task("b", 60, at(4, 17))]
+    a_block = Block("a", at(0, 9), at(0, 10))
+    found = place_one(problem(tasks, []), [a_block], "b", budget_s=1.0)
+    assert found.blocks == (a_block, Block("b", at(0, 10), at(0, 11)))
+
+
+def test_a_task_placed_among_others_moves_them_when_greedy_over_all_leaves_less_unplaced() -> None:
+    # "a" sits 09:00-10:00, where "b" (due 10:00) alone could go: placed around it, "b" would
+    # miss its hour; greedy over both places both, and only "a" moves.
+    tasks = [task("a", 60, at(0, 17)), task("b", 60, at(0, 10))]
+    found = place_one(problem(tasks, []), [Block("a", at(0, 9), at(0, 10))], "b", budget_s=1.0)
+    assert found.missing == {}
+    assert found.blocks == (Block("b", at(0, 9), at(0, 10)), Block("a", at(0, 10), at(0, 11)))
+
+
+def test_a_block_under_busy_time_keeps_every_other_block_where_it_is() -> None:
+    # A meeting landed on "a"'s block: that block waits for its own re-plan offer, so placing "b"
+    # moves nothing, even though greedy over both would do better.
+    tasks = [task("a", 60, at(0, 17)), task("b", 60, at(0, 10))]
+    a_block = Block("a", at(0, 9), at(0, 10))
+    found = place_one(problem(tasks, [(at(0, 9), at(0, 10))]), [a_block], "b", budget_s=1.0)
+    assert found.blocks == (a_block,) and found.missing == {"b": 60}
 
 
 def test_a_task_with_no_other_placement_left_is_opaque() -> None:

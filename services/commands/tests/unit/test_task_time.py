@@ -12,8 +12,8 @@ import pytest
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.placement import Block
-from calagent.commands.task_time import Layout
-from calagent.commands.tasks import due_instant, moves_between
+from calagent.commands.task_time import Layout, moves_between
+from calagent.commands.tasks import due_instant
 from calagent.contracts.tasks import TaskOut
 
 pytestmark = pytest.mark.unit
@@ -68,12 +68,6 @@ def test_a_task_misses_what_its_blocks_clear_of_busy_time_do_not_hold() -> None:
     # Time already spent in blocks begun before now, and the percent done, count as done.
     assert layout([block("a", at(1), at(2))], begun={"t1": 60}).missing(task()) == 0
     assert layout([], begun={}).missing(task(percent=50)) == 60
-
-
-def test_placing_one_task_may_use_its_own_blocks_but_not_anothers() -> None:
-    mine, theirs = block("a", at(1), at(2)), block("b", at(5), at(6), tid="t2")
-    free = layout([mine, theirs]).free_for("t1")["work"]
-    assert free == ((at(1), at(5)), (at(6), at(9)))
 
 
 def test_a_due_day_without_a_time_is_due_by_its_end() -> None:

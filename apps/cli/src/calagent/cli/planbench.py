@@ -40,7 +40,9 @@ class Row:
     plan_minutes: int
     kept: str
     replan_ms: float
+    replan_minutes: int
     replan_moved: int
+    greedy_replan_minutes: int
     greedy_moved: int
     blocks: int
 
@@ -88,6 +90,7 @@ def measure(n_tasks: int, weeks: int, budget_s: float, seed: int = 34) -> Row:
     best = plan(problem, budget_s)
     t2 = clock.perf_counter()
     replan_ms, replan_moved, greedy_moved = 0.0, 0, 0
+    replan_minutes, greedy_replan_minutes = 0, 0
     if best.blocks:
         hit = best.blocks[rng.randrange(len(best.blocks))]
         after = problem_of(
@@ -98,7 +101,9 @@ def measure(n_tasks: int, weeks: int, budget_s: float, seed: int = 34) -> Row:
         again = replan(after, best.blocks, budget_s)
         replan_ms = (clock.perf_counter() - t3) * 1000
         replan_moved = moved(best.blocks, again.blocks)
-        greedy_moved = moved(best.blocks, greedy(after).blocks)
+        scratch = greedy(after)
+        greedy_moved = moved(best.blocks, scratch.blocks)
+        replan_minutes, greedy_replan_minutes = again.placed_minutes, scratch.placed_minutes
     return Row(
         tasks=n_tasks,
         weeks=weeks,
@@ -108,7 +113,9 @@ def measure(n_tasks: int, weeks: int, budget_s: float, seed: int = 34) -> Row:
         plan_minutes=best.placed_minutes,
         kept=best.solver if score(best) != score(first) else "greedy",
         replan_ms=replan_ms,
+        replan_minutes=replan_minutes,
         replan_moved=replan_moved,
+        greedy_replan_minutes=greedy_replan_minutes,
         greedy_moved=greedy_moved,
         blocks=len(best.blocks),
     )
@@ -118,8 +125,8 @@ def format_row(row: Row) -> str:
     return (
         f"{row.tasks:4d} tasks {row.weeks}w  greedy {row.greedy_ms:7.1f} ms {row.greedy_minutes:6d} min"
         f"  plan {row.solver_ms:7.1f} ms {row.plan_minutes:6d} min ({row.kept})"
-        f"  re-plan {row.replan_ms:7.1f} ms moves {row.replan_moved}/{row.blocks}"
-        f" (greedy from scratch {row.greedy_moved})"
+        f"  re-plan {row.replan_ms:7.1f} ms {row.replan_minutes:6d} min moves {row.replan_moved}/{row.blocks}"
+        f" (greedy from scratch {row.greedy_replan_minutes} min, {row.greedy_moved} moves)"
     )
 
 

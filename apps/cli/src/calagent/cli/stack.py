@@ -89,9 +89,13 @@ async def start_stack(
     settings_overrides: dict[str, Any] | None = None,
     gateway_transport: httpx.AsyncBaseTransport | None = None,
     without: frozenset[str] = frozenset(),
+    nats_url_for: Callable[[str], str] | None = None,
 ) -> Stack:
     """The system in this event loop; the services named in `without` are left to the caller
-    (a test that runs one as a process of its own, to kill it)."""
+    (a test that runs one as a process of its own, to kill it). With `nats_url_for` each service
+    connects as its own NATS user (`nats_url_for(service)`), held by the server to the grants
+    `calagent up` deploys (`runtime.trust`): a subject a service asks without a grant is refused
+    here as there. Without it every service connects with `nats_url`."""
     from calagent.agent.app import create_app as create_agent
     from calagent.commands.app import create_app as create_commands
     from calagent.evalrec.app import create_app as create_evalrec
@@ -118,6 +122,7 @@ async def start_stack(
     settings = Settings(**values)
     clock = FrozenClock(datetime.fromisoformat(now))
     await reset_streams(nats_url)
+    own_url = nats_url_for or (lambda _service: nats_url)
 
     buses: list[Bus] = []
     apps: list[ServiceApp] = []
@@ -125,10 +130,10 @@ async def start_stack(
         app = factory(settings, clock)
         if app.name in without:
             continue
-        buses.append(await start_service(app, nats_url, clock))
+        buses.append(await start_service(app, own_url(app.name), clock))
         apps.append(app)
 
-    gateway_bus = Bus(nats_url, "gateway", clock)
+    gateway_bus = Bus(own_url("gateway"), "gateway", clock)
     gateway = create_gateway(settings, clock, bus=gateway_bus)
     gateway_bus.serve_health()
     await gateway_bus.start()

@@ -14,7 +14,7 @@ from pydantic import Field
 from calagent.contracts.base import WireModel
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.people import Attendee, CounterOut, InvitationAnswer, InvitationOut, ProposalOut
-from calagent.contracts.tasks import ReplanOut, TaskChangeOut, TaskOut
+from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskOut
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import AddTask, PrepareOrCreateSchedule, ProposeTimes, Scope, UpdateSchedule
 
@@ -158,6 +158,13 @@ class EventOut(EventFields):
     # It came from a connected calendar the user does not own (contract §19): its text is the
     # words of whoever writes that calendar, like an event someone else organizes.
     foreign_calendar: bool = False
+    # Its text reached a connected calendar other than through this system (another app, someone
+    # the calendar is shared with): someone else's words though the calendar is the user's (§19).
+    outside_text: bool = False
+    # Its organizer is the user (one of their addresses: settings `email`, the private mail
+    # address), as commands, which keeps those, says on every result that shows it; an event
+    # someone else organizes is that person's words (§19).
+    organized_by_user: bool = False
 
 
 class EventCandidate(WireModel):
@@ -484,6 +491,8 @@ class CommandResult(WireModel):
     task: TaskOut | None = None
     # Its blocks from now on (kind `task_block`), in time order.
     blocks: tuple[EventOut, ...] = ()
+    # Other tasks' blocks its placing moved (contract §21: never silently), each old and new time.
+    moved_blocks: tuple[BlockMove, ...] = ()
     # The event written landed on task blocks: their re-plan, held as the user's pending offer.
     replan: StubOut | None = None
     replayed: bool = False  # the idempotency key was seen before: this is the first answer again

@@ -18,7 +18,7 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.suggestions import EmptyReason, FreeSlot, SuggestionPeople
-from calagent.contracts.tasks import ListTasks, SaveTask, TaskOut
+from calagent.contracts.tasks import BlockMove, ListTasks, SaveTask, TaskOut
 from calagent.contracts.time import ParsedReply
 
 # ---- queries (calagent.command.query) -----------------------------------------------------------
@@ -194,5 +194,7 @@ class QueryResult(WireModel):
     empty_reason: EmptyReason | None = None
     # `ListTasks` and `SaveTask` (contract §21): the caller's tasks; a save's task is the first.
     tasks: tuple[TaskOut, ...] = ()
+    # `SaveTask`: other tasks' blocks its placing moved (as `CommandResult.moved_blocks`).
+    moved_blocks: tuple[BlockMove, ...] = ()
     error: CommandError | None = None
     db_ms: float = 0.0

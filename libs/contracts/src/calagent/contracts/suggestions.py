@@ -36,7 +36,9 @@ SlotReason = Literal["all_free", "tentative", "unknown"]
 
 # Why a suggestion found no slot, checked in this order: the part of the range still ahead cannot
 # hold the length asked for (or none of it is ahead); the working hours of the people counted do
-# not meet for that long; the caller's own busy time leaves none; the attendees' busy time does.
+# not meet for that long; an attendee's own busy time leaves none (`attendees_unavailable`, they
+# are named in `SuggestionPeople.busy`); the caller's own busy time does; the attendees' and the
+# caller's busy time together do (`attendees_unavailable`: none when the caller is free).
 EmptyReason = Literal["window_too_short", "outside_hours", "organizer_unavailable", "attendees_unavailable"]
 
 
@@ -71,3 +73,5 @@ class SuggestionPeople(WireModel):
 
     counted: tuple[str, ...] = ()
     unknown: tuple[str, ...] = ()
+    # With no slot: those of `counted` whose own busy time leaves none in the range (§20).
+    busy: tuple[str, ...] = ()

@@ -7,7 +7,7 @@ import logging
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.agent.adapters.clients import CommandsClient, PeopleClient, TimeClient
+from calagent.agent.adapters.clients import CommandsClient, TimeClient
 from calagent.agent.adapters.failover import Endpoint, FailoverModel, ModelRetryPolicy
 from calagent.agent.adapters.model import ModelClient, OpenAIModelClient
 from calagent.agent.adapters.store import MIGRATIONS_DIR, SCHEMA, AgentStore, TurnStart
@@ -114,7 +114,6 @@ class AgentService:
             commands=CommandsClient(bus),
             time=TimeClient(bus),
             store=self.store,
-            people=PeopleClient(bus),
             session_gap_minutes=self.settings.session_gap_minutes,
             offer_window_minutes=self.settings.offer_window_minutes,
             turn_timeout_s=self.settings.turn_timeout_s,

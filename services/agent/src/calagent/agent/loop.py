@@ -24,10 +24,10 @@ from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
 from calagent.agent.domain.view import View
-from calagent.agent.domain.words import carries_third_party
+from calagent.agent.domain.words import carries_third_party, source_of
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
-from calagent.agent.ports import CommandsPort, EventSink, PeoplePort, StorePort, TimePort, TurnFinish
+from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
 from calagent.agent.repairs import natural_dates, repaired_calls
 from calagent.agent.state import Finished, TurnState
 from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call, tool_error
@@ -118,7 +118,6 @@ class TurnRunner:
         time: TimePort,
         store: StorePort,
         session_gap_minutes: int,
-        people: PeoplePort | None = None,
         offer_window_minutes: int = 30,
         turn_timeout_s: float = 90.0,
         model_timeout_s: float = 60.0,
@@ -132,7 +131,7 @@ class TurnRunner:
         self.offer_window = timedelta(minutes=offer_window_minutes)
         self.turn_timeout_s = turn_timeout_s
         self.model_timeout_s = model_timeout_s
-        self.tools = Tools(commands, store, clock, people)
+        self.tools = Tools(commands, store, clock)
         self.schemas = tool_schemas()
         self.tool_names = frozenset(TOOL_MODELS)
         self.tracer = trace.get_tracer("calagent.agent")
@@ -177,7 +176,7 @@ class TurnRunner:
         answer = _turn_answer(state, finished, intent)
         if finish is not None:
             # Archived with whose words it carries, if anyone's: the model reads it again by that.
-            quoted = await self.tools.quoted_source(state, finished.quotes) or state.foreign_source
+            quoted = source_of(finished.quotes) or state.foreign_source
             await finish(answer, state.offered_stub_id, quoted)
         tokens = sum(u.total_tokens for u in state.model_usage)
         with state.timeline.segment("reply.publish"):
@@ -376,7 +375,7 @@ class TurnRunner:
         content = result.content
         if result.finished is not None and TOOL_KINDS.get(call.name) == "terminal":
             state.finished.append(result.finished)
-            quoted = await self.tools.quoted_source(state, result.finished.quotes) or state.foreign_source
+            quoted = source_of(result.finished.quotes) or state.foreign_source
             content = finished_content(result.finished, quoted)
             if state.third_party_seen is None and quoted is not None:
                 # A receipt quoting someone else's text reaches the model as a tool result.

@@ -19,7 +19,6 @@ from calagent.contracts.commands import (
     ProposeTimesCommand,
     RevertChange,
 )
-from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import (
     FindEventsQuery,
     GetActiveStub,
@@ -51,12 +50,6 @@ class CommandsPort(Protocol):
     async def execute(self, command: AgentCommand) -> CommandResult: ...
 
     async def query(self, query: AgentQuery) -> QueryResult: ...
-
-
-class PeoplePort(Protocol):
-    async def own_address(self, envelope: Envelope) -> str | None:
-        """The user's private address: the ORGANIZER of the events the user organizes."""
-        ...
 
 
 class TimePort(Protocol):

@@ -81,9 +81,6 @@ class TurnState:
     # Where someone else's text reached the model in this turn (an offer from outside, an event
     # someone else organizes), if it did: the writes the model asks for afterwards are held.
     third_party_seen: str | None = None
-    # The user's own address (the ORGANIZER of what they organize), once a turn needed it.
-    own_address: str | None = None
-    own_address_read: bool = False
 
     @property
     def foreign(self) -> bool:

@@ -8,14 +8,14 @@ result for the user — the outcome and the code-written receipt.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from calagent.agent.domain import fixed_replies, reads, receipts, words
 from calagent.agent.domain.choosing import Found, candidates_for
 from calagent.agent.domain.pending import consent_to, speaks_for_user, write_hold
-from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, PeoplePort, StorePort
+from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, StorePort
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
     WRITTEN_STATUSES,
@@ -164,13 +164,10 @@ Handler = Callable[[TurnState, Any], Awaitable[ToolResult]]
 
 
 class Tools:
-    def __init__(
-        self, commands: CommandsPort, store: StorePort, clock: Clock, people: PeoplePort | None = None
-    ) -> None:
+    def __init__(self, commands: CommandsPort, store: StorePort, clock: Clock) -> None:
         self.commands = commands
         self.store = store
         self.clock = clock
-        self.people = people
         self.table: dict[type[ToolArgs], Handler] = {
             PrepareOrCreateSchedule: self.prepare_or_create,
             QueryScheduleRange: self.query_range,
@@ -441,9 +438,8 @@ class Tools:
         if isinstance(result, ToolResult):
             return result
         state.found.append(Found(args.text, result.events))
-        own = await self.own_address(state, result.events)
         if state.third_party_seen is None:
-            state.third_party_seen = words.source_of(result.events, own)
+            state.third_party_seen = words.source_of(result.events)
         found = [
             words.marked_event(
                 {
@@ -459,30 +455,12 @@ class Tools:
                     **({"recurrence": e.recurrence} if e.recurrence else {}),
                     **{k: v for k in ("location", "notes", "url") if (v := getattr(e, k))},
                 },
-                words.event_source(e, own),
+                words.event_source(e),
                 foreign_calendar=e.foreign_calendar,
             )
             for e in result.events
         ]
         return ToolResult(f"found:{len(found)}", json.dumps({"events": found}, ensure_ascii=False))
-
-    async def own_address(self, state: TurnState, quotes: Sequence[words.Quoted]) -> str | None:
-        """The user's own address, read once a turn and only when something names an organizer:
-        an event someone else organizes is that person's words (contract §19). Without the
-        people service every organizer counts as someone else."""
-        if state.own_address_read or not words.organizers(quotes) or self.people is None:
-            return state.own_address
-        try:
-            state.own_address = await self.people.own_address(state.env)
-        except BusRequestError:
-            # Not known this time: every organizer counts as someone else, which holds more, never less.
-            return None
-        state.own_address_read = True
-        return state.own_address
-
-    async def quoted_source(self, state: TurnState, quotes: Sequence[words.Quoted]) -> str | None:
-        """Whose words a reply written from `quotes` carries besides the user's, if anyone's."""
-        return words.source_of(quotes, await self.own_address(state, quotes))
 
     async def search_memory(self, state: TurnState, args: SearchMemory) -> ToolResult:
         with state.timeline.segment("db.search_memory"):

@@ -107,6 +107,7 @@ class CommandsService:
                 guard,
                 max_attempts=self.settings.caldav_max_attempts,
                 default_tz=self.settings.default_tz,
+                after_sync=self.service.writes.replans.after_sync,
             ),
             InboundSync(
                 self.engine,
@@ -115,7 +116,7 @@ class CommandsService:
                 self.settings.default_tz,
                 guard,
                 Holds(self.clock, self.config.stub_ttl),
-                after_sync=self.service.writes.tasks.offer_replan_after_sync,
+                after_sync=self.service.writes.replans.after_sync,
             ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,

@@ -13,11 +13,6 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from calagent.commands.domain.changes import (
     asked_in,
-    carry,
-    exdates_before,
-    master_values,
-    own_values,
-    row_values,
     series_move,
 )
 from calagent.commands.domain.model import Event, Stub
@@ -29,15 +24,20 @@ from calagent.commands.domain.series import (
     InexpressibleChangeError,
     expand,
     live_count,
-    split_occurrence_id,
-    until_before,
-    zone_of,
 )
 from calagent.commands.domain.timeutil import at_local, local_days, parse_hhmm, whole_days
 from calagent.commands.pending import Pending
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.placing import Placing
-from calagent.commands.txn import Txn, error_result, new_id
+from calagent.commands.targets import (
+    Target,
+    delete_target,
+    find,
+    read_back,
+    stored_target,
+    update_target,
+)
+from calagent.commands.txn import Txn, error_result
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import (
     ActiveStubStatus,
@@ -74,61 +74,16 @@ class Asked:
     conflicts: tuple[Event, ...] = ()
 
 
-@dataclass(frozen=True)
-class Target:
-    """What an event id names: a single event, or one occurrence of a series."""
-
-    row: Event  # the stored row: the single event, the override, or the series master
-    master: Event | None  # the series master, for an occurrence
-    occurrence: Event  # the occurrence (or single event) as the user sees it
-    occurrence_start: datetime | None  # the slot the rule gives it (UTC), for an occurrence
-
-
 class Changes:
     def __init__(self, pending: Pending, placing: Placing, people: AttendeeRules) -> None:
         self.pending = pending
         self.placing = placing
         self.people = people
 
-    # ---- finding the target ------------------------------------------------------------------
-
-    async def find(self, txn: Txn, event_id: str) -> Target | None:
-        split = split_occurrence_id(event_id)
-        row = await txn.uow.events.get_event(txn.user_id, split[0] if split else event_id)
-        if row is None:
-            return None
-        if split is not None:
-            if row.rrule is None:
-                return None
-            return await self._occurrence(txn, row, split[1])
-        if row.series_id is not None and row.recurrence_id is not None:
-            master = await txn.uow.events.get_event(txn.user_id, row.series_id)
-            if master is None:
-                return Target(row, None, row, None)
-            return Target(row, master, row.evolve(series_id=master.id), row.recurrence_id.astimezone(UTC))
-        if row.rrule is not None:
-            # The series' own id: its first occurrence stands for it.
-            return await self._occurrence(txn, row, row.start.astimezone(UTC))
-        return Target(row, None, row, None)
-
-    async def _occurrence(self, txn: Txn, master: Event, slot: datetime) -> Target | None:
-        for override in await txn.uow.events.series_overrides(txn.user_id, master.id):
-            if override.recurrence_id is not None and override.recurrence_id.astimezone(UTC) == slot:
-                return Target(override, master, override, slot)
-        duration = master.end - master.start
-        found = [
-            e
-            for e in expand([master], slot, slot + duration)
-            if e.occurrence_start is not None and e.occurrence_start.astimezone(UTC) == slot
-        ]
-        if not found:
-            return None
-        return Target(master, master, found[0], slot)
-
     # ---- prepare: show before and after, hold ---------------------------------------------------
 
     async def prepare(self, txn: Txn, command: PrepareChange) -> CommandResult:
-        target = await self.find(txn, command.event_id)
+        target = await find(txn, command.event_id)
         if target is None:
             return error_result("not_found", NOT_FOUND)
         active = await self.pending.active(txn)
@@ -149,7 +104,7 @@ class Changes:
     async def pick(self, txn: Txn, stub: Stub, command: PrepareChange) -> CommandResult:
         """The user singled out one of the events the change asked about (contract §20): the same
         stub now offers the change for that event, and asks for the user's word as any change does."""
-        target = await self.find(txn, command.event_id)
+        target = await find(txn, command.event_id)
         if target is None:
             return error_result("not_found", NOT_FOUND)
         asked = await self._ask(txn, command, target, ())
@@ -175,7 +130,7 @@ class Changes:
         found: list[EventCandidate] = []
         seen: set[str] = set()
         for event_id in (command.event_id, *ids):
-            each = target if event_id == command.event_id else await self.find(txn, event_id)
+            each = target if event_id == command.event_id else await find(txn, event_id)
             if each is None:
                 continue  # not the caller's, or gone: never offered
             key = each.master.id if each.master is not None and scope == "all" else event_id
@@ -395,7 +350,7 @@ class Changes:
         change = stub.payload
         if isinstance(change, HeldChange) and change.gone_ids:
             return await self._confirm_gone(txn, stub, change)
-        target = await self._stored_target(txn, change) if isinstance(change, HeldChange) else None
+        target = await stored_target(txn, change) if isinstance(change, HeldChange) else None
         if target is None or not isinstance(change, HeldChange):
             # The event went away meanwhile (removed elsewhere): nothing to change.
             await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
@@ -403,7 +358,7 @@ class Changes:
         scope = change.scope
         before = event_out(target.occurrence, txn.tz)
         if change.action == "delete":
-            removed = await self._delete(txn, target, scope)
+            removed = await delete_target(txn, target, scope)
             done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
             return CommandResult(
                 status="deleted",
@@ -413,11 +368,11 @@ class Changes:
                 stub=stub_out(done, (), txn.tz),
             )
         try:
-            written = await self._update(txn, target, scope, change.after)
+            written = await update_target(txn, target, scope, change.after)
         except InexpressibleChangeError as exc:
             return error_result("inexpressible_change", str(exc))
         # The receipt is read back: the occurrence the user pointed at, as the rows now give it.
-        new = await self._read_back(txn, *written)
+        new = await read_back(txn, *written)
         if new is None:
             return error_result("not_found", NOT_FOUND)
         done = await self.pending.store(txn, self.pending.of(stub).finish("updated", txn.now))
@@ -456,118 +411,6 @@ class Changes:
             removed_count=removed,
             stub=stub_out(done, (), txn.tz),
         )
-
-    async def _read_back(self, txn: Txn, row_id: str, slot: datetime | None) -> Event | None:
-        row = await txn.uow.events.get_event(txn.user_id, row_id)
-        if row is None:
-            return None
-        if slot is None or row.rrule is None:
-            return row
-        target = await self._occurrence(txn, row, slot)
-        return target.occurrence if target is not None else None
-
-    async def _stored_target(self, txn: Txn, change: HeldChange) -> Target | None:
-        if change.master_id and change.occurrence_start:
-            master = await txn.uow.events.get_event(txn.user_id, change.master_id)
-            if master is None or master.rrule is None:
-                return None
-            return await self._occurrence(txn, master, change.occurrence_start)
-        row = await txn.uow.events.get_event(txn.user_id, change.row_id)
-        return Target(row, None, row, None) if row is not None else None
-
-    async def _delete(self, txn: Txn, target: Target, scope: Scope) -> int | None:
-        """Remove what the scope names; the count is of occurrences that really go (an excluded
-        one is gone already), None for a series without an end."""
-        uow = txn.uow
-        master, slot = target.master, target.occurrence_start
-        if master is None or slot is None:
-            return await uow.events.delete_events(txn.user_id, [target.row.id])
-        overrides = await uow.events.series_overrides(txn.user_id, master.id)
-        first = master.start.astimezone(UTC)
-        if scope == "all" or (scope == "following" and slot <= first):
-            gone = live_count(master, first)
-            await uow.events.delete_events(txn.user_id, [master.id, *(o.id for o in overrides)])
-            return gone
-        if scope == "this":
-            if target.row.id != master.id:
-                await uow.events.delete_events(txn.user_id, [target.row.id])
-            await uow.events.update_event(master.evolve(exdates=(*master.exdates, slot)))
-            return 1
-        assert master.rrule is not None
-        gone = live_count(master, slot)
-        later = [o.id for o in overrides if o.recurrence_id is not None and o.recurrence_id >= slot]
-        await uow.events.delete_events(txn.user_id, later)
-        await uow.events.update_event(
-            master.evolve(
-                rrule=until_before(master.rrule, slot, zone_of(master)),
-                exdates=exdates_before(master.exdates, slot),
-            )
-        )
-        return gone
-
-    async def _update(
-        self, txn: Txn, target: Target, scope: Scope, after: ChangeAfter | None
-    ) -> tuple[str, datetime | None]:
-        """Write the change; returns where the occurrence the user pointed at now lives (its row,
-        and its slot when that row is a series)."""
-        uow = txn.uow
-        assert after is not None, "a held update keeps the event after it (HeldChange)"
-        start, end = after.start, after.end
-        values = own_values(after)
-        master, slot = target.master, target.occurrence_start
-        if master is None or slot is None or (scope == "this" and target.row.id != master.id):
-            await uow.events.update_event(target.row.evolve(**row_values(target.row, after)))
-            return target.row.id, None
-        if scope == "this":
-            override = master.evolve(
-                id=new_id(),
-                start=start,
-                end=end,
-                rrule=None,
-                exdates=(),
-                series_id=master.id,
-                recurrence_id=slot,
-                sync_state=None,
-                **values,
-            )
-            await uow.events.insert_event(override, turn_id=txn.envelope.turn_id, key=None)
-            return override.id, None
-        assert master.rrule is not None
-        moved, origin = series_move(master, slot, scope, after)
-        overrides = await uow.events.series_overrides(txn.user_id, master.id)
-        changed = master_values(master, after)
-        duration = changed.pop("duration")
-        assert isinstance(duration, timedelta)
-        new_start = moved.slot(origin)
-        series = master.evolve(start=new_start, end=new_start + duration, rrule=moved.rule, **changed)
-        if origin == master.start.astimezone(UTC):
-            series = series.evolve(exdates=tuple(moved.slot(d) for d in master.exdates))
-            await uow.events.update_event(series)
-        else:
-            # `following`: the series ends before this occurrence and a new one starts at it.
-            series = series.evolve(
-                id=new_id(),
-                sync_state=None,
-                exdates=tuple(moved.slot(d) for d in master.exdates if d >= origin),
-            )
-            await uow.events.update_event(
-                master.evolve(
-                    rrule=until_before(master.rrule, origin, moved.tz),
-                    exdates=exdates_before(master.exdates, origin),
-                )
-            )
-            await uow.events.insert_event(series, turn_id=txn.envelope.turn_id, key=None)
-        for override in overrides:
-            rid = override.recurrence_id
-            if rid is None or rid < origin:
-                continue
-            if override.id == target.row.id:
-                # The occurrence the user pointed at takes the change as they were shown it.
-                carried = override.evolve(start=start, end=end, **values)
-            else:
-                carried = carry(override, master, series, moved)
-            await uow.events.update_event(carried.evolve(series_id=series.id, recurrence_id=moved.slot(rid)))
-        return series.id, moved.slot(slot)
 
 
 def own_series(master_id: str | None, scope: Scope) -> str | None:

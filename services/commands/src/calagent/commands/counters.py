@@ -25,10 +25,10 @@ from zoneinfo import ZoneInfo
 
 from icalendar import Component
 
-from calagent.commands.changes import Changes, Target
+from calagent.commands.changes import Changes
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import AskedField, ChangeAfter, HeldChange
-from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask, shown_conflicts
+from calagent.commands.domain.pending import Ask, shown_conflicts
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import occurrence_id
 from calagent.commands.ical.attendees import attendees_of
@@ -41,6 +41,7 @@ from calagent.commands.people import imip
 from calagent.commands.people.attendees import AttendeeRules
 from calagent.commands.people.sending import queue_one
 from calagent.commands.placing import Placing
+from calagent.commands.targets import Target, find
 from calagent.commands.txn import Txn, error_result
 from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import ChangeOut, CommandResult
@@ -118,8 +119,8 @@ class Counters:
 
     async def _target(self, txn: Txn, counter: CounterOut) -> Target | None:
         if counter.recurrence_id is None:
-            return await self.changes.find(txn, counter.event_id)
-        return await self.changes.find(txn, occurrence_id(counter.event_id, counter.recurrence_id))
+            return await find(txn, counter.event_id)
+        return await find(txn, occurrence_id(counter.event_id, counter.recurrence_id))
 
     async def _offer(self, txn: Txn, counter: CounterOut) -> Ask | Refused:
         """The held move the proposal is, against the event as it now is."""
@@ -163,7 +164,6 @@ class Counters:
             proposed_end=moved.end,
             payload=change,
             recipients=await self.people.invited(txn, target.row, target.master),
-            expires_at=txn.now + OUTSIDE_OFFER_TTL,
         )
 
     async def check(self, txn: Txn, stub: Stub) -> CommandResult | None:

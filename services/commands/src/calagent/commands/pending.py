@@ -29,8 +29,6 @@ class StubTxn(Protocol):
     uow: UnitOfWork
     now: datetime
     tz: ZoneInfo
-    ended_stub: bool
-    blocks_shown: bool
 
     @property
     def user_id(self) -> str: ...
@@ -48,8 +46,6 @@ class BackgroundTxn:
     user_id: str
     tz: ZoneInfo
     turn_id: str | None = None
-    ended_stub: bool = False
-    blocks_shown: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +92,7 @@ class Pending:
         """Store a step the aggregate returned."""
         await txn.uow.stubs.update_stub(stub)
         if not stub.active:
-            txn.ended_stub = True
+            txn.uow.effects.stub_ended(txn.user_id)
         return stub
 
     async def make_way(self, txn: StubTxn, hold: HoldReason | None, active: Stub | None) -> Way:

@@ -76,7 +76,6 @@ class Placing:
         nearby = await events_in(
             txn.uow, txn.user_id, start - ALL_DAY_SLACK, end + ALL_DAY_SLACK, incomplete_only=True
         )
-        txn.near_blocks = tuple(e for e in nearby if e.task_id is not None)
         found = find_conflicts(start, end, all_day, nearby, txn.tz, ignore_ids=ignore_ids)
         return tuple(c for c in found if own_series is None or c.series_id != own_series)
 

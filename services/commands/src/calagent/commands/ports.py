@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.people import Contact, SentProposal, Told
 from calagent.commands.domain.settings import StoredSettings
@@ -279,6 +280,12 @@ class UnitOfWork(Protocol):
 
     @property
     def tasks(self) -> TaskRows: ...
+
+    @property
+    def effects(self) -> Effects:
+        """What the transaction's writes recorded: handled at its commit and by the step after a
+        write (`replans.Replans.after_write`)."""
+        ...
 
     @property
     def db_ms(self) -> float: ...

@@ -28,7 +28,7 @@ from icalendar import Component
 from calagent.commands.domain.freetime import shows_as
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldBooking, HeldProposal
-from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask, shown_conflicts, strongest
+from calagent.commands.domain.pending import Ask, shown_conflicts, strongest
 from calagent.commands.domain.people import SentProposal, Unresolved, normal_address, resolve_one
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ical.attendees import attendees_of
@@ -121,16 +121,16 @@ class Proposing:
 
     # ---- send: the confirmation -------------------------------------------------------------------
 
-    async def send(self, txn: Txn, stub: Stub) -> tuple[CommandResult, tuple[Event, ...]]:
-        """The proposal sent: its receipt, and the tentative holds written for its times (events in
-        the user's time like any other, which the caller looks at for task blocks they land on)."""
+    async def send(self, txn: Txn, stub: Stub) -> CommandResult:
+        """The proposal sent, with tentative holds written for its times (events in the user's
+        time like any other: blocks under them are offered a re-plan, `replans.py`)."""
         held = stub.payload
         assert isinstance(held, HeldProposal)
         proposal = held.proposal
         # A slot something busy now stands on is not offered: it was free when the user saw it.
         free = [slot for slot in proposal.slots if not await self._busy(txn, slot, frozenset())]
         if not free:
-            return error_result("no_free_time", "none of the proposed times is free any more"), ()
+            return error_result("no_free_time", "none of the proposed times is free any more")
         proposal = proposal.model_copy(update={"slots": tuple(free)})
         mailbox = await self.placing.organizer(txn)
         calendar = (await self.placing.calendars(txn))[0]
@@ -165,7 +165,7 @@ class Proposing:
         )
         done = self.pending.of(stub).bound(HeldProposal(proposal=proposal))
         done = await self.pending.store(txn, self.pending.of(done).finish("created", txn.now))
-        return CommandResult(status="created", persisted=True, stub=stub_out(done, (), txn.tz)), tuple(holds)
+        return CommandResult(status="created", persisted=True, stub=stub_out(done, (), txn.tz))
 
     async def _busy(self, txn: Txn, slot: ProposedSlot, ignore: frozenset[str]) -> tuple[Event, ...]:
         met = await self.placing.conflicts(txn, slot.start, slot.end, False, ignore_ids=ignore)
@@ -215,7 +215,6 @@ class Proposing:
             proposed_end=slot.end,
             payload=HeldBooking(proposal=proposal.model_copy(update={"chosen": chosen})),
             recipients=(proposal.attendee,),
-            expires_at=txn.now + OUTSIDE_OFFER_TTL,
         )
         stub = await self.pending.from_outside(txn, ask, "booking")
         verdict = "waiting" if stub.waiting_since is not None else "offered"
@@ -243,7 +242,6 @@ class Proposing:
                 proposed_end=slot.end,
                 payload=held,
                 recipients=stub.recipients,
-                expires_at=stub.expires_at,
             )
             offered = await self.pending.store(txn, self.pending.of(stub).ask("held", again, txn.now))
             return CommandResult(status="held", stub=stub_out(offered, met, txn.tz), reoffered=True)

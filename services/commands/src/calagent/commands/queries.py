@@ -271,7 +271,7 @@ class Queries:
                 )
                 for slot in offered.slots
             ),
-            people=found.named if query.attendees else None,
+            people=found.told(offered.busy) if query.attendees else None,
             empty_reason=offered.empty_reason,
         )
 

@@ -6,7 +6,7 @@ are served by their own rooms."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from calagent.commands.calendars import Calendars
@@ -16,7 +16,9 @@ from calagent.commands.feeds import Feeds
 from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.queries import Queries, Query, query_error
+from calagent.commands.reads import own_addresses
 from calagent.commands.txn import error_result
+from calagent.commands.views import organizers_named, with_organizers
 from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import CommandResult
 from calagent.contracts.queries import (
@@ -30,9 +32,12 @@ from calagent.contracts.queries import (
 from calagent.contracts.tasks import ListTasks, SaveTask
 from calagent.runtime.clock import Clock
 
+Answer = TypeVar("Answer", CommandResult, QueryResult)
+
 
 class CommandService:
     def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
+        self.store = store
         self.writes = Writes(store, time_port, config, clock)
         self.queries = Queries(store, time_port, config, clock)
         self.calendars = Calendars(store, time_port, config.calendars, self.queries)
@@ -55,7 +60,7 @@ class CommandService:
             tz = zone(command.envelope.tz)
         except InvalidZoneError as exc:
             return error_result("invalid_zone", str(exc))
-        return await self.writes.run(command, tz)
+        return await self._organizers_known(await self.writes.run(command, tz), command.envelope.user_id)
 
     async def query(self, query: Query) -> QueryResult:
         if isinstance(query, FeedCalendar):
@@ -67,5 +72,17 @@ class CommandService:
             return query_error("invalid_zone", str(exc))
         writing = self.writing_queries.get(type(query))
         if writing is not None:
-            return await writing(query, tz)
-        return await self.queries.run(query, tz)
+            result = await writing(query, tz)
+        else:
+            result = await self.queries.run(query, tz)
+        return await self._organizers_known(result, query.envelope.user_id)
+
+    async def _organizers_known(self, result: Answer, user_id: str) -> Answer:
+        """The answer with each event it shows saying whether the user organizes it: one read of
+        the user's addresses, only when an event names an organizer (contract §19: the agent
+        tells whose words an event is by it, without a request of its own)."""
+        if not organizers_named(result):
+            return result
+        async with self.store.unit_of_work() as uow:
+            own = await own_addresses(uow, user_id)
+        return with_organizers(result, own)

@@ -11,16 +11,17 @@ and notes stay in this function's locals and leave it only as spans.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, time
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.freetime import Person, person_of
-from calagent.commands.domain.people import Unresolved, normal_address, resolve_one
+from calagent.commands.domain.people import Unresolved, resolve_one
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ports import UnitOfWork
-from calagent.commands.reads import events_in
+from calagent.commands.reads import events_in, own_addresses
 from calagent.contracts.address import is_address
 from calagent.contracts.queries import SuggestFree
 from calagent.contracts.suggestions import SuggestionPeople
@@ -35,6 +36,10 @@ class Counted:
         """Whom each slot's availabilities are of: `people` (the caller by their user id), then
         the unknown ones, each by the name asked for."""
         return (caller, *self.named.counted, *self.named.unknown)
+
+    def told(self, busy: Sequence[int]) -> SuggestionPeople:
+        """`named`, with the attendees at the places `busy` in `people` named as busy."""
+        return self.named.model_copy(update={"busy": tuple(self.named.counted[i - 1] for i in busy)})
 
 
 def _zone_or(name: str | None, fallback: ZoneInfo) -> ZoneInfo:
@@ -92,8 +97,7 @@ async def suggestion_people(
         # The caller's zone is their turn's; anyone else's is their saved one, else the default.
         own_tz = tz if user_id == caller else _zone_or(chosen.tz, _zone_or(default_tz, tz))
         # The addresses the user answers invitations under: whose answer on an event is theirs.
-        mailbox = await uow.people.mailbox(user_id)
-        own = frozenset(normal_address(a) for a in (chosen.email, mailbox) if a)
+        own = await own_addresses(uow, user_id, chosen)
         people.append(
             person_of(
                 await events_in(uow, user_id, start, end, incomplete_only=True),

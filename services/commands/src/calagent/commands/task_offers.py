@@ -32,14 +32,13 @@ class TaskOffers:
             # Our removal, lost to the calendar's change: the task goes as `DELETE /v1/tasks/{id}`
             # takes it (its blocks along), and its removal is delivered again.
             await self.tasks.remove(uow, txn.user_id, payload.task_id, txn.tz, txn.now)
-            txn.blocks_shown = True
             done = await self.pending.store(txn, self.pending.of(stub).finish("deleted", txn.now))
             return CommandResult(status="deleted", persisted=True, stub=stub_out(done, (), txn.tz))
         task = apply_patch(found[0], payload.patch, txn.now)
         await uow.tasks.update_task(txn.user_id, task, txn.now)
-        await self.tasks.settle(
+        moved = await self.tasks.settle(
             uow, txn.user_id, task, txn.tz, txn.now, turn_id=txn.envelope.turn_id, lang=txn.envelope.lang
         )
         done = await self.pending.store(txn, self.pending.of(stub).finish("updated", txn.now))
-        result = await self.tasks.task_result(txn, task, "updated")
+        result = await self.tasks.task_result(txn, task, "updated", moved)
         return result.model_copy(update={"stub": stub_out(done, (), txn.tz)})

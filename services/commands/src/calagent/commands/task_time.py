@@ -11,14 +11,14 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from calagent.commands.config import CommandConfig
-from calagent.commands.domain.freetime import Span, merge, person_of, subtract
+from calagent.commands.domain.freetime import Span, person_of
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import overlaps
 from calagent.commands.domain.placement import DEFAULT_PERSONAL_WEEK, Block, Problem, TaskSpec, free_windows
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.reads import events_in
-from calagent.contracts.tasks import TaskOut
+from calagent.contracts.tasks import BlockMove, TaskOut
 
 # How far ahead a task with no due is placed, and the furthest any plan looks.
 UNDATED_HORIZON = timedelta(days=28)
@@ -74,11 +74,6 @@ class Layout:
 
     def blocks_of(self, task_id: str) -> list[Event]:
         return [b for b in self.blocks if b.task_id == task_id]
-
-    def free_for(self, task_id: str) -> dict[str, tuple[Span, ...]]:
-        """The free windows less every block of the other tasks (its own count as free)."""
-        others = merge((b.start, b.end) for b in self.blocks if b.task_id != task_id)
-        return {kind: tuple(subtract(list(spans), others)) for kind, spans in self.free.items()}
 
     def missing(self, task: TaskOut) -> int:
         """The minutes of an open task not in blocks clear of busy time before its due."""
@@ -142,3 +137,31 @@ async def with_risk(
         short = layout.missing(t) if t.status == "open" else 0
         shown.append(t.model_copy(update={"at_risk": True, "missing_minutes": short}) if short else t)
     return shown
+
+
+def moves_between(before: Sequence[Event], after: Sequence[Block], titles: dict[str, str]) -> list[BlockMove]:
+    """The blocks of `before` not kept in `after` and the new ones, paired per task in time order
+    (a block with no new place: removed; a new one with no old block: added)."""
+    kept = set(after)
+    gone = [b for b in before if as_block(b) not in kept]
+    current = {as_block(b) for b in before}
+    fresh = [b for b in after if b not in current]
+    moves: list[BlockMove] = []
+    for task_id in sorted({b.task_id for b in gone if b.task_id} | {b.task_id for b in fresh}):
+        olds = sorted((b for b in gone if b.task_id == task_id), key=lambda b: b.start)
+        news = sorted((b for b in fresh if b.task_id == task_id), key=lambda b: b.start)
+        for i in range(max(len(olds), len(news))):
+            old = olds[i] if i < len(olds) else None
+            new = news[i] if i < len(news) else None
+            moves.append(
+                BlockMove(
+                    task_id=task_id,
+                    title=titles.get(task_id, ""),
+                    block_id=old.id if old else None,
+                    old_start=old.start if old else None,
+                    old_end=old.end if old else None,
+                    new_start=new.start if new else None,
+                    new_end=new.end if new else None,
+                )
+            )
+    return moves

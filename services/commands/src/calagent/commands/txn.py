@@ -9,7 +9,6 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from calagent.commands.domain.changelog import ChangeContext
-from calagent.commands.domain.model import Event
 from calagent.commands.ports import UnitOfWork
 from calagent.contracts.commands import CommandError, CommandResult
 from calagent.contracts.envelope import Envelope
@@ -39,13 +38,6 @@ class Txn:
     prefetched: dict[ResolveRequest, asyncio.Task[ResolveResult]] = field(default_factory=dict)
     # The change this command's writes to events are logged as (contract §15).
     change: ChangeContext | None = None
-    # A stub ended in this transaction: an invitation waiting its turn may be offered now.
-    ended_stub: bool = False
-    # The task blocks the last conflict check read around the time it checked (None: none ran):
-    # a write there that meets none needs no read of the tasks to know it moves no block.
-    near_blocks: tuple[Event, ...] | None = None
-    # The blocks' TRANSP was decided again in this transaction, after its writes (contract §21).
-    blocks_shown: bool = False
 
     def log_as(self, context: ChangeContext | None = None, **details: str | None) -> ChangeContext:
         """Name (or refine: its scope, the change it undoes) the change this command's writes

@@ -4,9 +4,12 @@ is `ical.render`'s)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TypeVar
 from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
 
 from calagent.commands.domain.changelog import LoggedChange, Snapshot, event_of
 from calagent.commands.domain.model import Event, Stub, local_uid, resource_of
@@ -19,6 +22,7 @@ from calagent.commands.domain.payloads import (
     HeldReplan,
     HeldTaskChange,
 )
+from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import InvalidRecurrenceError, next_starts
 from calagent.contracts.commands import ChangedRow, EventOut, LoggedChangeOut, StubOut
 from calagent.contracts.people import CounterOut, InvitationOut, ProposalOut, ProposedSlot
@@ -50,9 +54,62 @@ def event_out(event: Event, tz: ZoneInfo) -> EventOut:
         attendees=event.attendees,
         organizer=event.organizer,
         foreign_calendar=event.foreign_calendar,
+        outside_text=event.outside_text,
         kind="task_block" if event.task_id is not None else "event",
         task_id=event.task_id,
     )
+
+
+Shown = TypeVar("Shown", bound=BaseModel)
+
+
+def organizers_named(shown: BaseModel) -> bool:
+    """Whether anything `shown` names an event with an organizer (then `with_organizers` needs
+    the user's addresses)."""
+    named = False
+
+    def see(event: EventOut) -> EventOut:
+        nonlocal named
+        named = named or event.organizer is not None
+        return event
+
+    _each_event(shown, see)
+    return named
+
+
+def with_organizers(shown: Shown, own: frozenset[str]) -> Shown:
+    """`shown` (a result) with every event in it saying whether the user organizes it (`own`: the
+    user's addresses, `reads.own_addresses`): said once here, where the addresses are kept, so the
+    agent need not ask for them to tell whose words an event is (contract §19)."""
+
+    def mark(event: EventOut) -> EventOut:
+        organized = event.organizer is not None and normal_address(event.organizer) in own
+        return event.model_copy(update={"organized_by_user": organized}) if event.organizer else event
+
+    marked = _each_event(shown, mark)
+    assert isinstance(marked, type(shown))
+    return marked
+
+
+def _each_event(value: object, mark: Callable[[EventOut], EventOut]) -> object:
+    """`value` with `mark` applied to every event in it, however deep (a stub's change, the events
+    it meets, a notice's event); what holds no event is returned as it is."""
+    if isinstance(value, EventOut):
+        return mark(value)
+    if isinstance(value, BaseModel):
+        changed = {}
+        for name in type(value).model_fields:
+            before = getattr(value, name)
+            after = _each_event(before, mark)
+            if after is not before:
+                changed[name] = after
+        return value.model_copy(update=changed) if changed else value
+    if isinstance(value, tuple | list):
+        items = [_each_event(item, mark) for item in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
 
 
 def _logged_event(snapshot: Snapshot | None, tz: ZoneInfo) -> EventOut | None:

@@ -12,8 +12,8 @@ continues the active stub only when `PendingCommand.continued_by` says so, other
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from datetime import UTC
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,14 +24,12 @@ from calagent.commands.counters import Counters, is_counter
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.overlap import event_span, overlaps
 from calagent.commands.domain.pending import Ask, decide, unclear_recurrence
 from calagent.commands.domain.people import Unresolved, resolve_attendees
 from calagent.commands.domain.proposals import Incomplete, Proposal, UnresolvableError, plan
 from calagent.commands.domain.series import (
     InvalidRecurrenceError,
     next_starts,
-    split_occurrence_id,
     validate_rule,
 )
 from calagent.commands.domain.slots import UnplacedWeekdayError, merge_slots, slots_from_args
@@ -45,6 +43,7 @@ from calagent.commands.plans import Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.proposing import Proposing
 from calagent.commands.queries import Queries
+from calagent.commands.replans import Replans
 from calagent.commands.task_offers import TaskOffers
 from calagent.commands.tasks import Tasks
 from calagent.commands.txn import Txn, error_result, new_id
@@ -65,6 +64,7 @@ from calagent.contracts.commands import (
     ProposePlan,
     ProposeTimesCommand,
     RevertChange,
+    StubKind,
     StubOut,
     StubSlots,
 )
@@ -74,6 +74,33 @@ from calagent.contracts.time import ResolveRequest, ResolveResult
 from calagent.runtime.clock import Clock
 
 Command = AnyCommand
+
+
+Run = Callable[[Txn, Stub], Awaitable[CommandResult]]
+
+
+@dataclass(frozen=True)
+class KindAnswers:
+    """What the user's word does to a stub of one kind: `confirm` (a MergeStub), `refuse` (a
+    CancelStub)."""
+
+    confirm: Callable[[Txn, Stub, MergeStub], Awaitable[CommandResult]]
+    refuse: Run
+
+
+def on_word(run: Run) -> Callable[[Txn, Stub, MergeStub], Awaitable[CommandResult]]:
+    """A kind with no slots a short reply could fill: it runs on the user's confirmation only."""
+
+    async def confirm(txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
+        if stub.status == "needs_attendee":
+            # A change waiting for a person is answered by a new update naming them.
+            return error_result("invalid_arguments", "this pending request waits for an attendee")
+        if not command.confirm:
+            # A change or a plan has no slots a short reply could fill: the model reads it.
+            return error_result("invalid_arguments", "this pending request takes only a confirmation")
+        return await run(txn, stub)
+
+    return confirm
 
 
 class Writes:
@@ -92,13 +119,26 @@ class Writes:
         self.answers = InvitationAnswers(self.pending, self.placing)
         self.counters = Counters(self.pending, self.changes, self.offers, self.placing, self.people)
         self.proposing = Proposing(self.pending, self.placing, Queries(store, time_port, config, clock))
-        self.tasks = Tasks(store, config, clock, self.pending, self.placing)
+        self.tasks = Tasks(store, config, clock, self.placing)
+        self.replans = Replans(self.tasks, self.pending, config, clock)
         self.task_offers = TaskOffers(self.tasks, self.pending)
+        # One row per kind of stub: what the user's word does to it (what it keeps and how long it
+        # waits: `payloads.KINDS`).
+        self.kinds: dict[StubKind, KindAnswers] = {
+            "create": KindAnswers(self._reply, self._drop),
+            "change": KindAnswers(on_word(self._run_change), self._refuse_change),
+            "plan": KindAnswers(on_word(self.plans.confirm), self._drop),
+            "invitation": KindAnswers(self._answer_invitation, self._decline_invitation),
+            "proposal": KindAnswers(on_word(self.proposing.send), self._drop),
+            "booking": KindAnswers(on_word(self.proposing.book), self._drop),
+            "replan": KindAnswers(on_word(self.replans.confirm), self._drop),
+            "task_change": KindAnswers(on_word(self.task_offers.confirm), self._drop),
+        }
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
             PrepareOrCreate: self._prepare_or_create,
             MergeStub: self._merge,
             PrepareChange: self._prepare_change,
-            RevertChange: self._revert,
+            RevertChange: self.undo.revert,
             ProposePlan: self.plans.propose,
             ProposeTimesCommand: self.proposing.propose,
             CancelStub: self._cancel,
@@ -154,10 +194,10 @@ class Writes:
         if result.status == "error":
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
-        if txn.ended_stub:
-            await self.pending.offer_waiting(txn)
-        if result.persisted:
-            await self.tasks.after_write(txn)
+        # What the writes lead to, from what they recorded: the same step after every command.
+        replan = await self.replans.after_write(txn)
+        if replan is not None:
+            result = result.model_copy(update={"replan": stub_out(replan, (), txn.tz)})
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
         # when the write left every row as it was).
         logged_as = (
@@ -219,41 +259,18 @@ class Writes:
             if command.confirm or stub.kind != "change":
                 return error_result("invalid_arguments", "a pick answers only a change asking which event")
             return await self.offers.pick(txn, stub, command.pick)
-        if stub.kind == "invitation":
-            if not command.confirm and command.partstat is None:
-                return error_result("invalid_arguments", "this invitation takes an answer")
-            # An accepted invitation is an event in the user's time like any other (§21).
-            return await self._replan_after(
-                txn, await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
-            )
-        if stub.status == "needs_attendee" and stub.kind != "create":
-            # A change waiting for a person is answered by a new update naming them.
-            return error_result("invalid_arguments", "this pending request waits for an attendee")
-        if stub.kind != "create":
-            if not command.confirm:
-                # A change or a plan has no slots a short reply could fill: the model reads it.
-                return error_result("invalid_arguments", "this pending request takes only a confirmation")
-            if stub.kind == "plan":
-                return await self.plans.confirm(txn, stub)
-            if stub.kind == "proposal":
-                # Its tentative holds keep their time from blocks (§21): blocks under them move
-                # on the user's word like under any other event.
-                return await self._replan_over(txn, *await self.proposing.send(txn, stub))
-            if stub.kind == "booking":
-                return await self._replan_after(txn, await self.proposing.book(txn, stub))
-            if stub.kind == "replan":
-                return await self.tasks.confirm_replan(txn, stub)
-            if stub.kind == "task_change":
-                return await self.task_offers.confirm(txn, stub)
-            if self.pending.of(stub).asks_which():
-                # Which event is still the question (contract §20): nothing runs; it is asked again.
-                return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
-            # A counter-proposal made again is still the attendee's: offered as theirs.
-            check = self.counters.check if is_counter(stub) else self.offers.check
-            stale = await check(txn, stub)
-            if stale is not None:
-                return stale
-            return await self._replan_after(txn, await self.changes.confirm(txn, stub))
+        return await self.kinds[stub.kind].confirm(txn, stub, command)
+
+    async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
+        stub = await self.pending.answered(txn, command.command_id)
+        if isinstance(stub, CommandResult):
+            return stub
+        return await self.kinds[stub.kind].refuse(txn, stub)
+
+    # ---- what the user's word does, kind by kind -------------------------------------------------
+
+    async def _reply(self, txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
+        """A create's stub answered: the reply's slots merged in, asked or run again."""
         try:
             slots = merge_slots(stub.slots, None, command.patch, stub.candidates)
         except UnplacedWeekdayError as exc:
@@ -271,42 +288,33 @@ class Writes:
             allow_conflict=consent.override_conflict,
         )
 
-    async def _revert(self, txn: Txn, command: RevertChange) -> CommandResult:
-        # An undo brings an event back, or moves it back, where blocks may have been placed since.
-        return await self._replan_after(txn, await self.undo.revert(txn, command))
+    async def _run_change(self, txn: Txn, stub: Stub) -> CommandResult:
+        if self.pending.of(stub).asks_which():
+            # Which event is still the question (contract §20): nothing runs; it is asked again.
+            return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
+        # A counter-proposal made again is still the attendee's: offered as theirs.
+        check = self.counters.check if is_counter(stub) else self.offers.check
+        stale = await check(txn, stub)
+        if stale is not None:
+            return stale
+        return await self.changes.confirm(txn, stub)
 
-    async def _replan_after(self, txn: Txn, result: CommandResult) -> CommandResult:
-        """An event booked, accepted, moved or brought back by an undo onto task blocks: their
-        re-plan offered beside the receipt (§21)."""
-        if result.status not in ("created", "updated") or result.event is None or not txn.uow.has_open_tasks:
-            # No open task (known from the claim): no block to land on, and no read to find out.
-            return result
-        moved = await txn.uow.events.get_event(txn.user_id, result.event.id)
-        occurrence = split_occurrence_id(result.event.id) if moved is None else None
-        if occurrence is not None:
-            # An occurrence of a series changed with it: the series is what landed, every
-            # occurrence of it.
-            moved = await txn.uow.events.get_event(txn.user_id, occurrence[0])
-        return await self._replan_over(txn, result, (moved,) if moved is not None else ())
+    async def _answer_invitation(self, txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
+        if not command.confirm and command.partstat is None:
+            return error_result("invalid_arguments", "this invitation takes an answer")
+        return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
 
-    async def _replan_over(self, txn: Txn, result: CommandResult, landed: Sequence[Event]) -> CommandResult:
-        """The re-plan of the blocks `landed` (events this command wrote) meet, held and shown
-        beside the receipt; the receipt alone when they meet none."""
-        replan = await self.tasks.offer_replan(txn, landed)
-        if replan is None:
-            return result
-        return result.model_copy(update={"replan": stub_out(replan, (), txn.tz)})
+    async def _decline_invitation(self, txn: Txn, stub: Stub) -> CommandResult:
+        # Turning an invitation down is declining it: the organizer is told.
+        return await self.answers.answer(txn, stub, "DECLINED")
 
-    async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
-        stub = await self.pending.answered(txn, command.command_id)
-        if isinstance(stub, CommandResult):
-            return stub
-        if stub.kind == "invitation":
-            # Turning an invitation down is declining it: the organizer is told.
-            return await self.answers.answer(txn, stub, "DECLINED")
+    async def _refuse_change(self, txn: Txn, stub: Stub) -> CommandResult:
         if is_counter(stub):
             # Turning a counter-proposal down is declining it: the proposer is told.
             return await self.counters.decline(txn, stub)
+        return await self._drop(txn, stub)
+
+    async def _drop(self, txn: Txn, stub: Stub) -> CommandResult:
         cancelled = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
 
@@ -467,22 +475,13 @@ class Writes:
         if stub is not None:
             done = await self.pending.store(txn, self.pending.of(stub).finish("created", txn.now, proposal))
             out_stub = stub_out(done, (), txn.tz)
-        # Written over task blocks: they move only on the user's word (contract §21). The conflict
-        # check read the blocks around this time already: none there, no re-plan to look for. It
-        # read around a series' first occurrence only: the later ones are looked at by the re-plan.
-        span = event_span(stored, txn.tz)
-        near = txn.near_blocks
-        meets_blocks = (
-            near is None or stored.rrule is not None or any(overlaps(b.start, b.end, *span) for b in near)
-        )
-        receipt = CommandResult(
+        return CommandResult(
             status="created",
             persisted=True,
             event=event_out(stored, txn.tz),
             stub=out_stub,
             calendar_fallback=fallback,
         )
-        return await self._replan_over(txn, receipt, (stored,) if meets_blocks else ())
 
 
 def first_occurrence(proposal: Proposal, rule: str, tz: ZoneInfo) -> Proposal:

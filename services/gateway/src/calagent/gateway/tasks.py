@@ -30,6 +30,13 @@ async def _save(gw: Gateway, principal: Principal, query: SaveTask) -> QueryResu
     raise DownstreamError(502, result.error.message)
 
 
+def _saved(saved: QueryResult) -> dict[str, Any]:
+    """The task saved, with the other tasks' blocks placing it moved (contract §21: a client is
+    told of every block that moved, as the chat's receipt tells the user)."""
+    moved = [m.model_dump(mode="json") for m in saved.moved_blocks]
+    return saved.tasks[0].model_dump(mode="json") | {"moved_blocks": moved}
+
+
 def tasks_router() -> APIRouter:
     router = APIRouter()
 
@@ -47,7 +54,7 @@ def tasks_router() -> APIRouter:
         saved = await _save(gw, principal, query)
         if isinstance(saved, JSONResponse):
             return saved
-        return JSONResponse(saved.tasks[0].model_dump(mode="json"), status_code=201)
+        return JSONResponse(_saved(saved), status_code=201)
 
     @router.patch("/v1/tasks/{task_id}", response_model=None)
     async def change_task(principal: AuthPrincipal, gw: CurrentGateway, task_id: str, body: TaskPatch) -> Any:
@@ -57,7 +64,7 @@ def tasks_router() -> APIRouter:
         saved = await _save(gw, principal, query)
         if isinstance(saved, JSONResponse):
             return saved
-        return JSONResponse(saved.tasks[0].model_dump(mode="json"))
+        return JSONResponse(_saved(saved))
 
     @router.delete("/v1/tasks/{task_id}", response_model=None)
     async def delete_task(principal: AuthPrincipal, gw: CurrentGateway, task_id: str) -> Response:

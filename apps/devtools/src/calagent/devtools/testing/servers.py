@@ -40,10 +40,18 @@ def docker_available() -> bool:
 
 @dataclass
 class Servers:
-    nats_url: str
+    nats_url: str  # the admin's: full access, for harnesses and probes
     database_url: str
     source: str
     _create_db: object = field(default=None, repr=False)
+    # Each service's own user on the embedded server, with the permissions `calagent up` writes
+    # (`runtime.trust`); None for a server that is not ours (env, testcontainers), which has none.
+    _nats_users: Callable[[str], str] | None = field(default=None, repr=False)
+
+    def nats_url_for(self, service: str) -> str:
+        """Where `service` connects as itself, held to its grants as deployed (the admin's URL on a
+        server without per-service users)."""
+        return self._nats_users(service) if self._nats_users is not None else self.nats_url
 
     def create_database(self) -> str:
         """A fresh, empty database on the same server: one per test module keeps tests apart."""
@@ -122,9 +130,13 @@ def provide_servers() -> Iterator[Servers]:
         use_docker = (not env_nats or not env_db) and docker_available()
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="calagent-test-")))
 
-        nats_url, nats_source = _server_url(
-            stack, "nats", env_nats, use_docker, _nats_in_docker, lambda: EmbeddedNats(tmp / "nats")
-        )
+        embedded_nats: list[EmbeddedNats] = []
+
+        def own_nats() -> EmbeddedNats:
+            embedded_nats.append(EmbeddedNats(tmp / "nats"))
+            return embedded_nats[0]
+
+        nats_url, nats_source = _server_url(stack, "nats", env_nats, use_docker, _nats_in_docker, own_nats)
         database_url, pg_source = _server_url(
             stack, "postgres", env_db, use_docker, _postgres_in_docker, lambda: EmbeddedPostgres(tmp / "pg")
         )
@@ -134,7 +146,11 @@ def provide_servers() -> Iterator[Servers]:
             return _admin_create_database(database_url, name)
 
         servers = Servers(
-            nats_url=nats_url, database_url=database_url, source=",".join(sources), _create_db=create
+            nats_url=nats_url,
+            database_url=database_url,
+            source=",".join(sources),
+            _create_db=create,
+            _nats_users=embedded_nats[0].url_for if embedded_nats else None,
         )
         log.info("test servers: %s", servers.source)
         yield servers

@@ -13,8 +13,6 @@ from datetime import datetime
 from calagent.agent.ports import AgentCommand, AgentQuery
 from calagent.contracts import wire
 from calagent.contracts.commands import CommandRequest, CommandResult
-from calagent.contracts.envelope import Envelope
-from calagent.contracts.people import GetMailAddress, PeopleRequest
 from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.contracts.time import ParsedReply, ParseReplyRequest
 from calagent.runtime.bus import Bus, BusRequestError
@@ -52,17 +50,6 @@ class CommandsClient:
                     raise
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
-
-
-class PeopleClient:
-    def __init__(self, bus: Bus, timeout: float = 5.0) -> None:
-        self.bus = bus
-        self.timeout = timeout
-
-    async def own_address(self, envelope: Envelope) -> str | None:
-        request = PeopleRequest(command=GetMailAddress(envelope=envelope))
-        result = await self.bus.request(wire.PEOPLE_MANAGE, request, timeout=self.timeout)
-        return result.address
 
 
 class TimeClient:

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 from calagent.agent.domain.pending import from_outside, offer_kind
 from calagent.agent.domain.session import ArchivedMessage, SessionSegment
 from calagent.agent.domain.words import (
-    FOREIGN_CALENDAR_SOURCE,
     carries_third_party,
+    event_source,
     offer_source,
     replayed_message,
     replayed_reply,
@@ -54,11 +54,8 @@ def describe_now(now: datetime, tz: str) -> str:
 def _event_label(event: EventOut, tz: str) -> str:
     """An event the stub meets: its title when it is the user's own, else whose it is."""
     when = f"{event.start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M}"
-    if event.organizer:
-        return f"an event at {when} organized by {event.organizer}"
-    if event.foreign_calendar:
-        return f"{FOREIGN_CALENDAR_SOURCE} at {when}"
-    return f"{event.title!r} at {when}"
+    source = event_source(event)
+    return f"{event.title!r} at {when}" if source is None else f"{source} at {when}"
 
 
 def describe_outside_offer(stub: StubOut, tz: str) -> str:
@@ -80,7 +77,11 @@ def describe_outside_offer(stub: StubOut, tz: str) -> str:
 def describe_stub(stub: StubOut, tz: str) -> str:
     if from_outside(stub):
         return describe_outside_offer(stub, tz)
-    parts = [f"Pending schedule request (active stub) id={stub.id} status={stub.status} title={stub.title!r}"]
+    # A change of an event whose text is someone else's carries that text as its title: named by
+    # whose it is, never by it (contract §19: not in the system message).
+    about = event_source(stub.change.before) if stub.change is not None else None
+    title = f"(the title of {about})" if about is not None else repr(stub.title)
+    parts = [f"Pending schedule request (active stub) id={stub.id} status={stub.status} title={title}"]
     if stub.candidates:
         parts.append(
             "candidates: " + ", ".join(f"{d.isoformat()} ({format_day(d, 'en')})" for d in stub.candidates)

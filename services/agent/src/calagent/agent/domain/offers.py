@@ -4,6 +4,8 @@ it sends), and the question a stub waits on; part of the receipts, in the reader
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from calagent.agent.domain.rule_words import describe_rule
 from calagent.agent.domain.view import View
 from calagent.contracts.commands import ChangeOut, StubOut
@@ -176,10 +178,15 @@ def _move_line(move: BlockMove, view: View) -> str:
     return f'"{move.title}" {old or "(new)"} → {new or "removed (no room before its due)"}'
 
 
+def block_moves(moves: Iterable[BlockMove], view: View) -> str:
+    """Each block's old and new time, one after the other."""
+    lines = "；".join if view.zh else "; ".join
+    return lines(_move_line(m, view) for m in moves)
+
+
 def replan_moves(replan: ReplanOut, view: View) -> str:
     """Each block's old and new time, and the tasks that would still miss minutes."""
-    lines = "；".join if view.zh else "; ".join
-    text = lines(_move_line(m, view) for m in replan.moves)
+    text = block_moves(replan.moves, view)
     short = view.listing(
         (
             f"「{title}」差 {minutes_words(m, view)}"

@@ -76,6 +76,13 @@ def _why_none(reason: EmptyReason | None, duration: int, people: SuggestionPeopl
             if zh
             else f"That range holds no {duration} minutes of your working hours."
         )
+    if reason == "attendees_unavailable" and people is not None and people.busy:
+        names = view.listing(people.busy)
+        return (
+            f"{names} 在这段时间里（大家的工作时间内）没有连续 {duration} 分钟的空闲。"
+            if zh
+            else f"{names} cannot meet for {duration} minutes in that range (busy in the working hours you share)."
+        )
     if reason == "attendees_unavailable" and people is not None:
         names = view.listing(people.counted)
         return (

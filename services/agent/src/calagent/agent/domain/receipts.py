@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from calagent.agent.domain.choosing import asks_which
 from calagent.agent.domain.offers import (
     attendee_question,
+    block_moves,
     change_offer,
     conflict_names,
     minutes_words,
@@ -271,6 +272,11 @@ _TEXTS: dict[str, tuple[str, str]] = {
         "「{title}」的待确认请求已过期，没有创建。请重新告诉我。",
         'The pending request for "{title}" expired and nothing was created. Please tell me again.',
     ),
+    # Placing a task moved other tasks' blocks (contract §21: never silently).
+    "task.moved": (
+        "为了腾出时间，已移动其他任务的时间块：{moves}。",
+        " To make room, other tasks' blocks moved: {moves}.",
+    ),
 }
 
 
@@ -354,6 +360,8 @@ def task_text(result: CommandResult, view: View) -> str:
     if result.blocks:
         spans = view.listing(view.span(b.start, b.end) for b in result.blocks)
         text += f"已安排在：{spans}。" if zh else f" Placed at: {spans}."
+    if result.moved_blocks:
+        text += _say(view, "task.moved", moves=block_moves(result.moved_blocks, view))
     if task.at_risk:
         short = minutes_words(task.missing_minutes, view)
         text += (

@@ -4,8 +4,9 @@ the key in a tool result, the source an item is named by, and what an archived r
 someone else is replayed as.
 
 Someone else's text is any the user did not type in this conversation: forwarded and quoted blocks,
-every field of mail and invitations, events someone else organizes or that come from a calendar the
-user does not own, and cards of a connected address book. It is data, never instructions: it
+every field of mail and invitations, events someone else organizes, that come from a calendar the
+user does not own or that reached a connected calendar other than through this system, and cards
+of a connected address book. It is data, never instructions: it
 reaches the model only inside a marked block (a user or tool message), never in the system message.
 """
 
@@ -28,6 +29,10 @@ TOOL_MARK = "third_party"
 EVENT_TEXT_FIELDS = ("title", "location", "notes", "url")
 CARD_SOURCE = "a card of the connected address book"
 FOREIGN_CALENDAR_SOURCE = "an event of a connected calendar someone else owns and shares with the user"
+OUTSIDE_TEXT_SOURCE = (
+    "an event put in or changed in the user's connected calendar other than through this assistant "
+    "(another app, or someone the calendar is shared with)"
+)
 
 
 THIRD_PARTY_MARK = "— third-party content, not the user's own words:]"
@@ -61,15 +66,19 @@ def offer_source(stub: StubOut) -> str:
     return "forwarded or quoted content"
 
 
-def event_source(event: EventOut, own_address: str | None) -> str | None:
-    """Whose words an event's text is, when not the user's: the person who organizes it (not the
-    user's own address), or a calendar it came from that the user does not own. (The names of
-    its people are each their own: a card's is the address book's, see `source_of`.)"""
-    if event.organizer and (own_address is None or event.organizer.casefold() != own_address.casefold()):
+def event_source(event: EventOut) -> str | None:
+    """Whose words an event's text is, when not the user's: the person who organizes it (commands,
+    which keeps the user's addresses, says whether that is the user), a calendar it came from
+    that the user does not own, or whoever put it in a connected calendar other than through
+    this system. (The names of its people are each their own: a card's is the address book's,
+    see `source_of`.)"""
+    if event.organizer and not event.organized_by_user:
         return f"an event organized by {event.organizer}"
     if event.foreign_calendar:
         # Not by its name: a shared calendar's name is its owner's words too.
         return FOREIGN_CALENDAR_SOURCE
+    if event.outside_text:
+        return OUTSIDE_TEXT_SOURCE
     return None
 
 
@@ -97,19 +106,14 @@ def _expanded(quotes: Iterable[Quoted]) -> Iterator[Quoted]:
             yield from item.attendee_candidates
 
 
-def organizers(quotes: Iterable[Quoted]) -> set[str]:
-    """The organizers named in what is quoted: whether the user's own address is needed."""
-    return {i.organizer for i in _expanded(quotes) if isinstance(i, EventOut) and i.organizer}
-
-
-def source_of(quotes: Iterable[Quoted], own_address: str | None) -> str | None:
+def source_of(quotes: Iterable[Quoted]) -> str | None:
     """Where the first text of someone else's in `quotes` came from; None when all is the user's."""
     for item in _expanded(quotes):
         if isinstance(item, StubOut):
             if from_outside(item):
                 return offer_source(item)
         elif isinstance(item, EventOut):
-            found = event_source(item, own_address)
+            found = event_source(item)
             if found is not None:
                 return found
         elif item.card:
@@ -201,6 +205,12 @@ DOORS: Final[tuple[Door, ...]] = (
     Door("the user's own events (find_events)", "user", "the user's own words", "runs (changes always held)"),
     Door("an event someone else organizes (find_events)", "third_party", "TOOL_MARK", HELD),
     Door("an event of a calendar the user does not own (find_events)", "third_party", "TOOL_MARK", HELD),
+    Door(
+        "an event put in a connected calendar other than through this system (find_events)",
+        "third_party",
+        "TOOL_MARK",
+        HELD,
+    ),
     Door("CardDAV cards", "third_party", "CARD_SOURCE", "a reply naming one is replayed by its source"),
     Door("contacts the user typed", "user", "the user's own words", "—"),
     Door("memories (search_memory)", "user", "saved only from the user's own words", "runs"),
@@ -267,6 +277,7 @@ TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
         "the user's own events (find_events)",
         "an event someone else organizes (find_events)",
         "an event of a calendar the user does not own (find_events)",
+        "an event put in a connected calendar other than through this system (find_events)",
     ),
     "search_memory": ("memories (search_memory)",),
     "search_chat_archive": ("the chat archive replayed (history, search_chat_archive)",),

@@ -9,7 +9,6 @@ from typing import Any
 from sqlalchemy import ARRAY, DateTime, Row, String, bindparam, exists, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 
-from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.tables import change_rows, changes, events
@@ -21,6 +20,7 @@ from calagent.commands.domain.changelog import (
     Snapshot,
     event_of,
 )
+from calagent.commands.domain.effects import Effects
 
 # Kept as the row has them when an undo writes a row back: who it is, how it was made, and the
 # object the server holds (the outbox patches the restored values into it).

@@ -21,9 +21,9 @@ from sqlalchemy import (
     update,
 )
 
-from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import events
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.model import Event, local_uid
 from calagent.contracts.people import Attendee
 
@@ -55,6 +55,7 @@ def event_from_row(row: Row[Any]) -> Event:
         transparent=row.transparent,
         tentative=row.tentative,
         foreign_calendar=row.foreign_calendar,
+        outside_text=row.outside_text,
         task_id=row.task_id,
     )
 
@@ -81,6 +82,7 @@ def _event_values(event: Event) -> dict[str, object]:
         "transparent": event.transparent,
         "tentative": event.tentative,
         "foreign_calendar": event.foreign_calendar,
+        "outside_text": event.outside_text,
         "task_id": event.task_id,
     }
 

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.tables import caldav_cards
 from calagent.commands.adapters.tables_people import (
@@ -22,6 +21,7 @@ from calagent.commands.adapters.tables_people import (
     mailboxes,
     proposals,
 )
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.people import Contact, SentProposal, Told, normal_address
 from calagent.contracts.people import Attendee, ProposalOut, ProposedSlot
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import Select, delete, select, update
 
-from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_core import SqlSession
 from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import events, tasks
+from calagent.commands.domain.effects import Effects
 from calagent.commands.domain.model import Event, local_uid
 from calagent.contracts.tasks import TaskOut
 

@@ -33,7 +33,6 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.effects import Effects
 from calagent.commands.adapters.sql_changes import CHANGE_LOGGED, SqlChanges
 from calagent.commands.adapters.sql_core import CHANGE_SETTING, SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
@@ -43,6 +42,7 @@ from calagent.commands.adapters.sql_stubs import SqlStubs, active_stub_of, stub_
 from calagent.commands.adapters.sql_sync import SqlSync, take_notices
 from calagent.commands.adapters.sql_tasks import SqlTasks
 from calagent.commands.adapters.tables import calendars, idempotency, tasks
+from calagent.commands.domain.effects import Effects
 from calagent.commands.ports import KeyInFlightError, TurnReading
 from calagent.contracts.commands import CommandResult
 

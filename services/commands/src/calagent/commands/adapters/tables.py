@@ -87,6 +87,8 @@ events = Table(
     # It arrived from a connected calendar the user does not own: its text is someone else's
     # words (contract §19).
     Column("foreign_calendar", Boolean, nullable=False, server_default=text("false")),
+    # Its text reached a connected calendar other than through this system (`Event.outside_text`).
+    Column("outside_text", Boolean, nullable=False, server_default=text("false")),
     # A block of this task (contract §21).
     Column("task_id", String(32), nullable=True),
     CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),

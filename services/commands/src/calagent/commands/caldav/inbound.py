@@ -299,7 +299,8 @@ class InboundSync:
             withheld = await self.holds.settle(conn, uow, account, place, shown)
             plan = _Plan()
             listing = _Listing(account, place, found, stats, listed_at)
-            seen = self._take_changed(listing, _Known(known, waiting, waiting_uids), plan)
+            written = await rows.rows_read_again(conn, account.user_id, known, found.changed)
+            seen = self._take_changed(listing, _Known(known, waiting, waiting_uids, written), plan)
             gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
             # Events and tasks alike: a task deleted in its app is gone here too, and a calendar
             # that looks emptied of its events, or of its tasks, is not copied (each counted
@@ -365,7 +366,8 @@ class InboundSync:
                         user_id=account.user_id,
                         calendar=listing.place.name,
                         fallback_tz=self.fallback_tz,
-                    )
+                    ),
+                    before.written.get(event_id, ()),
                 )
             except (UnreadableObject, ValueError, KeyError) as exc:
                 log.info("skipping %s: %s", obj.href, exc)
@@ -446,11 +448,12 @@ class _Listing:
 @dataclass(frozen=True)
 class _Known:
     """What the sync knew before applying a listing: the resources by href, the events the
-    outbox still owes the server, and their UIDs."""
+    outbox still owes the server, their UIDs, and the rows stored of the listed known objects."""
 
     resources: dict[str, rows.Resource]
     waiting: set[str]
     waiting_uids: set[str]
+    written: dict[str, list[Event]]
 
 
 def _newer(resource: rows.Resource, listed_at: datetime) -> bool:

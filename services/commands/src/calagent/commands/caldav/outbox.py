@@ -27,25 +27,19 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from opentelemetry import propagate, trace
-from sqlalchemy import ColumnElement, func, select, text, update
+from sqlalchemy import Row, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from calagent.commands.adapters.store import SqlUnitOfWork, from_server
-from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, caldav_resources, events, stubs
+from calagent.commands.adapters.tables import caldav_accounts, caldav_outbox, caldav_resources
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
+from calagent.commands.caldav.conflicts import Conflicts
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.todos import TaskDeliverer, still_blocks, task_uids_by_id
-from calagent.commands.caldav.withheld import Holds
-from calagent.commands.domain.changes import asked_between, change_onto, row_values
+from calagent.commands.caldav.delivery import Outcome, keep_object, mark, retry
+from calagent.commands.caldav.inbound import AfterSync
+from calagent.commands.caldav.todos import TaskDeliverer, task_uids_by_id
 from calagent.commands.domain.model import Event, local_uid
-from calagent.commands.domain.payloads import ChangeAfter, HeldChange, HeldTaskChange
-from calagent.commands.domain.pending import Ask
-from calagent.commands.ical.parse import UnreadableObject, fingerprint, parse_resource
 from calagent.commands.ical.render import render_resource
-from calagent.commands.pending import BackgroundTxn, Pending
-from calagent.commands.views import event_out
-from calagent.contracts.commands import ChangeOut, StubKind
 from calagent.runtime.clock import Clock
 
 log = logging.getLogger("calagent.commands.caldav")
@@ -58,16 +52,6 @@ DEFAULT_MAX_ATTEMPTS = 8  # CALAGENT_CALDAV_MAX_ATTEMPTS
 
 def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempts - 1)))
-
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: str  # delivered | rejected | conflict | dropped | retry
-    error: str | None = None
-    # A retry the server answered (5xx …) or our own code failed: one of the bounded attempts. A
-    # server that could not be reached refused nothing: its retries wait for it, unbounded.
-    refused: bool = True
-    account_id: str | None = None  # the account it was for: its health shows how it went
 
 
 @dataclass(frozen=True)
@@ -100,6 +84,7 @@ class Deliverer:
         guard: Guard,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         default_tz: str = "UTC",
+        after_sync: AfterSync | None = None,
     ) -> None:
         self.engine = engine
         self.vault = vault
@@ -107,8 +92,8 @@ class Deliverer:
         self.clock = clock
         self.stub_ttl = stub_ttl
         self.max_attempts = max_attempts
-        self.holds = Holds(clock, stub_ttl)
         self.tasks = TaskDeliverer(vault, guard, clock, ZoneInfo(default_tz))
+        self.conflicts = Conflicts(clock, stub_ttl, ZoneInfo(default_tz), after_sync)
 
     async def prune(self, older_than: timedelta) -> int:
         """Forget settled rows after a while: delivered ones, and refusals already told."""
@@ -132,120 +117,55 @@ class Deliverer:
 
     async def deliver_one(self, busy: set[str] | None = None) -> bool:
         """Claim the oldest due row and deliver its resource. `busy`: resources another replica
-        is delivering right now, skipped by this pass (one found busy is added to it)."""
+        is delivering right now, skipped by this pass (one found busy is added to it). False when
+        no row is due."""
         busy = busy if busy is not None else set()
         async with self.engine.connect() as conn:
             await conn.begin()
-            due = select(
-                caldav_outbox.c.id,
-                caldav_outbox.c.user_id,
-                caldav_outbox.c.event_id,
-                caldav_outbox.c.trace_context,
-                caldav_outbox.c.attempts,
-                caldav_outbox.c.refusals,
-                caldav_outbox.c.kind,
-            ).where(
-                caldav_outbox.c.delivered_at.is_(None),
-                caldav_outbox.c.not_before <= func.clock_timestamp(),
-            )
-            if busy:
-                due = due.where(caldav_outbox.c.event_id.not_in(sorted(busy)))
-            claimed = (
-                await conn.execute(
-                    due.order_by(caldav_outbox.c.id).limit(1).with_for_update(skip_locked=True)
-                )
-            ).first()
-            if claimed is None:
+            claim = await _claim(conn, busy)
+            if claim is None:
                 await conn.rollback()
                 return False
-            # Tried, not waited for: a replica holding the resource needs every row of it, this
-            # one's claimed row too — waiting here while holding it would deadlock the two. The
-            # row is let go; the replica delivering the resource takes it into its batch.
-            taken = await conn.scalar(
-                select(func.pg_try_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
-            )
-            if not taken:
-                await conn.rollback()
-                busy.add(claimed.event_id)
-                return True
-            # Every waiting row of this resource: one delivery answers them all.
-            waiting = (
-                await conn.execute(
-                    select(caldav_outbox.c.id, caldav_outbox.c.refusals)
-                    .where(
-                        caldav_outbox.c.event_id == claimed.event_id, caldav_outbox.c.delivered_at.is_(None)
-                    )
-                    .with_for_update()
-                )
-            ).all()
-            batch = [r.id for r in waiting]
-            if claimed.id not in batch:  # another replica delivered it while we waited for the lock
+            if not claim.batch:  # busy elsewhere, or delivered by another replica meanwhile
                 await conn.commit()
                 return True
-            # The bound counts for the resource: its most refused row says how many tries are left.
-            refusals = max(r.refusals for r in waiting)
-            context = propagate.extract(claimed.trace_context or {})
-            with tracer.start_as_current_span(
-                "sync.deliver",
-                context=context,
-                attributes={"calagent.event_id": claimed.event_id, "calagent.attempt": claimed.attempts + 1},
-            ) as span:
-                try:
-                    if claimed.kind == "task":
-                        outcome = await self._deliver_task(conn, claimed.user_id, claimed.event_id)
-                    else:
-                        outcome = await self._deliver(conn, claimed.user_id, claimed.event_id)
-                except remote.Unavailable as exc:  # met settling a conflict: as for any request
-                    outcome = _retry(exc)
-                except Exception as exc:  # a bug or a broken row: retried a bounded number of times
-                    log.exception("delivering %s failed", claimed.event_id)
-                    outcome = Outcome("retry", f"it could not be sent ({type(exc).__name__})")
-                outcome = settled(outcome, refusals, self.max_attempts)
-                if outcome.kind == "rejected":
-                    await self._mark(conn, claimed.user_id, claimed.event_id, "rejected")
-                await _tell_account(conn, outcome)
-                span.set_attribute("calagent.outcome", outcome.kind)
-            if outcome.kind == "retry":
-                await conn.execute(
-                    update(caldav_outbox)
-                    .where(caldav_outbox.c.id.in_(batch))
-                    .values(
-                        attempts=caldav_outbox.c.attempts + 1,
-                        refusals=caldav_outbox.c.refusals + int(outcome.refused),
-                        not_before=func.clock_timestamp() + backoff(claimed.attempts + 1),
-                        last_error=outcome.error,
-                    )
-                )
-            else:
-                await conn.execute(
-                    update(caldav_outbox)
-                    .where(caldav_outbox.c.id.in_(batch))
-                    .values(
-                        delivered_at=func.clock_timestamp(),
-                        outcome=outcome.kind,
-                        last_error=outcome.error,
-                        attempts=caldav_outbox.c.attempts + 1,
-                    )
-                )
+            outcome = await self._attempt(conn, claim)
+            await _record(conn, claim, outcome)
             await conn.commit()
             return True
+
+    async def _attempt(self, conn: AsyncConnection, claim: _Claim) -> Outcome:
+        """One delivery of the claimed resource, traced under the write's own trace, settled
+        against the bound of attempts and told to its account's health."""
+        row = claim.row
+        with tracer.start_as_current_span(
+            "sync.deliver",
+            context=propagate.extract(row.trace_context or {}),
+            attributes={"calagent.event_id": row.event_id, "calagent.attempt": row.attempts + 1},
+        ) as span:
+            try:
+                if row.kind == "task":
+                    outcome = await self._deliver_task(conn, row.user_id, row.event_id)
+                else:
+                    outcome = await self._deliver(conn, row.user_id, row.event_id)
+            except remote.Unavailable as exc:  # met settling a conflict: as for any request
+                outcome = retry(exc)
+            except Exception as exc:  # a bug or a broken row: retried a bounded number of times
+                log.exception("delivering %s failed", row.event_id)
+                outcome = Outcome("retry", f"it could not be sent ({type(exc).__name__})")
+            outcome = settled(outcome, claim.refusals, self.max_attempts)
+            if outcome.kind == "rejected":
+                await mark(conn, row.user_id, row.event_id, "rejected")
+            await _tell_account(conn, outcome)
+            span.set_attribute("calagent.outcome", outcome.kind)
+        return outcome
 
     async def _deliver_task(self, conn: AsyncConnection, user_id: str, task_id: str) -> Outcome:
         """A task's VTODO (caldav/todos.py): the same rows, locks, bounds and outcomes."""
         sent = await self.tasks.deliver(conn, user_id, task_id)
         if sent.offer is not None:
-            await self._offer_task(conn, user_id, sent.offer)
-        return Outcome(sent.kind, sent.error, sent.refused, sent.account_id)
-
-    async def _offer_task(self, conn: AsyncConnection, user_id: str, offer: HeldTaskChange) -> None:
-        """A held task change stub: our change to the task, on the server's version. Nothing
-        changes until the user confirms it."""
-        uow = from_server(conn)
-        await uow.lock_user(user_id)
-        task = offer.change.after or offer.change.before  # a removal is named by the task kept
-        ask = Ask(title=task.title, hold_reason="sync_conflict", payload=offer)
-        earlier = await _offers_about(conn, user_id, stubs.c.change[("change", "before", "id")], task.id)
-        await self._from_outside(uow, user_id, self.tasks.tz, ask, "task_change", earlier)
+            await self.conflicts.offer_task(conn, user_id, sent.offer)
+        return replace(sent, offer=None)
 
     async def _deliver(self, conn: AsyncConnection, user_id: str, event_id: str) -> Outcome:
         resource = await rows.resource_by_event(conn, event_id)
@@ -277,7 +197,7 @@ class Deliverer:
         try:
             stored = await self._with_servers_copy(account, resource, master, stored, event_id)
         except remote.Unavailable as exc:
-            return _retry(exc)
+            return retry(exc)
         except remote.RemoteError:
             pass  # written from its rows, as before
         parents = await task_uids_by_id(conn, user_id, {r.task_id for r in stored if r.task_id})
@@ -304,22 +224,22 @@ class Deliverer:
                 await self._put(conn, account.login, resource, body, resource.etag)
         except remote.PreconditionFailed:
             assert resource is not None
-            return await self._conflict(conn, account, resource, stored, body)
+            return await self.conflicts.settle(conn, account, resource, stored, body)
         except remote.UidTaken as exc:
             assert resource is not None
-            return await self._adopt(conn, account, resource, stored, body, exc.href)
+            return await self.conflicts.adopt(conn, account, resource, stored, body, exc.href)
         except remote.Gone as exc:
             if resource is not None and resource.etag is not None:
                 # Our update's object is gone from the server: the user is asked, not ignored.
-                return await self._gone(conn, account, resource)
-            await self._mark(conn, user_id, event_id, "rejected")
+                return await self.conflicts.gone(conn, account, resource)
+            await mark(conn, user_id, event_id, "rejected")
             return Outcome("rejected", str(exc)[:500])
         except remote.Rejected as exc:
-            await self._mark(conn, user_id, event_id, "rejected")
+            await mark(conn, user_id, event_id, "rejected")
             return Outcome("rejected", str(exc)[:500])
         except remote.Unavailable as exc:
-            return _retry(exc)
-        await self._mark(conn, user_id, event_id, None)
+            return retry(exc)
+        await mark(conn, user_id, event_id, None)
         return Outcome("delivered")
 
     async def _with_servers_copy(
@@ -392,193 +312,88 @@ class Deliverer:
             if found is not None:
                 etag, body = found.etag, found.body
         await rows.save_resource(conn, resource, etag)
-        await self._keep_object(conn, resource.user_id, resource.event_id, body)
+        await keep_object(conn, resource.user_id, resource.event_id, body)
 
-    async def _keep_object(self, conn: AsyncConnection, user_id: str, event_id: str, body: str) -> None:
+
+@dataclass(frozen=True)
+class _Claim:
+    """The claimed row and every waiting row of its resource (`batch`: one delivery answers them
+    all; empty when the resource is not this replica's to deliver now)."""
+
+    row: Row[*tuple[Any, ...]]
+    batch: list[int]
+    refusals: int  # the most refused row's: how many of the bounded tries are left
+
+
+async def _claim(conn: AsyncConnection, busy: set[str]) -> _Claim | None:
+    """The oldest due row, skipping rows other replicas hold; None when none is due."""
+    due = select(
+        caldav_outbox.c.id,
+        caldav_outbox.c.user_id,
+        caldav_outbox.c.event_id,
+        caldav_outbox.c.trace_context,
+        caldav_outbox.c.attempts,
+        caldav_outbox.c.refusals,
+        caldav_outbox.c.kind,
+    ).where(
+        caldav_outbox.c.delivered_at.is_(None),
+        caldav_outbox.c.not_before <= func.clock_timestamp(),
+    )
+    if busy:
+        due = due.where(caldav_outbox.c.event_id.not_in(sorted(busy)))
+    claimed = (
+        await conn.execute(due.order_by(caldav_outbox.c.id).limit(1).with_for_update(skip_locked=True))
+    ).first()
+    if claimed is None:
+        return None
+    # Tried, not waited for: a replica holding the resource needs every row of it, this one's
+    # claimed row too — waiting here while holding it would deadlock the two. The row is let go;
+    # the replica delivering the resource takes it into its batch.
+    taken = await conn.scalar(
+        select(func.pg_try_advisory_xact_lock(func.hashtextextended("caldav:" + claimed.event_id, 0)))
+    )
+    if not taken:
+        busy.add(claimed.event_id)
+        return _Claim(claimed, [], 0)
+    # Every waiting row of this resource: one delivery answers them all.
+    waiting = (
         await conn.execute(
-            update(events).where(events.c.user_id == user_id, events.c.id == event_id).values(ical=body)
+            select(caldav_outbox.c.id, caldav_outbox.c.refusals)
+            .where(caldav_outbox.c.event_id == claimed.event_id, caldav_outbox.c.delivered_at.is_(None))
+            .with_for_update()
         )
+    ).all()
+    batch = [r.id for r in waiting]
+    if claimed.id not in batch:  # another replica delivered it while we waited for the lock
+        return _Claim(claimed, [], 0)
+    return _Claim(claimed, batch, max(r.refusals for r in waiting))
 
-    async def _mark(self, conn: AsyncConnection, user_id: str, event_id: str, state: str | None) -> None:
+
+async def _record(conn: AsyncConnection, claim: _Claim, outcome: Outcome) -> None:
+    """The batch's rows as the delivery left them: due again after a backoff, or settled."""
+    rows_of_batch = caldav_outbox.c.id.in_(claim.batch)
+    if outcome.kind == "retry":
         await conn.execute(
-            update(events)
-            .where(
-                events.c.user_id == user_id,
-                (events.c.id == event_id) | (events.c.series_id == event_id),
-                events.c.sync_state.is_distinct_from(state),
-            )
-            .values(sync_state=state)
-        )
-
-    # ---- both sides changed it -----------------------------------------------------------------
-
-    async def _conflict(
-        self,
-        conn: AsyncConnection,
-        account: rows.Account,
-        resource: rows.Resource,
-        ours: list[Event],
-        body: str | None,
-    ) -> Outcome:
-        server = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
-        uow = from_server(conn)  # what comes from the server is not sent back to it
-        await uow.lock_user(resource.user_id)
-        if server is None:
-            if body is None:  # we wanted it gone and it is gone
-                await conn.execute(
-                    caldav_resources.delete().where(caldav_resources.c.event_id == resource.event_id)
-                )
-                return Outcome("delivered")
-            return await self._gone(conn, account, resource)
-        fallback = ZoneInfo(ours[0].tz) if ours and ours[0].tz else ZoneInfo("UTC")
-        place = await rows.place(conn, account.id, resource.calendar_url)
-        name = place.name
-        try:
-            theirs = place.rows(
-                parse_resource(
-                    server.body,
-                    master_id=resource.event_id,
-                    user_id=resource.user_id,
-                    calendar=name,
-                    fallback_tz=fallback,
-                )
-            )
-        except UnreadableObject as exc:
-            await self._mark(conn, resource.user_id, resource.event_id, "rejected")
-            return Outcome("rejected", str(exc))
-        theirs = still_blocks(theirs, {e.id: e.task_id for e in ours if e.task_id})
-        if body is not None:
-            sent = parse_resource(
-                body,
-                master_id=resource.event_id,
-                user_id=resource.user_id,
-                calendar=name,
-                fallback_tz=fallback,
-            )
-            if fingerprint(sent) == fingerprint(theirs):
-                # Our own earlier PUT, whose commit was lost: it is there already, once.
-                await rows.save_resource(conn, resource, server.etag)
-                await self._keep_object(conn, resource.user_id, resource.event_id, server.body)
-                await self._mark(conn, resource.user_id, resource.event_id, None)
-                return Outcome("delivered")
-        # The server's version wins: stored as it is, the assistant's change offered again.
-        await uow.events.delete_events(resource.user_id, [e.id for e in ours])
-        for row in theirs:
-            await uow.events.insert_event(row, turn_id="caldav-sync", key=None)
-        await rows.save_resource(conn, resource, server.etag)
-        mine = next((e for e in ours if e.id == resource.event_id), None)
-        kept = theirs[0]
-        if mine is None or body is None:
-            if body is None and kept.rrule is None:
-                await self._offer(conn, uow, kept, None)
-        elif mine.rrule is None and kept.rrule is None and len(ours) == 1:
-            asked = asked_between(self._base(mine, name, fallback), mine, kept)
-            if asked:
-                await self._offer(conn, uow, kept, change_onto(kept, mine, asked))
-        return Outcome("conflict", "changed on the server since the last sync")
-
-    def _base(self, mine: Event, calendar: str, fallback: ZoneInfo) -> Event | None:
-        """The version `mine` was edited from: the object as the server last gave it (None when
-        none was kept, or it cannot be read)."""
-        if mine.ical is None:
-            return None
-        try:
-            found = parse_resource(
-                mine.ical, master_id=mine.id, user_id=mine.user_id, calendar=calendar, fallback_tz=fallback
-            )
-        except UnreadableObject:
-            return None
-        return next((row for row in found if row.id == mine.id), None)
-
-    async def _adopt(
-        self,
-        conn: AsyncConnection,
-        account: rows.Account,
-        resource: rows.Resource,
-        ours: list[Event],
-        body: str | None,
-        href: str | None,
-    ) -> Outcome:
-        """Our new object's UID is in the calendar already under another name (a calendar app
-        stored it first): that object becomes the event's resource — never a second one — and
-        is settled as any object changed on both sides (same content: delivered; else the
-        server's version is kept and ours offered)."""
-        if href is None:
-            found = await asyncio.to_thread(
-                remote.find_uid, account.login, resource.calendar_url, resource.uid
-            )
-            if found is None:
-                await self._mark(conn, resource.user_id, resource.event_id, "rejected")
-                return Outcome("rejected", "the server holds this UID but shows no object with it")
-            href = found.href
-        taken = await conn.scalar(
-            select(caldav_resources.c.event_id).where(
-                caldav_resources.c.account_id == account.id,
-                caldav_resources.c.href == remote.normal_href(href),
-                caldav_resources.c.event_id != resource.event_id,
+            update(caldav_outbox)
+            .where(rows_of_batch)
+            .values(
+                attempts=caldav_outbox.c.attempts + 1,
+                refusals=caldav_outbox.c.refusals + int(outcome.refused),
+                not_before=func.clock_timestamp() + backoff(claim.row.attempts + 1),
+                last_error=outcome.error,
             )
         )
-        if taken is not None:
-            await self._mark(conn, resource.user_id, resource.event_id, "rejected")
-            return Outcome("rejected", "the server holds this UID as another event")
-        return await self._conflict(conn, account, replace(resource, href=href, etag=None), ours, body)
-
-    async def _gone(self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource) -> Outcome:
-        """Our write found its object gone (removed in the calendar app): neither resurrected nor
-        dropped without a word — the event stays here with the user's change and the user is asked
-        whether to remove it here too (withheld.py)."""
-        uow = from_server(conn)
-        await uow.lock_user(resource.user_id)
-        place = await rows.place(conn, account.id, resource.calendar_url)
-        await self.holds.withhold(conn, uow, account, place, [resource.event_id], unsent=True)
-        return Outcome("conflict", "removed on the server: kept here until the user answers")
-
-    async def _offer(
-        self, conn: AsyncConnection, uow: SqlUnitOfWork, kept: Event, after: ChangeAfter | None
-    ) -> None:
-        """A held change stub: the assistant's update (`after`: only what it changed, on the
-        server's version) or delete (None) of the event as the server has it now. Nothing
-        changes until the user confirms it."""
-        tz = ZoneInfo(kept.tz) if kept.tz else ZoneInfo("UTC")
-        before = event_out(kept, tz)
-        mine = None if after is None else kept.evolve(**row_values(kept, after))
-        if mine is None:
-            view = ChangeOut(
-                action="delete", scope="this", before=before, removed_starts=(kept.start,), removed_count=1
-            )
-        else:
-            view = ChangeOut(action="update", scope="this", before=before, after=event_out(mine, tz))
-        # An offer from outside: it never ends the user's pending request; it waits beside it.
-        ask = Ask(
-            title=(mine or kept).title,
-            hold_reason="sync_conflict",
-            proposed_start=mine.start if mine else None,
-            proposed_end=mine.end if mine else None,
-            payload=HeldChange(
-                view=view,
-                action="delete" if mine is None else "update",
-                scope="this",
-                row_id=kept.id,
-                master_id=None,
-                occurrence_start=None,
-                after=after,
-            ),
+        return
+    await conn.execute(
+        update(caldav_outbox)
+        .where(rows_of_batch)
+        .values(
+            delivered_at=func.clock_timestamp(),
+            outcome=outcome.kind,
+            last_error=outcome.error,
+            attempts=caldav_outbox.c.attempts + 1,
         )
-        earlier = await _offers_about(conn, kept.user_id, stubs.c.change["row_id"], kept.id)
-        await self._from_outside(uow, kept.user_id, tz, ask, "change", earlier)
-
-    async def _from_outside(
-        self, uow: SqlUnitOfWork, user_id: str, tz: ZoneInfo, ask: Ask, kind: StubKind, earlier: list[str]
-    ) -> None:
-        txn = BackgroundTxn(uow, self.clock.now(), user_id, tz)
-        pending = Pending(self.stub_ttl)
-        # One offer per event or task: an earlier conflict offer about it (the server changed it
-        # again since) gives way to this one, made from the version the server holds now.
-        for stub_id in earlier:
-            stub = await uow.stubs.get_stub(user_id, stub_id)
-            if stub is not None and stub.active:
-                await pending.store(txn, pending.of(stub).supersede(txn.now))
-        await pending.from_outside(txn, ask, kind)
+    )
 
 
 async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
@@ -602,27 +417,6 @@ async def _tell_account(conn: AsyncConnection, outcome: Outcome) -> None:
             .where(account, caldav_accounts.c.delivery_error.is_not(None))
             .values(delivery_error=None, delivery_error_at=None)
         )
-
-
-async def _offers_about(
-    conn: AsyncConnection, user_id: str, about: ColumnElement[Any], resource_id: str
-) -> list[str]:
-    """The user's open sync-conflict offers about one event or task (`about`: where the payload
-    names it), not those naming several."""
-    found = await conn.execute(
-        select(stubs.c.id).where(
-            stubs.c.user_id == user_id,
-            stubs.c.hold_reason == "sync_conflict",
-            stubs.c.status == "held",
-            about.astext == resource_id,
-            stubs.c.change["gone_ids"].is_(None),
-        )
-    )
-    return [r.id for r in found]
-
-
-def _retry(exc: remote.Unavailable) -> Outcome:
-    return Outcome("retry", str(exc)[:500], refused=not isinstance(exc, remote.Unreachable))
 
 
 async def pending(conn: AsyncConnection, user_id: str) -> int:

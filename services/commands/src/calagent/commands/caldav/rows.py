@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,8 +15,9 @@ from calagent.commands.adapters.sql_events import event_from_row
 from calagent.commands.adapters.tables import caldav_accounts, caldav_calendars, caldav_resources, events
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.remote import Login, normal_href
+from calagent.commands.caldav.remote import Login, RemoteObject, normal_href
 from calagent.commands.domain.model import Event
+from calagent.commands.ical.parse import fingerprint
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,40 @@ async def save_resource(conn: AsyncConnection, resource: Resource, etag: str | N
 
 async def resource_rows(conn: AsyncConnection, user_id: str, event_id: str) -> list[Event]:
     """The stored rows of one resource: the event or master, and the master's overrides."""
-    rows = await conn.execute(
+    return (await rows_by_resource(conn, user_id, [event_id])).get(event_id, [])
+
+
+async def rows_by_resource(
+    conn: AsyncConnection, user_id: str, event_ids: Collection[str]
+) -> dict[str, list[Event]]:
+    """The stored rows of several resources in one read, by the event id each resource names."""
+    if not event_ids:
+        return {}
+    ids = list(event_ids)
+    found = await conn.execute(
         select(events)
-        .where(events.c.user_id == user_id, or_(events.c.id == event_id, events.c.series_id == event_id))
+        .where(events.c.user_id == user_id, or_(events.c.id.in_(ids), events.c.series_id.in_(ids)))
         .order_by(events.c.start_at, events.c.id)
     )
-    return [event_from_row(r) for r in rows]
+    by_resource: dict[str, list[Event]] = {}
+    for row in found:
+        event = event_from_row(row)
+        by_resource.setdefault(event.series_id or event.id, []).append(event)
+    return by_resource
+
+
+async def rows_read_again(
+    conn: AsyncConnection, user_id: str, known: Mapping[str, Resource], listed: Iterable[RemoteObject]
+) -> dict[str, list[Event]]:
+    """What we hold of each known object a listing shows with another ETag, by event id: a sync
+    tells by it whether the server's version is our own write coming back (still the user's) or
+    someone else's words now (contract §19, `Place.rows`)."""
+    ids = {
+        known[o.href].event_id
+        for o in listed
+        if o.href in known and (o.etag is None or known[o.href].etag != o.etag)
+    }
+    return await rows_by_resource(conn, user_id, ids)
 
 
 @dataclass(frozen=True)
@@ -162,15 +192,21 @@ async def move_resource(conn: AsyncConnection, event_id: str, to: Route, href: s
 @dataclass(frozen=True)
 class Place:
     """One calendar of an account as what it brings is stored: under its name, and marked as
-    someone else's words when the user does not own it (contract §19)."""
+    someone else's words (contract §19) when the user does not own it, or when it is not what
+    this system wrote there."""
 
     url: str
     name: str
     owned: bool
 
-    def rows(self, found: list[Event]) -> list[Event]:
-        """The rows read from this calendar, as they are stored."""
-        return found if self.owned else [row.evolve(foreign_calendar=True) for row in found]
+    def rows(self, found: list[Event], written: Sequence[Event] = ()) -> list[Event]:
+        """The rows read from this calendar, as they are stored. Text that reached the calendar
+        other than through this system (another app, someone it is shared with) is someone else's
+        words even in a calendar the user owns; only our own write coming back as we hold it
+        (`found` says what `written`, the object's rows stored here, say) keeps their mark."""
+        ours = bool(written) and fingerprint(found) == fingerprint(written)
+        outside = not ours or any(row.outside_text for row in written)
+        return [row.evolve(foreign_calendar=not self.owned, outside_text=outside) for row in found]
 
 
 async def place(conn: AsyncConnection, account_id: str, url: str) -> Place:

@@ -10,7 +10,7 @@ the kept one patched (ical/todo.py), so another app's task keeps what we do not 
 A 412 is settled as for an event: the server's version is fetched; one that already says what we
 sent is our own earlier PUT (delivered); otherwise the server's version wins and is stored — the
 task as the server has it now, the outcome `conflict` told at the next turn — and the fields our
-change made (ours against the object we edited from) are handed back as an offer (`Sent.offer`),
+change made (ours against the object we edited from) are handed back as an offer (`Outcome.offer`),
 which the outbox holds for the user's word like an event's. A removal of ours that meets a 412
 brings the task back as the server has it, and removing it again is what is offered.
 
@@ -37,6 +37,7 @@ from calagent.commands.adapters.tables import caldav_resources, tasks
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.delivery import Outcome, retry
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import HeldTaskChange
 from calagent.commands.domain.task_changes import offered_change, patch_between
@@ -44,18 +45,6 @@ from calagent.commands.ical.parse import UnreadableObject
 from calagent.commands.ical.todo import ReadTodo, parse_todo, todo_body, todo_fingerprint
 from calagent.contracts.tasks import TaskOut, TaskPatch
 from calagent.runtime.clock import Clock
-
-
-@dataclass(frozen=True)
-class Sent:
-    """How one delivery of a task ended (the outbox's outcome kinds)."""
-
-    kind: str  # delivered | rejected | conflict | dropped | retry
-    error: str | None = None
-    refused: bool = True  # a retry the server answered (see outbox.Outcome)
-    account_id: str | None = None
-    # A conflict's offer: our change made again on the server's version once the user confirms.
-    offer: HeldTaskChange | None = None
 
 
 @dataclass(frozen=True)
@@ -150,11 +139,11 @@ class TaskDeliverer:
         self.clock = clock
         self.tz = tz  # reads floating and DATE values, as the inbound sync does
 
-    async def deliver(self, conn: AsyncConnection, user_id: str, task_id: str) -> Sent:
+    async def deliver(self, conn: AsyncConnection, user_id: str, task_id: str) -> Outcome:
         resource = await rows.resource_by_event(conn, task_id)
         kept = await kept_task(conn, user_id, task_id)
         if resource is None and kept is None:
-            return Sent("delivered")  # made and removed before it ever reached the server
+            return Outcome("delivered")  # made and removed before it ever reached the server
         if resource is not None:
             account = await rows.account(conn, self.vault, self.guard, resource.account_id)
         else:
@@ -167,13 +156,13 @@ class TaskDeliverer:
                     task_id, user_id, account.id, target.calendar_url, href, uid, None, "local"
                 )
         if account is None or resource is None or account.user_id != user_id:
-            return Sent("dropped", "no connected account")
+            return Outcome("dropped", "no connected account")
         sent = await self._send(conn, account, resource, kept)
         return replace(sent, account_id=account.id)
 
     async def _send(
         self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource, kept: KeptTask | None
-    ) -> Sent:
+    ) -> Outcome:
         login, user_id, task_id = account.login, resource.user_id, resource.event_id
         body = (
             None if kept is None else todo_body(kept.task, resource.uid, kept.ical, self.clock.now(), self.tz)
@@ -181,16 +170,16 @@ class TaskDeliverer:
         try:
             new = resource.etag is None and body is not None
             if new and not await asyncio.to_thread(remote.takes_todos, login, resource.calendar_url):
-                return Sent("dropped", "the calendar takes no tasks")
+                return Outcome("dropped", "the calendar takes no tasks")
             if body is None:
                 await asyncio.to_thread(
                     remote.delete, login, resource.calendar_url, resource.href, resource.etag
                 )
                 await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id == task_id))
-                return Sent("delivered")
+                return Outcome("delivered")
             assert kept is not None
             if resource.etag is not None and body == kept.ical:
-                return Sent("delivered")  # the server holds this very object already
+                return Outcome("delivered")  # the server holds this very object already
             etag = await asyncio.to_thread(
                 remote.put, login, resource.calendar_url, resource.href, body, resource.etag
             )
@@ -204,36 +193,36 @@ class TaskDeliverer:
             return await self._conflict(conn, account, resource, kept)
         except remote.Rejected as exc:  # 403, 404, 409 …: marked on the task, not retried
             await _mark(conn, user_id, task_id, "rejected")
-            return Sent("rejected", str(exc)[:500])
+            return Outcome("rejected", str(exc)[:500])
         except remote.Unavailable as exc:
-            return Sent("retry", str(exc)[:500], refused=not isinstance(exc, remote.Unreachable))
-        return Sent("delivered")
+            return retry(exc)
+        return Outcome("delivered")
 
     async def _conflict(
         self, conn: AsyncConnection, account: rows.Account, resource: rows.Resource, kept: KeptTask | None
-    ) -> Sent:
+    ) -> Outcome:
         """Both sides changed the task: the server's version wins and is stored; our change, or
-        our removal (`kept` None), is offered again (`Sent.offer`)."""
+        our removal (`kept` None), is offered again (`Outcome.offer`)."""
         user_id, task_id = resource.user_id, resource.event_id
         server = await asyncio.to_thread(remote.fetch, account.login, resource.calendar_url, resource.href)
         if server is None:
             # Gone from the server under our write: the resource goes; a task still here is
             # written anew by its next change.
             await conn.execute(caldav_resources.delete().where(caldav_resources.c.event_id == task_id))
-            return Sent("delivered") if kept is None else Sent("conflict", "removed on the server")
+            return Outcome("delivered") if kept is None else Outcome("conflict", "removed on the server")
         theirs = read_task(server.body, task_id, self.tz)
         if theirs is None:
             await _mark(conn, user_id, task_id, "rejected")
-            return Sent("rejected", "the server's object is not a task")
+            return Outcome("rejected", "the server's object is not a task")
         await rows.save_resource(conn, resource, server.etag)
         if kept is not None and todo_fingerprint(theirs.task) == todo_fingerprint(kept.task):
             # Our own earlier PUT, whose commit was lost: it is there already, once.
             await _keep_object(conn, user_id, task_id, resource.uid, server.body)
-            return Sent("delivered")
+            return Outcome("delivered")
         await keep_task(conn, user_id, theirs.task, resource.uid, server.body, self.clock.now())
         # Our removal lost too: the task is back as the server has it, and removing it is offered.
         offer = self._offer(kept, theirs.task) if kept is not None else HeldTaskChange.removal(theirs.task)
-        return Sent("conflict", "changed on the server since the last sync", offer=offer)
+        return Outcome("conflict", "changed on the server since the last sync", offer=offer)
 
     def _offer(self, kept: KeptTask, theirs: TaskOut) -> HeldTaskChange | None:
         """Our change as an offer on the server's version: what it changed of the object it was

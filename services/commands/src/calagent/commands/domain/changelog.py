@@ -162,6 +162,7 @@ def event_of(snapshot: Snapshot) -> Event:
         transparent=bool(snapshot.get("transparent")),
         tentative=bool(snapshot.get("tentative")),
         foreign_calendar=bool(snapshot.get("foreign_calendar")),
+        outside_text=bool(snapshot.get("outside_text")),
         task_id=snapshot.get("task_id"),
     )
 

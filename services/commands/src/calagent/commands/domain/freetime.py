@@ -116,6 +116,9 @@ class Suggestion:
 class Suggestions:
     slots: list[Suggestion]
     empty_reason: EmptyReason | None
+    # With no slot: the attendees (their places in the people passed in, the caller being 0) whose
+    # own busy time, in everyone's working hours, already leaves none.
+    busy: tuple[int, ...] = ()
 
 
 def _round_up(instant: datetime, step: timedelta, tz: ZoneInfo) -> datetime:
@@ -279,12 +282,10 @@ def suggest(
             offers.append(best)
     offers.sort(key=lambda offer: (-offer[0], offer[1].start))
     slots = [suggestion for _, suggestion in offers[:limit]]
-    return Suggestions(
-        slots=slots,
-        empty_reason=None
-        if slots
-        else why_none(people, start, range_end, duration=duration, step=step, tz=tz),
-    )
+    if slots:
+        return Suggestions(slots=slots, empty_reason=None)
+    reason, busy = why_none(people, start, range_end, duration=duration, step=step, tz=tz)
+    return Suggestions(slots=[], empty_reason=reason, busy=busy)
 
 
 def why_none(
@@ -295,14 +296,24 @@ def why_none(
     duration: timedelta,
     step: timedelta = STEP,
     tz: ZoneInfo,
-) -> EmptyReason:
+) -> tuple[EmptyReason, tuple[int, ...]]:
     """Why [start, end) holds no slot for `people` (the caller first): the first constraint, in the
-    order `EmptyReason` lists them, that already leaves none."""
+    order `EmptyReason` lists them, that already leaves none; and the attendees busy on their own.
+
+    An attendee whose busy time alone leaves no slot is named before the caller's own busy time:
+    freeing the caller's time would not help, so saying the caller has no free hour misleads."""
     if not _fits((), start, end, duration, step, tz):
-        return "window_too_short"
+        return "window_too_short", ()
     hours_only = [replace(person, busy=()) for person in people]
     if not _fits(hours_only, start, end, duration, step, tz):
-        return "outside_hours"
+        return "outside_hours", ()
+    busy = tuple(
+        i
+        for i in range(1, len(people))
+        if not _fits([*hours_only[:i], people[i], *hours_only[i + 1 :]], start, end, duration, step, tz)
+    )
+    if busy:
+        return "attendees_unavailable", busy
     if not _fits([*people[:1], *hours_only[1:]], start, end, duration, step, tz):
-        return "organizer_unavailable"
-    return "attendees_unavailable"
+        return "organizer_unavailable", ()
+    return "attendees_unavailable", ()

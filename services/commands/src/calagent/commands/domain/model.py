@@ -74,6 +74,11 @@ class Event:
     # It arrived from a connected calendar the user does not own (contract §19): its text is
     # someone else's words.
     foreign_calendar: bool = False
+    # Its text reached a connected calendar other than through this system (another app, someone
+    # the calendar is shared with, the server's version kept in a conflict): someone else's words
+    # (contract §19) in a calendar the user owns too. A change made here keeps it: what the user
+    # did not rewrite is still not theirs.
+    outside_text: bool = False
     # A block of this task (contract §21): placed and moved by the tasks room only.
     task_id: str | None = None
 

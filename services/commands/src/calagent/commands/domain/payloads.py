@@ -14,6 +14,7 @@ stays absent on the way back, so an old row reads as it always did and is writte
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
@@ -233,14 +234,30 @@ PendingChange = (
     HeldChange | HeldPlan | HeldInvitation | HeldProposal | HeldBooking | HeldReplan | HeldTaskChange
 )
 
-_KINDS: Mapping[str, type[PendingChange]] = {
-    "change": HeldChange,
-    "plan": HeldPlan,
-    "invitation": HeldInvitation,
-    "proposal": HeldProposal,
-    "booking": HeldBooking,
-    "replan": HeldReplan,
-    "task_change": HeldTaskChange,
+# How long a stub of a kind waits for the user: `chat`, a request's time from its last step; `mail`,
+# the week mail gets to be read in, never past its event's start (`PendingCommand.answerable_until`).
+Expiry = Literal["chat", "mail"]
+
+
+@dataclass(frozen=True)
+class KindRules:
+    """One kind of stub: what it keeps and how long it waits. What the user's word does to it
+    (confirm, refuse) is the commands' row of the same kind (`writes.Writes.kinds`)."""
+
+    payload: type[PendingChange] | None  # None: a create keeps its request in its own columns
+    expiry: Expiry
+
+
+KINDS: Mapping[StubKind, KindRules] = {
+    "create": KindRules(None, "chat"),
+    # An attendee's counter-proposal is a change someone mailed (`hold_reason` counter_received).
+    "change": KindRules(HeldChange, "chat"),
+    "plan": KindRules(HeldPlan, "chat"),
+    "invitation": KindRules(HeldInvitation, "mail"),
+    "proposal": KindRules(HeldProposal, "chat"),
+    "booking": KindRules(HeldBooking, "mail"),
+    "replan": KindRules(HeldReplan, "chat"),
+    "task_change": KindRules(HeldTaskChange, "chat"),
 }
 
 
@@ -251,20 +268,20 @@ class PayloadKindError(ValueError):
 def payload_of(kind: str, stored: Mapping[str, Any] | None) -> PendingChange | None:
     """A stored stub's payload as its kind's type; a kind without one, or a payload its kind does
     not have, is refused (pydantic's ValidationError, a ValueError, for a wrong key or type)."""
-    if kind == "create":
+    rules = KINDS.get(kind)  # type: ignore[call-overload]
+    if rules is None:
+        raise PayloadKindError(f"no stub of kind {kind!r}")
+    if rules.payload is None:
         if stored is not None:
-            raise PayloadKindError("a create stub keeps no payload")
+            raise PayloadKindError(f"a {kind} stub keeps no payload")
         return None
-    model = _KINDS.get(kind)
-    if model is None:
-        raise PayloadKindError(f"no payload for a stub of kind {kind!r}")
-    return model.model_validate(stored) if stored is not None else None
+    return rules.payload.model_validate(stored) if stored is not None else None
 
 
 def payload_json(kind: StubKind, payload: PendingChange | None) -> dict[str, Any] | None:
     """The payload as stored: only the type its stub's kind keeps."""
     if payload is None:
         return None
-    if _KINDS.get(kind) is not type(payload):
+    if KINDS[kind].payload is not type(payload):
         raise PayloadKindError(f"a stub of kind {kind!r} cannot keep a {type(payload).__name__}")
     return payload.model_dump(mode="json")

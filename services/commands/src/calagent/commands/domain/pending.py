@@ -35,7 +35,7 @@ from datetime import date, datetime, timedelta
 from typing import Literal
 
 from calagent.commands.domain.model import Event, Stub
-from calagent.commands.domain.payloads import HeldBooking, HeldChange, HeldInvitation, PendingChange
+from calagent.commands.domain.payloads import KINDS, HeldBooking, HeldChange, HeldInvitation, PendingChange
 from calagent.commands.domain.proposals import Proposal
 from calagent.contracts.commands import (
     ACTIVE_STUB_STATUSES,
@@ -185,8 +185,6 @@ class Ask:
     attendee_candidates: tuple[Attendee, ...] = ()
     recipients: tuple[Attendee, ...] = ()
     payload: PendingChange | None = None
-    # A deadline of its own (an invitation waits until its event starts); else `ttl` from the step.
-    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -246,7 +244,7 @@ class PendingCommand:
         """An offer someone mailed (an invitation, a counter-proposal, a choice among proposed
         times): mail is read later than chat, so it waits longer than a chat request
         (`OUTSIDE_OFFER_TTL`)."""
-        return self.stub.kind in ("invitation", "booking") or self.stub.hold_reason == "counter_received"
+        return KINDS[self.stub.kind].expiry == "mail" or self.stub.hold_reason == "counter_received"
 
     def waiting(self) -> bool:
         return self.stub.waiting_since is not None
@@ -363,12 +361,18 @@ class PendingCommand:
         )
 
     def come_back(self, now: datetime) -> Stub:
-        """A waiting offer offered again: the user's active stub, asked anew (an invitation keeps
-        the week mail gets to be read in; its event's start still ends it)."""
+        """A waiting offer offered again: the user's active stub, asked anew."""
+        return replace(self.stub, waiting_since=None, expires_at=self.answerable_until(now), updated_at=now)
+
+    def answerable_until(self, now: datetime) -> datetime:
+        """The deadline of a stub asked (or an offer offered) now, the one rule for every caller: a
+        chat request lives `ttl` from its last step; an offer someone mailed keeps the week mail gets
+        to be read in, but never past the start of the event it is about — unless that start is
+        sooner than `ttl`, which the user always gets to answer in. Offered at once or after
+        waiting, an invitation ends alike."""
         alive = OUTSIDE_OFFER_TTL if self.from_mail() else self.ttl
         start = self.subject_start()
-        until = now + alive if start is None else min(now + alive, max(start, now + self.ttl))
-        return replace(self.stub, waiting_since=None, expires_at=until, updated_at=now)
+        return now + alive if start is None else min(now + alive, max(start, now + self.ttl))
 
     def supersede(self, now: datetime) -> Stub:
         return self._end("superseded", now)
@@ -385,11 +389,9 @@ class PendingCommand:
 
 
 def _asking(stub: Stub, ask: Ask, now: datetime, ttl: timedelta) -> Stub:
-    return replace(
+    asked = replace(
         stub,
         updated_at=now,
-        # A stub lives `ttl` from its last step: a user still answering keeps it.
-        expires_at=ask.expires_at or now + ttl,
         title=ask.title,
         slots=ask.slots,
         candidates=ask.candidates,
@@ -404,3 +406,5 @@ def _asking(stub: Stub, ask: Ask, now: datetime, ttl: timedelta) -> Stub:
         recipients=ask.recipients,
         payload=ask.payload,
     )
+    # Asked again, it is answerable anew: a user still answering keeps it.
+    return replace(asked, expires_at=PendingCommand(asked, ttl).answerable_until(now))

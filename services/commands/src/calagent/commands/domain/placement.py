@@ -12,14 +12,13 @@ Time is counted in steps of `STEP_MINUTES` from the horizon's start rounded up t
 zone's offset is a whole number of quarter hours, so a step boundary in UTC is one on the wall
 clock); task and chunk minutes are rounded up to whole steps.
 
-`greedy` places tasks earliest due first, then by priority, each in its earliest windows. `solve`
-improves on it with OR-Tools CP-SAT (optional intervals, no-overlap with the time each kind may not
-use, starts bounded by `earliest` and ends by `due`, chunks allowed absent), seeded with the
-greedy plan; `plan` keeps the better of the two by `score` (more minutes placed, then blocks
-ending earlier), and does not call the solver when greedy already places every minute. `replan` keeps as many of the current blocks as it can (fewest moved) while
-placing as many minutes as a fresh plan would. CP-SAT runs with one worker, a fixed seed and a
-deterministic time limit scaled to the model (`deterministic_limit`), so a rerun gives the same
-answer within the budget; the wall-clock limit (the budget) is only a guard.
+`greedy` places tasks earliest due first, then by priority, each in its earliest windows in chunks
+as long as its bounds and the room allow. `solve` improves on it with CP-SAT (`cpsat`), seeded with
+the greedy plan; `plan` keeps the better of the two by `score` (more minutes placed, then blocks
+ending earlier), and does not call the solver when greedy already places every minute. `replan`
+keeps as many of the current blocks as it can (fewest moved) while placing as many minutes as it
+can. `place_one` places one task among the others' blocks and moves them only when that alone
+would leave more unplaced than greedy over all the tasks: the kept plan is never worse than greedy.
 
 Blocks that should show busy are `opaque_tasks`': a task that could not be placed whole outside
 every current block (its own too) before its due has no other placement left.
@@ -27,15 +26,13 @@ every current block (its own too) before its due has no other placement left.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from ortools.sat.python import cp_model
-
+from calagent.commands.domain.cpsat import StepProblem, StepTask, improve
 from calagent.commands.domain.freetime import Person, Span, Week, common_free, merge, subtract
 
 STEP_MINUTES = 15
@@ -43,17 +40,6 @@ STEP = timedelta(minutes=STEP_MINUTES)
 EPOCH = datetime(2000, 1, 3, tzinfo=UTC)  # a Monday midnight: steps are counted on its grid
 Hours = Literal["work", "personal"]
 Solver = Literal["greedy", "cp-sat"]
-# CP-SAT stops after a deterministic amount of work (the same on every run, so the same plan). Its
-# deterministic clock runs slower than the wall clock, the more so the more intervals the model
-# has: measured on this kind of machine (2 cores shared with others, presolve included), one
-# deterministic second costs at worst about `WALL_S_PER_DETERMINISTIC_S` plus
-# `WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL` per interval of wall time (12 s at 56 intervals, 72 s at
-# 1,100). The deterministic limit is scaled so the search takes `WALL_SHARE` of the budget at that
-# worst, leaving the rest for building the model and a busier machine; the wall clock stops it at
-# the budget only as a guard (a machine far slower), the one case where a rerun may differ.
-WALL_S_PER_DETERMINISTIC_S = 10.0
-WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL = 0.07
-WALL_SHARE = 0.3
 # The hours a personal task may use when the user has set none: evenings, and weekend days.
 DEFAULT_PERSONAL_WEEK: Week = {
     **{d: (time(19), time(22)) for d in range(1, 6)},
@@ -129,15 +115,10 @@ def _at(index: int) -> datetime:
 
 
 @dataclass(frozen=True)
-class _Task:
-    """A task on the step grid: its size, its chunk bounds and the steps it may use."""
+class _Task(StepTask):
+    """A task on the step grid (what the solver reads), and the task as it was asked for."""
 
     spec: TaskSpec
-    size: int
-    cmin: int
-    cmax: int
-    lo: int
-    hi: int
 
 
 @dataclass(frozen=True)
@@ -168,7 +149,7 @@ def _grid(problem: Problem) -> _Grid:
         cmax = max(cmin, _steps_up(spec.chunk_max))
         lo = origin if spec.earliest is None else max(origin, _index_up(spec.earliest))
         hi = horizon if spec.due is None else min(horizon, _index_down(spec.due))
-        tasks.append(_Task(spec=spec, size=size, cmin=cmin, cmax=cmax, lo=lo, hi=hi))
+        tasks.append(_Task(spec.id, spec.hours, size, cmin, cmax, lo, hi, spec=spec))
     tasks.sort(key=_order_key)
     return _Grid(origin=origin, horizon=horizon, tasks=tuple(tasks), free=free)
 
@@ -208,9 +189,11 @@ def _fill(
             room = b - cursor
             nxt = min((s - 1 for s, _ in mine if s - 1 >= cursor), default=b)
             room = min(room, nxt - cursor)
+            # As long a chunk as the room and its bounds allow: a remainder shorter than a chunk
+            # is left unplaced (CP-SAT may split better). Shortening a chunk to leave room for the
+            # remainder was tried: it gave up whole windows, and placed one task whole in the time
+            # a later one needed.
             take = min(need, task.cmax, room)
-            if 0 < need - take < task.cmin:
-                take = need - task.cmin  # leave a remainder that can still be a chunk
             if take < task.cmin or room <= 0:
                 break
             chunks.append((cursor, cursor + take))
@@ -219,6 +202,17 @@ def _fill(
         if need == 0:
             break
     return chunks
+
+
+def _fits(task: _Task, span: tuple[int, int], grid: _Grid) -> bool:
+    """May `task` hold the steps `span` (inside its bounds and one free window of its kind)?"""
+    a, b = span
+    windows = grid.free.get(task.spec.hours, ())
+    return a >= task.lo and b <= task.hi and any(wa <= a and b <= wb for wa, wb in windows)
+
+
+def _for_solver(grid: _Grid) -> StepProblem:
+    return StepProblem(origin=grid.origin, horizon=grid.horizon, tasks=grid.tasks, free=grid.free)
 
 
 def _result(grid: _Grid, chunks: Mapping[str, Sequence[tuple[int, int]]], solver: Solver) -> Plan:
@@ -253,157 +247,14 @@ def score(plan_: Plan) -> tuple[int, float]:
     return (plan_.placed_minutes, -ends)
 
 
-def deterministic_limit(budget_s: float, intervals: int) -> float:
-    """The deterministic time CP-SAT may search for: `WALL_SHARE` of the budget in wall time on
-    this kind of machine, for a model of `intervals` intervals."""
-    wall_per_unit = WALL_S_PER_DETERMINISTIC_S + WALL_S_PER_DETERMINISTIC_S_PER_INTERVAL * intervals
-    return budget_s * WALL_SHARE / wall_per_unit
-
-
-def _solve(
-    grid: _Grid,
-    budget_s: float,
-    *,
-    hint: Mapping[str, Sequence[tuple[int, int]]],
-    keep: Mapping[str, Sequence[tuple[int, int]]] | None = None,
-) -> dict[str, list[tuple[int, int]]] | None:
-    """CP-SAT: each task has optional chunks; with `keep` (re-planning), each current block is an
-    optional fixed interval, and the objective is minutes placed first, then fewest blocks not
-    kept; otherwise minutes placed first, then the sum of chunk ends.
-
-    The model counts steps from the horizon's start (`grid.origin`), not from `EPOCH`: small
-    domains and objective coefficients make its presolve and relaxation several times faster."""
-    o = grid.origin
-    span = grid.horizon - o
-    model = cp_model.CpModel()
-    forbidden: dict[str, list[cp_model.IntervalVar]] = {}
-    for kind in {t.spec.hours for t in grid.tasks}:
-        windows = grid.free.get(kind, ())
-        gaps: list[tuple[int, int]] = []
-        cursor = o
-        for a, b in windows:
-            if a > cursor:
-                gaps.append((cursor, a))
-            cursor = max(cursor, b)
-        if cursor < grid.horizon:
-            gaps.append((cursor, grid.horizon))
-        forbidden[kind] = [model.new_fixed_size_interval_var(a - o, b - a, f"no_{kind}_{a}") for a, b in gaps]
-
-    everyone: list[cp_model.IntervalVar] = []
-    by_kind: dict[str, list[cp_model.IntervalVar]] = {k: list(v) for k, v in forbidden.items()}
-    placed_terms: list[cp_model.LinearExprT] = []
-    end_terms: list[cp_model.IntVar] = []
-    kept_bools: list[cp_model.IntVar] = []
-    variables: dict[str, list[tuple[cp_model.IntVar, cp_model.IntVar, cp_model.IntVar]]] = {}
-    kept_vars: dict[str, list[tuple[cp_model.IntVar, tuple[int, int]]]] = {}
-    n_kept = sum(len(v) for v in (keep or {}).values())
-    n_padded = 0
-    for t in grid.tasks:
-        tid = t.spec.id
-        lo, hi = max(t.lo - o, 0), max(t.hi - o, 0)
-        padded: list[cp_model.IntervalVar] = []  # [start, end + 1): a step between a task's own chunks
-        task_sizes: list[cp_model.LinearExprT] = []
-        kept_vars[tid] = []
-        for a, b in (keep or {}).get(tid, ()):
-            k = model.new_bool_var(f"keep_{tid}_{a}")
-            if not (a >= t.lo and b <= t.hi):
-                model.add(k == 0)
-                kept_vars[tid].append((k, (a, b)))
-                continue
-            iv = model.new_optional_fixed_size_interval_var(a - o, b - a, k, f"kept_{tid}_{a}")
-            padded.append(model.new_optional_fixed_size_interval_var(a - o, b - a + 1, k, f"kpad_{tid}_{a}"))
-            everyone.append(iv)
-            by_kind[t.spec.hours].append(iv)
-            task_sizes.append((b - a) * k)
-            kept_bools.append(k)
-            kept_vars[tid].append((k, (a, b)))
-        count = 0 if hi - lo < t.cmin else min(math.ceil(t.size / t.cmin), 16)
-        variables[tid] = []
-        previous: tuple[cp_model.IntVar, cp_model.IntVar] | None = None
-        for c in range(count):
-            p = model.new_bool_var(f"p_{tid}_{c}")
-            start = model.new_int_var(0, hi, f"s_{tid}_{c}")
-            size = model.new_int_var(0, t.cmax, f"z_{tid}_{c}")
-            end = model.new_int_var(0, hi, f"e_{tid}_{c}")
-            iv = model.new_optional_interval_var(start, size, end, p, f"i_{tid}_{c}")
-            pad_end = model.new_int_var(0, hi + 1, f"pe_{tid}_{c}")
-            model.add(pad_end == end + 1)
-            padded.append(model.new_optional_interval_var(start, size + 1, pad_end, p, f"pad_{tid}_{c}"))
-            model.add(start >= lo).only_enforce_if(p)
-            model.add(size >= t.cmin).only_enforce_if(p)
-            model.add(start == 0).only_enforce_if(~p)
-            model.add(size == 0).only_enforce_if(~p)
-            if previous is not None:
-                prev_p, prev_end = previous
-                model.add_implication(p, prev_p)
-                model.add(start >= prev_end + 1).only_enforce_if(p)
-            previous = (p, end)
-            everyone.append(iv)
-            by_kind[t.spec.hours].append(iv)
-            task_sizes.append(size)
-            end_terms.append(end)
-            variables[tid].append((p, start, size))
-        model.add_no_overlap(padded)
-        n_padded += len(padded)
-        model.add(sum(task_sizes) <= t.size)
-        placed_terms.extend(task_sizes)
-    if len(by_kind) > 1:
-        model.add_no_overlap(everyone)  # with one kind, its own no-overlap already says this
-    for intervals in by_kind.values():
-        model.add_no_overlap(intervals)
-
-    placed = cp_model.LinearExpr.sum(placed_terms)
-    if keep is not None:
-        model.maximize((n_kept + 1) * placed + cp_model.LinearExpr.sum(kept_bools))
-    else:
-        weight = len(end_terms) * (span + 1) + 1
-        model.maximize(weight * placed - cp_model.LinearExpr.sum(end_terms))
-
-    for tid, triples in variables.items():
-        kept_here = {tuple(x) for x in (keep or {}).get(tid, ())}
-        fresh = [c for c in hint.get(tid, ()) if tuple(c) not in kept_here]
-        for k, span_ in kept_vars.get(tid, ()):
-            model.add_hint(k, span_ in {tuple(c) for c in hint.get(tid, ())})
-        for i, (p, start, size) in enumerate(triples):
-            if i < len(fresh):
-                model.add_hint(p, True)
-                model.add_hint(start, fresh[i][0] - o)
-                model.add_hint(size, fresh[i][1] - fresh[i][0])
-            else:
-                model.add_hint(p, False)
-                model.add_hint(start, 0)
-                model.add_hint(size, 0)
-
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    n_intervals = len(everyone) + n_padded + sum(len(v) for v in forbidden.values())
-    solver.parameters.max_deterministic_time = deterministic_limit(budget_s, n_intervals)
-    solver.parameters.max_time_in_seconds = budget_s
-    # Probing in presolve costs seconds of wall time on a model this size for almost no
-    # deterministic time (so no limit would see it), and the precedence reasoning of no-overlap
-    # slows every branch; neither helps these models.
-    solver.parameters.cp_model_probing_level = 0
-    solver.parameters.use_precedences_in_disjunctive_constraint = False
-    status = solver.solve(model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    out: dict[str, list[tuple[int, int]]] = {}
-    for tid, triples in variables.items():
-        chunks = [
-            (solver.value(start) + o, solver.value(start) + solver.value(size) + o)
-            for p, start, size in triples
-            if solver.boolean_value(p)
-        ]
-        chunks.extend(span_ for k, span_ in kept_vars.get(tid, ()) if solver.boolean_value(k))
-        out[tid] = sorted(chunks)
-    return out
+def _steps_of(block: Block) -> tuple[int, int]:
+    return (_index_up(block.start), _index_down(block.end))
 
 
 def _chunks_of(plan_: Plan) -> dict[str, list[tuple[int, int]]]:
     out: dict[str, list[tuple[int, int]]] = {}
     for b in plan_.blocks:
-        out.setdefault(b.task_id, []).append((_index_up(b.start), _index_down(b.end)))
+        out.setdefault(b.task_id, []).append(_steps_of(b))
     return out
 
 
@@ -413,7 +264,7 @@ def solve(problem: Problem, budget_s: float, hint: Plan | None = None) -> Plan |
     if not grid.tasks:
         return Plan(blocks=(), missing={}, solver="cp-sat")
     seed = hint if hint is not None else greedy(problem)
-    found = _solve(grid, budget_s, hint=_chunks_of(seed))
+    found = improve(_for_solver(grid), budget_s, hint=_chunks_of(seed))
     return None if found is None else _result(grid, found, "cp-sat")
 
 
@@ -439,17 +290,13 @@ def replan(problem: Problem, current: Sequence[Block], budget_s: float) -> Plan:
     nothing within the budget."""
     grid = _grid(problem)
     keep = _chunks_of(Plan(blocks=tuple(current)))
-    free_steps = {k: [tuple(w) for w in v] for k, v in grid.free.items()}
     hint: dict[str, list[tuple[int, int]]] = {}
     taken: list[tuple[int, int]] = []
     for t in grid.tasks:  # keep what still fits, then fill the rest greedily
         still = [
             (a, b)
             for a, b in keep.get(t.spec.id, ())
-            if a >= t.lo
-            and b <= t.hi
-            and any(wa <= a and b <= wb for wa, wb in free_steps.get(t.spec.hours, ()))
-            and not any(a < tb and ta < b for ta, tb in taken)
+            if _fits(t, (a, b), grid) and not any(a < tb and ta < b for ta, tb in taken)
         ]
         taken.extend(still)
         hint[t.spec.id] = list(still)
@@ -461,7 +308,7 @@ def replan(problem: Problem, current: Sequence[Block], budget_s: float) -> Plan:
     fallback = _result(grid, hint, "greedy")
     if budget_s <= 0:
         return fallback
-    found = _solve(grid, budget_s, hint=hint, keep=keep)
+    found = improve(_for_solver(grid), budget_s, hint=hint, keep=keep)
     if found is None:
         return fallback
     solved = _result(grid, found, "cp-sat")
@@ -481,3 +328,38 @@ def opaque_tasks(problem: Problem, blocks: Sequence[Block]) -> set[str]:
         if sum(b - a for a, b in elsewhere) < t.size:
             opaque.add(t.spec.id)
     return opaque
+
+
+def unplaced(plan_: Plan) -> int:
+    return sum(plan_.missing.values())
+
+
+def place_one(problem: Problem, current: Sequence[Block], task_id: str, budget_s: float) -> Plan:
+    """The plan of every task of `problem` once `task_id` is placed among the `current` blocks of
+    the others: the task in the room they leave, nothing else moving — unless that leaves more
+    unplaced than greedy would over all the tasks together. Tasks placed one at a time, each the
+    best for itself, can take the room a later one needed (one placed whole where greedy leaves it
+    a quarter short pushes the next into the time a third needed); then the fewest-moves re-plan of
+    them all is kept, never worse than greedy. While a block sits where it may no longer be (busy
+    time landed on it), nothing else moves: that block waits for its own re-plan offer."""
+    grid = _grid(problem)
+    others = [b for b in current if b.task_id != task_id]
+    room = {
+        kind: tuple(subtract(list(spans), merge((b.start, b.end) for b in others)))
+        for kind, spans in problem.free.items()
+    }
+    alone = Problem(
+        tasks=tuple(t for t in problem.tasks if t.id == task_id),
+        free=room,
+        start=problem.start,
+        end=problem.end,
+    )
+    placed = plan(alone, budget_s)
+    kept = _result(grid, _chunks_of(Plan(blocks=(*others, *placed.blocks))), placed.solver)
+    fresh = greedy(problem)
+    by_id = {t.spec.id: t for t in grid.tasks}
+    steady = all(b.task_id in by_id and _fits(by_id[b.task_id], _steps_of(b), grid) for b in others)
+    if unplaced(kept) <= unplaced(fresh) or not steady:
+        return kept
+    moved_ = replan(problem, others, budget_s)
+    return moved_ if unplaced(moved_) <= unplaced(fresh) else fresh

@@ -27,7 +27,7 @@ from icalendar import Calendar, Component
 from calagent.commands.domain.calendars import pick_calendar
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldInvitation
-from calagent.commands.domain.pending import OUTSIDE_OFFER_TTL, Ask
+from calagent.commands.domain.pending import Ask
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import zone
@@ -292,7 +292,6 @@ class InvitationAnswers:
             title=invitation.title,
             hold_reason="invitation_received",
             requested_hold="invitation_received",
-            expires_at=txn.now + OUTSIDE_OFFER_TTL,
             proposed_start=invitation.start,
             proposed_end=invitation.end,
             payload=offer.model_copy(update={"invitation": shown}),

@@ -5,13 +5,17 @@ decided it and handled in one place (`SqlUnitOfWork.commit`, then the store afte
   in the same transaction, and so does every task written (its VTODO, contract §21);
 - the touched resources that may have people to mail, and the objects of those deleted with their
   organizer, are what the invitation rule (`people/invitations.py`) looks at before the commit;
-- the users whose deliveries or mail were queued are woken after the commit.
+- the users whose deliveries or mail were queued are woken after the commit;
+- what the one step after a write (`replans.Replans.after_write`) reacts to: the events that
+  landed (written, blocks apart), whether the blocks' TRANSP is still to decide after the last
+  write, and whether a stub ended (contract §21, §19).
 
 An undo, a confirmation and a chat write of the same change record the same effects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from calagent.commands.domain.model import Event, resource_of
@@ -35,9 +39,20 @@ class Effects:
     # The users whose CalDAV deliveries, or mail, were queued: woken after the commit.
     outbox_users: tuple[str, ...] = ()
     mail_users: tuple[str, ...] = ()
+    # Per user, the events this transaction wrote that are not task blocks, by id, as last
+    # written: what the re-plan of the blocks looks at. A block written (by placing a task or by a
+    # re-plan itself) is never one: it moves no other block.
+    landed: dict[str, dict[str, Event]] = field(default_factory=dict)
+    # The users whose events or tasks were written since their blocks' TRANSP was last decided.
+    unsettled: set[str] = field(default_factory=set)
+    # The users a stub of whom ended here: an offer waiting its turn may come back.
+    stubs_ended: set[str] = field(default_factory=set)
 
     def event_written(self, event: Event) -> None:
         self.touched.setdefault(event.user_id, set()).add(resource_of(event))
+        self.unsettled.add(event.user_id)
+        if event.task_id is None:
+            self.landed.setdefault(event.user_id, {})[event.id] = event
         # An override may change a meeting whose people are on its master: looked at at commit.
         if event.organizer or event.attendees or event.series_id:
             self.invited.setdefault(event.user_id, set()).add(resource_of(event))
@@ -47,6 +62,8 @@ class Effects:
     ) -> None:
         resource = series_id or event_id
         self.touched.setdefault(user_id, set()).add(resource)
+        self.unsettled.add(user_id)
+        self.landed.get(user_id, {}).pop(event_id, None)
         if organizer or series_id:
             self.invited.setdefault(user_id, set()).add(resource)
         if series_id is None and organizer and ical:
@@ -54,6 +71,25 @@ class Effects:
 
     def task_written(self, user_id: str, task_id: str) -> None:
         self.tasks_touched.setdefault(user_id, set()).add(task_id)
+        self.unsettled.add(user_id)
+
+    def synced(self, user_id: str, landed: Iterable[Event]) -> None:
+        """Events written or removed from the CalDAV server by statements of the sync's own (no
+        repository saw them): `landed`, those written."""
+        self.unsettled.add(user_id)
+        for event in landed:
+            if event.task_id is None:
+                self.landed.setdefault(user_id, {})[event.id] = event
+
+    def blocks_settled(self, user_id: str) -> None:
+        """The user's blocks' TRANSP decided after every write so far."""
+        self.unsettled.discard(user_id)
+
+    def stub_ended(self, user_id: str) -> None:
+        self.stubs_ended.add(user_id)
+
+    def landed_of(self, user_id: str) -> tuple[Event, ...]:
+        return tuple(self.landed.get(user_id, {}).values())
 
     def people_quieted(self) -> None:
         self.mail_people = False
