@@ -25,6 +25,8 @@ from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, Pla
 from calagent.contracts.settings import ShareEntry
 from calagent.contracts.tasks import TaskOut
 from calagent.contracts.time import (
+    ChooseSlotRequest,
+    ChosenSlot,
     ParsedReply,
     ParseReplyRequest,
     RangeRequest,
@@ -455,6 +457,9 @@ class FakeTime:
 
     async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
         return ParsedReply(patch=SlotPatch(), complete=False)
+
+    async def choose_slot(self, request: ChooseSlotRequest) -> ChosenSlot:
+        return ChosenSlot()
 
 
 @dataclass

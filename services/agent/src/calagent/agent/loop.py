@@ -23,6 +23,7 @@ from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
+from calagent.agent.domain.view import View
 from calagent.agent.domain.words import carries_third_party, source_of
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
@@ -194,7 +195,7 @@ class TurnRunner:
             turn_key=turn_key,
             lang=lang,
             timeline=Timeline(origin, self.tracer),
-            view=receipts.View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
+            view=View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
             # The gateway stops waiting `turn_timeout_s` after it received the request.
             model_deadline_ms=origin + (self.turn_timeout_s - TURN_RESERVE_S) * 1000.0,
         )

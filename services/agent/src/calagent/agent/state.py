@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from calagent.agent.domain.choosing import Found
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
-from calagent.agent.domain.receipts import View
+from calagent.agent.domain.view import View
 from calagent.agent.domain.words import Quoted
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, WriteSource
 from calagent.contracts.envelope import Envelope
