@@ -171,7 +171,7 @@ class Door:
     after: str
 
 
-HELD = "held third_party_content; save_memory held"
+HELD = "held (TOOL_POLICY: at commands as third_party_content, or here)"
 DOORS: Final[tuple[Door, ...]] = (
     Door("the user's chat message", "user", "the user's own words", "runs (held only for its own reasons)"),
     Door("the client's own call (a page button, the API)", "user", "no model call", "runs as asked"),
@@ -281,6 +281,32 @@ TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
     ),
     "search_memory": ("memories (search_memory)",),
     "search_chat_archive": ("the chat archive replayed (history, search_chat_archive)",),
+}
+# What a tool call does when someone else's words reached the model earlier in the turn
+# (`TurnState.foreign`, contract §19), for every tool, read in one place (`Tools.run`):
+# `hold_at_commands` sends it held (`third_party_content`): an offer naming its source that never
+# ends the user's own request; `hold_here` runs nothing and answers it held, naming the source;
+# `refuse` runs nothing (consent is the user's own words, contract §8); `read` runs as asked.
+Reaction = Literal["hold_at_commands", "hold_here", "refuse", "read"]
+TOOL_POLICY: Final[Mapping[str, Reaction]] = {
+    "prepare_or_create_schedule": "hold_at_commands",
+    "update_schedule": "hold_at_commands",
+    "delete_schedule": "hold_at_commands",
+    "propose_times": "hold_at_commands",
+    # A plan runs by itself later; a task takes the user's time; a memory shapes every later
+    # turn; an undo or a cancel takes back what the user asked for: none is offered from here.
+    "propose_automation": "hold_here",
+    "undo_change": "hold_here",
+    "cancel_schedule_command": "hold_here",
+    "add_task": "hold_here",
+    "complete_task": "hold_here",
+    "save_memory": "hold_here",
+    "confirm_command": "refuse",
+    "query_schedule_range": "read",
+    "suggest_free_time": "read",
+    "find_events": "read",
+    "search_memory": "read",
+    "search_chat_archive": "read",
 }
 CONTACT_SOURCES: Final[Mapping[str, str]] = {"own": "contacts the user typed", "carddav": "CardDAV cards"}
 # An invitation by whether its sender is known (`InvitationOut.sender_known`).
