@@ -13,8 +13,9 @@ from opentelemetry import trace
 from calagent.agent.domain import words
 from calagent.agent.domain.receipts import View
 from calagent.agent.ports import AgentCommand, AgentQuery
+from calagent.agent.results import ToolResult
 from calagent.agent.state import TurnState
-from calagent.agent.tools import TOOL_NAMES, ToolResult, Tools
+from calagent.agent.tools import TOOL_NAMES, Tools
 from calagent.contracts.commands import (
     CommandResult,
     PrepareChange,

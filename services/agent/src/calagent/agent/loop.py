@@ -28,8 +28,9 @@ from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
 from calagent.agent.repairs import natural_dates, repaired_calls
+from calagent.agent.results import ToolResult, error_content, finished_content, record_call, tool_error
 from calagent.agent.state import Finished, TurnState
-from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call, tool_error
+from calagent.agent.tools import Tools
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, StubOut
 from calagent.contracts.queries import TurnContext
 from calagent.contracts.text import storable
