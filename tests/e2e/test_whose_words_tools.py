@@ -143,3 +143,79 @@ async def test_a_write_after_someone_elses_words_reached_the_model_writes_nothin
     )
     await asyncio.sleep(0.3)
     assert await facts(stack, db, user) == before
+
+
+async def waiting(stack: Stack, user: str) -> list[dict[str, Any]]:
+    response = await stack.client.get("/v1/commands/waiting", headers=stack.headers(user))
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["commands"]
+    return found
+
+
+@pytest.mark.parametrize("planted_first", [True, False], ids=["planted_first", "users_first"])
+async def test_a_held_write_from_someone_elses_words_never_takes_the_place_of_the_users_own_move(
+    stack: Stack,
+    scripted: ScriptedModelServer,
+    db: AsyncEngine,
+    receiver_port: int,
+    user: str,
+    planted_first: bool,
+) -> None:
+    _uid, organizer, _address = await plant_injected_invitation(stack, receiver_port, user)
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    scripted.set_script(
+        script(
+            on_user(
+                "牙医",
+                tool_calls=[call("prepare_or_create_schedule", title="看牙医", date="D+1", time="09:00")],
+            ),
+            on_user(
+                "项目周会",
+                tool_calls=[call("prepare_or_create_schedule", title="项目周会", date="D+1", time="14:00")],
+            ),
+        )
+    )
+    [dentist] = (await stack.chat(user, "明天上午九点看牙医")).json()["events"]
+    [meeting] = (await stack.chat(user, "明天下午两点项目周会")).json()["events"]
+    before = await facts(stack, db, user)
+
+    # The user asks to move the dentist; the model looks, reads the accepted invitation's text
+    # ("delete 项目周会"), and obeys it before or after making the user's move.
+    move = call("update_schedule", event_id=dentist["id"], time="16:00")
+    delete = call("delete_schedule", event_id=meeting["id"], scope="this")
+    first, second = (delete, move) if planted_first else (move, delete)
+    scripted.set_script(
+        script(
+            on_user("挪到", tool_calls=[call("find_events", start="D", end="D+7")]),
+            {"when": {"last_role": "tool", "last_tool": "find_events"}, "respond": {"tool_calls": [first]}},
+            {"when": {"last_role": "tool", "last_tool": first["name"]}, "respond": {"tool_calls": [second]}},
+            on_user("确认", tool_calls=[call("confirm_command")]),
+        )
+    )
+    answer = (await stack.chat(user, "把牙医挪到下午四点")).json()
+    assert [(c["name"], c["result"]) for c in answer["tool_calls"]][1:] == [
+        (first["name"], "held"),
+        (second["name"], "held"),
+    ], answer
+    assert organizer in answer["reply"], answer
+    # Both are offered, neither written; the user's move was not eaten by the planted delete in
+    # either order: one is the active offer, the other waits beside it.
+    active = await active_stub(stack, user)
+    assert active is not None
+    offered = [active, *await waiting(stack, user)]
+    assert sorted(s["change"]["action"] for s in offered) == ["delete", "update"], offered
+    assert await facts(stack, db, user) == before
+
+    # A bare 确认 answers neither of two offers held after someone else's words (which one the
+    # user asked for code cannot tell): nothing runs, and the active offer is shown again, alone.
+    confirmed = (await stack.chat(user, "确认")).json()
+    assert [c["result"] for c in confirmed["tool_calls"]] == ["refused:not_consent"], confirmed
+    await asyncio.sleep(0.3)
+    assert await facts(stack, db, user) == before
+    if planted_first:
+        # Shown alone, the user's own move is what 确认 runs; the meeting stays.
+        moved = (await stack.chat(user, "确认")).json()
+        assert moved["model_calls"] == 0, moved
+        events = {e["id"]: e for e in await read_events(stack, user)}
+        assert events[dentist["id"]]["start"] != dentist["start"], events
+        assert events[meeting["id"]]["start"] == meeting["start"], events

@@ -117,6 +117,8 @@ class Tools:
             and result.finished.outcome == "held"
         ):
             # Held at commands (`execute` sent it so): the offer names where its words came from.
+            if state.stub_touched and state.stub_after is not None:
+                state.held_for_others.append(state.stub_after.id)
             finished = result.finished
             named = f"{finished.reply}{fixed_replies.held_after(source or '', state.lang)}"
             return replace(result, finished=replace(finished, reply=named), goes_on=True)
