@@ -246,6 +246,30 @@ def test_a_stub_that_meets_someone_elses_event_names_whose_it_is_not_its_title(
     assert source in system
 
 
+def test_a_connected_calendars_name_reaches_the_model_as_what_it_is_in_facts_and_history() -> None:
+    receipt = f"已创建「项目周会」：周五 9月25日 10:00–11:00，日历「{INJECTED}」。"
+    history = (ArchivedMessage("assistant", receipt, NOW),)
+    [system, replayed, _user] = build_messages(
+        now=NOW,
+        tz="Asia/Shanghai",
+        calendars=(INJECTED, "工作"),
+        connected_calendars=(INJECTED,),
+        stub=None,
+        segment=SessionSegment(messages=history, older_count=0, older_last_at=None),
+        text="明天有什么",
+        quoted=(),
+        forwarded=None,
+    )
+    assert INJECTED not in system["content"] and INJECTED not in replayed["content"]
+    # Made here, a calendar is named; the connected one is said to be there, and the default.
+    assert "工作" in system["content"]
+    assert f"default when `calendar` is omitted: {words.CONNECTED_CALENDAR}" in system["content"]
+    assert "「项目周会」" in replayed["content"]
+    # In a tool result's JSON too.
+    found = json.dumps({"calendar": INJECTED}, ensure_ascii=False)
+    assert INJECTED not in words.calendar_names_hidden(found, (INJECTED,))
+
+
 # ---- the turn runner -----------------------------------------------------------------------------
 
 

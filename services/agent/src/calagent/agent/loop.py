@@ -23,7 +23,7 @@ from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
-from calagent.agent.domain.words import carries_third_party, source_of
+from calagent.agent.domain.words import calendar_names_hidden, carries_third_party, source_of
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
@@ -229,6 +229,7 @@ class TurnRunner:
             # The stub this message answers has ended (expired, created, cancelled): nothing to merge.
             state.stub = None
         state.calendars = context.calendars
+        state.connected_calendars = context.connected_calendars
         state.sync_notices = context.sync_notices
         state.last_assistant = _last_assistant(history)
         state.shown_offer_id = _last_offer(history)
@@ -256,6 +257,7 @@ class TurnRunner:
             quoted=state.turn.quoted,
             forwarded=state.turn.forwarded,
             promoted=state.turn.promoted,
+            connected_calendars=state.connected_calendars,
         )
         return await self._tool_loop(state, messages, sink)
 
@@ -389,6 +391,7 @@ class TurnRunner:
         if state.third_party_seen is None and carries_third_party(content):
             state.third_party_seen = f"third-party content in the result of {call.name}"
         # Every call gets its answer in the conversation, so the model can be asked again.
+        content = calendar_names_hidden(content, state.connected_calendars)
         messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
     def _final_text(self, state: TurnState, text: str) -> Finished:

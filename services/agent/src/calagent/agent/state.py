@@ -43,6 +43,8 @@ class TurnState:
     view: View
     stub: StubOut | None = None  # the active stub as the turn found it
     calendars: tuple[str, ...] = ()
+    # Those a connected account named: the model reads them by what they are, not their names.
+    connected_calendars: tuple[str, ...] = ()
     # CalDAV deliveries since the last turn that did not go through as written (told once).
     sync_notices: tuple[SyncNotice, ...] = ()
     last_assistant: LastAssistant | None = None

@@ -135,6 +135,21 @@ def marked_event(
     return {**fields, TOOL_MARK: {"source": source, "fields": text_fields}}
 
 
+# What a connected calendar is called wherever the model would read its name (contract §19).
+CONNECTED_CALENDAR = "a calendar of the connected account"
+
+
+def calendar_names_hidden(text: str, connected: Iterable[str]) -> str:
+    """Text the model reads (a receipt, a tool result, a replayed reply) with each connected
+    calendar's name, where it is quoted, replaced by what it is: a calendar's display name on the
+    server is someone else's words (another app, whoever shares it) and reaches the model only so.
+    The user's own page and receipts keep the name."""
+    for name in connected:
+        for left, right in (("「", "」"), ('"', '"')):
+            text = text.replace(f"{left}{name}{right}", f"{left}{CONNECTED_CALENDAR}{right}")
+    return text
+
+
 def replayed_message() -> str:
     """An archived message with no words of the user's own (a mail received, a bare quote), as the
     model reads it again in later turns: that it came, not its text. Someone else's words reach
@@ -249,6 +264,7 @@ PROMPT_INPUTS: Final[Mapping[str, str]] = {
     "now": "the system facts",
     "tz": "the system facts",
     "calendars": "the system facts",
+    "connected_calendars": "the system facts",
     "stub": "the system facts",
     "segment": "the chat archive replayed (history, search_chat_archive)",
     "text": "the user's chat message",
