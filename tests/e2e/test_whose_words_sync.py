@@ -24,7 +24,7 @@ from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, on_user, read_events, script
-from .test_caldav import Remote, connect, outbox_drained, scalar
+from .test_caldav import Remote, connect, create_rule, outbox_drained, scalar
 from .test_carddav import Book, sync
 from .test_people import mail_rows
 from .test_whose_words import memories, system_texts
@@ -293,10 +293,7 @@ async def test_a_connected_calendars_name_reaches_the_model_only_as_what_it_is(
     scripted.clear_requests()
     scripted.set_script(
         script(
-            on_user(
-                "项目周会",
-                tool_calls=[call("prepare_or_create_schedule", title="项目周会", date="D+1", time="10:00")],
-            ),
+            create_rule("项目周会", "D+1", "10:00"),
             on_user("有什么", tool_calls=[call("find_events", start="D", end="D+3")]),
         )
     )

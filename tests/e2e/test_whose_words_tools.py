@@ -19,6 +19,7 @@ from calagent.cli.stack import Stack
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .conftest import call, on_user, read_events, script
+from .test_caldav import create_rule
 from .test_inbound import active_stub, receiver_port, sink, stack  # noqa: F401
 from .test_people import mail_rows
 from .test_tasks import add, tasks_of
@@ -73,6 +74,14 @@ async def facts(stack: Stack, db: AsyncEngine, user: str) -> dict[str, Any]:
     }
 
 
+async def someone_elses_event(stack: Stack, receiver_port: int, user: str) -> str:
+    """Someone else's event on the user's calendar, its text an instruction: an invitation the
+    user accepted. Its organizer, whom a held write's answer names."""
+    _uid, organizer, _address = await plant_injected_invitation(stack, receiver_port, user)
+    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    return organizer
+
+
 def planted(tool: str, meeting: str, task: str) -> dict[str, Any]:
     arguments = {
         k: v.format(meeting=meeting, task=task) if isinstance(v, str) else v for k, v in PLANTED[tool].items()
@@ -89,17 +98,12 @@ async def test_a_write_after_someone_elses_words_reached_the_model_writes_nothin
     user: str,
     tool: str,
 ) -> None:
-    # Someone else's event on the calendar: an invitation the user accepted.
-    _uid, organizer, _address = await plant_injected_invitation(stack, receiver_port, user)
-    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    organizer = await someone_elses_event(stack, receiver_port, user)
     # The user's own meeting (the last change, for an undo) and task; for a cancel or a
     # confirmation, the user's own pending request too (a meeting still without its time).
     scripted.set_script(
         script(
-            on_user(
-                "项目周会",
-                tool_calls=[call("prepare_or_create_schedule", title="项目周会", date="D+1", time="10:00")],
-            ),
+            create_rule("项目周会", "D+1", "10:00"),
             on_user("后天", tool_calls=[call("prepare_or_create_schedule", title="组会", date="D+2")]),
         )
     )
@@ -161,18 +165,11 @@ async def test_a_held_write_from_someone_elses_words_never_takes_the_place_of_th
     user: str,
     planted_first: bool,
 ) -> None:
-    _uid, organizer, _address = await plant_injected_invitation(stack, receiver_port, user)
-    assert (await stack.chat(user, "接受")).json()["outcome"] == "created"
+    organizer = await someone_elses_event(stack, receiver_port, user)
     scripted.set_script(
         script(
-            on_user(
-                "牙医",
-                tool_calls=[call("prepare_or_create_schedule", title="看牙医", date="D+1", time="09:00")],
-            ),
-            on_user(
-                "项目周会",
-                tool_calls=[call("prepare_or_create_schedule", title="项目周会", date="D+1", time="14:00")],
-            ),
+            create_rule("牙医", "D+1", "09:00"),
+            create_rule("项目周会", "D+1", "14:00"),
         )
     )
     [dentist] = (await stack.chat(user, "明天上午九点看牙医")).json()["events"]
