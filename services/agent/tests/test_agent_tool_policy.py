@@ -26,7 +26,7 @@ from calagent.contracts.commands import (
 )
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import QueryResult
-from calagent.contracts.tools import TOOL_MODELS
+from calagent.contracts.tools import TOOL_MODELS, WRITE_TOOLS
 from calagent.contracts.turns import TurnRequested
 from calagent.runtime.clock import FrozenClock
 from calagent.runtime.timeline import Timeline
@@ -114,6 +114,10 @@ def test_every_tool_of_the_dispatch_table_has_one_whose_words_policy() -> None:
     assert table == set(TOOL_MODELS)
     assert set(words.TOOL_POLICY) == table
     assert set(CALLS) == table
+    # No write runs as a read would.
+    assert {name for name, reaction in words.TOOL_POLICY.items() if reaction == "read"}.isdisjoint(
+        WRITE_TOOLS
+    )
 
 
 @pytest.mark.parametrize("name", sorted(TOOL_MODELS))
