@@ -269,6 +269,9 @@ class FakeSettings:
     async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
         return self.state.calendars.setdefault(user_id, list(defaults))
 
+    async def connected_calendars(self, user_id: str) -> list[str]:
+        return []
+
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         return {u: self.state.settings[u] for u in user_ids if u in self.state.settings}
 

@@ -52,10 +52,10 @@ def superseded_clause(stub: StubOut, view: View) -> str:
 
 def kept_receipt(kept: StubOut, view: View) -> str:
     return (
-        f"这个新日程来自转发或引用的内容，我没有新建；你待定的「{kept.title}」保持不变。如果要新建，请用你自己的话告诉我。"
+        f"这个请求不是你自己的话（来自转发、引用或别人的内容），我没有执行；你待定的「{kept.title}」保持不变。如果需要，请用你自己的话告诉我。"
         if view.zh
-        else f'That new request comes from forwarded or quoted content, so I have not created it; your pending "{kept.title}" '
-        "stays as it is. Tell me in your own words if you want it."
+        else f'That request was not your own words, so I did not act on it; your pending "{kept.title}" stays as it is. '
+        "Tell me in your own words if you want it."
     )
 
 
@@ -219,9 +219,9 @@ _TEXTS: dict[str, tuple[str, str]] = {
         'Nothing is written or sent yet; reply "confirm".',
     ),
     "held.third_party_content": (
-        "这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。",
-        'This comes from forwarded or quoted content, so I have not added it: "{title}" {when}. '
-        'Reply "confirm" to add it.',
+        "这条日程不是你自己的话要求的（来自转发、引用或别人的内容），我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。",
+        "This was not asked for in your own words (it came from forwarded, quoted or someone else's content), "
+        'so I have not added it: "{title}" {when}. Reply "confirm" to add it.',
     ),
     # An invitation received by mail (hold reason `invitation_received`), by its method.
     "invitation.REQUEST": (
