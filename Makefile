@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint typecheck pytest browser bench faults fidelity sync-proof realcalendars clean
+.PHONY: up test unit lint typecheck pytest browser bench faults fidelity sync-proof realcalendars clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ pytest: $(STAMP) browser
 	$(BIN)/pytest -q --durations=30
 
 test: lint typecheck pytest
+
+# The inner loop: the unit tier alone (pure code, no servers; pyproject's `unit` marker), in under
+# a minute on a two-core machine: its property tests run a fifth of their examples
+# (devtools/testing/examples.py). `make test` runs it too, every count in full, with the rest.
+unit: $(STAMP)
+	CALAGENT_EXAMPLES_SCALE=0.2 $(BIN)/pytest -q -m unit
 
 bench: $(STAMP)
 	$(BIN)/calagent bench

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,12 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 APPLICATIONS = ("cli", "devtools")
+
+
+@cache
+def parsed(path: Path) -> ast.Module:
+    """A source file's tree, parsed once per run however many of the architecture tests read it."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ class Module:
     def import_statements(self) -> Iterator[tuple[int, str, tuple[str, ...]]]:
         """Every import, under `if TYPE_CHECKING:` too: its line, the module it names (a relative
         one resolved) and the names a `from` import takes from it (a name may be a module)."""
-        tree = ast.parse(self.path.read_text(encoding="utf-8"), filename=str(self.path))
+        tree = parsed(self.path)
         package = self.name if self.path.name == "__init__.py" else self.name.rpartition(".")[0]
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -189,7 +196,7 @@ def _holder(node: ast.expr) -> str | None:
 
 def test_only_the_runtime_looks_inside_a_bus() -> None:
     paths = _python_files_outside_the_runtime()
-    trees = [ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for path in paths]
+    trees = [parsed(path) for path in paths]
     holders = _bus_names(trees)
     assert {"bus", "client"} <= holders  # the fixtures' buses are seen for what they are
     found = []

@@ -5,10 +5,14 @@ one of its sub-packages taken whole (`commands/caldav/`, `commands/ical/`, `comm
 A room may import another only if that one does not import it back, through any number of rooms
 between: two rooms in a loop can be neither read, tested nor moved one without the other. A
 type-only import (under `if TYPE_CHECKING:`) counts: it is the same dependency, paid by the reader.
+
+The web page's ES modules (`gateway/web/static/*.js`, one per concern) are rooms too, read from
+their `import` lines: a module that must tell one that imports it sends an event instead.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +24,14 @@ from tests.architecture.test_layers import MODULES, ROOT, SERVICES, Module
 pytestmark = pytest.mark.unit
 
 MODULE_NAMES = frozenset(module.name for module in MODULES)
+PAGE = ROOT / "services/gateway/src/calagent/gateway/web/static"
+# `import … from "./x.js"` over any number of lines, `import "./x.js"`, `export … from "./x.js"`,
+# and `import("./x.js")`.
+_JS_IMPORT = re.compile(
+    r"""^\s*(?:import\s+(?:[\w$*\s{},]+?\s+from\s+)?|export\s+(?:\*|\{[^}]*\})\s+from\s+)["']\./([\w.-]+)\.js["']"""
+    r"""|\bimport\(\s*["']\./([\w.-]+)\.js["']""",
+    re.MULTILINE,
+)
 
 
 def room_of(module: str) -> str:
@@ -149,3 +161,43 @@ def test_no_room_of_a_service_imports_itself_back(service: str) -> None:
         graph[room_of(found.module.name)].add(found.room)
     described = [_described(loop, imports) for loop in loops(graph)]
     assert not described, "rooms in a loop:\n" + "\n".join(described)
+
+
+def js_imports(source: str) -> set[str]:
+    """The page's modules one module's source imports, by name (`./chat.js` is `chat`)."""
+    return {static or dynamic for static, dynamic in _JS_IMPORT.findall(source)}
+
+
+def page_imports() -> dict[str, set[str]]:
+    return {path.stem: js_imports(path.read_text(encoding="utf-8")) for path in sorted(PAGE.glob("*.js"))}
+
+
+def test_every_form_of_a_js_import_is_read() -> None:
+    source = """
+import { a } from "./one.js";
+import {
+  b,
+  c,
+} from './two.js';
+import "./three.js";
+import * as four from "./four.js";
+export { d } from "./five.js";
+const six = await import("./six.js");
+const not_an_import = "./seven.js";
+"""
+    assert js_imports(source) == {"one", "two", "three", "four", "five", "six"}
+
+
+def test_the_pages_modules_are_found() -> None:
+    # A reader that missed the imports would find no loop and pass.
+    graph = page_imports()
+    assert len(graph) > 10
+    assert {"calendar", "chat", "details", "session", "settings"} <= graph["app"]
+    assert "dates" in graph["cards"]  # an import over several lines
+    assert set().union(*graph.values()) <= set(graph)  # every module imported is one of the page's
+
+
+def test_no_module_of_the_page_imports_itself_back() -> None:
+    graph = page_imports()
+    found = [" -> ".join(loop) for loop in loops(graph)]
+    assert not found, "the page's modules in a loop:\n" + "\n".join(found)

@@ -7,8 +7,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
+from tests.architecture.test_layers import parsed
+
+from calagent.devtools.testing.plugin import pytest_ignore_collect
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +44,7 @@ def _marked(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> set[
 
 
 def untiered_tests(path: Path) -> Iterator[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     module: set[str] = set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
@@ -65,3 +70,26 @@ def test_every_test_names_exactly_one_tier() -> None:
     assert len(modules) > 100  # the patterns still find the suites
     wrong = {str(p.relative_to(ROOT)): names for p in modules if (names := list(untiered_tests(p)))}
     assert not wrong, wrong
+
+
+def _module_tiers(path: Path) -> set[str]:
+    """The tiers of a module's tests: its own `pytestmark`'s and every one a test or class names."""
+    tree = parsed(path)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets
+        ):
+            found |= _tiers(node.value)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found |= _marked(node)
+    return found
+
+
+def test_the_unit_run_leaves_out_only_modules_without_a_unit_test() -> None:
+    unit_run = cast(pytest.Config, SimpleNamespace(option=SimpleNamespace(markexpr="unit")))
+    modules = _test_modules()
+    left_out = [path for path in modules if pytest_ignore_collect(path, unit_run)]
+    assert len(left_out) > 30  # the e2e and integration suites
+    assert not [str(p.relative_to(ROOT)) for p in left_out if "unit" in _module_tiers(p)]
+    assert any("unit" in _module_tiers(p) for p in modules if p not in left_out)

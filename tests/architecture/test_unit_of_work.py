@@ -9,6 +9,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from tests.architecture.test_layers import parsed
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +18,7 @@ HOME = ROOT / "services/commands/src/calagent/commands/adapters/store.py"
 
 
 def _constructions(path: Path) -> list[int]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     return [
         node.lineno
         for node in ast.walk(tree)

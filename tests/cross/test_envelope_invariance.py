@@ -21,6 +21,7 @@ from calagent.agent.domain.pending import (
 )
 from calagent.contracts.commands import StubOut, StubSlots
 from calagent.contracts.transport import own_names, unwrap
+from calagent.devtools.testing.examples import examples
 from calagent.timeparse.domain.replies import parsed_reply
 
 pytestmark = pytest.mark.unit
@@ -112,7 +113,7 @@ user_text = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     s=user_text,
     wrapper=st.sampled_from(WRAPPERS),
@@ -166,7 +167,7 @@ def answers(decision: Decision) -> tuple[str, str, str | None]:
     return route, patch, gate
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     s=user_text,
     quote=st.sampled_from(REPLY_QUOTES),
@@ -212,7 +213,7 @@ THIRD_PARTY: list[Callable[[str], str]] = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     s=st.sampled_from(REPLIES),
     shape=st.sampled_from(THIRD_PARTY),

@@ -24,7 +24,7 @@ from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import caldav_stack, radicale_server
 from .conftest import call, on_user, read_events, script
-from .test_caldav import Remote, connect, outbox_drained, scalar
+from .test_caldav import Remote, connect, create_rule, outbox_drained, scalar
 from .test_carddav import Book, sync
 from .test_people import mail_rows
 from .test_whose_words import memories, system_texts
@@ -279,3 +279,31 @@ async def test_every_calendar_of_a_server_that_names_no_owner_is_the_users(
         )
     finally:
         server.stop()
+
+
+async def test_a_connected_calendars_name_reaches_the_model_only_as_what_it_is(
+    stack: Stack, scripted: ScriptedModelServer, radicale: EmbeddedRadicale, user: str
+) -> None:
+    # The user's own calendar on their server, named (by another app, or whoever may rename it)
+    # with an instruction: a display name is someone else's words (contract §19).
+    name, password = login(radicale, "r")
+    calendar_url = make_calendar(radicale.url, name, password, CARD)
+    account = await connect(stack, user, Remote(radicale.user_url(name), name, password, calendar_url))
+    assert [c["name"] for c in account["calendars"]] == [CARD]
+    scripted.clear_requests()
+    scripted.set_script(
+        script(
+            create_rule("项目周会", "D+1", "10:00"),
+            on_user("有什么", tool_calls=[call("find_events", start="D", end="D+3")]),
+        )
+    )
+    created = (await stack.chat(user, "明天上午十点项目周会")).json()
+    assert created["outcome"] == "created", created
+    # The user's receipt names their calendar as it is called; the next turn replays it, and a
+    # read lists the event in it.
+    assert CARD in created["reply"]
+    await stack.chat(user, "明天有什么")
+    assert len(scripted.requests) >= 3
+    assert reached(scripted, "项目周会")
+    # The name never reached the model: not in the system facts, the history or a tool result.
+    assert not reached(scripted, CARD)

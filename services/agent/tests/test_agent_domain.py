@@ -12,9 +12,10 @@ from calagent.agent.domain.context import build_messages
 from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.reads import free_time_receipt, query_receipt
-from calagent.agent.domain.receipts import View, command_receipt
+from calagent.agent.domain.receipts import command_receipt
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
+from calagent.agent.domain.view import View
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
 from calagent.contracts.queries import QueryResult
 from calagent.contracts.suggestions import EmptyReason, FreeSlot, SlotAttendee, SuggestionPeople

@@ -17,7 +17,8 @@ from calagent.agent.domain.pending import (
     speaks_for_user,
     timed_gate,
 )
-from calagent.agent.domain.receipts import View, command_receipt
+from calagent.agent.domain.receipts import command_receipt
+from calagent.agent.domain.view import View
 from calagent.contracts.commands import CommandResult, EventOut, StubOut, StubSlots
 from calagent.contracts.time import ParsedReply, SlotPatch
 

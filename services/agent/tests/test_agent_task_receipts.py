@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from calagent.agent.domain.reads import query_receipt
-from calagent.agent.domain.receipts import View, command_receipt, sync_notice_lines
+from calagent.agent.domain.receipts import command_receipt, sync_notice_lines
+from calagent.agent.domain.view import View
 from calagent.contracts.commands import CommandResult, EventOut, LoggedChangeOut, StubOut, StubSlots
 from calagent.contracts.queries import QueryResult, SyncNotice
 from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskOut

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import jwt
 import pytest
+from fastapi import FastAPI
 
 from calagent.gateway.app import create_app
 from calagent.gateway.auth import AuthError, issue_token, principal_from_header, verify_token
@@ -133,13 +134,21 @@ ROUTES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def app_without_bus() -> FastAPI:
+    """One app for every route and header below: each case is one request that holds nothing."""
+    return create_app(Settings(auth_secret=SECRET))
+
+
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 @pytest.mark.parametrize(
     "header", [None, "Bearer nope", "Bearer " + issue_token("x", "wrong-secret-0123456789abcdef-0123")]
 )
-async def test_every_route_needs_a_token(method: str, path: str, header: str | None) -> None:
+async def test_every_route_needs_a_token(
+    app_without_bus: FastAPI, method: str, path: str, header: str | None
+) -> None:
     # No bus at all: a 401 must come before anything would need one.
-    app = create_app(Settings(auth_secret=SECRET))
+    app = app_without_bus
     headers = {"Authorization": header} if header else {}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
         response = await client.request(method, path, headers=headers, json={"message": "hi"})

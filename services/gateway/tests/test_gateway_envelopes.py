@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from calagent.contracts.transport import own_names, unwrap
 from calagent.contracts.turns import MAX_MESSAGE_CHARS
+from calagent.devtools.testing.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -487,7 +488,7 @@ THIRD_PARTY_WRAPPERS = [
 ]
 
 FAST = settings(
-    max_examples=int(os.environ.get("GATEWAY_ENVELOPE_EXAMPLES", "400")),
+    max_examples=examples(int(os.environ.get("GATEWAY_ENVELOPE_EXAMPLES", "400"))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )

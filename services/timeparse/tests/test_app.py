@@ -142,3 +142,37 @@ async def test_parse_reply_says_whether_a_reply_points_at_one_by_its_day_or_time
     if text.endswith(("那个", "那场", "one")):
         assert reply.complete is False
     assert ParsedReply.model_validate_json(reply.model_dump_json()) == reply
+
+
+async def test_the_slot_a_mailed_reply_names_is_answered_over_the_bus() -> None:
+    """Commands asks which proposed time an attendee's reply names (contract §20): the reply's
+    own words, in the attendee's zone or the user's, never its quotation; a zone that does not
+    read names nothing."""
+    from calagent.contracts import wire
+    from calagent.contracts.time import ChooseSlotRequest
+    from calagent.runtime.bus import Bus
+
+    service = create_app(load_settings(), FrozenClock(datetime(2026, 9, 24, 2, tzinfo=UTC)))
+    bus = Bus("nats://unused", service.name)
+    service.wire(bus)
+    starts = (
+        datetime.fromisoformat("2026-09-28T10:00:00+08:00"),
+        datetime.fromisoformat("2026-09-29T15:00:00+08:00"),
+    )
+    quoted = "\n\nOn Thu, 24 Sep 2026, me wrote:\n> 1. Mon 28 Sep 04:00\n> 2. Tue 29 Sep 09:00\n"
+    zones = ("Europe/Berlin", "Asia/Shanghai")
+    async with bus.in_memory():
+        tuesday = await bus.request(
+            wire.TIME_CHOOSE_SLOT,
+            ChooseSlotRequest(text="Tuesday works" + quoted, starts=starts, zones=zones),
+        )
+        berlin = await bus.request(
+            wire.TIME_CHOOSE_SLOT, ChooseSlotRequest(text="9am", starts=starts, zones=zones)
+        )
+        only_quoted = await bus.request(
+            wire.TIME_CHOOSE_SLOT, ChooseSlotRequest(text=quoted, starts=starts, zones=zones)
+        )
+        unreadable_zone = await bus.request(
+            wire.TIME_CHOOSE_SLOT, ChooseSlotRequest(text="Tuesday", starts=starts, zones=("Nowhere/City",))
+        )
+    assert (tuesday.index, berlin.index, only_quoted.index, unreadable_zone.index) == (1, 1, None, None)

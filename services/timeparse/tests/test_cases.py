@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ pytestmark = pytest.mark.unit
 CASES = Path(__file__).parent / "cases"
 
 
+@cache
 def _load(name: str) -> Any:
+    """A case file, read once however many tests (and parametrizations) read it; never changed."""
     with (CASES / name).open(encoding="utf-8") as fh:
         return yaml.safe_load(fh)
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from calagent.contracts.symbols import DATE_SYMBOL_RE, RANGE_SYMBOL_RE, TIME_RE
 from calagent.contracts.time import ParsedReply, RangeRequest, ResolveRequest, SlotPatch
+from calagent.devtools.testing.examples import examples
 from calagent.timeparse.domain.replies import parse_reply, parsed_reply, strip_transport
 from calagent.timeparse.domain.symbols import resolve, resolve_range, resolve_symbol
 
@@ -27,7 +28,7 @@ ZONES = (
     "America/St_Johns",
     "UTC",
 )
-PROFILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 nows = st.datetimes(
     min_value=datetime(2000, 1, 1),

@@ -814,12 +814,14 @@ async def test_invalid_zone_is_an_error(system: System, user: str) -> None:
 
 
 async def test_migrations_match_the_table_definitions(system: System) -> None:
-    """What the code reads and writes (`tables.py`) is what the migrations made: a column declared
-    only in code fails every statement naming its table, far from the change that caused it."""
+    """What the code reads and writes (`tables.py`, `tables_people.py`) is what the migrations made:
+    a column declared only in code fails every statement naming its table, far from the change that
+    caused it."""
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
     from sqlalchemy.engine import Connection
 
+    from calagent.commands.adapters import tables_people  # noqa: F401  (its tables join `metadata`)
     from calagent.commands.adapters.tables import metadata
 
     def only_commands(name: str | None, type_: str, _parent: object) -> bool:

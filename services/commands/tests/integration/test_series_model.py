@@ -39,6 +39,8 @@ from calagent.contracts.commands import CommandResult, EventOut, MergeStub, Prep
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import QueryRange
 from calagent.contracts.time import (
+    ChooseSlotRequest,
+    ChosenSlot,
     ParsedReply,
     ParseReplyRequest,
     RangeRequest,
@@ -82,6 +84,9 @@ class IsoDates:
 
     async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
         return ParsedReply(patch=SlotPatch(), complete=False)
+
+    async def choose_slot(self, request: ChooseSlotRequest) -> ChosenSlot:
+        return ChosenSlot()
 
 
 class Driver:

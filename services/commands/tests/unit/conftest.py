@@ -25,6 +25,8 @@ from calagent.contracts.commands import ACTIVE_STUB_STATUSES, CommandResult, Pla
 from calagent.contracts.settings import ShareEntry
 from calagent.contracts.tasks import TaskOut
 from calagent.contracts.time import (
+    ChooseSlotRequest,
+    ChosenSlot,
     ParsedReply,
     ParseReplyRequest,
     RangeRequest,
@@ -267,6 +269,9 @@ class FakeSettings:
     async def calendars(self, user_id: str, defaults: Sequence[str]) -> list[str]:
         return self.state.calendars.setdefault(user_id, list(defaults))
 
+    async def connected_calendars(self, user_id: str) -> list[str]:
+        return []
+
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         return {u: self.state.settings[u] for u in user_ids if u in self.state.settings}
 
@@ -455,6 +460,9 @@ class FakeTime:
 
     async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply:
         return ParsedReply(patch=SlotPatch(), complete=False)
+
+    async def choose_slot(self, request: ChooseSlotRequest) -> ChosenSlot:
+        return ChosenSlot()
 
 
 @dataclass

@@ -20,6 +20,7 @@ from calagent.commands.domain.series import expand, until_before
 from calagent.commands.ical.render import render_ics
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import ExportIcs, FeedCalendar, RotateFeed
+from calagent.devtools.testing.examples import examples
 
 from .conftest import NOW, Harness
 
@@ -316,7 +317,7 @@ def calendars(draw: st.DrawFn) -> tuple[list[Event], ZoneInfo]:
     return events, tz
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calendars())
 def test_any_series_expands_the_same_in_the_feed(found: tuple[list[Event], ZoneInfo]) -> None:
     events, tz = found

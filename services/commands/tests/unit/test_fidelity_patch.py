@@ -18,6 +18,7 @@ from icalendar import Calendar
 from calagent.commands.domain.model import Event
 from calagent.commands.ical.parse import parse_resource
 from calagent.commands.ical.render import render_ics, render_resource
+from calagent.devtools.testing.examples import examples
 from calagent.devtools.testing.icalobjects import (
     STAMPS,
     alarm_lines,
@@ -223,7 +224,7 @@ def test_an_event_of_the_assistant_is_written_with_its_place_notes_and_uid() -> 
 FUZZ_EXAMPLES = int(os.environ.get("CALAGENT_FIDELITY_FUZZ_EXAMPLES", "200"))
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(FUZZ_EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=rich_events(uid="fuzz@example.com"), shift=st.integers(min_value=-3, max_value=3))
 def test_a_moved_event_keeps_every_property_nobody_asked_to_change(body: str, shift: int) -> None:
     [event] = read(body)

@@ -33,11 +33,14 @@ from hypothesis import strategies as st
 
 from calagent.commands.domain.freetime import Person, person_of, suggest
 from calagent.commands.domain.model import Event
+from calagent.devtools.testing.examples import examples
 
 pytestmark = pytest.mark.unit
 
 EXAMPLES = 150
-PROFILE = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(
+    max_examples=examples(EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 MINUTE = timedelta(minutes=1)
 ZONES = ("America/New_York", "Europe/Berlin", "Europe/London", "Asia/Shanghai", "Asia/Kolkata", "UTC")
 # Just before each DST change (UTC), and a quiet week for contrast.

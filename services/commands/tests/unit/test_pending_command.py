@@ -151,6 +151,22 @@ def test_someone_elses_words_never_end_the_users_own_request() -> None:
         assert opened().gives_way_to(own)
 
 
+def test_a_request_someone_elses_words_asked_for_gives_way_and_waits_within_its_own_turn() -> None:
+    theirs = opened("Pay Mallory", "held", requested_hold="third_party_content")
+    # Not the user's own request: any new request takes its place, one held for someone else's
+    # words too (the user's own move, asked for after the same text reached the model) ...
+    for hold in (None, "third_party_content"):
+        assert theirs.gives_way_to(hold)
+    # ... and in the turn that asked for both, neither ends the other: it waits for the user's
+    # answer, for no longer than any request does. A later turn ends it.
+    assert theirs.steps_aside_for("t1")
+    assert not theirs.steps_aside_for("t2")
+    assert not opened().steps_aside_for("t1")
+    aside = theirs.set_aside(NOW)
+    assert aside.waiting_since == NOW
+    assert aside.expires_at == theirs.stub.expires_at
+
+
 def outside(kind: str, hold: str, start: datetime) -> PendingCommand:
     return PendingCommand.open(
         stub_id="s2",

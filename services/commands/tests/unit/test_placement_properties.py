@@ -21,11 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from calagent.commands.domain.placement import Plan, Problem, TaskSpec, free_windows, greedy, plan
+from calagent.devtools.testing.examples import examples
 
 pytestmark = pytest.mark.unit
 
 EXAMPLES = 30
-PROFILE = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(
+    max_examples=examples(EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 BUDGET_S = 0.5
 MINUTE = timedelta(minutes=1)
 ZONES = ("UTC", "Asia/Shanghai", "America/New_York", "Asia/Kolkata")

@@ -29,6 +29,7 @@ from calagent.commands.ical.todo import (
     todo_fingerprint,
 )
 from calagent.contracts.tasks import TaskOut
+from calagent.devtools.testing.examples import examples
 from calagent.devtools.testing.icalobjects import (
     STAMPS,
     alarm_lines,
@@ -177,7 +178,7 @@ def test_an_unreadable_kept_object_is_written_fresh() -> None:
 FUZZ_EXAMPLES = int(os.environ.get("CALAGENT_FIDELITY_FUZZ_EXAMPLES", "200"))
 
 
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(FUZZ_EXAMPLES), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=rich_todos(uid="fuzz@example.com"), done=st.booleans(), title=st.booleans())
 def test_a_changed_task_keeps_every_property_nobody_asked_to_change(
     body: str, done: bool, title: bool

@@ -19,19 +19,18 @@ It prints numbers and asserts nothing: machines here are shared and noisy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
+from calagent.cli.meters import cpu_meter, percentile, rss_mib, sample_peak_rss, timed
 from calagent.cli.system import System
 from calagent.cli.turnpath import STATS_FLUSH_S, PathCount, count_path, format_path
 
@@ -84,55 +83,6 @@ def bench_script(ttft_ms: int) -> dict[str, Any]:
         ],
         "default": {"text": "ok", "ttft_ms": ttft_ms},
     }
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def sum_by_role(
-    procs: dict[str, list[psutil.Process]], measure: Callable[[psutil.Process], float]
-) -> dict[str, float]:
-    """`measure` of each role's processes, summed over its replicas (a process gone meanwhile
-    counts nothing)."""
-    totals: dict[str, float] = {}
-    for role, members in procs.items():
-        total = 0.0
-        for proc in members:
-            with contextlib.suppress(psutil.Error):
-                total += measure(proc)
-        totals[role] = total
-    return totals
-
-
-def _cpu_s(proc: psutil.Process) -> float:
-    times = proc.cpu_times()
-    return float(times.user + times.system)
-
-
-def cpu_seconds(procs: dict[str, list[psutil.Process]]) -> dict[str, float]:
-    return sum_by_role(procs, _cpu_s)
-
-
-@contextlib.contextmanager
-def cpu_meter(system: System, out: dict[str, float]) -> Iterator[None]:
-    # PostgreSQL forks a backend per connection: list the processes again after the work so a
-    # backend born during it is counted (from zero), not missed.
-    before = cpu_seconds(system.processes())
-    yield
-    after = cpu_seconds(system.processes())
-    for role, seconds in after.items():
-        out[role] = seconds - before.get(role, 0.0)
-
-
-async def timed(work: Awaitable[object]) -> float:
-    began = time.perf_counter()
-    await work
-    return (time.perf_counter() - began) * 1000
 
 
 async def chat(client: httpx.AsyncClient, system: System, user: str, message: str) -> dict[str, Any]:
@@ -424,22 +374,6 @@ async def measure_path(
         transactions=max(0.0, pair.transactions - stubbed.transactions),
     )
     return {"create turn": created, "clarification merge": merged}
-
-
-def _rss_mib(proc: psutil.Process) -> float:
-    return float(proc.memory_info().rss) / 2**20
-
-
-def rss_mib(system: System) -> dict[str, float]:
-    """Resident memory per role (summed over replicas), in MiB."""
-    return sum_by_role(system.processes(), _rss_mib)
-
-
-async def sample_peak_rss(system: System, peak: dict[str, float], every_s: float = 0.1) -> None:
-    while True:
-        for role, mib in (await asyncio.to_thread(rss_mib, system)).items():
-            peak[role] = max(peak.get(role, 0.0), mib)
-        await asyncio.sleep(every_s)
 
 
 def format_results(r: dict[str, Any]) -> str:

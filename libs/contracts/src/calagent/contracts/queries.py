@@ -177,6 +177,9 @@ class QueryResult(WireModel):
     range_end: datetime | None = None
     stub: StubOut | None = None
     calendars: tuple[str, ...] = ()
+    # With the turn's context: those of `calendars` a connected account named (its display names
+    # are someone else's words, contract §19: the model is not shown them).
+    connected_calendars: tuple[str, ...] = ()
     free_slots: tuple[FreeSlot, ...] = ()
     ics: str | None = None
     feed_secret: str | None = None

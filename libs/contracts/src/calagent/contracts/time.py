@@ -155,6 +155,28 @@ class ParsedReply(WireModel):
     recurrence_marker: str | None = Field(default=None, max_length=32)
 
 
+# Times proposed to someone outside number at most three (contract §20); a few more are room to spare.
+MAX_PROPOSED_SLOTS = 10
+
+
+class ChooseSlotRequest(WireModel):
+    """Someone's reply to times proposed to them (contract §20), read for the one slot it names:
+    the slots' starts in the order they were offered, and the zones a weekday, day or time in it
+    may be meant in (the attendee's, when known, then the user's). The reply is someone else's
+    words: read by code for that one thing, never by the model as instructions."""
+
+    text: str = Field(max_length=20_000)
+    starts: tuple[dt.datetime, ...] = Field(max_length=MAX_PROPOSED_SLOTS)
+    zones: tuple[str, ...] = Field(min_length=1, max_length=3)
+
+
+class ChosenSlot(WireModel):
+    """The answer on `calagent.time.choose_slot`: the index of the one slot the reply's own words
+    name; None when they name none or several, contradict each other, or refuse them all."""
+
+    index: int | None = None
+
+
 class TimeService(Protocol):
     """The time service's answers as a caller sees them (served over `wire.TIME_*`)."""
 
@@ -163,3 +185,5 @@ class TimeService(Protocol):
     async def resolve_range(self, request: RangeRequest) -> RangeResult: ...
 
     async def parse_reply(self, request: ParseReplyRequest) -> ParsedReply: ...
+
+    async def choose_slot(self, request: ChooseSlotRequest) -> ChosenSlot: ...

@@ -30,6 +30,8 @@ from calagent.contracts.evalrec import (
 from calagent.contracts.people import PeopleRequest, PeopleResult
 from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.contracts.time import (
+    ChooseSlotRequest,
+    ChosenSlot,
     ParsedReply,
     ParseReplyRequest,
     RangeRequest,
@@ -104,6 +106,12 @@ TIME_PARSE_REPLY: Endpoint[ParseReplyRequest, ParsedReply] = Endpoint(
     ParseReplyRequest,
     ParsedReply,
     "A short reply to a slot patch, and whether the grammar consumed all of it.",
+)
+TIME_CHOOSE_SLOT: Endpoint[ChooseSlotRequest, ChosenSlot] = Endpoint(
+    subjects.TIME_CHOOSE_SLOT,
+    ChooseSlotRequest,
+    ChosenSlot,
+    "Which of the times proposed to someone their reply names (contract §20).",
 )
 COMMAND_EXECUTE: Endpoint[CommandRequest, CommandResult] = Endpoint(
     subjects.COMMAND_EXECUTE,

@@ -55,6 +55,8 @@ ENDPOINT_SIDES: Mapping[str, EndpointSides] = {
     wire.TIME_RESOLVE_RANGE.subject: EndpointSides("timeparse", ("commands",)),
     # The agent reads a tool argument written in words; commands reads an answer to a stub.
     wire.TIME_PARSE_REPLY.subject: EndpointSides("timeparse", ("agent", "commands")),
+    # Commands reads which proposed time an attendee's mailed reply names.
+    wire.TIME_CHOOSE_SLOT.subject: EndpointSides("timeparse", ("commands",)),
     wire.COMMAND_EXECUTE.subject: EndpointSides("commands", ("agent",)),
     # The gateway's HTTP reads (events, the active stub, the calendar feed) are queries.
     wire.COMMAND_QUERY.subject: EndpointSides("commands", ("agent", "gateway")),

@@ -17,15 +17,9 @@ from calagent.agent.domain.pending import (
     undo_gate,
 )
 from calagent.agent.ports import CommandsPort, EventSink
+from calagent.agent.results import add_db_segment, apply_command_result, record_call, result_label
 from calagent.agent.state import Finished, TurnState
-from calagent.agent.tools import (
-    add_db_segment,
-    apply_command_result,
-    confirm_command,
-    record_call,
-    result_label,
-    undo_command,
-)
+from calagent.agent.tools import confirm_command, undo_command
 from calagent.contracts.commands import CancelStub, CommandResult, MergeStub, RevertChange, StubOut
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.turns import ToolCallOut

@@ -23,13 +23,15 @@ from calagent.agent.domain.intent import infer_post_hoc_intent
 from calagent.agent.domain.language import detect_language
 from calagent.agent.domain.pending import LastAssistant
 from calagent.agent.domain.session import ArchivedMessage, latest_segment
-from calagent.agent.domain.words import carries_third_party, source_of
+from calagent.agent.domain.view import View
+from calagent.agent.domain.words import calendar_names_hidden, carries_third_party, source_of
 from calagent.agent.exit_check import ClaimGuardedStream, exit_check
 from calagent.agent.gates import answer_pending, answer_undo
 from calagent.agent.ports import CommandsPort, EventSink, StorePort, TimePort, TurnFinish
 from calagent.agent.repairs import natural_dates, repaired_calls
+from calagent.agent.results import ToolResult, error_content, finished_content, record_call, tool_error
 from calagent.agent.state import Finished, TurnState
-from calagent.agent.tools import ToolResult, Tools, error_content, finished_content, record_call, tool_error
+from calagent.agent.tools import Tools
 from calagent.contracts.commands import ACTIVE_STUB_STATUSES, StubOut
 from calagent.contracts.queries import TurnContext
 from calagent.contracts.text import storable
@@ -194,7 +196,7 @@ class TurnRunner:
             turn_key=turn_key,
             lang=lang,
             timeline=Timeline(origin, self.tracer),
-            view=receipts.View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
+            view=View.at(turn.envelope.occurred_at, turn.envelope.tz, lang),
             # The gateway stops waiting `turn_timeout_s` after it received the request.
             model_deadline_ms=origin + (self.turn_timeout_s - TURN_RESERVE_S) * 1000.0,
         )
@@ -228,6 +230,7 @@ class TurnRunner:
             # The stub this message answers has ended (expired, created, cancelled): nothing to merge.
             state.stub = None
         state.calendars = context.calendars
+        state.connected_calendars = context.connected_calendars
         state.sync_notices = context.sync_notices
         state.last_assistant = _last_assistant(history)
         state.shown_offer_id = _last_offer(history)
@@ -255,6 +258,7 @@ class TurnRunner:
             quoted=state.turn.quoted,
             forwarded=state.turn.forwarded,
             promoted=state.turn.promoted,
+            connected_calendars=state.connected_calendars,
         )
         return await self._tool_loop(state, messages, sink)
 
@@ -297,8 +301,8 @@ class TurnRunner:
                 }
             )
             finished_before = len(state.finished)
-            refused = await self._run_calls(state, messages, calls, sink)
-            if len(state.finished) > finished_before and not refused:
+            goes_on = await self._run_calls(state, messages, calls, sink)
+            if len(state.finished) > finished_before and not goes_on:
                 return _combined(state.finished)
             if state.tool_errors >= MAX_TOOL_ERRORS:
                 break
@@ -313,10 +317,12 @@ class TurnRunner:
         calls: Sequence[ModelToolCall],
         sink: EventSink,
     ) -> bool:
-        """Run one response's calls in order; at most one write. Returns whether a write was
-        refused (then the turn goes on so the model can issue it again)."""
+        """Run one response's calls in order; at most one write. Returns whether the turn goes on
+        after a terminal result: a write was refused (so the model can issue it again), or every
+        write was held for someone else's words (so the user's own request can still be made)."""
         writes = 0
         refused = False
+        held: list[bool] = []
         for call in calls:
             if call.name in WRITE_TOOLS:
                 writes += 1
@@ -332,17 +338,20 @@ class TurnRunner:
                     )
                     await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
                     continue
-            await self._dispatch(state, messages, call, sink)
-        return refused
+            ran = await self._dispatch(state, messages, call, sink)
+            if ran is not None and ran.finished is not None:
+                held.append(ran.goes_on)
+        return refused or (bool(held) and all(held))
 
     async def _dispatch(
         self, state: TurnState, messages: list[dict[str, Any]], call: ModelToolCall, sink: EventSink
-    ) -> None:
+    ) -> ToolResult | None:
+        """Run one call and answer it in the conversation; the result, when a tool ran."""
         model = TOOL_MODELS.get(call.name)
         if model is None:
             result = tool_error("unknown_tool", f"no tool {call.name!r}")
             await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
-            return
+            return None
         try:
             args = model.model_validate_json(call.arguments or "{}")
         except ValidationError as exc:
@@ -351,11 +360,12 @@ class TurnRunner:
                 detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
                 result = tool_error("invalid_arguments", detail)
                 await self._answer_call(state, messages, sink, call, _loads(call.arguments), result)
-                return
+                return None
             args = repaired
         with state.timeline.segment(f"tool.{call.name}"):
             result = await self.tools.run(state, args)
         await self._answer_call(state, messages, sink, call, args.model_dump(exclude_none=True), result)
+        return result
 
     async def _answer_call(
         self,
@@ -375,13 +385,14 @@ class TurnRunner:
         if result.finished is not None and TOOL_KINDS.get(call.name) == "terminal":
             state.finished.append(result.finished)
             quoted = source_of(result.finished.quotes) or state.foreign_source
-            content = finished_content(result.finished, quoted)
+            content = finished_content(result.finished, quoted, held_note=result.goes_on)
             if state.third_party_seen is None and quoted is not None:
                 # A receipt quoting someone else's text reaches the model as a tool result.
                 state.third_party_seen = quoted
         if state.third_party_seen is None and carries_third_party(content):
             state.third_party_seen = f"third-party content in the result of {call.name}"
         # Every call gets its answer in the conversation, so the model can be asked again.
+        content = calendar_names_hidden(content, state.connected_calendars)
         messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
 
     def _final_text(self, state: TurnState, text: str) -> Finished:

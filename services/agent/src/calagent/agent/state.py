@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from calagent.agent.domain.choosing import Found
 from calagent.agent.domain.language import Lang
 from calagent.agent.domain.pending import LastAssistant
-from calagent.agent.domain.receipts import View
+from calagent.agent.domain.view import View
 from calagent.agent.domain.words import Quoted
 from calagent.contracts.commands import OFFER_STUB_STATUSES, StubOut, WriteSource
 from calagent.contracts.envelope import Envelope
@@ -43,6 +43,8 @@ class TurnState:
     view: View
     stub: StubOut | None = None  # the active stub as the turn found it
     calendars: tuple[str, ...] = ()
+    # Those a connected account named: the model reads them by what they are, not their names.
+    connected_calendars: tuple[str, ...] = ()
     # CalDAV deliveries since the last turn that did not go through as written (told once).
     sync_notices: tuple[SyncNotice, ...] = ()
     last_assistant: LastAssistant | None = None
@@ -81,6 +83,8 @@ class TurnState:
     # Where someone else's text reached the model in this turn (an offer from outside, an event
     # someone else organizes), if it did: the writes the model asks for afterwards are held.
     third_party_seen: str | None = None
+    # The offers commands held in this turn because someone else's words reached the model.
+    held_for_others: list[str] = field(default_factory=list)
 
     @property
     def foreign(self) -> bool:
@@ -130,6 +134,11 @@ class TurnState:
     def offered_stub_id(self) -> str | None:
         """The stub this turn's reply offers for a bare "好"/"no" (a held write, a conflicting time).
         A stub the turn did not touch was offered by an earlier message, not by this one."""
+        if len(set(self.held_for_others)) > 1:
+            # Several writes held after someone else's words, each its own offer: which one the
+            # user asked for in their own words code cannot tell, so a bare "好" answers none of
+            # them — the user picks one (its card, or the offer shown again alone) (contract §19).
+            return None
         stub = self.stub_after
         if self.stub_touched and stub is not None and stub.status in OFFER_STUB_STATUSES:
             return stub.id

@@ -9,16 +9,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any
 
 from calagent.agent.domain import fixed_replies, reads, receipts, words
 from calagent.agent.domain.choosing import Found, candidates_for
 from calagent.agent.domain.pending import consent_to, speaks_for_user, write_hold
-from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, EventSink, StorePort
+from calagent.agent.ports import AgentCommand, AgentQuery, CommandsPort, StorePort
+from calagent.agent.results import (
+    TERMINAL_ERRORS,
+    ToolResult,
+    answered,
+    apply_command_result,
+    result_label,
+    tool_error,
+)
 from calagent.agent.state import Finished, TurnState
 from calagent.contracts.commands import (
-    WRITTEN_STATUSES,
     AddTaskCommand,
     CancelStub,
     ChangeAction,
@@ -31,12 +38,12 @@ from calagent.contracts.commands import (
     ProposePlan,
     ProposeTimesCommand,
     RevertChange,
-    is_command_outcome,
 )
 from calagent.contracts.queries import FindEventsQuery, QueryRange, QueryResult, SuggestFree
 from calagent.contracts.suggestions import SuggestedSlot
 from calagent.contracts.time import SlotPatch
 from calagent.contracts.tools import (
+    TOOL_MODELS,
     AddTask,
     CancelScheduleCommand,
     CompleteTask,
@@ -56,111 +63,11 @@ from calagent.contracts.tools import (
     UndoChange,
     UpdateSchedule,
 )
-from calagent.contracts.turns import Outcome, ToolCallOut, TurnEvent, event_view
-from calagent.runtime.bus import BusRequestError
+from calagent.contracts.turns import event_view
 from calagent.runtime.clock import Clock
-from calagent.runtime.settle import is_transient
-from calagent.runtime.timeline import epoch_ms
-
-# Errors the user is told about by a receipt rather than sent back to the model to retry: there is
-# nothing a better argument would fix.
-TERMINAL_ERRORS: frozenset[str] = frozenset(
-    {"no_active_command", "changed_since", "already_undone", "nothing_to_undo"}
-)
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    label: str
-    content: str = ""
-    finished: Finished | None = None
-
-
-def result_label(result: CommandResult) -> str:
-    """What a tool call's record says of a command's result: its status, or `error:<code>` for a
-    refusal (a terminal one too, told to the user by a receipt), so a client reads why."""
-    return result.status if result.error is None else f"error:{result.error.code}"
-
-
-def error_content(code: str, message: str) -> str:
-    return json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
-
-
-def tool_error(code: str, message: str) -> ToolResult:
-    """A call the model is told failed, with the code it is recorded under."""
-    return ToolResult(f"error:{code}", error_content(code, message))
-
-
-def finished_content(finished: Finished, source: str | None) -> str:
-    """What the model sees of a terminal result when the turn goes on (one write per response);
-    a receipt that quotes someone else's text (`source`) says so (contract §19)."""
-    content: dict[str, Any] = {"outcome": finished.outcome, "receipt": finished.reply}
-    if source is not None:
-        content[words.TOOL_MARK] = {"source": source, "fields": ["receipt"]}
-    return json.dumps(content, ensure_ascii=False)
-
-
-def add_db_segment(state: TurnState, db_ms: float) -> None:
-    if db_ms > 0:
-        end = epoch_ms()
-        state.timeline.add_span("db.commands", end - db_ms, end)
-
-
-Answer = TypeVar("Answer", CommandResult, QueryResult)
-
-
-async def answered(state: TurnState, request: Awaitable[Answer], failed_code: str) -> Answer | ToolResult:
-    """The commands service's answer to a command or a read, its database time on the timeline.
-
-    A transient failure (`is_transient`: commands could not serve the request this time) raises:
-    the turn is worth redelivering. Any other (`internal`, `malformed`) fails again on every retry,
-    so it goes back to the model as a tool error (`failed_code`) and the turn ends with an answer,
-    not a redelivery loop."""
-    try:
-        result = await request
-    except BusRequestError as exc:
-        if is_transient(exc):
-            raise
-        return ToolResult(f"error:{exc.code}", error_content(failed_code, exc.message))
-    add_db_segment(state, result.db_ms)
-    return result
-
-
-async def record_call(state: TurnState, sink: EventSink, call: ToolCallOut) -> None:
-    state.tool_calls.append(call)
-    await sink(TurnEvent(turn_id=state.env.turn_id, type="tool.called", tool=call))
-
-
-def apply_command_result(state: TurnState, result: CommandResult) -> Finished:
-    """Record a commands reply in the turn's facts and write its receipt."""
-    if result.kept is None:
-        # A kept stub was not touched: it stays what the turn found (and this reply offers nothing).
-        state.stub_touched = True
-        state.stub_after = result.stub
-    if result.event is not None:
-        state.events.append(event_view(result.event))
-    # The only source of "persisted": a commands reply sent after its commit.
-    state.persisted = state.persisted or (result.status in WRITTEN_STATUSES and result.persisted)
-    if result.persisted and result.change_id is not None and result.change_id not in state.change_ids:
-        state.change_ids.append(result.change_id)
-    if result.status == "held":
-        state.flag("held")
-    if result.replan is not None:
-        # The write landed on task blocks: their re-plan is the user's pending offer now.
-        state.stub_touched = True
-        state.stub_after = result.replan
-        state.flag("held")
-    if result.superseded is not None:
-        state.flag("stub_superseded")
-    with state.timeline.segment("receipt"):
-        reply = receipts.command_receipt(result, state.view)
-    outcome: Outcome = result.status if is_command_outcome(result.status) else "answered"
-    if result.status in WRITTEN_STATUSES and not result.persisted:
-        outcome = "answered"
-    return Finished(outcome, reply, words.quoted_in(result))
-
 
 Handler = Callable[[TurnState, Any], Awaitable[ToolResult]]
+TOOL_NAMES: dict[type[ToolArgs], str] = {model: name for name, model in TOOL_MODELS.items()}
 
 
 class Tools:
@@ -188,9 +95,40 @@ class Tools:
         }
 
     async def run(self, state: TurnState, args: ToolArgs) -> ToolResult:
-        return await self.table[type(args)](state, args)
+        """Run a call as its tool's whose-words policy says (`words.TOOL_POLICY`, contract §19):
+        the one place where someone else's words reaching the model changes what a tool does."""
+        name = TOOL_NAMES[type(args)]
+        reaction = words.TOOL_POLICY[name] if state.foreign else "read"
+        source = state.foreign_source
+        if reaction == "refuse":
+            # Consent is the user's own words (contract §8): never what follows someone else's.
+            reply = fixed_replies.confirmation_not_own_words(source or "", state.lang)
+            return ToolResult("refused:third_party", finished=Finished("answered", reply))
+        if reaction == "hold_here":
+            state.flag("held")
+            stub = state.current_stub
+            reply = fixed_replies.held_not_own_words(name, source or "", stub, state.lang)
+            quotes = (stub,) if stub is not None else ()
+            return ToolResult("held:third_party", finished=Finished("held", reply, quotes), goes_on=True)
+        result = await self.table[type(args)](state, args)
+        if (
+            reaction == "hold_at_commands"
+            and result.finished is not None
+            and result.finished.outcome == "held"
+        ):
+            # Held at commands (`execute` sent it so): the offer names where its words came from.
+            if state.stub_touched and state.stub_after is not None:
+                state.held_for_others.append(state.stub_after.id)
+            finished = result.finished
+            named = f"{finished.reply}{fixed_replies.held_after(source or '', state.lang)}"
+            return replace(result, finished=replace(finished, reply=named), goes_on=True)
+        return result
 
     async def execute(self, state: TurnState, command: AgentCommand) -> ToolResult:
+        if state.foreign and "hold" in type(command).model_fields:
+            # Every write commands can hold is held when someone else's words reached the model
+            # (`Tools.run`'s `hold_at_commands`): no handler passes it, so none can forget it.
+            command = command.model_copy(update={"hold": write_hold(True)})
         result = await answered(state, self.commands.execute(command), "command_failed")
         if isinstance(result, ToolResult):
             return result
@@ -211,7 +149,6 @@ class Tools:
                 idempotency_key=state.next_key(),
                 args=args,
                 active_command_id=state.stub.id if state.stub is not None else None,
-                hold=write_hold(state.foreign),
                 source=state.source,
                 # Commands holds a one-off these words asked to repeat (contract §9).
                 words=state.turn.text,
@@ -243,7 +180,6 @@ class Tools:
                 event_id=event_id,
                 update=update,
                 scope=scope,
-                hold=write_hold(state.foreign),
                 # The client's own call names the event the user chose on the page.
                 candidates=(event_id,)
                 if state.turn.direct is not None
@@ -271,17 +207,10 @@ class Tools:
                 envelope=state.env,
                 idempotency_key=state.next_key(),
                 args=args,
-                hold=write_hold(state.foreign),
             ),
         )
 
     async def confirm(self, state: TurnState, args: ConfirmCommand) -> ToolResult:
-        if state.turn.third_party:
-            # A held write is confirmed only by the user's own words (contract §8).
-            return ToolResult(
-                "refused:third_party",
-                finished=Finished("answered", fixed_replies.confirmation_not_own_words(state.lang)),
-            )
         stub = state.current_stub
         if state.turn.direct is not None:
             # The client's own call (a button on the page, the API) is the user's consent itself.
@@ -312,58 +241,26 @@ class Tools:
         return await self.execute(state, command)
 
     async def add_task(self, state: TurnState, args: AddTask) -> ToolResult:
-        if state.foreign:
-            # A task takes the user's time: someone else's words do not add one (contract §19).
-            state.flag("held")
-            return ToolResult(
-                "held:third_party", finished=Finished("held", fixed_replies.task_not_own_words(state.lang))
-            )
         return await self.execute(
             state, AddTaskCommand(envelope=state.env, idempotency_key=state.next_key(), args=args)
         )
 
     async def complete_task(self, state: TurnState, args: CompleteTask) -> ToolResult:
-        if state.foreign:
-            state.flag("held")
-            return ToolResult(
-                "held:third_party", finished=Finished("held", fixed_replies.task_not_own_words(state.lang))
-            )
         return await self.execute(
             state,
             CompleteTaskCommand(envelope=state.env, idempotency_key=state.next_key(), task_id=args.task_id),
         )
 
     async def undo(self, state: TurnState, args: UndoChange) -> ToolResult:
-        if state.turn.third_party:
-            # Taking a change back is a write: only the user's own words ask for it.
-            return ToolResult(
-                "refused:third_party",
-                finished=Finished("answered", fixed_replies.undo_not_own_words(state.lang)),
-            )
         return await self.execute(state, undo_command(state, change_id=args.change_id))
 
     async def cancel(self, state: TurnState, args: CancelScheduleCommand) -> ToolResult:
-        if state.turn.third_party:
-            # Held, like every other write forwarded or quoted content asks for: the user's pending
-            # request stays as it is until the user cancels it in their own words.
-            state.flag("held")
-            stub = state.current_stub
-            reply = fixed_replies.cancel_not_own_words(stub, state.lang)
-            return ToolResult(
-                "held:third_party", finished=Finished("held", reply, (stub,) if stub is not None else ())
-            )
         return await self.execute(
             state,
             CancelStub(envelope=state.env, idempotency_key=state.next_key(), command_id=args.command_id),
         )
 
     async def save_memory(self, state: TurnState, args: SaveMemory) -> ToolResult:
-        if state.foreign:
-            # A memory shapes every later turn: someone else's words are not saved as the user's.
-            state.flag("held")
-            return ToolResult(
-                "held:third_party", finished=Finished("held", fixed_replies.memory_not_own_words(state.lang))
-            )
         env = state.env
         with state.timeline.segment("db.save_memory"):
             await self.store.save_memory(env.user_id, args.content, state.next_key(), self.clock.now())

@@ -43,6 +43,7 @@ class Calendars:
         return QueryResult(
             stub=stub,
             calendars=tuple(found.calendars),
+            connected_calendars=tuple(found.connected),
             sync_notices=tuple(_notice(outcome, about, tz) for outcome, about in found.notices),
             parsed=parsed,
             db_ms=found.db_ms,
@@ -56,8 +57,9 @@ class Calendars:
             names = await uow.settings.calendars(user_id, defaults)
             notices = await uow.sync.take_sync_notices(user_id)
             conflicts = await uow.events.events_by_ids(user_id, stub.conflict_event_ids) if stub else []
+            connected = await uow.settings.connected_calendars(user_id)
             await uow.commit()  # a first turn creates the default calendars
-        return TurnReading(stub, names, notices, conflicts, db_ms=uow.db_ms)
+        return TurnReading(stub, names, notices, conflicts, db_ms=uow.db_ms, connected=connected)
 
     async def list_calendars(self, query: ListCalendars, tz: ZoneInfo) -> QueryResult:
         async with self.store.unit_of_work() as uow:

@@ -104,7 +104,7 @@ class Pending:
         pending = self.of(active)
         if not pending.gives_way_to(hold):
             return Way(kept=active)
-        if pending.waits_beside():
+        if pending.steps_aside_for(txn.turn_id):
             await self.store(txn, pending.set_aside(txn.now))
             return Way()  # not given up: nothing to tell as dropped
         ended = await self.store(txn, pending.supersede(txn.now))

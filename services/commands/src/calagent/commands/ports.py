@@ -193,6 +193,10 @@ class SettingsRows(Protocol):
         """The user's calendar names in order, created from `defaults` on first use."""
         ...
 
+    async def connected_calendars(self, user_id: str) -> list[str]:
+        """Those of the user's calendar names a connected account brought (its display names)."""
+        ...
+
     async def settings_of(self, user_ids: Sequence[str]) -> dict[str, StoredSettings]:
         """The saved settings of those of `user_ids` who saved any."""
         ...
@@ -341,6 +345,8 @@ class TurnReading:
     notices: list[tuple[str, Event | TaskOut]] = field(default_factory=list)
     conflicts: list[Event] = field(default_factory=list)
     db_ms: float = 0.0
+    # Those of `calendars` a connected account named: their names are someone else's words.
+    connected: list[str] = field(default_factory=list)
 
 
 class Store(Protocol):

@@ -8,8 +8,8 @@
   free time), one plain-text mail lists them (`people/proposal_mail.py`), and the proposal is kept
   (`proposals`) with its mail's Message-ID. A slot something busy now stands on is left out.
 - **The answer**: mail from the attendee naming that Message-ID (In-Reply-To, References). Its
-  words are someone else's: read by code for the one slot they name (`domain/choice.py`), never
-  by the model as instructions; an iMIP REPLY or COUNTER in the thread names its slot by DTSTART.
+  words are someone else's: read by code for the one slot they name (the time service's
+  `calagent.time.choose_slot`, one request per such mail), never by the model as instructions; an iMIP REPLY or COUNTER in the thread names its slot by DTSTART.
   One slot named → a held booking offer (kind `booking`) waiting beside the conversation like an
   invitation; none or several → the mail becomes a turn (third-party content) for the user.
 - **Book** (the booking's confirmation): the event is created with the attendee, every hold of
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from icalendar import Component
 
-from calagent.commands.domain.choice import choose
 from calagent.commands.domain.freetime import shows_as
 from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.payloads import HeldBooking, HeldProposal
@@ -44,6 +43,7 @@ from calagent.commands.views import event_out, stub_out
 from calagent.contracts.commands import CommandResult, ProposeTimesCommand
 from calagent.contracts.people import InboundVerdict, ProposalOut, ProposedSlot, ReceiveMail, ZoneSource
 from calagent.contracts.queries import QueryResult, SuggestFree
+from calagent.contracts.time import ChooseSlotRequest
 
 PROPOSED_SLOTS = 3
 
@@ -194,8 +194,13 @@ class Proposing:
             if chosen is None:
                 return InboundVerdict(verdict="dropped", reason="not_a_proposed_time")
         else:
-            zones = [zone(proposal.attendee_tz)] if proposal.attendee_tz else []
-            chosen = choose(mail.body or "", [s.start for s in proposal.slots], [*zones, txn.tz])
+            zones = [proposal.attendee_tz] if proposal.attendee_tz else []
+            asked = ChooseSlotRequest(
+                text=mail.body or "",
+                starts=tuple(s.start for s in proposal.slots),
+                zones=(*zones, txn.tz.key),
+            )
+            chosen = (await self.queries.time.choose_slot(asked)).index
             if chosen is None:
                 # Names no one slot: the user reads it (a turn whose every word is third-party).
                 return InboundVerdict(verdict="turn")

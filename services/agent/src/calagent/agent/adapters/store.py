@@ -12,24 +12,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    Boolean,
-    ColumnElement,
-    DateTime,
-    Row,
-    String,
-    Table,
-    bindparam,
-    column,
-    func,
-    or_,
-    select,
-    text,
-)
-from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy import ColumnElement, Row, Table, func, or_, select
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from calagent.agent.adapters.tables import SCHEMA, memories, messages, turns
+from calagent.agent.adapters.turn_statements import (
+    ACQUIRE,
+    CLAIMED,
+    FINISH,
+    LEASE_LIVE,
+    LEASE_SECONDS,
+    RELEASE,
+    RENEW_HELD,
+    START,
+)
 from calagent.agent.domain.context import replayed
 from calagent.agent.domain.search import rank, search_terms
 from calagent.agent.domain.session import ArchivedMessage
@@ -77,125 +74,8 @@ def _claim(status: str, answer: Any) -> TurnClaim:
     return TurnClaim("running", None)
 
 
-HISTORY_LIMIT = 200
-# A turn's start, one statement (one round trip, its own transaction: all of it or none commits).
-# The user's lease is taken only when the statement's snapshot shows no live lease: the previous
-# turn's reply, committed with its release, is then in that snapshot, so the history read here is
-# the conversation up to this turn. Taken, it claims the turn (first delivery wins) and archives
-# the user's message once per turn and role (a redelivered turn writes it again); a turn answered
-# already reads no history. The history leaves out the turn's own messages, even those archived
-# by an earlier delivery of it.
-_START = (
-    text(
-        """
-    WITH held AS (
-        SELECT 1 FROM agent.user_leases
-        WHERE user_id = :user_id AND expires_at >= clock_timestamp()
-    ), lease AS (
-        INSERT INTO agent.user_leases (user_id, holder, expires_at)
-        SELECT :user_id, :holder, clock_timestamp() + make_interval(secs => :ttl)
-        WHERE NOT EXISTS (SELECT 1 FROM held)
-        ON CONFLICT (user_id) DO UPDATE
-            SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-            WHERE agent.user_leases.expires_at < clock_timestamp()
-        RETURNING holder
-    ), prior AS (
-        SELECT status, answer FROM agent.turns WHERE user_id = :user_id AND turn_key = :turn_key
-    ), replay AS (
-        SELECT 1 FROM prior WHERE status = 'done' AND answer IS NOT NULL
-    ), claim AS (
-        INSERT INTO agent.turns (user_id, turn_key, turn_id, status, created_at, updated_at)
-        SELECT :user_id, :turn_key, :turn_id, 'running', CAST(:at AS timestamptz), CAST(:at AS timestamptz)
-        FROM lease
-        ON CONFLICT ON CONSTRAINT pk_turns DO NOTHING
-        RETURNING turn_key
-    ), archive AS (
-        INSERT INTO agent.messages (user_id, conversation_id, role, content, turn_id, created_at)
-        SELECT :user_id, :conversation_id, 'user', :text, :turn_id, CAST(:at AS timestamptz)
-        FROM lease WHERE NOT EXISTS (SELECT 1 FROM replay)
-        ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
-    ), history AS (
-        SELECT id, role, content, created_at, offer_command_id, turn_id, third_party FROM agent.messages
-        WHERE user_id = :user_id AND conversation_id = :conversation_id AND turn_id != :turn_id
-            AND EXISTS (SELECT 1 FROM lease) AND NOT EXISTS (SELECT 1 FROM replay)
-        ORDER BY created_at DESC, id DESC
-        LIMIT :history_limit
-    )
-    SELECT (SELECT holder FROM lease) AS holder, EXISTS (SELECT 1 FROM claim) AS claimed,
-        (SELECT status FROM prior) AS prior_status, (SELECT answer FROM prior) AS prior_answer,
-        h.role, h.content, h.created_at, h.offer_command_id, h.turn_id, h.third_party
-    FROM (SELECT 1) AS one LEFT JOIN history AS h ON true
-    ORDER BY h.created_at DESC, h.id DESC
-    """
-    )
-    .bindparams(bindparam("history_limit", HISTORY_LIMIT))
-    .columns(
-        column("holder", String),
-        column("claimed", Boolean),
-        column("prior_status", String),
-        column("prior_answer", JSONB),
-        column("role", String),
-        column("content", String),
-        column("created_at", DateTime(timezone=True)),
-        column("offer_command_id", String),
-        column("turn_id", String),
-        column("third_party", String),
-    )
-)
-_CLAIMED = select(turns.c.status, turns.c.answer).where(
-    turns.c.user_id == bindparam("user_id"), turns.c.turn_key == bindparam("turn_key")
-)
-
-
 def _like(term: str) -> str:
     return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-# A lease outlives a crashed holder by at most this long. A live holder renews it every third of
-# that, so the lease may be short however long the model takes: a crashed agent's turn, redelivered
-# after the consumer's few-second ack wait, takes the user over seconds later, not minutes.
-LEASE_SECONDS = 8.0
-_ACQUIRE = text(
-    """
-    INSERT INTO agent.user_leases (user_id, holder, expires_at)
-    VALUES (:user_id, :holder, clock_timestamp() + make_interval(secs => :ttl))
-    ON CONFLICT (user_id) DO UPDATE
-        SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-        WHERE agent.user_leases.expires_at < clock_timestamp()
-    RETURNING holder
-    """
-)
-_RELEASE = text("DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder")
-# Every lease a store holds, renewed together: the ones still held come back.
-_RENEW_HELD = text(
-    """
-    UPDATE agent.user_leases AS lease
-    SET expires_at = clock_timestamp() + make_interval(secs => :ttl)
-    FROM unnest(CAST(:users AS text[]), CAST(:holders AS text[])) AS held(user_id, holder)
-    WHERE lease.user_id = held.user_id AND lease.holder = held.holder
-    RETURNING lease.user_id, lease.holder
-    """
-)
-# The end of a turn: each part a data-modifying CTE of one statement, so all or none commit.
-_FINISH = text(
-    """
-    WITH reply AS (
-        INSERT INTO agent.messages
-            (user_id, conversation_id, role, content, turn_id, created_at, offer_command_id, third_party)
-        VALUES (
-            :user_id, :conversation_id, 'assistant', :content, :turn_id, :at, :offer_command_id, :third_party
-        )
-        ON CONFLICT ON CONSTRAINT uq_messages_turn_role DO NOTHING
-    ), answered AS (
-        UPDATE agent.turns SET status = 'done', answer = CAST(:answer AS jsonb), updated_at = :at
-        WHERE :settled AND user_id = :user_id AND turn_key = :turn_key
-    )
-    DELETE FROM agent.user_leases WHERE user_id = :user_id AND holder = :holder
-    """
-)
-_LEASE_LIVE = text(
-    "SELECT 1 FROM agent.user_leases WHERE user_id = :user_id AND expires_at > clock_timestamp()"
-)
 
 
 class AgentStore:
@@ -218,7 +98,7 @@ class AgentStore:
     @asynccontextmanager
     async def turn(self, start: TurnStart, now: Callable[[], datetime]) -> AsyncIterator[TurnLease]:
         """Hold the user's lease, claim the turn, archive the user's message and read the history
-        before it, in one statement (`_START`): a crash before its commit leaves nothing, after it
+        before it, in one statement (`START`): a crash before its commit leaves nothing, after it
         the redelivered turn finds its claim running and its message archived once (one message
         per turn and role).
 
@@ -250,7 +130,7 @@ class AgentStore:
                 self._renewing = None
             if not lease.released:
                 async with self.engine.begin() as conn:
-                    await conn.execute(_RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
+                    await conn.execute(RELEASE, {"user_id": lease.user_id, "holder": lease.holder})
                 lease.released = True
 
     async def _renew_held(self) -> None:
@@ -269,7 +149,7 @@ class AgentStore:
                 async with self.engine.connect() as conn:
                     # One statement is its own transaction: no BEGIN and COMMIT around it.
                     auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    renewed = {(r.user_id, r.holder) for r in await auto.execute(_RENEW_HELD, params)}
+                    renewed = {(r.user_id, r.holder) for r in await auto.execute(RENEW_HELD, params)}
             except Exception as exc:
                 # The database is away: the turns themselves will fail on their next statement
                 # and be retried; nothing to do here but try again.
@@ -293,7 +173,7 @@ class AgentStore:
                 async with self.engine.begin() as conn:
                     got = (
                         await conn.execute(
-                            _ACQUIRE, {"user_id": user_id, "holder": holder, "ttl": self.lease_seconds}
+                            ACQUIRE, {"user_id": user_id, "holder": holder, "ttl": self.lease_seconds}
                         )
                     ).first()
                 if got is not None:
@@ -306,7 +186,7 @@ class AgentStore:
             delay = min(0.2, delay * 2)
 
     async def _start(self, holder: str, start: TurnStart, at: datetime) -> TurnLease | None:
-        """One attempt at a turn's start (`_START`): the lease with the turn's claim, its message
+        """One attempt at a turn's start (`START`): the lease with the turn's claim, its message
         archived and the history before it; None while another turn holds the user."""
         params = {
             "user_id": start.user_id,
@@ -320,7 +200,7 @@ class AgentStore:
         }
         async with self.engine.connect() as conn:
             auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            rows = (await auto.execute(_START, params)).all()
+            rows = (await auto.execute(START, params)).all()
             first = rows[0]
             if first.holder is None:
                 return None
@@ -331,7 +211,7 @@ class AgentStore:
             else:
                 # Claimed by another delivery of the turn that committed after this statement's
                 # snapshot: read as it stands now.
-                row = (await auto.execute(_CLAIMED, params)).one()
+                row = (await auto.execute(CLAIMED, params)).one()
                 claim = _claim(row.status, row.answer)
         if claim.status == "done":
             # Answered already: replayed, nothing archived, no history needed.
@@ -374,7 +254,7 @@ class AgentStore:
         async with self.engine.connect() as conn:
             # One statement is its own transaction: no BEGIN and COMMIT round trips around it.
             auto = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await auto.execute(_FINISH, params)
+            await auto.execute(FINISH, params)
         lease.released = True
 
     async def lookup_turn(self, user_id: str, turn_key: str) -> TurnClaim | None:
@@ -393,7 +273,7 @@ class AgentStore:
                 return None
             claim = _claim(row.status, row.answer)
             if claim.status == "running":
-                live = (await conn.execute(_LEASE_LIVE, {"user_id": user_id})).first()
+                live = (await conn.execute(LEASE_LIVE, {"user_id": user_id})).first()
                 if live is None:
                     return TurnClaim("stalled", None)
         return claim

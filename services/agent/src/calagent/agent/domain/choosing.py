@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 
 from calagent.contracts.choosing import POINTING_WORDS
 from calagent.contracts.commands import MAX_EVENT_CANDIDATES, EventCandidate, EventOut, StubOut
+from calagent.contracts.numerals import EN_ORDINALS, number
 from calagent.contracts.text import normalise_title
 from calagent.contracts.time import ParsedReply, SlotPatch
 
@@ -60,25 +61,6 @@ def asks_which(stub: StubOut) -> bool:
 
 # ---- the user's pick ---------------------------------------------------------------------------
 
-_ZH_NUMBERS = {
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-    "十": 10,
-}
-_EN_ORDINALS = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5,
-    "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10,
-    "1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5, "6th": 6, "7th": 7, "8th": 8, "9th": 9, "10th": 10,
-    "last": -1,
-}  # fmt: skip
 # "第二个", "就第2个吧", "2", "#2", "最后一个": the whole message, punctuation aside.
 _ZH_ORDINAL = re.compile(
     r"^(?:就|选|要|是)?(?:第(?P<n>[一二两三四五六七八九十]|\d{1,2})|(?P<last>最后))(?:一)?(?:个|场|次|项|条|件)?(?:吧|的|那个)?$"
@@ -100,13 +82,14 @@ def _ordinal(text: str) -> int | None:
             continue
         if match.groupdict().get("last"):
             return -1
-        number = match.group("n")
-        return int(number) if number.isdigit() else _ZH_NUMBERS[number]
+        return number(match.group("n"))
     words = [w for w in re.split(r"[\s#.,!?;:]+", folded) if w and w not in _EN_AROUND]
     if len(words) == 1:
         word = words[0]
-        if word in _EN_ORDINALS:
-            return _EN_ORDINALS[word]
+        if word == "last":
+            return -1
+        if word in EN_ORDINALS:
+            return EN_ORDINALS[word]
         if word.isdigit() and len(word) <= 2:
             return int(word)
     return None

@@ -11,6 +11,8 @@ from zoneinfo import ZoneInfo
 from calagent.agent.domain.pending import from_outside, offer_kind
 from calagent.agent.domain.session import ArchivedMessage, SessionSegment
 from calagent.agent.domain.words import (
+    CONNECTED_CALENDAR,
+    calendar_names_hidden,
     carries_third_party,
     event_source,
     offer_source,
@@ -118,6 +120,22 @@ def describe_stub(stub: StubOut, tz: str) -> str:
     return "; ".join(parts) + ". The user's message may answer it, or be a new request."
 
 
+def describe_calendars(calendars: Sequence[str], connected: Sequence[str]) -> str:
+    """The user's calendars in the system facts: those made here by name, those a connected
+    account brought by what they are — their names are the server's, someone else's words
+    (contract §19). The model passes the name the user says (commands matches it) or none."""
+    own = [name for name in calendars if name not in connected]
+    theirs = len(calendars) - len(own)
+    listed = [", ".join(own)] if own else []
+    if theirs:
+        listed.append(
+            f"{theirs} {CONNECTED_CALENDAR}{'s' if theirs > 1 else ''} (names not shown: not the user's "
+            "words; pass `calendar` only as the user names it)"
+        )
+    default = calendars[0] if calendars[0] not in connected else CONNECTED_CALENDAR
+    return f"The user's calendars: {'; '.join(listed)} (default when `calendar` is omitted: {default})."
+
+
 def build_messages(
     *,
     now: datetime,
@@ -129,14 +147,11 @@ def build_messages(
     quoted: Sequence[str],
     forwarded: str | None,
     promoted: bool = False,
+    connected_calendars: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     facts = [describe_now(now, tz)]
     if calendars:
-        facts.append(
-            "The user's calendars: "
-            + ", ".join(calendars)
-            + f" (default when `calendar` is omitted: {calendars[0]})."
-        )
+        facts.append(describe_calendars(calendars, connected_calendars))
     if stub is not None:
         facts.append(describe_stub(stub, tz))
     if segment.older_count and segment.older_last_at is not None:
@@ -146,7 +161,10 @@ def build_messages(
             "search_chat_archive only if the user refers to it.]"
         )
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM_RULES + "\n\n" + "\n".join(facts)}]
-    messages.extend({"role": m.role, "content": replayed(m)} for m in segment.messages)
+    messages.extend(
+        {"role": m.role, "content": calendar_names_hidden(replayed(m), connected_calendars)}
+        for m in segment.messages
+    )
     messages.append({"role": "user", "content": user_content(text, quoted, forwarded, promoted=promoted)})
     return messages
 

@@ -12,11 +12,13 @@ def memory_saved_receipt(content: str, lang: Lang) -> str:
     return f"已记住：{content}" if lang == "zh" else f"Noted: {content}"
 
 
-def confirmation_not_own_words(lang: Lang) -> str:
+def confirmation_not_own_words(source: str, lang: Lang) -> str:
+    """A confirmation the model asked for after someone else's words (`source`) reached it."""
     return (
-        "确认需要你本人的话，转发或引用的内容不能确认待定的日程。请直接回复“确认”。"
+        f"确认需要你本人的话：这一轮里有来自「{source}」的内容，它不能确认待定的请求，所以我没有执行。请直接回复“确认”。"
         if lang == "zh"
-        else 'A confirmation has to be your own words, not forwarded or quoted content. Reply "confirm" yourself.'
+        else f"A confirmation has to be your own words: this turn carried content from {source}, which "
+        'cannot confirm a pending request, so nothing was done. Reply "confirm" yourself.'
     )
 
 
@@ -40,45 +42,41 @@ def which_again(lang: Lang) -> str:
     )
 
 
-def undo_not_own_words(lang: Lang) -> str:
+def held_after(source: str, lang: Lang) -> str:
+    """Said after an offer commands held because someone else's words (`source`) asked for it."""
     return (
-        "撤销需要你本人的话，转发或引用的内容不能撤销日历上的修改。日历没有变化。"
+        f"（这个请求是在读到来自「{source}」的内容之后提出的，不是你自己的话，所以只有你确认后才会执行。）"
         if lang == "zh"
-        else "Taking a change back has to be your own words, not forwarded or quoted content. Nothing changed."
+        else f" (This was asked for after content from {source} reached me, not in your own words: "
+        "it runs only if you confirm it.)"
     )
 
 
-def cancel_not_own_words(stub: StubOut | None, lang: Lang) -> str:
-    """A cancel asked for by forwarded or quoted content: held, the pending request stays."""
-    if stub is None:
+# What a write held here was asked to do (contract §19), by tool (`words.TOOL_POLICY`).
+_HELD_HERE: dict[str, tuple[str, str]] = {
+    "propose_automation": ("建立自动执行的计划", "set up an automation"),
+    "undo_change": ("撤销日历上的修改", "take a change on your calendar back"),
+    "cancel_schedule_command": ("取消你待定的请求", "cancel your pending request"),
+    "add_task": ("添加任务", "add a task"),
+    "complete_task": ("把任务标为完成", "mark a task done"),
+    "save_memory": ("把内容记作你的记忆", "save something as your memory"),
+}
+
+
+def held_not_own_words(tool: str, source: str, stub: StubOut | None, lang: Lang) -> str:
+    """A write the model asked for after someone else's words (`source`) reached it, held here:
+    nothing was done, and the user's pending request (`stub`), if any, still waits."""
+    zh, en = _HELD_HERE[tool]
+    if lang == "zh":
+        kept = f"你待定的「{stub.title}」保持不变。" if stub is not None else ""
         return (
-            "转发或引用的内容要求取消，但你现在没有待定的日程，什么都没有改动。"
-            if lang == "zh"
-            else "Forwarded or quoted content asks to cancel something, but nothing is pending; nothing was changed."
+            f"要{zh}的请求是在读到来自「{source}」的内容之后提出的，不是你自己的话，所以我没有执行，什么都没有改动。"
+            f"{kept}如果你确实要这样做，请用你自己的话告诉我。"
         )
+    kept = f' Your pending "{stub.title}" stays as it is.' if stub is not None else ""
     return (
-        f"转发或引用的内容要求取消「{stub.title}」，我没有取消，它仍在等你。如果你要取消，请亲自说“取消”。"
-        if lang == "zh"
-        else f'Forwarded or quoted content asks to cancel "{stub.title}"; I have not cancelled it and it is '
-        'still pending. If you want it cancelled, say "cancel" yourself.'
-    )
-
-
-def task_not_own_words(lang: Lang) -> str:
-    return (
-        "这段内容来自转发或引用，我没有据此添加或完成任务。如果需要，请用你自己的话告诉我。"
-        if lang == "zh"
-        else "That comes from forwarded or quoted content, so I have not added or completed a task "
-        "from it. Tell me in your own words if you want that."
-    )
-
-
-def memory_not_own_words(lang: Lang) -> str:
-    return (
-        "这段内容来自转发或引用，我没有把它记作你的记忆。如果要记住，请用你自己的话告诉我。"
-        if lang == "zh"
-        else "That comes from forwarded or quoted content, so I have not saved it as your memory. "
-        "Tell me in your own words if you want it remembered."
+        f"The request to {en} came after content from {source} reached me, not in your own words, so "
+        f"I did not do it and nothing changed.{kept} Tell me in your own words if you want that."
     )
 
 

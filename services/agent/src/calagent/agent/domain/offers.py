@@ -5,14 +5,11 @@ it sends), and the question a stub waits on; part of the receipts, in the reader
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from calagent.agent.domain.rule_words import describe_rule
+from calagent.agent.domain.view import View
 from calagent.contracts.commands import ChangeOut, StubOut
 from calagent.contracts.tasks import BlockMove, ReplanOut, TaskChangeOut, TaskField, TaskOut
-
-if TYPE_CHECKING:
-    from calagent.agent.domain.receipts import View
 
 
 def conflict_names(stub: StubOut, view: View) -> str:

@@ -4,15 +4,12 @@ with how sure it is and why, or why none fits: contract §20)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from calagent.agent.domain.offers import minutes_words
+from calagent.agent.domain.view import View
 from calagent.contracts.commands import EventOut
 from calagent.contracts.queries import QueryResult
 from calagent.contracts.suggestions import EmptyReason, FreeSlot, SuggestionPeople
-
-if TYPE_CHECKING:
-    from calagent.agent.domain.receipts import View
 
 
 def _event_line(event: EventOut, view: View) -> str:

@@ -10,10 +10,7 @@ request offers lives in `offers`, reads and free time in `reads`, fixed replies 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from collections.abc import Sequence
 
 from calagent.agent.domain.choosing import asks_which
 from calagent.agent.domain.offers import (
@@ -31,69 +28,11 @@ from calagent.agent.domain.offers import (
     which_question,
 )
 from calagent.agent.domain.rule_words import describe_rule
+from calagent.agent.domain.view import View
 from calagent.contracts.commands import CommandResult, EventOut, StubOut
-from calagent.contracts.display import Lang, format_day, format_moment, format_span
-from calagent.contracts.people import Attendee, ProposalOut
+from calagent.contracts.people import ProposalOut
 from calagent.contracts.queries import SyncNotice
 from calagent.contracts.tasks import TaskOut
-
-
-@dataclass(frozen=True)
-class View:
-    """Who reads the receipt: their zone, their language, and their today (for the year).
-
-    Times are shown in the reader's own zone, so a receipt names no zone (contract §18: a time
-    carries its zone only when it differs from the user's); `spell_zone` is set for a reader who
-    needs it spelled out whatever it is (the model, in tool results)."""
-
-    tz: str
-    lang: Lang
-    today: date
-    spell_zone: bool = False
-
-    @classmethod
-    def at(cls, moment: datetime, tz: str, lang: Lang) -> View:
-        try:
-            today = moment.astimezone(ZoneInfo(tz)).date()
-        except (ZoneInfoNotFoundError, ValueError):
-            # An unknown zone is refused by commands with a clear error; the receipt still renders.
-            today = moment.date()
-        return cls(tz, lang, today)
-
-    def for_model(self) -> View:
-        return View(self.tz, self.lang, self.today, spell_zone=True)
-
-    @property
-    def zone_label(self) -> str | None:
-        return self.tz if self.spell_zone else None
-
-    @property
-    def zh(self) -> bool:
-        return self.lang == "zh"
-
-    def local(self, at: datetime) -> datetime:
-        return at.astimezone(ZoneInfo(self.tz))
-
-    def span(self, start: datetime, end: datetime, all_day: bool = False) -> str:
-        return format_span(
-            self.local(start), self.local(end), self.zone_label, self.lang, all_day, self.today
-        )
-
-    def day(self, day: date) -> str:
-        return format_day(day, self.lang, self.today)
-
-    def moment(self, at: datetime) -> str:
-        return format_moment(self.local(at), self.zone_label, self.lang, self.today)
-
-    def when(self, event: EventOut) -> str:
-        return self.span(event.start, event.end, event.all_day)
-
-    def listing(self, items: Iterable[str]) -> str:
-        """Items in a row, with the language's list separator."""
-        return ("、" if self.zh else ", ").join(items)
-
-    def people(self, people: Sequence[Attendee]) -> str:
-        return self.listing(f"{p.name} <{p.email}>" if p.name else p.email for p in people)
 
 
 def _proposed(stub: StubOut, view: View) -> str:
@@ -113,10 +52,10 @@ def superseded_clause(stub: StubOut, view: View) -> str:
 
 def kept_receipt(kept: StubOut, view: View) -> str:
     return (
-        f"这个新日程来自转发或引用的内容，我没有新建；你待定的「{kept.title}」保持不变。如果要新建，请用你自己的话告诉我。"
+        f"这个请求不是你自己的话（来自转发、引用或别人的内容），我没有执行；你待定的「{kept.title}」保持不变。如果需要，请用你自己的话告诉我。"
         if view.zh
-        else f'That new request comes from forwarded or quoted content, so I have not created it; your pending "{kept.title}" '
-        "stays as it is. Tell me in your own words if you want it."
+        else f'That request was not your own words, so I did not act on it; your pending "{kept.title}" stays as it is. '
+        "Tell me in your own words if you want it."
     )
 
 
@@ -280,9 +219,9 @@ _TEXTS: dict[str, tuple[str, str]] = {
         'Nothing is written or sent yet; reply "confirm".',
     ),
     "held.third_party_content": (
-        "这条日程来自转发或引用的内容，我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。",
-        'This comes from forwarded or quoted content, so I have not added it: "{title}" {when}. '
-        'Reply "confirm" to add it.',
+        "这条日程不是你自己的话要求的（来自转发、引用或别人的内容），我先没有写入：「{title}」{when}。确认要添加吗？回复“确认”即可。",
+        "This was not asked for in your own words (it came from forwarded, quoted or someone else's content), "
+        'so I have not added it: "{title}" {when}. Reply "confirm" to add it.',
     ),
     # An invitation received by mail (hold reason `invitation_received`), by its method.
     "invitation.REQUEST": (

@@ -135,6 +135,21 @@ def marked_event(
     return {**fields, TOOL_MARK: {"source": source, "fields": text_fields}}
 
 
+# What a connected calendar is called wherever the model would read its name (contract §19).
+CONNECTED_CALENDAR = "a calendar of the connected account"
+
+
+def calendar_names_hidden(text: str, connected: Iterable[str]) -> str:
+    """Text the model reads (a receipt, a tool result, a replayed reply) with each connected
+    calendar's name, where it is quoted, replaced by what it is: a calendar's display name on the
+    server is someone else's words (another app, whoever shares it) and reaches the model only so.
+    The user's own page and receipts keep the name."""
+    for name in connected:
+        for left, right in (("「", "」"), ('"', '"')):
+            text = text.replace(f"{left}{name}{right}", f"{left}{CONNECTED_CALENDAR}{right}")
+    return text
+
+
 def replayed_message() -> str:
     """An archived message with no words of the user's own (a mail received, a bare quote), as the
     model reads it again in later turns: that it came, not its text. Someone else's words reach
@@ -171,7 +186,7 @@ class Door:
     after: str
 
 
-HELD = "held third_party_content; save_memory held"
+HELD = "held (TOOL_POLICY: at commands as third_party_content, or here)"
 DOORS: Final[tuple[Door, ...]] = (
     Door("the user's chat message", "user", "the user's own words", "runs (held only for its own reasons)"),
     Door("the client's own call (a page button, the API)", "user", "no model call", "runs as asked"),
@@ -249,6 +264,7 @@ PROMPT_INPUTS: Final[Mapping[str, str]] = {
     "now": "the system facts",
     "tz": "the system facts",
     "calendars": "the system facts",
+    "connected_calendars": "the system facts",
     "stub": "the system facts",
     "segment": "the chat archive replayed (history, search_chat_archive)",
     "text": "the user's chat message",
@@ -281,6 +297,32 @@ TOOL_RESULTS: Final[Mapping[str, tuple[str, ...]]] = {
     ),
     "search_memory": ("memories (search_memory)",),
     "search_chat_archive": ("the chat archive replayed (history, search_chat_archive)",),
+}
+# What a tool call does when someone else's words reached the model earlier in the turn
+# (`TurnState.foreign`, contract §19), for every tool, read in one place (`Tools.run`):
+# `hold_at_commands` sends it held (`third_party_content`): an offer naming its source that never
+# ends the user's own request; `hold_here` runs nothing and answers it held, naming the source;
+# `refuse` runs nothing (consent is the user's own words, contract §8); `read` runs as asked.
+Reaction = Literal["hold_at_commands", "hold_here", "refuse", "read"]
+TOOL_POLICY: Final[Mapping[str, Reaction]] = {
+    "prepare_or_create_schedule": "hold_at_commands",
+    "update_schedule": "hold_at_commands",
+    "delete_schedule": "hold_at_commands",
+    "propose_times": "hold_at_commands",
+    # A plan runs by itself later; a task takes the user's time; a memory shapes every later
+    # turn; an undo or a cancel takes back what the user asked for: none is offered from here.
+    "propose_automation": "hold_here",
+    "undo_change": "hold_here",
+    "cancel_schedule_command": "hold_here",
+    "add_task": "hold_here",
+    "complete_task": "hold_here",
+    "save_memory": "hold_here",
+    "confirm_command": "refuse",
+    "query_schedule_range": "read",
+    "suggest_free_time": "read",
+    "find_events": "read",
+    "search_memory": "read",
+    "search_chat_archive": "read",
 }
 CONTACT_SOURCES: Final[Mapping[str, str]] = {"own": "contacts the user typed", "carddav": "CardDAV cards"}
 # An invitation by whether its sender is known (`InvitationOut.sender_known`).

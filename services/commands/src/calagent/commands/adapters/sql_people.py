@@ -12,9 +12,9 @@ from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from calagent.commands.adapters.sql_core import SqlSession
-from calagent.commands.adapters.tables import (
+from calagent.commands.adapters.tables import caldav_cards
+from calagent.commands.adapters.tables_people import (
     attendee_zones,
-    caldav_cards,
     contacts,
     inbound_mail,
     mail_outbox,

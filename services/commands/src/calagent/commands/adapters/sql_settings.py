@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ARRAY, BindParameter, ColumnElement, String, bindparam, func, or_, select
+from sqlalchemy import ARRAY, BindParameter, ColumnElement, Select, String, bindparam, func, or_, select
 from sqlalchemy.dialects.postgresql import Insert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
@@ -73,6 +73,19 @@ def make_defaults(user_id: BindParameter[str], *only_if: ColumnElement[bool]) ->
 MAKE_DEFAULTS = make_defaults(bindparam("user_id", type_=String))
 
 
+def connected_names(user_id: ColumnElement[str]) -> Select[tuple[str]]:
+    """The names of the user's calendars that a connected account brought: the server's display
+    names, someone else's words (contract §19), never shown to the model as text."""
+    return (
+        select(caldav_calendars.c.name)
+        .join(caldav_accounts, caldav_accounts.c.id == caldav_calendars.c.account_id)
+        .where(caldav_accounts.c.user_id == user_id)
+    )
+
+
+CONNECTED_NAMES = connected_names(bindparam("user_id", type_=String))
+
+
 class SqlSettings:
     def __init__(self, session: SqlSession) -> None:
         self.session = session
@@ -83,6 +96,9 @@ class SqlSettings:
             return names
         await self.session.run(MAKE_DEFAULTS, {"user_id": user_id, "defaults": list(defaults)})
         return list((await self.session.run(CALENDARS, {"user_id": user_id})).scalars())
+
+    async def connected_calendars(self, user_id: str) -> list[str]:
+        return sorted(set((await self.session.run(CONNECTED_NAMES, {"user_id": user_id})).scalars()))
 
     # ---- settings and sharing ----------------------------------------------------------------------
 

@@ -37,7 +37,12 @@ from calagent.commands.adapters.sql_changes import CHANGE_LOGGED, SqlChanges
 from calagent.commands.adapters.sql_core import CHANGE_SETTING, SqlSession
 from calagent.commands.adapters.sql_events import SqlEvents
 from calagent.commands.adapters.sql_people import SqlPeople
-from calagent.commands.adapters.sql_settings import SqlSettings, calendar_order, make_defaults
+from calagent.commands.adapters.sql_settings import (
+    SqlSettings,
+    calendar_order,
+    connected_names,
+    make_defaults,
+)
 from calagent.commands.adapters.sql_stubs import SqlStubs, active_stub_of, stub_of
 from calagent.commands.adapters.sql_sync import SqlSync, take_notices
 from calagent.commands.adapters.sql_tasks import SqlTasks
@@ -99,7 +104,8 @@ STORE_LOGGED_RESULT = (
 def _turn_context() -> Select[Any]:
     """The active stub (locked while the statement runs, as a write would lock it), the calendars
     (made under the default names when the user has none) in their order, and the sync notices,
-    marked told: one row, the stub's columns (all NULL without one) and four arrays."""
+    marked told: one row, the stub's columns (all NULL without one) and five arrays (the names a
+    connected account brought too)."""
     # Not `user_id`: the notices' UPDATE would take it as a value to set.
     user_id = bindparam("context_user", type_=String)
     stub = active_stub_of(user_id).cte("stub")
@@ -123,6 +129,8 @@ def _turn_context() -> Select[Any]:
     outcomes = select(func.array_agg(aggregate_order_by(told.c.outcome, told.c.id))).scalar_subquery()
     told_events = select(func.array_agg(aggregate_order_by(told.c.event_id, told.c.id))).scalar_subquery()
     told_kinds = select(func.array_agg(aggregate_order_by(told.c.kind, told.c.id))).scalar_subquery()
+    connected = connected_names(user_id).subquery("connected")
+    connected_list = select(func.array_agg(connected.c.name)).scalar_subquery()
     one = select(literal_column("1").label("one")).subquery("one")
     return select(
         stub,
@@ -130,6 +138,7 @@ def _turn_context() -> Select[Any]:
         outcomes.label("notice_outcomes"),
         told_events.label("notice_events"),
         told_kinds.label("notice_kinds"),
+        connected_list.label("connected_names"),
     ).select_from(one.outerjoin(stub, true()))
 
 
@@ -231,6 +240,7 @@ class SqlUnitOfWork:
         return TurnReading(
             stub=stub,
             calendars=names,
+            connected=sorted(set(row.connected_names or ())),
             notices=await self.sync.notices_of(user_id, taken),
             conflicts=await self.events.events_by_ids(user_id, stub.conflict_event_ids) if stub else [],
             db_ms=self.db_ms,

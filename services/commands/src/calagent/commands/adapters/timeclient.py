@@ -15,3 +15,4 @@ class BusTimeClient:
         self.resolve = partial(bus.request, wire.TIME_RESOLVE, timeout=timeout)
         self.resolve_range = partial(bus.request, wire.TIME_RESOLVE_RANGE, timeout=timeout)
         self.parse_reply = partial(bus.request, wire.TIME_PARSE_REPLY, timeout=timeout)
+        self.choose_slot = partial(bus.request, wire.TIME_CHOOSE_SLOT, timeout=timeout)

@@ -231,8 +231,21 @@ class PendingCommand:
     def gives_way_to(self, hold: HoldReason | None) -> bool:
         """Whether a new request ends this one (superseded). Someone else's words never end the
         user's own pending request: superseding it is a cancel, and a cancel from third-party
-        content is held like any other change."""
-        return hold != "third_party_content"
+        content is held like any other change. A request they asked for is not the user's own:
+        it gives way to any (`steps_aside_for` says whether it ends or waits)."""
+        return hold != "third_party_content" or self.someone_elses()
+
+    def someone_elses(self) -> bool:
+        """Whether someone else's words asked for this request (contract §19)."""
+        return "third_party_content" in (self.stub.hold_reason, self.stub.requested_hold)
+
+    def steps_aside_for(self, turn_id: str | None) -> bool:
+        """Whether a new request sets this one aside rather than ending it: an offer from outside
+        (`waits_beside`), or one someone else's words asked for in the new request's own turn.
+        Which of a turn's requests held for someone else's words is the one the user made in
+        their own words, code cannot tell: none ends another, each waits for the user (§19)."""
+        same_turn = turn_id is not None and self.stub.created_by_turn == turn_id
+        return self.waits_beside() or (same_turn and self.someone_elses())
 
     def waits_beside(self) -> bool:
         """An offer from outside (an invitation, a sync conflict) is never dropped by a later
@@ -352,7 +365,9 @@ class PendingCommand:
     def set_aside(self, now: datetime) -> Stub:
         """The offer waits beside the conversation (a new request came, or the user's own was
         already waiting): until it is answered by its id, offered again, or its event starts."""
-        start = self.subject_start()
+        # A request someone else's words asked for, set aside in its own turn (`steps_aside_for`),
+        # keeps the time any request has: it is not an offer from outside that waits for its event.
+        start = None if self.someone_elses() else self.subject_start()
         return replace(
             self.stub,
             waiting_since=now,

@@ -21,7 +21,7 @@ from opentelemetry import propagate, trace
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from calagent.commands.adapters.tables import mail_outbox
+from calagent.commands.adapters.tables_people import mail_outbox
 from calagent.commands.caldav.outbox import backoff
 
 log = logging.getLogger("calagent.commands.mail")

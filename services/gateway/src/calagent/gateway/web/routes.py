@@ -18,12 +18,13 @@ page itself and what a browser tab needs besides the API:
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, Template, select_autoescape
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from calagent.contracts.settings import valid_zone_name
@@ -98,9 +99,9 @@ def dev_mode(settings: Settings) -> bool:
     return settings.web_dev_signin
 
 
-def page_router(settings: Settings, clock: Clock) -> APIRouter:
-    """The page's routes, for `app.include_router`."""
-    router = APIRouter(include_in_schema=False)
+@cache
+def page_template() -> Template:
+    """The page, compiled once per process: compiling it took most of the time `create_app` did."""
     templates = Environment(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(("html",)),
@@ -108,7 +109,13 @@ def page_router(settings: Settings, clock: Clock) -> APIRouter:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    page = templates.get_template("index.html")
+    return templates.get_template("index.html")
+
+
+def page_router(settings: Settings, clock: Clock) -> APIRouter:
+    """The page's routes, for `app.include_router`."""
+    router = APIRouter(include_in_schema=False)
+    page = page_template()
     texts = catalogs()
 
     @router.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from calagent.timeparse.domain.lexicon import PERIODS, number
+from calagent.contracts.numerals import number
+from calagent.timeparse.domain.lexicon import PERIODS
 
 __all__ = [
     "Clock",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MER", "NUM", "TOKEN_RE", "ZH_PERIOD"]
+__all__ = ["EN_MONTH", "EN_WEEKDAY", "MER", "NUM", "TOKEN_RE", "ZH_PERIOD"]
 
 _CN = "[零〇一二两三四五六七八九十]"
 NUM = rf"(?:[0-9]{{1,2}}|{_CN}{{1,3}})"
@@ -16,11 +16,11 @@ NUM = rf"(?:[0-9]{{1,2}}|{_CN}{{1,3}})"
 ZH_PERIOD = "凌晨|清晨|早上|早晨|上午|中午|午间|下午|午后|傍晚|黄昏|晚上|晚间|夜里|夜晚|夜间|深夜|半夜|早|晚"
 MER = r"(?:[ap]\.?m\b\.?|[ap]\.m\.)"
 _ZH_WD = "一二三四五六日天1234567"
-_EN_WD = (
+EN_WEEKDAY = (
     r"(?:monday|mon|tuesday|tues|tue|wednesday|weds|wed|thursday|thurs|thur|thu"
     r"|friday|fri|saturday|sat|sunday|sun)"
 )
-_EN_MONTH = (
+EN_MONTH = (
     r"(?:january|jan|february|feb|march|mar|april|apr|may|june|jun|july|jul|august|aug"
     r"|september|sept|sep|october|oct|november|nov|december|dec)"
 )
@@ -95,11 +95,11 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ),
     (
         "enmd",
-        rf"\b(?P<em>{_EN_MONTH})\b\.?\s*(?:the\s+)?(?P<ed>[0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:\s*,?\s*(?P<ey>[0-9]{{4}})\b)?",
+        rf"\b(?P<em>{EN_MONTH})\b\.?\s*(?:the\s+)?(?P<ed>[0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:\s*,?\s*(?P<ey>[0-9]{{4}})\b)?",
     ),
     (
         "endm",
-        rf"\b(?:the\s+)?(?P<ed2>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<em2>{_EN_MONTH})\b\.?(?:\s*,?\s*(?P<ey2>[0-9]{{4}})\b)?",
+        rf"\b(?:the\s+)?(?P<ed2>[0-9]{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<em2>{EN_MONTH})\b\.?(?:\s*,?\s*(?P<ey2>[0-9]{{4}})\b)?",
     ),
     # A day of the month alone: 12号, 12日, 十二号. Not a building, a line or a room (12号楼,
     # 3号线), not part of a longer number (123号) or an ordinal (第3号), not "within 3 days" (3日内).
@@ -138,7 +138,7 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     (
         "enday",
         rf"\b(?:on\s+the|the|on)\s+(?P<edd>[0-9]{{1,2}}){_ORD}"
-        rf"(?!\s*(?:of\b|,?\s*{_EN_MONTH}\b|(?:one|ones|option|options|choice|slot|time|week)\b))",
+        rf"(?!\s*(?:of\b|,?\s*{EN_MONTH}\b|(?:one|ones|option|options|choice|slot|time|week)\b))",
     ),
     (
         "enrel",
@@ -148,7 +148,7 @@ _TOKEN_ALTERNATIVES: tuple[tuple[str, str], ...] = (
     ("enndays", r"\bin\s+(?P<end>[0-9]{1,2}|one|two|three|four|five|six|seven|eight|nine|ten)\s+days?\b"),
     (
         "enweek",
-        rf"\b(?:(?P<ewp>next|this|last)\s+(?:week\s+(?:on\s+)?)?)?(?P<ewd>{_EN_WD})\b\.?"
+        rf"\b(?:(?P<ewp>next|this|last)\s+(?:week\s+(?:on\s+)?)?)?(?P<ewd>{EN_WEEKDAY})\b\.?"
         r"(?:\s+(?P<ews>next|this|last)\s+week\b)?",
     ),
     ("enweekend", r"\b(?:(?P<ewep>next|this)\s+)?weekend\b"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from calagent.contracts.choosing import POINTING_WORDS
+from calagent.contracts.numerals import ZH_DIGITS, number
 
 __all__ = [
     "BLOCKER_RE",
@@ -28,46 +29,10 @@ __all__ = [
     "ZH_REL",
     "ZH_WEEKDAY",
     "date_order",
-    "number",
     "year_number",
 ]
 
 # --------------------------------------------------------------------------- numbers
-
-_CN_DIGITS = {
-    "零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3,
-    "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
-}  # fmt: skip
-_EN_NUMBERS = {
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}  # fmt: skip
-
-
-def number(text: str) -> int | None:
-    """Arabic or Chinese numerals up to 99 (十, 十二, 二十三, 两, 零五)."""
-    if text.isdigit():
-        return int(text)
-    if text in _EN_NUMBERS:
-        return _EN_NUMBERS[text]
-    if "十" in text:
-        tens_text, _, ones_text = text.partition("十")
-        if tens_text in ("", "一"):
-            tens = 1
-        elif len(tens_text) == 1 and tens_text in _CN_DIGITS and tens_text not in "零〇两":
-            tens = _CN_DIGITS[tens_text]
-        else:
-            return None
-        if ones_text == "":
-            return tens * 10
-        if len(ones_text) == 1 and ones_text in _CN_DIGITS and ones_text not in "零〇两":
-            return tens * 10 + _CN_DIGITS[ones_text]
-        return None
-    if len(text) == 2 and text[0] in "零〇" and text[1] in _CN_DIGITS:
-        return _CN_DIGITS[text[1]]
-    if len(text) == 1 and text in _CN_DIGITS:
-        return _CN_DIGITS[text]
-    return None
 
 
 def year_number(text: str) -> int | None:
@@ -90,7 +55,7 @@ def year_number(text: str) -> int | None:
         return None
     if text.isdigit():
         return int(text)
-    digits = [_CN_DIGITS.get(ch) for ch in text]
+    digits = [ZH_DIGITS.get(ch) for ch in text]
     if any(d is None for d in digits) or "两" in text:
         return None
     return int("".join(str(d) for d in digits))

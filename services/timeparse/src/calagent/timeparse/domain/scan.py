@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from calagent.contracts.numerals import number
 from calagent.timeparse.domain.clock import Clock, Range, Time, clock_parts, is_padded, past_parts
 from calagent.timeparse.domain.grammar import TOKEN_RE
 from calagent.timeparse.domain.lexicon import (
@@ -20,7 +21,6 @@ from calagent.timeparse.domain.lexicon import (
     ZH_HOLIDAYS,
     ZH_REL,
     ZH_WEEKDAY,
-    number,
     year_number,
 )
 from calagent.timeparse.domain.monthdays import MonthDay, is_day_of_year

@@ -1,8 +1,8 @@
-// The HTTP API: the bearer token or the session's CSRF token on every request; a 401 signs out.
+// The HTTP API: the bearer token or the session's CSRF token on every request; a 401 is told to
+// the session (REFUSED), which signs out.
 
 import { t } from "./i18n.js";
-import { signOut } from "./session.js";
-import { SAFE_METHODS, state } from "./state.js";
+import { REFUSED, SAFE_METHODS, state } from "./state.js";
 
 class ApiError extends Error {
   constructor(status, message) {
@@ -42,7 +42,7 @@ export async function api(path, { method = "GET", body, accept = "application/js
     throw new ApiError(0, t("error.network"));
   }
   if (response.status === 401) {
-    signOut("signin.error_refused");
+    document.dispatchEvent(new Event(REFUSED));
     throw new ApiError(401, t("signin.error_refused"));
   }
   if (!response.ok) throw new ApiError(response.status, await errorText(response));

@@ -4,12 +4,45 @@
 // OpenID Connect, an HttpOnly cookie the page never sees (then every change carries the session's
 // CSRF token); any 401 leads back to sign-in.
 
-import { bindViews, bindWeek } from "./calendar.js";
+import { bindViews, bindWeek, loadMonth, loadWeek, renderMonth, renderWeek } from "./calendar.js";
+import { loadCommand, loadWaiting, renderCard } from "./cards.js";
+import { loadChanges } from "./changes.js";
 import { bindComposer, bindHistory } from "./chat.js";
-import { bindDetails } from "./details.js";
+import { bindDetails, renderDetails } from "./details.js";
 import { bindSignIn, signInWith, signInWithCookie, signInWithLink } from "./session.js";
 import { bindSettings, switchLanguage } from "./settings.js";
-import { $, TOKEN_KEY, state } from "./state.js";
+import { $, HISTORY_SHOWN, LANG_SET, TOKEN_KEY, TURN_DONE, state } from "./state.js";
+import { loadTasks, renderTasks } from "./tasks.js";
+
+// ---- what one room's news means to the others -------------------------------------------------
+
+// After every turn the views read again: a write may have happened (created, updated, deleted,
+// confirmed), and an offer waiting beside the conversation may have been answered, or come forward
+// as the pending command once the turn left none.
+function afterTurn() {
+  renderCard();
+  if (state.command) loadWaiting();
+  else loadCommand();
+  loadWeek();
+  loadTasks();
+  loadChanges();
+  if (state.monthLoaded || state.view === "month") loadMonth();
+}
+
+function renderViews() {
+  renderCard();
+  if (state.tasksLoaded) renderTasks();
+  if (state.weekLoaded) renderWeek();
+  if (state.monthLoaded) renderMonth();
+  if (state.opened) renderDetails();
+}
+
+function bindNews() {
+  document.addEventListener(TURN_DONE, afterTurn);
+  // Restored messages bring the receipts the card shows.
+  document.addEventListener(HISTORY_SHOWN, renderCard);
+  document.addEventListener(LANG_SET, renderViews);
+}
 
 // ---- start -------------------------------------------------------------------------------------
 
@@ -20,6 +53,7 @@ async function main() {
   } catch {
     // The server-rendered strings stay; anything built later shows its key.
   }
+  bindNews();
   bindSignIn();
   bindComposer();
   bindWeek();

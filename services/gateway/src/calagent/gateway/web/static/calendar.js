@@ -5,9 +5,13 @@ import { addDays, coveredDays, dateToYmd, dayLabel, isoWeekday, mondayOf, todayY
 import { openDetails } from "./details.js";
 import { el, say, t } from "./i18n.js";
 import { $, state } from "./state.js";
-import { taskTitle } from "./tasks.js";
 
 // ---- the week ----------------------------------------------------------------------------------
+
+// The title a block is labelled with: its task's, when the task is listed.
+function taskTitle(taskId) {
+  return state.tasks?.find((task) => task.id === taskId)?.title ?? null;
+}
 
 export async function loadWeek() {
   if (!state.weekStart) return;

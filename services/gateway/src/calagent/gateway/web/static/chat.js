@@ -1,12 +1,8 @@
 // The conversation: messages, streamed turns, commands without the model, restored history.
 
 import { api, newMessageId } from "./api.js";
-import { loadMonth, loadWeek } from "./calendar.js";
-import { loadCommand, loadWaiting, renderCard } from "./cards.js";
-import { loadChanges } from "./changes.js";
 import { el, say, t } from "./i18n.js";
-import { $, HISTORY_PAGE, state } from "./state.js";
-import { loadTasks } from "./tasks.js";
+import { $, HISTORY_PAGE, HISTORY_SHOWN, TURN_DONE, state } from "./state.js";
 import { addTimelineToggle } from "./timeline.js";
 
 // ---- chat --------------------------------------------------------------------------------------
@@ -105,16 +101,7 @@ function failBubble(bubble, message) {
 function finishTurn(bubble, answer) {
   markAnswer(bubble, answer);
   state.command = answer.command ?? null;
-  renderCard();
-  // Refresh after every turn: a write may have happened (created, updated, deleted, confirmed),
-  // and an offer waiting beside the conversation may have been answered, or come forward as the
-  // pending command once the turn left none.
-  if (state.command) loadWaiting();
-  else loadCommand();
-  loadWeek();
-  loadTasks();
-  loadChanges();
-  if (state.monthLoaded || state.view === "month") loadMonth();
+  document.dispatchEvent(new Event(TURN_DONE));
 }
 
 // ---- the conversation as it was (GET /v1/messages) ------------------------------------------------
@@ -163,7 +150,7 @@ export async function loadHistory(before = null) {
   if (!before) items.at(-1)?.scrollIntoView({ block: "end" });
   // The newest page is in: what arrives from now on is appended after it, never put before it.
   if (!before) $("messages").dataset.loaded = "true";
-  renderCard();
+  document.dispatchEvent(new Event(HISTORY_SHOWN));
 }
 
 export function bindHistory() {

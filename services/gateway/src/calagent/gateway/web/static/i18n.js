@@ -1,10 +1,6 @@
 // Strings in the page's language, and elements whose text follows the language switch.
 
-import { renderMonth, renderWeek } from "./calendar.js";
-import { renderCard } from "./cards.js";
-import { renderDetails } from "./details.js";
-import { $, LANG_COOKIE, state } from "./state.js";
-import { renderTasks } from "./tasks.js";
+import { $, LANG_COOKIE, LANG_SET, state } from "./state.js";
 
 // ---- strings -----------------------------------------------------------------------------------
 
@@ -52,9 +48,6 @@ export function setLang(lang) {
   document.cookie = `${LANG_COOKIE}=${lang}; path=/; max-age=31536000; SameSite=Strict`;
   $("lang-switch").lang = lang === "zh" ? "en" : "zh-CN";
   applyStrings();
-  renderCard();
-  if (state.tasksLoaded) renderTasks();
-  if (state.weekLoaded) renderWeek();
-  if (state.monthLoaded) renderMonth();
-  if (state.opened) renderDetails();
+  // What the views built from data (the card, tasks, week, month, details) they build again.
+  document.dispatchEvent(new Event(LANG_SET));
 }

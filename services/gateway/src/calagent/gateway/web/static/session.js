@@ -9,7 +9,7 @@ import { mondayOf, todayYmd } from "./dates.js";
 import { closeDetails } from "./details.js";
 import { say } from "./i18n.js";
 import { loadSavedSettings, resetSettings } from "./settings.js";
-import { $, TOKEN_KEY, state } from "./state.js";
+import { $, REFUSED, TOKEN_KEY, state } from "./state.js";
 import { loadTasks } from "./tasks.js";
 
 // ---- sign-in -----------------------------------------------------------------------------------
@@ -172,4 +172,6 @@ export function bindSignIn() {
     });
   }
   $("sign-out").addEventListener("click", () => signOut("signin.signed_out"));
+  // Any request the API refused (401): the token or the session cookie is no longer good.
+  document.addEventListener(REFUSED, () => signOut("signin.error_refused"));
 }

@@ -8,6 +8,12 @@ export const HISTORY_PAGE = 50;
 export const RRULE_DAYS = ["MO", "TU", "WE", "TH", "FR", "SA", "SU"];
 export const TIMELINE_TRIES = 6;
 
+// What a room tells the rooms that import it, as an event on `document`: it names no room it tells.
+export const REFUSED = "calagent:refused"; // the API answered 401: the session is over
+export const TURN_DONE = "calagent:turn-done"; // a turn finished (a write may have happened)
+export const HISTORY_SHOWN = "calagent:history-shown"; // restored messages, with their receipts, are in
+export const LANG_SET = "calagent:lang-set"; // the page's language changed: what was rendered is again
+
 export const $ = (id) => document.getElementById(id);
 
 export const state = {

@@ -73,11 +73,6 @@ async function markDone(task, box) {
   if (state.weekLoaded) loadWeek();
 }
 
-// The title a block is labelled with: its task's, when the task is listed.
-export function taskTitle(taskId) {
-  return state.tasks?.find((task) => task.id === taskId)?.title ?? null;
-}
-
 // Our change to a task offered again after the calendar changed the task too (contract §22): each
 // field it makes, the calendar's value → ours, or our removal of it; nothing changes until the card
 // is confirmed.

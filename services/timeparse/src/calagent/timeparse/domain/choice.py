@@ -13,6 +13,9 @@ A weekday, day or time matches a slot when the slot's start has it in the attend
 the mail named first) or the user's. Every kind of cue the reply gives must agree, and together
 they must single out one slot; otherwise — none, several, cues that contradict each other, or a
 refusal ("none of these", "都不行") — the reply names no slot (None), and the user reads it.
+
+Served on `calagent.time.choose_slot` to commands, which holds the proposal (its numerals, weekdays,
+months and clock words are this service's lexicon, its quotation rules `contracts.transport`).
 """
 
 from __future__ import annotations
@@ -23,59 +26,24 @@ from datetime import datetime
 from functools import partial
 from zoneinfo import ZoneInfo
 
-# A line from which on the reply quotes what it answers.
-_QUOTE_HEADER = re.compile(
-    r"^\s*(on\b.*\bwrote:?\s*$|在.*写道[:：]?\s*$|-{2,}\s*original message|_{5,}|-{5,}|from:\s|发件人[:：]|-- ?$)",
-    re.IGNORECASE,
-)
+from calagent.contracts.numerals import EN_ORDINALS, number
+from calagent.contracts.transport import unwrap
+from calagent.timeparse.domain.grammar import EN_MONTH, EN_WEEKDAY, NUM
+from calagent.timeparse.domain.lexicon import EN_MONTHS, EN_WEEKDAY_PREFIX, ZH_WEEKDAY
+
 _REFUSAL = re.compile(
     r"none of|neither|no good|doesn'?t work for me|do not work|don'?t work|can'?t make (any|it)|"
     r"都不行|都不可以|都没空|都不方便|都不合适|不行|没空",
     re.IGNORECASE,
 )
 
-_ZH_DIGITS = {
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-    "十": 10,
-}
-_EN_ORDINALS = {"first": 1, "second": 2, "third": 3, "1st": 1, "2nd": 2, "3rd": 3}
-_WEEKDAYS_EN = {
-    "monday": 1, "mon": 1, "tuesday": 2, "tue": 2, "tues": 2, "wednesday": 3, "wed": 3,
-    "thursday": 4, "thu": 4, "thur": 4, "thurs": 4, "friday": 5, "fri": 5, "saturday": 6, "sat": 6,
-    "sunday": 7, "sun": 7,
-}  # fmt: skip
-_WEEKDAYS_ZH = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "日": 7, "天": 7}
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",),
-            ("june", "jun"), ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"),
-            ("october", "oct"), ("november", "nov"), ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}  # fmt: skip
-_MONTH_WORDS = "|".join(sorted(_MONTHS, key=len, reverse=True))
-
-_ZH_NUMBER = r"[0-9]{1,2}|十[一二]?|[一二两三四五六七八九]"
 _TIME_PATTERNS = (
     # 15:00, 3:30 pm
     re.compile(r"(?<![\d/])(\d{1,2}):(\d{2})\s*(am|pm|a\.m\.|p\.m\.)?", re.IGNORECASE),
     # 3pm, 3 p.m.
     re.compile(r"(?<![\d:/])(\d{1,2})\s*(am|pm|a\.m\.|p\.m\.)(?![a-z])", re.IGNORECASE),
     # 下午三点, 三点半, 15点
-    re.compile(rf"(上午|早上|中午|下午|晚上)?\s*({_ZH_NUMBER})\s*[点點时](半|一刻|三刻|(\d{{1,2}})分?)?"),
+    re.compile(rf"(上午|早上|中午|下午|晚上)?\s*({NUM})\s*[点點时](半|一刻|三刻|(\d{{1,2}})分?)?"),
 )
 _DATE_PATTERNS = (
     # 9月29日 / 9月29号
@@ -83,42 +51,30 @@ _DATE_PATTERNS = (
     # 29号 / 29日
     re.compile(r"(?<![\d月])(\d{1,2})\s*[日号]"),
     # Sep 29, September 29th
-    re.compile(rf"\b({_MONTH_WORDS})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", re.IGNORECASE),
+    re.compile(rf"\b({EN_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", re.IGNORECASE),
     # 29 Sep, 29th of September
-    re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_WORDS})\b", re.IGNORECASE),
+    re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({EN_MONTH})\b", re.IGNORECASE),
     # the 29th
     re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b", re.IGNORECASE),
     # 9/29 or 29/9
     re.compile(r"(?<![\d:])(\d{1,2})/(\d{1,2})(?![\d/])"),
 )
+_EN_WEEKDAY_WORD = re.compile(rf"\b{EN_WEEKDAY}\b")
 _ORDINAL_PATTERNS = (
     re.compile(r"第\s*([0-9]|[一二两三四五六七八九])\s*(?:个|项|种|条|个时间)?"),
     re.compile(r"(?:option|choice|slot|number|no\.?|#)\s*([1-9])\b", re.IGNORECASE),
-    re.compile(r"\b(first|second|third|1st|2nd|3rd)\b", re.IGNORECASE),
+    re.compile(rf"\b({'|'.join(EN_ORDINALS)})\b", re.IGNORECASE),
     # A bare digit standing alone ("2", "2 works", "选2").
     re.compile(r"(?<![\d:/.])([1-9])(?![\d:/.])"),
 )
 
 
 def own_words(body: str) -> str:
-    """The lines the reply's author wrote: up to the first line that opens a quotation of what it
-    answers, without the lines quoted with ">"."""
-    kept: list[str] = []
-    for line in body.splitlines():
-        if _QUOTE_HEADER.match(line):
-            break
-        if line.lstrip().startswith(">"):
-            continue
-        kept.append(line)
-    return "\n".join(kept).strip()
-
-
-def _zh_number(text: str) -> int | None:
-    if text.isdigit():
-        return int(text)
-    if text.startswith("十"):
-        return 10 + (_ZH_DIGITS[text[1]] if len(text) > 1 else 0)
-    return _ZH_DIGITS.get(text)
+    """The lines the reply's author wrote (`contracts.transport`): without what it quotes of what
+    it answers, from a quoting header ("On … wrote:", "-----Original Message-----") on, and
+    without its signature. A reply that is nothing but a quotation has no words of its own."""
+    unwrapped = unwrap(body, own=None)
+    return "" if unwrapped.promoted else unwrapped.text
 
 
 def _hour(hour: int, period: str | None) -> int:
@@ -142,7 +98,7 @@ def _times(text: str) -> tuple[set[tuple[int, int]], str]:
         elif kind == 1:
             found.add((_hour(int(match[1]), match[2]), 0))
         else:
-            spoken = _zh_number(match[2])
+            spoken = number(match[2])
             if spoken is None:
                 return match[0]
             minute = {"半": 30, "一刻": 15, "三刻": 45}.get(match[3] or "", 0)
@@ -169,9 +125,9 @@ def _dates(text: str) -> tuple[set[tuple[int | None, int]], str]:
         elif kind in (1, 4):
             found.add((None, int(match[1])))
         elif kind == 2:
-            found.add((_MONTHS[match[1].casefold()], int(match[2])))
+            found.add((EN_MONTHS[match[1].casefold()[:3]], int(match[2])))
         elif kind == 3:
-            found.add((_MONTHS[match[2].casefold()], int(match[1])))
+            found.add((EN_MONTHS[match[2].casefold()[:3]], int(match[1])))
         else:
             first, second = int(match[1]), int(match[2])
             # Month/day or day/month: whichever the slots have.
@@ -187,13 +143,12 @@ def _weekdays(text: str) -> tuple[set[int], str]:
     found: set[int] = set()
 
     def zh(match: re.Match[str]) -> str:
-        found.add(_WEEKDAYS_ZH[match[1]])
+        found.add(ZH_WEEKDAY[match[1]])
         return " "
 
     text = re.sub(r"(?:周|星期|礼拜)\s*([一二三四五六日天])", zh, text)
-    for word in re.findall(r"[a-z]+", text.casefold()):
-        if word in _WEEKDAYS_EN:
-            found.add(_WEEKDAYS_EN[word])
+    for word in _EN_WEEKDAY_WORD.findall(text.casefold()):
+        found.add(EN_WEEKDAY_PREFIX[word[:3]])
     return found, text
 
 
@@ -202,9 +157,9 @@ def _ordinals(text: str, count: int) -> set[int]:
     for pattern in _ORDINAL_PATTERNS:
         for match in pattern.finditer(text):
             raw = match[1].casefold()
-            number = _EN_ORDINALS.get(raw) or _zh_number(raw)
-            if number is not None:
-                found.add(number)
+            value = EN_ORDINALS.get(raw) or number(raw)
+            if value is not None:
+                found.add(value)
         text = pattern.sub(" ", text)
     # A number that is no slot's ("5 people") names nothing; a slot's number names it.
     return {n - 1 for n in found if 1 <= n <= count}

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from calagent.commands.domain.choice import choose, own_words
+from calagent.timeparse.domain.choice import choose, own_words
 
 pytestmark = pytest.mark.unit
 
