@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: up test unit lint typecheck pytest browser bench faults fidelity sync-proof clean
+.PHONY: up test unit lint typecheck pytest browser bench faults fidelity sync-proof realcalendars clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -74,6 +74,12 @@ fidelity: $(STAMP)
 sync-proof: $(STAMP)
 	CALAGENT_SYNC_PROOF_EXAMPLES=200 CALAGENT_SYNC_PROOF_STEPS=50 CALAGENT_SYNC_PROOF_RANDOM=1 \
 	CALAGENT_SYNC_PROOF_TIMEOUT=7200 $(BIN)/pytest -q -s -p no:logging tests/e2e/test_sync_proof.py
+
+# Real clients' calendars (issue 44; `make test` keeps a sample on Xandikos): every file of
+# tests/e2e/realcalendars.toml synced through Radicale and Xandikos and compared with
+# recurring-ical-events' reading; prints what each account named and why.
+realcalendars: $(STAMP)
+	CALAGENT_REAL_CALENDARS=all $(BIN)/pytest -q -s tests/e2e/test_real_calendars.py
 
 # The fault suite (not part of `make test`, which keeps a short smoke of it): hundreds of SIGKILLs
 # of every part of a running system under load; prints faults, turns, lost, duplicated, 5xx and the

@@ -683,6 +683,9 @@ async def test_accounts_show_the_last_sync_the_last_error_in_our_words_pending_d
             "had": 3,
             "shows": 0,
             "command_id": offer["id"],
+            "href": None,
+            "uid": None,
+            "problem": None,
         }
     ]
     await command(stack, user, "confirm_command", offer["id"])

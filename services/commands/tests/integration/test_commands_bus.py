@@ -103,7 +103,7 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency", "inbound_mail"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0022w"
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0023r"
 
 
 # ---- create and every stub status ------------------------------------------------------------------
@@ -715,9 +715,9 @@ VIOLATIONS = {
         " VALUES (md5(random()::text), :u, 't', now(), now() + interval '1 hour', '工作', 'k')",
         ConstraintDefect,
     ),
-    "ck_events_end_after_start": (
+    "ck_events_end_not_before_start": (
         "INSERT INTO commands.events (id, user_id, title, start_at, end_at, calendar)"
-        " VALUES (md5(random()::text), :u, 't', now(), now(), '工作')",
+        " VALUES (md5(random()::text), :u, 't', now(), now() - interval '1 hour', '工作')",
         ConstraintDefect,
     ),
     "change_rows_change_id_fkey": (

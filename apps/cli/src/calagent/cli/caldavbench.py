@@ -6,7 +6,9 @@ the embedded packages, with a local Radicale. Delivery latency is the outbox row
 from the moment the write's transaction queued it (just before its commit) to the moment the
 worker's transaction marked it delivered — both read from the database clock. Creates go to the
 commands service over the bus (no model in the path: this measures the sync, not a turn).
-Inbound throughput is a first sync of a calendar filled directly on the server.
+Inbound throughput is a first sync of a calendar filled directly on the server; the first sync of
+a new user's account of ten calendars and 5,000 events is timed to its first event, to every event
+of the next two weeks and to the last.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +53,12 @@ def _ics(uid: str, day: int) -> str:
 
 
 async def measure(
-    nats_url: str, database_url: str, n_writes: int, n_inbound: int, tmp: Path
+    nats_url: str,
+    database_url: str,
+    n_writes: int,
+    n_inbound: int,
+    tmp: Path,
+    first_sync: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     from calagent.cli.stack import start_stack
 
@@ -77,6 +84,7 @@ async def measure(
             user = f"bench-{uuid.uuid4().hex[:8]}"
             latencies, delivered = await _outbound(stack, engine, radicale, user, n_writes)
             seconds = await _inbound(stack, engine, radicale, n_inbound)
+            first = await _first_sync(stack, engine, radicale, *first_sync) if first_sync else {}
         finally:
             await engine.dispose()
             await stack.stop()
@@ -91,6 +99,7 @@ async def measure(
         "inbound_events": n_inbound,
         "inbound_seconds": round(seconds, 3),
         "inbound_events_per_s": round(n_inbound / seconds, 1),
+        **first,
     }
 
 
@@ -202,6 +211,76 @@ def _fill(user_url: str, calendar_url: str, n: int) -> None:
             calendar.save_event(_ics(f"in-{i}", i % 300))
 
 
+def _ics_at(uid: str, start: datetime) -> str:
+    stamp = "%Y%m%dT%H%M%SZ"
+    return (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//bench//EN\r\nBEGIN:VEVENT\r\n"
+        f"UID:{uid}\r\nDTSTAMP:20260924T000000Z\r\nDTSTART:{start.astimezone(UTC):{stamp}}\r\n"
+        f"DTEND:{(start + timedelta(minutes=45)).astimezone(UTC):{stamp}}\r\n"
+        f"SUMMARY:bench {uid}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+
+
+async def _first_sync(
+    stack: Stack, engine: AsyncEngine, radicale: EmbeddedRadicale, calendars: int, per_calendar: int
+) -> dict[str, Any]:
+    """An account of `calendars` calendars holding `per_calendar` events each, spread over the
+    year before and the year after now, connected as a new user does: seconds from the connection
+    until the first event shows, until every event of the next two weeks does, until all do."""
+    login, password = "many", "many-pw"
+    radicale.add_user(login, password)
+    now = stack.clock.now()
+    for c in range(calendars):
+        make_calendar(radicale.url, login, password, f"Calendar {c}", cal_id=f"cal{c}")
+        # Written into the server's own folder (Radicale reads it as it is): filling thousands of
+        # objects by PUT would take longer than the sync measured.
+        folder = radicale.data_dir / "collections" / "collection-root" / login / f"cal{c}"
+        for i in range(per_calendar):
+            start = now + timedelta(days=i * 730 / per_calendar - 365, hours=c)
+            (folder / f"ev-{c}-{i}.ics").write_text(_ics_at(f"many-{c}-{i}", start))
+    total = calendars * per_calendar
+    near_end = now + timedelta(weeks=2)
+    reader = f"many-{uuid.uuid4().hex[:8]}"
+    started = time.perf_counter()
+    linked = await _connect(stack, radicale, reader, login)
+    assert linked.account is not None, linked
+    marks: dict[str, float] = {}
+    near_total = sum(
+        1
+        for c in range(calendars)
+        for i in range(per_calendar)
+        if now <= now + timedelta(days=i * 730 / per_calendar - 365, hours=c) < near_end
+    )
+    while "all" not in marks:
+        async with engine.connect() as conn:
+            shown, near = (
+                await conn.execute(
+                    text(
+                        "select count(*), count(*) filter (where start_at >= :a and start_at < :b)"
+                        " from commands.events where user_id = :u"
+                    ),
+                    {"u": reader, "a": now, "b": near_end},
+                )
+            ).one()
+        elapsed = time.perf_counter() - started
+        if shown and "first" not in marks:
+            marks["first"] = elapsed
+        if near >= near_total and "near" not in marks:
+            marks["near"] = elapsed
+        if shown >= total:
+            marks["all"] = elapsed
+        if elapsed > 900:
+            raise TimeoutError(f"the first sync showed {shown} of {total} events in 900 s")
+        await asyncio.sleep(0.05)
+    return {
+        "first_sync_calendars": calendars,
+        "first_sync_events": total,
+        "first_sync_first_event_s": round(marks["first"], 2),
+        "first_sync_next_two_weeks_s": round(marks["near"], 2),
+        "first_sync_all_s": round(marks["all"], 2),
+    }
+
+
 async def _drained(engine: Any, user: str) -> None:
     for _ in range(600):
         async with engine.connect() as conn:
@@ -232,11 +311,13 @@ async def _count(engine: Any, user: str, n: int) -> None:
 def run_caldav_bench(args: Any) -> int:
     writes = int(getattr(args, "n", 200) or 200)
     inbound = int(getattr(args, "inbound", 500) or 500)
+    # Issue 44 item 9: a new user's account of ten calendars and 5,000 events.
+    first_sync = (int(getattr(args, "calendars", 10) or 10), int(getattr(args, "per_calendar", 500) or 500))
     from calagent.devtools.testing.servers import provide_servers
 
     with tempfile.TemporaryDirectory(prefix="calagent-caldav-bench-") as tmp, provide_servers() as servers:
         database_url = servers.create_database()
-        results = asyncio.run(measure(servers.nats_url, database_url, writes, inbound, Path(tmp)))
+        results = asyncio.run(measure(servers.nats_url, database_url, writes, inbound, Path(tmp), first_sync))
     width = max(len(k) for k in results)
     for key, value in results.items():
         print(f"{key:{width}s} {value}")

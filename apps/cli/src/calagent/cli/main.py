@@ -395,6 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=float, default=None, help="plan: solver budget in s (CALAGENT_PLAN_BUDGET_S)"
     )
     bench.add_argument("--inbound", type=int, default=500, help="caldav: events read back by one sync")
+    bench.add_argument(
+        "--calendars", type=int, default=10, help="caldav: calendars of the first-sync account"
+    )
+    bench.add_argument(
+        "--per-calendar",
+        type=int,
+        default=500,
+        help="caldav: events in each calendar of the first-sync account",
+    )
     bench.add_argument("--clients", type=int, default=16, help="turns: concurrent clients for throughput")
     bench.add_argument("--seconds", type=float, default=10.0, help="turns: how long throughput runs")
     bench.add_argument("--in-flight", type=int, default=300, help="turns: concurrent turns at the slow model")

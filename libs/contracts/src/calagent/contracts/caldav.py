@@ -70,16 +70,24 @@ class AccountProblem(WireModel):
 
 
 class AccountWarning(WireModel):
-    """Something the user has to answer (contract §22): events a calendar stopped showing, kept
-    here until the offer `command_id` is answered. `had`/`shows`: how many the calendar held and
-    showed when it lost them at once (None: an object gone under a change of ours)."""
+    """Something the user should know of a calendar (contract §22).
 
-    kind: Literal["events_withheld"] = "events_withheld"
+    `events_withheld`: events the calendar stopped showing, kept here until the offer `command_id`
+    is answered; `missing` of them, `had`/`shows`: how many the calendar held and showed when it
+    lost them at once (None: an object gone under a change of ours).
+    `object_skipped`: one object (`href`, `uid`) that could not be read, not shown; `problem` says
+    why in our words. `object_partly_read`: one shown as far as it could be read (`problem`: what
+    was left out, e.g. a repeat rule only its first occurrence of which is shown)."""
+
+    kind: Literal["events_withheld", "object_skipped", "object_partly_read"] = "events_withheld"
     calendar: str
-    missing: int
+    missing: int = 0
     had: int | None = None
     shows: int | None = None
     command_id: str | None = None
+    href: str | None = None
+    uid: str | None = None
+    problem: str | None = None
 
 
 class AccountOut(WireModel):

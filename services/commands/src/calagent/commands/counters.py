@@ -32,10 +32,10 @@ from calagent.commands.domain.pending import Ask, shown_conflicts
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import occurrence_id
 from calagent.commands.ical.attendees import attendees_of
+from calagent.commands.ical.components import sequence_of
 from calagent.commands.ical.parse import component_span
 from calagent.commands.ical.zones import utc_instant
 from calagent.commands.offers import Offers
-from calagent.commands.outside import sequence_of
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip
 from calagent.commands.people.attendees import AttendeeRules

@@ -3,25 +3,14 @@ invitation arrives, and again when one that waited beside the conversation comes
 
 from __future__ import annotations
 
-from icalendar import Calendar, Component
+from icalendar import Calendar
 
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldInvitation
 from calagent.commands.domain.people import normal_address
+from calagent.commands.ical.components import sequence_of, speaking
 from calagent.commands.ports import UnitOfWork
 from calagent.contracts.people import InvitationOut
-
-
-def master_of(cal: Calendar) -> Component | None:
-    events = list(cal.walk("VEVENT"))
-    return next((c for c in events if "RECURRENCE-ID" not in c), events[0] if events else None)
-
-
-def sequence_of(component: Component) -> int:
-    try:
-        return int(component.get("SEQUENCE", 0))
-    except (TypeError, ValueError):
-        return 0
 
 
 async def still_refused(uow: UnitOfWork, user_id: str, offer: InvitationOut) -> str | None:
@@ -35,7 +24,7 @@ async def still_refused(uow: UnitOfWork, user_id: str, offer: InvitationOut) -> 
         # The UID names an event someone else organizes (or the user's own): not theirs to change.
         return "not_the_organizer"
     if current is not None and current.ical is not None and offer.method == "REQUEST":
-        known = master_of(Calendar.from_ical(current.ical))
+        known = speaking(Calendar.from_ical(current.ical))
         if known is not None and sequence_of(known) >= offer.sequence:
             return "stale_sequence"
     return None

@@ -134,7 +134,12 @@ def _overlapping(*, incomplete_only: bool) -> Select[Any]:
         or_(
             and_(
                 events.c.start_at < bindparam("end"),
-                or_(events.c.end_at > bindparam("start"), events.c.rrule.is_not(None)),
+                or_(
+                    events.c.end_at > bindparam("start"),
+                    events.c.rrule.is_not(None),
+                    # An event that ends when it starts is in a range that starts with it.
+                    and_(events.c.end_at == events.c.start_at, events.c.start_at >= bindparam("start")),
+                ),
             ),
             and_(events.c.series_id.is_not(None), events.c.recurrence_id < bindparam("end")),
         ),

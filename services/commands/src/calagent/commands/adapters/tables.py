@@ -91,7 +91,8 @@ events = Table(
     Column("outside_text", Boolean, nullable=False, server_default=text("false")),
     # A block of this task (contract §21).
     Column("task_id", String(32), nullable=True),
-    CheckConstraint("end_at > start_at", name="ck_events_end_after_start"),
+    # An event may end when it starts (RFC 5545 §3.6.1: a timed VEVENT without DTEND or DURATION).
+    CheckConstraint("end_at >= start_at", name="ck_events_end_not_before_start"),
     # A second guard behind the idempotency table: one command key never writes two events.
     UniqueConstraint("user_id", "created_by_key", name="uq_events_user_key"),
     Index("ix_events_user_start", "user_id", "start_at"),
@@ -231,6 +232,8 @@ caldav_calendars = Table(
     # naming them (a calendar that suddenly looks empty, an object gone under our write): see
     # caldav/withheld.py. None: nothing withheld.
     Column("withheld", JSONB, nullable=True),
+    # The objects of this calendar a sync skipped or read only in part, with why (caldav/notes.py).
+    Column("object_notes", JSONB, nullable=True),
     PrimaryKeyConstraint("account_id", "url", name="pk_caldav_calendars"),
 )
 

@@ -32,6 +32,7 @@ from calagent.commands.adapters.tables import (
 from calagent.commands.caldav import remote, rows
 from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
 from calagent.commands.caldav.credentials import Vault
+from calagent.commands.caldav.notes import read_notes
 from calagent.commands.caldav.withheld import ANSWERED, Withheld
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.txn import new_id
@@ -332,9 +333,20 @@ async def _deliveries(conn: AsyncConnection, user_id: str) -> dict[str, tuple[in
 
 
 async def _warnings(conn: AsyncConnection, user_id: str, cals: Sequence[Row[Any]]) -> list[AccountWarning]:
-    """A calendar's withheld events, until the user answers the offer naming them."""
-    warnings = []
+    """A calendar's withheld events, until the user answers the offer naming them; its objects
+    the sync skipped or read in part, until they are read again or gone (notes.py)."""
+    warnings: list[AccountWarning] = []
     for calendar in cals:
+        warnings.extend(
+            AccountWarning(
+                kind="object_skipped" if note.skipped else "object_partly_read",
+                calendar=calendar.name,
+                href=note.href,
+                uid=note.uid,
+                problem=note.problem,
+            )
+            for note in read_notes(calendar.object_notes)
+        )
         held = Withheld.read(calendar.withheld)
         if held is None:
             continue

@@ -16,8 +16,9 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from opentelemetry import trace
@@ -35,32 +36,26 @@ from calagent.commands.adapters.tables import (
     events,
     tasks,
 )
-from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav import notes, remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
-from calagent.commands.caldav.todos import keep_task, read_task, still_blocks, task_ids, task_uids
+from calagent.commands.caldav.listing import Known, Listing, Plan, SyncStats, take_changed, take_deleted
+from calagent.commands.caldav.todos import keep_task, still_blocks, task_ids, task_uids
 from calagent.commands.caldav.withheld import Holds, looks_emptied
 from calagent.commands.domain.model import Event, local_uid
-from calagent.commands.ical.parse import UnreadableObject, parse_resource
-from calagent.commands.ical.todo import is_todo
+from calagent.commands.ical.zones import zone_named
 from calagent.commands.ports import UnitOfWork
-from calagent.commands.txn import new_id
-from calagent.contracts.tasks import TaskOut
+from calagent.runtime.settle import is_transient
 
 log = logging.getLogger("calagent.commands.caldav")
 tracer = trace.get_tracer("calagent.commands.caldav")
 
 LEASE = timedelta(seconds=60)
+PARALLEL_ACCOUNTS = 4
+# What a first sync reads before the rest: from a day before now to two weeks after.
+NEAR = (timedelta(days=1), timedelta(weeks=2))
 SYNC_TURN = "caldav-sync"
-
-
-@dataclass
-class SyncStats:
-    changed: int = 0
-    deleted: int = 0
-    skipped: int = 0
-    withheld: int = 0  # gone from the server, kept here until the user answers (withheld.py)
 
 
 def process_alive(pid: int) -> bool:
@@ -110,6 +105,9 @@ class InboundSync:
     async def sync_due(self, every: timedelta) -> SyncStats:
         """Sync every account not synced within `every` whose lease is free."""
         total = SyncStats()
+        # Least recently tried first, a failure counting as a try: an account that fails every
+        # round goes behind the others instead of ahead of them.
+        tried = func.greatest(caldav_accounts.c.last_synced_at, caldav_accounts.c.sync_error_at)
         async with self.engine.connect() as conn:
             due = [
                 r.id
@@ -119,17 +117,25 @@ class InboundSync:
                         (caldav_accounts.c.last_synced_at.is_(None))
                         | (caldav_accounts.c.last_synced_at <= func.clock_timestamp() - every)
                     )
-                    .order_by(caldav_accounts.c.last_synced_at.nulls_first())
+                    .order_by(tried.nulls_first(), caldav_accounts.c.id)
                     .limit(50)
                 )
             ]
-        for account_id in due:
-            stats = await self.sync_account(account_id)
+        # A few accounts at once: a server that answers slowly holds up its own account only.
+        room = asyncio.Semaphore(PARALLEL_ACCOUNTS)
+
+        async def one(account_id: str) -> None:
+            async with room:
+                stats = await self.sync_account(account_id)
             if stats is not None:
                 total.changed += stats.changed
                 total.deleted += stats.deleted
                 total.skipped += stats.skipped
                 total.withheld += stats.withheld
+
+        async with asyncio.TaskGroup() as group:
+            for account_id in due:
+                group.create_task(one(account_id))
         return total
 
     async def release_stale(self, alive: Callable[[int], bool] = process_alive) -> int:
@@ -212,6 +218,7 @@ class InboundSync:
                     ).all()
                 if account is None:
                     return None
+                await self._near_first(account, calendars, stats)
                 for calendar in calendars:
                     async with self.engine.connect() as conn:
                         listed_at = (await conn.execute(select(func.clock_timestamp()))).scalar_one()
@@ -231,10 +238,38 @@ class InboundSync:
             error = f"the last sync failed: {exc}"
         except Exception as exc:
             error = f"the last sync failed ({type(exc).__name__})"
-            raise
+            if is_transient(exc):
+                raise  # the database is down: every account's round fails alike (worker.py)
+            # Anything else is this account's own: recorded on it, and the round goes on to the
+            # next account (one person's calendar never stops anyone else's sync).
+            log.exception("inbound sync of account %s failed", account_id)
         finally:
             await self.release_lease(account_id, synced, error)
         return stats if synced else None
+
+    async def _near_first(self, account: rows.Account, calendars: Sequence[Any], stats: SyncStats) -> None:
+        """Calendars never synced show the days about now first (issue 44 item 9): a first sync
+        of ten calendars and thousands of events took over a minute before the page showed this
+        week. One calendar-query per calendar for what happens in `NEAR`, applied as any listing
+        (nothing is removed by it); the full listing after it skips those by their ETags."""
+        now = self.holds.clock.now()  # the service's clock, which the holds carry
+        for calendar in calendars:
+            if calendar.sync_token is not None:
+                continue
+            async with self.engine.connect() as conn:
+                listed_at = (await conn.execute(select(func.clock_timestamp()))).scalar_one()
+            try:
+                objects = await asyncio.to_thread(
+                    remote.near, account.login, calendar.url, now - NEAR[0], now + NEAR[1]
+                )
+            except remote.RemoteError as exc:
+                log.info("no near-first listing of %s: %s", calendar.url, exc)  # the full one follows
+                continue
+            found = remote.Changes(
+                objects, [], None, complete=False, listed=frozenset(o.href for o in objects)
+            )
+            place = rows.Place(calendar.url, calendar.name, calendar.owned)
+            await self._apply(account, place, found, stats, listed_at)
 
     async def _ask_unlisted(
         self, account: rows.Account, calendar_url: str, found: remote.Changes
@@ -297,11 +332,14 @@ class InboundSync:
             listed = found.listed | {obj.href for obj in found.changed}
             shown = {r.event_id for href, r in known.items() if href in listed}
             withheld = await self.holds.settle(conn, uow, account, place, shown)
-            plan = _Plan()
-            listing = _Listing(account, place, found, stats, listed_at)
+            plan = Plan()
+            # A floating time (no TZID, no Z) is on the user's own wall clock (contract §14).
+            saved = (await uow.settings.settings_of([account.user_id])).get(account.user_id)
+            zone = zone_named(saved.zone(self.fallback_tz.key)) if saved is not None else self.fallback_tz
+            read = Listing(account, place, found, stats, listed_at, zone)
             written = await rows.rows_read_again(conn, account.user_id, known, found.changed)
-            seen = self._take_changed(listing, _Known(known, waiting, waiting_uids, written), plan)
-            gone = _take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
+            seen = take_changed(read, Known(known, waiting, waiting_uids, written), plan)
+            gone = take_deleted(place.url, found, listed_at, known, waiting | withheld, seen | listed)
             # Events and tasks alike: a task deleted in its app is gone here too, and a calendar
             # that looks emptied of its events, or of its tasks, is not copied (each counted
             # apart: a calendar's tasks are few beside its events and their blocks).
@@ -320,11 +358,18 @@ class InboundSync:
             else:
                 plan.removed.extend(gone)
                 stats.deleted += len(gone)
+            plan.object_notes = notes.merged(
+                await _notes_of(conn, account.id, place.url),
+                plan.object_notes,
+                read_again=plan.read_again,
+                gone={remote.normal_href(h) for h in found.deleted},
+                listed=listed if found.complete else None,
+            )
             await _write(conn, account, place.url, found.token, plan)
             await self._follow(uow, account.user_id, plan, tasks_here)
             await conn.commit()
 
-    async def _follow(self, uow: SqlUnitOfWork, user_id: str, plan: _Plan, tasks_here: set[str]) -> None:
+    async def _follow(self, uow: SqlUnitOfWork, user_id: str, plan: Plan, tasks_here: set[str]) -> None:
         """What the server's changes lead to here, which are our writes and go to the server like
         any: a task gone there takes its blocks with it, and the blocks' TRANSP is decided again
         (removed events free room too; contract §21)."""
@@ -337,127 +382,6 @@ class InboundSync:
             await self.after_sync(uow, user_id, plan.fresh)
         ours = {user: ids - before.get(user, set()) for user, ids in uow.effects.touched.items()}
         await uow.sync.queue_deliveries({user: ids for user, ids in ours.items() if ids})
-
-    def _take_changed(self, listing: _Listing, before: _Known, plan: _Plan) -> set[str]:
-        """The listed objects that are new or changed, planned as rows; the hrefs listed."""
-        account, found, stats, listed_at = listing.account, listing.found, listing.stats, listing.listed_at
-        calendar_url = listing.place.url
-        known, waiting, waiting_uids = before.resources, before.waiting, before.waiting_uids
-        seen: set[str] = set()
-        for obj in found.changed:
-            seen.add(obj.href)
-            resource = known.get(obj.href)
-            if resource is not None and obj.etag is not None and resource.etag == obj.etag:
-                if resource.unlisted:  # our own write, shown by the server
-                    plan.listed.append((resource.event_id, obj.etag))
-                continue  # our own write, or nothing new
-            if resource is not None and (resource.event_id in waiting or _newer(resource, listed_at)):
-                stats.skipped += 1
-                continue
-            event_id = resource.event_id if resource is not None else new_id()
-            if is_todo(obj.body):
-                self._take_task(listing, obj, resource, event_id, before, plan)
-                continue
-            try:
-                theirs = listing.place.rows(
-                    parse_resource(
-                        obj.body,
-                        master_id=event_id,
-                        user_id=account.user_id,
-                        calendar=listing.place.name,
-                        fallback_tz=self.fallback_tz,
-                    ),
-                    before.written.get(event_id, ()),
-                )
-            except (UnreadableObject, ValueError, KeyError) as exc:
-                log.info("skipping %s: %s", obj.href, exc)
-                stats.skipped += 1
-                continue
-            if resource is None and theirs[0].uid in waiting_uids:
-                # Our own object, PUT by a delivery that has not committed its resource yet:
-                # the outbox settles it; taking it in here would make the event twice.
-                stats.skipped += 1
-                continue
-            if resource is not None:
-                plan.replaced.append(event_id)
-            # The event keeps the UID it was born with; an object without one (invalid, but
-            # seen) is known by the one its resource was given.
-            uid = resource.uid if resource is not None else (theirs[0].uid or event_id)
-            plan.fresh.extend(row.evolve(uid=uid) for row in theirs)
-            plan.resources.append(
-                {
-                    "event_id": event_id,
-                    "user_id": account.user_id,
-                    "account_id": account.id,
-                    "calendar_url": calendar_url,
-                    "href": obj.href,
-                    "uid": uid,
-                    "etag": obj.etag,
-                    "origin": resource.origin if resource is not None else "remote",
-                    "unlisted": False,
-                }
-            )
-            stats.changed += 1
-        return seen
-
-    def _take_task(
-        self,
-        listing: _Listing,
-        obj: remote.RemoteObject,
-        resource: rows.Resource | None,
-        task_id: str,
-        before: _Known,
-        plan: _Plan,
-    ) -> None:
-        """A VTODO: the task it is here (contract §21), new or updated, keeping its object. Only
-        from a calendar the user owns: a task someone shares is theirs to do."""
-        account, stats = listing.account, listing.stats
-        read = read_task(obj.body, task_id, self.fallback_tz) if listing.place.owned else None
-        if read is None or (resource is None and read.uid in before.waiting_uids):
-            stats.skipped += 1  # not ours to take, unreadable, or our own PUT not yet committed
-            return
-        uid = resource.uid if resource is not None else (read.uid or task_id)
-        plan.tasks.append((read.task, uid, obj.body))
-        plan.resources.append(
-            {
-                "event_id": task_id,
-                "user_id": account.user_id,
-                "account_id": account.id,
-                "calendar_url": listing.place.url,
-                "href": obj.href,
-                "uid": uid,
-                "etag": obj.etag,
-                "origin": resource.origin if resource is not None else "remote",
-                "unlisted": False,
-            }
-        )
-        stats.changed += 1
-
-
-@dataclass(frozen=True)
-class _Listing:
-    """One calendar's listing as a sync read it."""
-
-    account: rows.Account
-    place: rows.Place
-    found: remote.Changes
-    stats: SyncStats
-    listed_at: datetime
-
-
-@dataclass(frozen=True)
-class _Known:
-    """What the sync knew before applying a listing: the resources by href, the events the
-    outbox still owes the server, their UIDs, and the rows stored of the listed known objects."""
-
-    resources: dict[str, rows.Resource]
-    waiting: set[str]
-    waiting_uids: set[str]
-    written: dict[str, list[Event]]
-
-
-def _newer(resource: rows.Resource, listed_at: datetime) -> bool:
-    return resource.updated_at is not None and resource.updated_at > listed_at
 
 
 async def _uids(conn: AsyncConnection, user_id: str, event_ids: set[str]) -> set[str]:
@@ -480,44 +404,8 @@ async def _waiting(conn: AsyncConnection, user_id: str) -> set[str]:
     return {r.event_id for r in found}
 
 
-@dataclass
-class _Plan:
-    """What one calendar's listing changes in the stored rows, written in one go by `_write`."""
-
-    replaced: list[str] = field(default_factory=list)
-    fresh: list[Event] = field(default_factory=list)
-    resources: list[dict[str, object]] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    # Tasks as their VTODOs say them: (task, UID, object).
-    tasks: list[tuple[TaskOut, str, str]] = field(default_factory=list)
-    # Our own writes the listing showed as we hold them (event id, ETag): no longer unlisted.
-    listed: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _take_deleted(
-    calendar_url: str,
-    found: remote.Changes,
-    listed_at: datetime,
-    known: dict[str, rows.Resource],
-    left: set[str],
-    seen: set[str],
-) -> list[str]:
-    """The events whose objects are gone from the server (said gone, or missing from a complete
-    listing), but for those `left` to the outbox or to the user and those written since."""
-    hrefs = [remote.normal_href(h) for h in found.deleted]
-    if found.complete:
-        hrefs += [href for href, r in known.items() if r.calendar_url == calendar_url and href not in seen]
-    gone: list[str] = []
-    for href in dict.fromkeys(hrefs):
-        resource = known.get(href)
-        if resource is None or resource.event_id in left or _newer(resource, listed_at):
-            continue
-        gone.append(resource.event_id)
-    return gone
-
-
 async def _write(
-    conn: AsyncConnection, account: rows.Account, calendar_url: str, token: str | None, plan: _Plan
+    conn: AsyncConnection, account: rows.Account, calendar_url: str, token: str | None, plan: Plan
 ) -> None:
     if plan.replaced:
         # A block of a task stays one when its calendar app moves or renames it (contract §21):
@@ -573,5 +461,14 @@ async def _write(
     await conn.execute(
         update(caldav_calendars)
         .where(caldav_calendars.c.account_id == account.id, caldav_calendars.c.url == calendar_url)
-        .values(sync_token=token)
+        .values(sync_token=token, object_notes=notes.dumped(plan.object_notes))
     )
+
+
+async def _notes_of(conn: AsyncConnection, account_id: str, calendar_url: str) -> list[notes.ObjectNote]:
+    raw = await conn.scalar(
+        select(caldav_calendars.c.object_notes).where(
+            caldav_calendars.c.account_id == account_id, caldav_calendars.c.url == calendar_url
+        )
+    )
+    return notes.read_notes(raw)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, ClassVar
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -406,22 +407,50 @@ def changes(login: Login, calendar_url: str, token: str | None) -> Changes:
             changed = [
                 RemoteObject(normal_href(str(o.url)), o.etag, str(o.data))
                 for o in found
-                if normal_href(str(o.url)) not in deleted and o.data
+                if normal_href(str(o.url)) not in deleted and _read(o)
             ]
             new_token = str(found.sync_token) if found.sync_token else None
+            # An object named whose body did not come (its GET failed) is asked for again: the
+            # token stays where it was. Past the new one, it was lost until it changed.
+            unread = any(not _read(o) for o in found if normal_href(str(o.url)) not in deleted)
             if new_token is not None and new_token.startswith("fake-"):
                 # No RFC 6578 on this server: the library lists everything and hashes the ETags
                 # into a token of its own; the same token back means nothing changed.
                 unchanged = token == new_token
                 if unchanged:
                     return Changes([], [], new_token, complete=False)
-                return Changes(changed, [], new_token, complete=True, listed=listed)
-            return Changes(changed, sorted(deleted), new_token, complete=token is None, listed=listed)
+                return Changes(changed, [], token if unread else new_token, complete=True, listed=listed)
+            return Changes(
+                changed,
+                sorted(deleted),
+                token if unread else new_token,
+                complete=token is None,
+                listed=listed,
+            )
     except error.DAVError as exc:
         if token is not None and "valid-sync-token" in str(getattr(exc, "preconditions", "")):
             # The server forgot the token (RFC 6578 §3.2): start over with a full listing.
             return changes(login, calendar_url, None)
         raise _classify(exc) from exc
+    except Exception as exc:
+        raise _classify(exc) from exc
+
+
+def _read(obj: Any) -> bool:
+    """Whether the library brought an object's body: a GET it could not do leaves an empty one
+    (or the error page's text, a calendar with no component in it)."""
+    data = str(obj.data or "")
+    return any(f"BEGIN:{name}" in data for name in ("VEVENT", "VTODO", "VJOURNAL"))
+
+
+def near(login: Login, calendar_url: str, start: datetime, end: datetime) -> list[RemoteObject]:
+    """The objects with an occurrence in [start, end) (a calendar-query with a time range, series
+    not expanded): what a first sync shows before the whole calendar."""
+    try:
+        with _client(login) as client:
+            calendar = caldav.Calendar(client=client, url=calendar_url)
+            found = calendar.search(event=True, start=start, end=end, expand=False)
+            return [RemoteObject(normal_href(str(o.url)), o.etag, str(o.data)) for o in found if o.data]
     except Exception as exc:
         raise _classify(exc) from exc
 

@@ -18,6 +18,14 @@ def overlaps(a_start: datetime, a_end: datetime, b_start: datetime, b_end: datet
     return a_start < b_end and a_end > b_start
 
 
+def in_window(start: datetime, end: datetime, window_start: datetime, window_end: datetime) -> bool:
+    """Whether an entry shows in a range: it overlaps it, or it ends when it starts (RFC 5545
+    §3.6.1) at an instant of the range."""
+    if start == end:
+        return window_start <= start < window_end
+    return overlaps(start, end, window_start, window_end)
+
+
 def blocked_span(start: datetime, end: datetime, all_day: bool, tz: ZoneInfo) -> tuple[datetime, datetime]:
     """The span an entry keeps busy: itself, or for an all-day entry every local day it touches."""
     if not all_day:
@@ -34,9 +42,10 @@ def event_span(event: Event, tz: ZoneInfo) -> tuple[datetime, datetime]:
 
 def keeps_time(event: Event) -> bool:
     """Whether an event holds its owner's time at all: not when it is done or marked free
-    (TRANSP:TRANSPARENT, as a task's block is while its task could go elsewhere, contract §21).
+    (TRANSP:TRANSPARENT, as a task's block is while its task could go elsewhere, contract §21),
+    nor when it ends as it starts (a timed VEVENT without DTEND or DURATION, contract §14).
     The one home of that rule: `freetime.shows_as` and `find_conflicts` both ask it."""
-    return not (event.completed or event.transparent)
+    return not (event.completed or event.transparent) and event.end > event.start
 
 
 def find_conflicts(

@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 from dateutil.rrule import rrule, rrulestr
 
 from calagent.commands.domain.model import Event
+from calagent.commands.domain.overlap import in_window
 from calagent.commands.domain.timeutil import local_days, whole_days
 
 STAMP = "%Y%m%dT%H%M%SZ"
@@ -147,7 +148,7 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
     out: list[Event] = []
     for event in events:
         if event.rrule is None:
-            if event.start < window_end and event.end > window_start:
+            if in_window(event.start, event.end, window_start, window_end):
                 out.append(event)
             continue
         duration = event.end - event.start
@@ -155,14 +156,22 @@ def expand(events: Iterable[Event], window_start: datetime, window_end: datetime
         # An all-day series covers whole local days: its length is counted in days, not hours (a
         # first day of 23 or 25 hours must not shift the end of every later occurrence).
         days = local_days(event.start, event.end, tz)
-        for start in starts(event, window_start, window_end, inclusive_before=duration):
+        try:
+            found = starts(event, window_start, window_end, inclusive_before=duration)
+        except InvalidRecurrenceError:
+            # A rule a calendar app wrote that dateutil cannot follow (RFC 7529 RSCALE/SKIP): the
+            # series shows its first occurrence and never takes the read of a range down.
+            if in_window(event.start, event.end, window_start, window_end):
+                out.append(event.evolve(rrule=None))
+            continue
+        for start in found:
             if (event.id, start.astimezone(UTC)) in replaced:
                 continue
             if event.all_day:
                 end = whole_days(start.astimezone(tz).date(), days, tz)[1].astimezone(tz)
             else:
                 end = start + duration
-            if start < window_end and end > window_start:
+            if in_window(start, end, window_start, window_end):
                 out.append(
                     event.evolve(
                         id=occurrence_id(event.id, start),

@@ -38,9 +38,10 @@ from calagent.commands.ical.attendees import (
     with_series_people,
 )
 from calagent.commands.ical.parse import (
-    DEFAULT_LENGTH,
     exdates_of,
+    fingerprint,
     ics_rule,
+    implied_length,
     load_object,
     master_of,
     object_rows,
@@ -95,7 +96,7 @@ def _set_times(component: Component, row: Event, base: Event, tz: ZoneInfo) -> N
             duration = vDuration(length)
             duration.params = Parameters(component["DURATION"].params)
             component["DURATION"] = duration
-    elif length != (timedelta(days=1) if row.all_day else DEFAULT_LENGTH):
+    elif length != implied_length(row.all_day):
         component["DTEND"] = written_like(row.start + length, old_start, tz, row.all_day)
 
 
@@ -299,6 +300,15 @@ def _patch_overrides(
         if row.series_id is None or row.recurrence_id is None:
             continue
         base = base_by_id.get(row.id) or base_by_slot.get(row.recurrence_id)
+        if (
+            base is not None
+            and base.recurrence_id not in by_slot
+            and fingerprint([row]) == fingerprint([base])
+        ):
+            # An occurrence the object names without a component of its own (an RDATE, one a
+            # RANGE=THISANDFUTURE change reaches), unchanged: the object already says it.
+            used.add(base.id)
+            continue
         if base is not None and base.id not in used and base.recurrence_id in by_slot:
             used.add(base.id)
             component = by_slot[base.recurrence_id]

@@ -5,8 +5,9 @@ in the form the object used (a DATE, a TZID, UTC or floating), and the VTIMEZONE
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, date, datetime, time
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from icalendar import (
     Calendar,
@@ -14,6 +15,8 @@ from icalendar import (
     vDDDTypes,
 )
 from icalendar.parser import Parameters
+from icalendar.timezone import tzid_from_dt
+from icalendar.timezone.windows_to_olson import WINDOWS_TO_OLSON
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.series import localise
@@ -22,16 +25,45 @@ UTC_ZONE = ZoneInfo("UTC")
 
 
 def _zone_key(value: datetime, fallback: ZoneInfo) -> str:
+    """The IANA zone whose wall clock a time is written on: its own, the one CLDR maps a Windows
+    name to (Outlook writes `TZID=Pacific Standard Time` with a VTIMEZONE of that name), else the
+    zone whose offsets a custom VTIMEZONE's match over the year of `value`."""
     tz = value.tzinfo
+    if tz is None:
+        return fallback.key
     if isinstance(tz, ZoneInfo):
         return tz.key
-    name = getattr(tz, "zone", None) or getattr(tz, "key", None)
-    if isinstance(name, str):
-        try:
-            return ZoneInfo(name).key
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
-    return fallback.key if value.tzinfo is None else "UTC"
+    name = getattr(tz, "zone", None) or getattr(tz, "key", None) or tzid_from_dt(value)
+    for candidate in (name, WINDOWS_TO_OLSON.get(name or "")):
+        if candidate:
+            try:
+                return ZoneInfo(candidate).key
+            except (ZoneInfoNotFoundError, ValueError):
+                pass
+    return _zone_like(value.year, _offsets(tz, value.year)) or "UTC"
+
+
+def _offsets(tz: tzinfo, year: int) -> tuple[timedelta | None, ...]:
+    """A zone's UTC offsets through a year and the next, twice a month: its DST rules as seen."""
+    instants = [
+        datetime(y, m, d, 12, tzinfo=UTC) for y in (year, year + 1) for m in range(1, 13) for d in (1, 16)
+    ]
+    return tuple(instant.astimezone(tz).utcoffset() for instant in instants)
+
+
+@cache
+def _zone_like(year: int, offsets: tuple[timedelta | None, ...]) -> str | None:
+    """An IANA zone (Area/City) keeping exactly these offsets at `_offsets`' instants."""
+    # The zones Windows names map to first: the ones a client most likely meant.
+    mapped = set(WINDOWS_TO_OLSON.values())
+    for key in sorted(available_timezones(), key=lambda k: (k not in mapped, k)):
+        if (
+            "/" in key
+            and not key.startswith(("Etc/", "SystemV/"))
+            and _offsets(ZoneInfo(key), year) == offsets
+        ):
+            return key
+    return None
 
 
 def utc_instant(value: date | datetime, tz: ZoneInfo) -> datetime:

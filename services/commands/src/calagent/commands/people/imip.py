@@ -21,6 +21,7 @@ from email.utils import format_datetime, formataddr
 from icalendar import Calendar, Component, vCalAddress
 from icalendar import Event as IcsEvent
 
+from calagent.commands.ical import components
 from calagent.commands.ical.attendees import attendee_property, organizer_property
 from calagent.contracts.people import Attendee
 
@@ -42,15 +43,12 @@ def message_id(uid: str, sequence: int, method: str, recipient: str, domain: str
 
 
 def sequence_of(obj: Calendar) -> int:
-    masters = [c for c in obj.walk("VEVENT") if "RECURRENCE-ID" not in c] or list(obj.walk("VEVENT"))
-    return int(masters[0].get("SEQUENCE", 0)) if masters else 0
+    return components.sequence_of(components.speaking(obj))
 
 
 def _summary(obj: Calendar) -> str:
-    for component in obj.walk("VEVENT"):
-        if "RECURRENCE-ID" not in component:
-            return str(component.get("SUMMARY", ""))
-    return ""
+    master = components.speaking(obj)
+    return str(master.get("SUMMARY", "")) if master is not None else ""
 
 
 def _scheduling(method: str) -> Calendar:

@@ -32,9 +32,10 @@ from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.attendees import address_of, attendees_of
+from calagent.commands.ical.components import sequence_of, speaking
 from calagent.commands.ical.parse import parse_resource
 from calagent.commands.ical.zones import sender_zone
-from calagent.commands.outside import master_of, sequence_of, still_refused
+from calagent.commands.outside import still_refused
 from calagent.commands.pending import Pending
 from calagent.commands.people import imip
 from calagent.commands.people.sending import queue_one
@@ -161,7 +162,7 @@ class Inbox:
             except ValueError:
                 return None, _dropped("unparseable_calendar")
         method = str(cal.get("METHOD", "")).upper() if cal is not None else None
-        master = master_of(cal) if cal is not None else None
+        master = speaking(cal) if cal is not None else None
         if cal is not None and (master is None or "UID" not in master):
             return method, _dropped("no_event")
         if mail.in_reply_to:
@@ -361,7 +362,7 @@ class InvitationAnswers:
         if mailbox is None:
             return
         body = imip.reply_body(received, attendee, partstat, txn.now)
-        master = master_of(received)
+        master = speaking(received)
         assert master is not None
         uid = str(master["UID"])
         # The answer is part of the id: a changed answer to the same version is another message.
