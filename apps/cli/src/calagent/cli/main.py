@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from calagent.cli.up import STATE_FILE
 from calagent.contracts.wire import Endpoint, Rep, Req
@@ -298,7 +298,22 @@ def cmd_faults(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="calagent", description="calendar chat agent backend")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_running(sub)
+    _add_operating(sub)
+    _add_measuring(sub)
+    asyncapi = sub.add_parser("asyncapi", help="print (or write) the AsyncAPI document of every subject")
+    asyncapi.add_argument("--out", default=None, help="write it to this file, e.g. docs/asyncapi.json")
+    asyncapi.set_defaults(func=cmd_asyncapi)
+    return parser
 
+
+# What `add_subparsers` returns, each group of subcommands added to it (subscripted for the type
+# checker only: argparse's class is not generic at run time).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_running(sub: Subcommands) -> None:
+    """Starting the system and talking to it: up, token, login-link, chat, resolve, parse-reply."""
     up = sub.add_parser("up", help="start the whole system in the foreground")
     up.add_argument("--port", type=int, default=None)
     up.add_argument("--scale", default=None, help="replicas, e.g. agent=2,commands=2")
@@ -348,6 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=func)
 
+
+def _add_operating(sub: Subcommands) -> None:
+    """What an operator reads of a running system: timeline, report, doctor, eval."""
     timeline = sub.add_parser("timeline", help="the segmented latency timeline of one turn")
     timeline.add_argument("turn_id")
     timeline.set_defaults(func=cmd_timeline)
@@ -379,6 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.set_defaults(func=cmd_eval)
 
+
+def _add_measuring(sub: Subcommands) -> None:
+    """What prints numbers: bench and faults."""
     bench = sub.add_parser("bench", help="print benchmark numbers")
     bench.add_argument(
         "what",
@@ -453,11 +474,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     faults.add_argument("--json", action="store_true", help="print the report as JSON")
     faults.set_defaults(func=cmd_faults)
-
-    asyncapi = sub.add_parser("asyncapi", help="print (or write) the AsyncAPI document of every subject")
-    asyncapi.add_argument("--out", default=None, help="write it to this file, e.g. docs/asyncapi.json")
-    asyncapi.set_defaults(func=cmd_asyncapi)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
