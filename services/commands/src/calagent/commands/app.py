@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
 from calagent.commands.adapters.zones import KvZones
+from calagent.commands.bootstrap import bootstrap
 from calagent.commands.caldav.accounts import Accounts
 from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
@@ -81,15 +82,16 @@ class CommandsService:
         store = SqlStore(
             self.engine, on_outbox=self._outbox_waiting, before_commit=Invitations(self.clock).queue
         )
-        self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
+        root = bootstrap(store, BusTimeClient(bus), self.config, self.clock)
+        self.service = root.service
         self.handlers = Handlers(self.service)
         self.people = People(store, self.clock, self.settings.mail_domain)
         self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
         self.inbox = Inbox(
             store,
-            self.service.writes.answers,
-            self.service.writes.counters,
-            self.service.writes.proposing,
+            root.rooms.answers,
+            root.rooms.counters,
+            root.rooms.proposing,
             self.clock,
             SettingsDirectory(),
             self.settings.default_tz,
@@ -107,7 +109,7 @@ class CommandsService:
                 guard,
                 max_attempts=self.settings.caldav_max_attempts,
                 default_tz=self.settings.default_tz,
-                after_sync=self.service.writes.replans.after_sync,
+                after_sync=root.rooms.replans.after_sync,
             ),
             InboundSync(
                 self.engine,
@@ -116,7 +118,7 @@ class CommandsService:
                 self.settings.default_tz,
                 guard,
                 Holds(self.clock, self.config.stub_ttl),
-                after_sync=self.service.writes.replans.after_sync,
+                after_sync=root.rooms.replans.after_sync,
             ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,

@@ -1,5 +1,5 @@
 """The application layer: one entry for commands (`writes.py`) and one for queries, built from the
-settings in one place. A query is a read (`queries.py`) unless it writes: the calendars and a
+settings in one place (`bootstrap.py`). A query is a read (`queries.py`) unless it writes: the calendars and a
 turn's context (`calendars.py`), the feed secret (`feeds.py`) and deleting a plan (`plans.py`)
 are served by their own rooms."""
 
@@ -10,11 +10,10 @@ from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from calagent.commands.calendars import Calendars
-from calagent.commands.config import CommandConfig
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.feeds import Feeds
 from calagent.commands.plans import PlanDeletion
-from calagent.commands.ports import Store, TimePort
+from calagent.commands.ports import Store
 from calagent.commands.queries import Queries, Query, query_error
 from calagent.commands.reads import own_addresses
 from calagent.commands.txn import error_result
@@ -30,19 +29,25 @@ from calagent.contracts.queries import (
     TurnContext,
 )
 from calagent.contracts.tasks import ListTasks, SaveTask
-from calagent.runtime.clock import Clock
 
 Answer = TypeVar("Answer", CommandResult, QueryResult)
 
 
 class CommandService:
-    def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        writes: Writes,
+        queries: Queries,
+        calendars: Calendars,
+        feeds: Feeds,
+        plans: PlanDeletion,
+    ) -> None:
         self.store = store
-        self.writes = Writes(store, time_port, config, clock)
-        self.queries = Queries(store, time_port, config, clock)
-        self.calendars = Calendars(store, time_port, config.calendars, self.queries)
-        self.feeds = Feeds(store, clock)
-        plans = PlanDeletion(store, clock)
+        self.writes = writes
+        self.queries = queries
+        self.calendars = calendars
+        self.feeds = feeds
         self.tasks = self.writes.tasks
         # The queries that write, each served by the room that holds what it writes.
         self.writing_queries: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
