@@ -20,7 +20,7 @@ from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.withheld import Holds
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.config import CommandConfig
-from calagent.commands.handlers import Handlers, transient_failures
+from calagent.commands.handlers import transient_failures
 from calagent.commands.people.contacts import People
 from calagent.commands.people.inbox import Inbox, SettingsDirectory
 from calagent.commands.people.invitations import Invitations
@@ -58,7 +58,6 @@ class CommandsService:
         self.config = CommandConfig.from_settings(settings)
         self.engine: AsyncEngine | None = None
         self.service: CommandService | None = None
-        self.handlers: Handlers | None = None
         self.accounts: Accounts | None = None
         self.people: People | None = None
         self.settings_desk: SettingsDesk | None = None
@@ -84,7 +83,6 @@ class CommandsService:
         )
         root = bootstrap(store, BusTimeClient(bus), self.config, self.clock)
         self.service = root.service
-        self.handlers = Handlers(self.service)
         self.people = People(store, self.clock, self.settings.mail_domain)
         self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
         self.inbox = Inbox(
@@ -131,16 +129,16 @@ class CommandsService:
             raise RuntimeError("commands is not started")
         return self.inbox
 
-    def _handlers(self) -> Handlers:
-        if self.handlers is None:
+    def _service(self) -> CommandService:
+        if self.service is None:
             raise RuntimeError("commands is not started")
-        return self.handlers
+        return self.service
 
     async def on_command(self, request: CommandRequest) -> CommandResult:
-        return await self._handlers().on_command(request)
+        return await self._service().on_command(request)
 
     async def on_query(self, request: QueryRequest) -> QueryResult:
-        return await self._handlers().on_query(request)
+        return await self._service().on_query(request)
 
     async def health(self) -> dict[str, str]:
         return {"database": await database_state(self.engine)}
