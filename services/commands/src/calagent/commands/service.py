@@ -54,7 +54,7 @@ class CommandService:
         self.queries = queries
         self.calendars = calendars
         self.feeds = feeds
-        self.tasks = self.writes.tasks
+        self.tasks = writes.rooms.tasks
         # The queries that write, each served by the room that holds what it writes.
         self.writing_queries: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
             TurnContext: self.calendars.turn_context,

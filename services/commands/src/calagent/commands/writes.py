@@ -107,47 +107,36 @@ class Writes:
     def __init__(self, store: Store, clock: Clock, rooms: Collaborators) -> None:
         self.store = store
         self.clock = clock
-        self.pending = rooms.pending
-        self.changes = rooms.changes
-        self.plans = rooms.plans
-        self.offers = rooms.offers
-        self.undo = rooms.undo
-        self.answers = rooms.answers
-        self.counters = rooms.counters
-        self.proposing = rooms.proposing
-        self.tasks = rooms.tasks
-        self.replans = rooms.replans
-        self.task_offers = rooms.task_offers
-        self.creates = rooms.creates
+        self.rooms = rooms
         # One row per kind of stub: what the user's word does to it (what it keeps and how long it
         # waits: `payloads.KINDS`).
         self.kinds: dict[StubKind, KindAnswers] = {
-            "create": KindAnswers(self.creates.reply, self._drop),
+            "create": KindAnswers(self.rooms.creates.reply, self._drop),
             "change": KindAnswers(on_word(self._run_change), self._refuse_change),
-            "plan": KindAnswers(on_word(self.plans.confirm), self._drop),
+            "plan": KindAnswers(on_word(self.rooms.plans.confirm), self._drop),
             "invitation": KindAnswers(self._answer_invitation, self._decline_invitation),
-            "proposal": KindAnswers(on_word(self.proposing.send), self._drop),
-            "booking": KindAnswers(on_word(self.proposing.book), self._drop),
-            "replan": KindAnswers(on_word(self.replans.confirm), self._drop),
-            "task_change": KindAnswers(on_word(self.task_offers.confirm), self._drop),
+            "proposal": KindAnswers(on_word(self.rooms.proposing.send), self._drop),
+            "booking": KindAnswers(on_word(self.rooms.proposing.book), self._drop),
+            "replan": KindAnswers(on_word(self.rooms.replans.confirm), self._drop),
+            "task_change": KindAnswers(on_word(self.rooms.task_offers.confirm), self._drop),
         }
         self.handlers: dict[type[Command], Callable[[Txn, Any], Awaitable[CommandResult]]] = {
-            PrepareOrCreate: self.creates.prepare_or_create,
+            PrepareOrCreate: self.rooms.creates.prepare_or_create,
             MergeStub: self._merge,
             PrepareChange: self._prepare_change,
-            RevertChange: self.undo.revert,
-            ProposePlan: self.plans.propose,
-            ProposeTimesCommand: self.proposing.propose,
+            RevertChange: self.rooms.undo.revert,
+            ProposePlan: self.rooms.plans.propose,
+            ProposeTimesCommand: self.rooms.proposing.propose,
             CancelStub: self._cancel,
-            AddTaskCommand: self.tasks.add_task,
-            CompleteTaskCommand: self.tasks.complete_task,
+            AddTaskCommand: self.rooms.tasks.add_task,
+            CompleteTaskCommand: self.rooms.tasks.complete_task,
         }
 
     async def run(self, command: Command, tz: ZoneInfo) -> CommandResult:
         envelope = command.envelope
         # The symbols a create names are known before any row is read: resolve them while the
         # transaction claims its key and takes the user's lock, not inside the lock afterwards.
-        early = self.creates.early_resolve(command)
+        early = self.rooms.creates.early_resolve(command)
         try:
             async with self.store.unit_of_work() as uow:
                 now = self.clock.now()
@@ -183,7 +172,7 @@ class Writes:
             # Leaving without commit rolls back: an error writes nothing, not even the key.
             return result.model_copy(update={"db_ms": uow.db_ms})
         # What the writes lead to, from what they recorded: the same step after every command.
-        replan = await self.replans.after_write(txn)
+        replan = await self.rooms.replans.after_write(txn)
         if replan is not None:
             result = result.model_copy(update={"replan": stub_out(replan, (), txn.tz)})
         # The change the trigger logged these rows as: what an Undo on this receipt reverts (none
@@ -198,21 +187,21 @@ class Writes:
         return result.model_copy(update={"db_ms": uow.db_ms})
 
     async def _prepare_change(self, txn: Txn, command: PrepareChange) -> CommandResult:
-        return await self.offers.bind(txn, command, await self.changes.prepare(txn, command))
+        return await self.rooms.offers.bind(txn, command, await self.rooms.changes.prepare(txn, command))
 
     async def _merge(self, txn: Txn, command: MergeStub) -> CommandResult:
-        stub = await self.pending.answered(txn, command.command_id)
+        stub = await self.rooms.pending.answered(txn, command.command_id)
         if isinstance(stub, CommandResult):
             return stub
         if command.pick is not None:
             # A pick only says which event (contract §20); the change still waits for the user's word.
             if command.confirm or stub.kind != "change":
                 return error_result("invalid_arguments", "a pick answers only a change asking which event")
-            return await self.offers.pick(txn, stub, command.pick)
+            return await self.rooms.offers.pick(txn, stub, command.pick)
         return await self.kinds[stub.kind].confirm(txn, stub, command)
 
     async def _cancel(self, txn: Txn, command: CancelStub) -> CommandResult:
-        stub = await self.pending.answered(txn, command.command_id)
+        stub = await self.rooms.pending.answered(txn, command.command_id)
         if isinstance(stub, CommandResult):
             return stub
         return await self.kinds[stub.kind].refuse(txn, stub)
@@ -220,31 +209,31 @@ class Writes:
     # ---- what the user's word does, kind by kind -------------------------------------------------
 
     async def _run_change(self, txn: Txn, stub: Stub) -> CommandResult:
-        if self.pending.of(stub).asks_which():
+        if self.rooms.pending.of(stub).asks_which():
             # Which event is still the question (contract §20): nothing runs; it is asked again.
             return CommandResult(status="held", stub=stub_out(stub, (), txn.tz))
         # A counter-proposal made again is still the attendee's: offered as theirs.
-        check = self.counters.check if is_counter(stub) else self.offers.check
+        check = self.rooms.counters.check if is_counter(stub) else self.rooms.offers.check
         stale = await check(txn, stub)
         if stale is not None:
             return stale
-        return await self.changes.confirm(txn, stub)
+        return await self.rooms.changes.confirm(txn, stub)
 
     async def _answer_invitation(self, txn: Txn, stub: Stub, command: MergeStub) -> CommandResult:
         if not command.confirm and command.partstat is None:
             return error_result("invalid_arguments", "this invitation takes an answer")
-        return await self.answers.answer(txn, stub, command.partstat or "ACCEPTED")
+        return await self.rooms.answers.answer(txn, stub, command.partstat or "ACCEPTED")
 
     async def _decline_invitation(self, txn: Txn, stub: Stub) -> CommandResult:
         # Turning an invitation down is declining it: the organizer is told.
-        return await self.answers.answer(txn, stub, "DECLINED")
+        return await self.rooms.answers.answer(txn, stub, "DECLINED")
 
     async def _refuse_change(self, txn: Txn, stub: Stub) -> CommandResult:
         if is_counter(stub):
             # Turning a counter-proposal down is declining it: the proposer is told.
-            return await self.counters.decline(txn, stub)
+            return await self.rooms.counters.decline(txn, stub)
         return await self._drop(txn, stub)
 
     async def _drop(self, txn: Txn, stub: Stub) -> CommandResult:
-        cancelled = await self.pending.store(txn, self.pending.of(stub).cancel(txn.now))
+        cancelled = await self.rooms.pending.store(txn, self.rooms.pending.of(stub).cancel(txn.now))
         return CommandResult(status="cancelled", stub=stub_out(cancelled, (), txn.tz))
