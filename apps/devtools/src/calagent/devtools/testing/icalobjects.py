@@ -87,6 +87,16 @@ def _sequence(draw: st.DrawFn) -> list[str]:
     return [f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}"] if draw(st.booleans()) else []
 
 
+def _common_optional(draw: st.DrawFn) -> dict[str, Callable[[], str]]:
+    """The optional properties events and tasks both carry, each with its maker."""
+    return {
+        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
+        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
+        "CREATED": lambda: "CREATED:20260801T080000Z",
+        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
+    }
+
+
 def _some_of(draw: st.DrawFn, optional: dict[str, Callable[[], str]]) -> list[str]:
     """Any subset of the optional properties, each drawn by its own maker."""
     return [optional[name]() for name in draw(st.sets(st.sampled_from(sorted(optional))))]
@@ -128,16 +138,13 @@ def rich_events(draw: st.DrawFn, uid: str) -> str:
     lines.append(f"SUMMARY:{_escape(draw(_WORDS))}")
     lines += _sequence(draw)
     optional: dict[str, Callable[[], str]] = {
+        **_common_optional(draw),
         "LOCATION": lambda: f"LOCATION:{_escape(draw(_WORDS))}",
-        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
         "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b={draw(st.integers(0, 9))}",
         "CLASS": lambda: f"CLASS:{draw(st.sampled_from(['PUBLIC', 'PRIVATE', 'CONFIDENTIAL']))}",
         "TRANSP": lambda: f"TRANSP:{draw(st.sampled_from(['OPAQUE', 'TRANSPARENT']))}",
         "STATUS": lambda: f"STATUS:{draw(st.sampled_from(['CONFIRMED', 'TENTATIVE']))}",
-        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
         "ORGANIZER": lambda: f"ORGANIZER;CN={_quote(draw(_WORDS))}:mailto:boss@example.com",
-        "CREATED": lambda: "CREATED:20260801T080000Z",
-        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
     }
     lines += _some_of(draw, optional)
     for i in range(draw(st.integers(min_value=0, max_value=3))):
@@ -192,11 +199,8 @@ def rich_todos(draw: st.DrawFn, uid: str) -> str:
         lines.append(f"PERCENT-COMPLETE:{draw(st.integers(1, 99))}")
     lines += _sequence(draw)
     optional: dict[str, Callable[[], str]] = {
-        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
-        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
+        **_common_optional(draw),
         "CLASS": lambda: f"CLASS:{draw(st.sampled_from(['PUBLIC', 'PRIVATE']))}",
-        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
-        "CREATED": lambda: "CREATED:20260801T080000Z",
         "RRULE": lambda: "RRULE:FREQ=WEEKLY;COUNT=4",
         "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b=2",
     }
