@@ -25,11 +25,10 @@ from calagent.contracts.caldav import (
     ListAccounts,
     SetDefaultCalendar,
 )
-from calagent.contracts.envelope import Envelope
 from calagent.contracts.text import NUL
 from calagent.gateway.bodies import body_model
 from calagent.gateway.errors import error_json, refusal_json
-from calagent.gateway.state import AuthPrincipal
+from calagent.gateway.state import AuthPrincipal, envelope_of
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
 
@@ -94,11 +93,6 @@ def _no_such_account() -> JSONResponse:
     return error_json(404, "no connected account with this id", "not_found")
 
 
-def _envelope(request: Request, principal: AuthPrincipal) -> Envelope:
-    envelope: Envelope = request.app.state.gateway.envelope(principal)
-    return envelope
-
-
 def accounts_router() -> APIRouter:
     router = APIRouter()
 
@@ -118,7 +112,7 @@ def accounts_router() -> APIRouter:
         answer = await ask(
             request,
             ConnectCalDav(
-                envelope=_envelope(request, principal),
+                envelope=envelope_of(request, principal),
                 url=body.url,
                 username=body.username,
                 password=body.password,
@@ -131,7 +125,7 @@ def accounts_router() -> APIRouter:
 
     @router.get("/v1/accounts", response_model=None)
     async def listing(request: Request, principal: AuthPrincipal) -> Response:
-        answer = await ask(request, ListAccounts(envelope=_envelope(request, principal)))
+        answer = await ask(request, ListAccounts(envelope=envelope_of(request, principal)))
         return JSONResponse({"accounts": [account_view(a) for a in answer.accounts]})
 
     @router.patch("/v1/accounts/{account_id}", response_model=None)
@@ -148,7 +142,7 @@ def accounts_router() -> APIRouter:
         answer = await ask(
             request,
             SetDefaultCalendar(
-                envelope=_envelope(request, principal),
+                envelope=envelope_of(request, principal),
                 account_id=account_id,
                 calendar_url=body.default_calendar,
             ),
@@ -162,7 +156,7 @@ def accounts_router() -> APIRouter:
         if _unknown_account_id(account_id):
             return _no_such_account()
         answer = await ask(
-            request, DisconnectAccount(envelope=_envelope(request, principal), account_id=account_id)
+            request, DisconnectAccount(envelope=envelope_of(request, principal), account_id=account_id)
         )
         if not answer.deleted:
             return _no_such_account()
