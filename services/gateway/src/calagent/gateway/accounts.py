@@ -28,6 +28,7 @@ from calagent.contracts.caldav import (
 from calagent.contracts.text import NUL
 from calagent.gateway.bodies import body_model
 from calagent.gateway.errors import error_json, refusal_json
+from calagent.gateway.limits import plain_id
 from calagent.gateway.state import AuthPrincipal, envelope_of
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
@@ -84,11 +85,6 @@ def _nul_refusal(*values: str) -> JSONResponse | None:
     return None
 
 
-def _unknown_account_id(account_id: str) -> bool:
-    """An id no account can have: answered as an unknown account, never forwarded."""
-    return not 0 < len(account_id) <= 64 or NUL in account_id
-
-
 def _no_such_account() -> JSONResponse:
     return error_json(404, "no connected account with this id", "not_found")
 
@@ -130,7 +126,7 @@ def accounts_router() -> APIRouter:
 
     @router.patch("/v1/accounts/{account_id}", response_model=None)
     async def patch(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
-        if _unknown_account_id(account_id):
+        if not plain_id(account_id):
             return _no_such_account()
         body = body_model(
             await request.body(), PatchBody, 'the body is {"default_calendar": "<calendar url>"}'
@@ -153,7 +149,7 @@ def accounts_router() -> APIRouter:
 
     @router.delete("/v1/accounts/{account_id}", response_model=None)
     async def disconnect(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
-        if _unknown_account_id(account_id):
+        if not plain_id(account_id):
             return _no_such_account()
         answer = await ask(
             request, DisconnectAccount(envelope=envelope_of(request, principal), account_id=account_id)
