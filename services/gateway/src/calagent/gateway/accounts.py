@@ -25,7 +25,6 @@ from calagent.contracts.caldav import (
     ListAccounts,
     SetDefaultCalendar,
 )
-from calagent.contracts.text import NUL
 from calagent.gateway.bodies import body_model
 from calagent.gateway.errors import error_json, refusal_json
 from calagent.gateway.limits import plain_id
@@ -78,13 +77,6 @@ def _connect_refusal(exc: ValidationError) -> str:
     return f"url, username and password are required strings ({fields})"
 
 
-def _nul_refusal(*values: str) -> JSONResponse | None:
-    """A 422 when any of the values holds a NUL character (PostgreSQL text cannot store one)."""
-    if any(NUL in value for value in values):
-        return error_json(422, "NUL characters are not accepted", "invalid_request")
-    return None
-
-
 def _no_such_account() -> JSONResponse:
     return error_json(404, "no connected account with this id", "not_found")
 
@@ -103,8 +95,6 @@ def accounts_router() -> APIRouter:
         body = body_model(await request.body(), ConnectBody, _connect_refusal)
         if isinstance(body, JSONResponse):
             return body
-        if (refused := _nul_refusal(body.url, body.username, body.password)) is not None:
-            return refused
         answer = await ask(
             request,
             ConnectCalDav(
@@ -133,8 +123,6 @@ def accounts_router() -> APIRouter:
         )
         if isinstance(body, JSONResponse):
             return body
-        if (refused := _nul_refusal(body.default_calendar)) is not None:
-            return refused
         answer = await ask(
             request,
             SetDefaultCalendar(

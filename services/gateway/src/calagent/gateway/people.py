@@ -28,7 +28,6 @@ from calagent.contracts.people import (
     PeopleRequest,
     PeopleResult,
 )
-from calagent.contracts.text import unstorable_in
 from calagent.gateway.bodies import body_model
 from calagent.gateway.errors import error_json
 from calagent.gateway.limits import plain_id
@@ -82,10 +81,6 @@ def people_router() -> APIRouter:
         )
         if isinstance(body, JSONResponse):
             return body
-        # Every key is a field of the model (extra="forbid"): its values are all the body holds.
-        reason = unstorable_in(body.model_dump())
-        if reason:
-            return error_json(422, reason, "invalid_request")
         answer = await ask(
             request,
             AddContact(
