@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from calagent.commands.config import CommandConfig
-from calagent.commands.domain.placement import (
+from calagent.commands.tasks.domain.placement import (
     Block,
     Problem,
     TaskSpec,

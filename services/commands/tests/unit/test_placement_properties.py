@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calagent.commands.domain.placement import Plan, Problem, TaskSpec, free_windows, greedy, plan
+from calagent.commands.tasks.domain.placement import Plan, Problem, TaskSpec, free_windows, greedy, plan
 from calagent.devtools.testing.examples import examples
 
 pytestmark = pytest.mark.unit
