@@ -1,4 +1,4 @@
-"""Placing tasks in free time (contract §21): the pieces of `domain.placement` on small calendars
+"""Placing tasks in free time (contract §21): the pieces of `tasks.domain.placement` on small calendars
 whose right answer can be seen by hand."""
 
 from __future__ import annotations
