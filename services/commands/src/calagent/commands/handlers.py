@@ -21,9 +21,8 @@ from opentelemetry import trace
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from calagent.commands.ports import KeyInFlightError
-from calagent.commands.queries import query_error
 from calagent.commands.service import CommandService
-from calagent.commands.txn import error_result
+from calagent.commands.txn import error_result, query_error
 from calagent.contracts.commands import CommandRequest, CommandResult
 from calagent.contracts.queries import QueryRequest, QueryResult
 from calagent.runtime.bus import TransientError

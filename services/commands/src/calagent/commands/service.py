@@ -15,9 +15,9 @@ from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.feeds import Feeds
 from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store, TimePort
-from calagent.commands.queries import Queries, Query, query_error
+from calagent.commands.queries import Queries, Query
 from calagent.commands.reads import own_addresses
-from calagent.commands.txn import error_result
+from calagent.commands.txn import error_result, query_error
 from calagent.commands.views import organizers_named, with_organizers
 from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import CommandResult
