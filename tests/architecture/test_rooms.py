@@ -1,7 +1,8 @@
 """No loops between rooms, read from the source trees like the layers (`test_layers`).
 
 A room is a top-level module of a service package (`commands/writes.py`, `gateway/state.py`) or
-one of its sub-packages taken whole (`commands/caldav/`, `commands/ical/`, `commands/domain/`).
+one of its sub-packages taken whole (`commands/caldav/`, `commands/ical/`, `commands/domain/`,
+`commands/tasks/` with its own `tasks/domain/`).
 A room may import another only if that one does not import it back, through any number of rooms
 between: two rooms in a loop can be neither read, tested nor moved one without the other. A
 type-only import (under `if TYPE_CHECKING:`) counts: it is the same dependency, paid by the reader.
@@ -143,6 +144,8 @@ def test_the_rooms_are_found() -> None:
     assert ("calagent.commands.caldav", "calagent.commands.ical") in commands
     # `from calagent.commands.caldav import remote, rows`: a sub-package's module, by its name.
     assert ("calagent.commands.caldav", "calagent.commands.adapters") in commands
+    # A sub-package's sub-package is its room too: `tasks/domain/changes.py` is in `tasks`.
+    assert ("calagent.commands.caldav", "calagent.commands.tasks") in commands
     gateway = {(room_of(i.module.name), i.room) for i in room_imports("gateway")}
     assert ("calagent.gateway.state", "calagent.gateway.mailbox") in gateway
 

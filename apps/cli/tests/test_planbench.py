@@ -10,7 +10,7 @@ import pytest
 
 from calagent.cli.main import build_parser
 from calagent.cli.planbench import measure, meetings, problem_of
-from calagent.commands.domain.placement import greedy, plan, score
+from calagent.commands.tasks.domain.placement import greedy, plan, score
 
 pytestmark = pytest.mark.unit
 

@@ -171,6 +171,8 @@ BAD_IDS: dict[str, str] = {
 for label, value in BAD_IDS.items():
     HOSTILE[f"timeline id {label}"] = ("GET", f"/v1/turns/{value}/timeline", None, 404)
     HOSTILE[f"plan id {label}"] = ("DELETE", f"/v1/plans/{value}", None, 404)
+    HOSTILE[f"account id {label} (patch)"] = ("PATCH", f"/v1/accounts/{value}", None, 404)
+    HOSTILE[f"account id {label} (delete)"] = ("DELETE", f"/v1/accounts/{value}", None, 404)
 
 # Every route that reads a JSON body refuses one Python's parser cannot take (too deep, a number
 # too long to convert) as it refuses one that is not JSON at all.
@@ -189,6 +191,24 @@ JSON_BODY_ROUTES: dict[str, tuple[str, str]] = {
 for route, (route_method, route_path) in JSON_BODY_ROUTES.items():
     for label, unparseable in UNPARSEABLE.items():
         HOSTILE[f"{route}: {label}"] = (route_method, route_path, unparseable, 422)
+
+# Every route that reads its body as JSON refuses text nothing can store (a NUL, a lone surrogate)
+# in any field, as the chat route does.
+UNSTORABLE_BODIES: dict[str, tuple[str, str, str]] = {
+    "contacts": ("POST", "/v1/contacts", '{{"name": {bad}, "email": "a@example.com"}}'),
+    "caldav connect": (
+        "POST",
+        "/v1/accounts/caldav",
+        '{{"url": "https://dav.example.com/", "username": {bad}, "password": "secret"}}',
+    ),
+    "account patch": ("PATCH", "/v1/accounts/acc1", '{{"default_calendar": {bad}}}'),
+    "settings": ("PUT", "/v1/settings", '{{"tz": {bad}}}'),
+    "sharing": ("POST", "/v1/sharing", '{{"with_user": {bad}, "level": "busy"}}'),
+}
+for route, (route_method, route_path, template) in UNSTORABLE_BODIES.items():
+    for label in ("NUL", "lone high surrogate", "lone low surrogate"):
+        body = template.format(bad=BAD_FIELD_VALUES[label]).encode()
+        HOSTILE[f"{route}: {label}"] = (route_method, route_path, body, 422)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Every path that writes reaches the one step after a write (`replans.Replans.after_write`,
+"""Every path that writes reaches the one step after a write (`tasks.replans.Replans.after_write`,
 contract §21), on real NATS and PostgreSQL: each command type and each kind of answered stub is
 listed here, and each that lands an event lands one on a task's block and gets that block's
 re-plan offered beside its receipt. The sync paths (the inbound sync, a conflict the server's

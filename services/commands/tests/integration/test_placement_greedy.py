@@ -1,5 +1,5 @@
 """The kept task plan is never worse than greedy (contract §21), checked against a greedy written
-here without `domain.placement` or `domain.freetime`.
+here without `tasks.domain.placement` or `domain.freetime`.
 
 A random week of meetings is created, then tasks are posted one by one, earliest due first, through
 `POST /v1/tasks`'s path (the command service over NATS and PostgreSQL). What the service kept is

@@ -1,4 +1,4 @@
-"""Placing tasks in free time (contract §21): the pieces of `domain.placement` on small calendars
+"""Placing tasks in free time (contract §21): the pieces of `tasks.domain.placement` on small calendars
 whose right answer can be seen by hand."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from calagent.commands.config import CommandConfig
-from calagent.commands.domain.placement import (
+from calagent.commands.tasks.domain.placement import (
     Block,
     Problem,
     TaskSpec,

@@ -1,5 +1,5 @@
 """Plans for random calendars and task sets (contract §21), checked by a reference written without
-`domain.placement` or `domain.freetime`: a minute-by-minute reading of the user's working hours on
+`tasks.domain.placement` or `domain.freetime`: a minute-by-minute reading of the user's working hours on
 their own wall clock and of their busy spans.
 
 Every block lies inside working hours, outside every busy span and every other block, after the
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from calagent.commands.domain.placement import Plan, Problem, TaskSpec, free_windows, greedy, plan
+from calagent.commands.tasks.domain.placement import Plan, Problem, TaskSpec, free_windows, greedy, plan
 from calagent.devtools.testing.examples import examples
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from calagent.commands.domain.task_changes import apply_patch, offered_change, patch_between
+from calagent.commands.tasks.domain.changes import apply_patch, offered_change, patch_between
 from calagent.contracts.tasks import TaskOut, TaskPatch
 from calagent.devtools.testing.tasks import task_out
 

@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.placement import Block
-from calagent.commands.task_time import Layout, moves_between
-from calagent.commands.tasks import due_instant
+from calagent.commands.tasks.domain.placement import Block
+from calagent.commands.tasks.service import due_instant
+from calagent.commands.tasks.time import Layout, moves_between
 from calagent.contracts.tasks import TaskOut
 
 pytestmark = pytest.mark.unit

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.placement import (
+from calagent.commands.tasks.domain.placement import (
     Problem,
     TaskSpec,
     free_windows,

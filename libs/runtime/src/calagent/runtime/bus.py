@@ -64,6 +64,7 @@ from calagent.runtime.trust import inbox_prefix, user_of
 
 if TYPE_CHECKING:
     from faststream.nats import TestNatsBroker
+    from faststream.nats.publisher.usecase import LogicPublisher
 
 # Handlers raise `TransientError`, consumers take a `RetryPolicy` and senders hold the publishers
 # `Bus` hands out: all belong to using the bus.
@@ -434,16 +435,24 @@ class Bus:
                 "malformed", f"reply on {endpoint.subject} is not a {endpoint.reply.__name__}"
             ) from exc
 
+    def _publisher(
+        self, subject: str, schema: type[BaseModel], summary: str, **options: Any
+    ) -> LogicPublisher:
+        """A publisher of `subject`, in the AsyncAPI document as this service's publishing side."""
+        return self._broker.publisher(
+            subject,
+            schema=schema,
+            title=self.title(subject, publishes=True),
+            description=summary,
+            **options,
+        )
+
     def stream_publisher(self, stream: Stream[M]) -> StreamPublisher[M]:
         """The (documented) publisher of `stream`; one per subject."""
         known = self._stream_publishers.get(stream.subject)
         if known is None:
-            publisher = self._broker.publisher(
-                stream.subject,
-                stream=jstream(stream.stream),
-                schema=stream.message,
-                title=self.title(stream.subject, publishes=True),
-                description=stream.summary,
+            publisher = self._publisher(
+                stream.subject, stream.message, stream.summary, stream=jstream(stream.stream)
             )
             known = self._stream_publishers[stream.subject] = StreamPublisher(publisher, stream)
         publisher_of_stream: StreamPublisher[M] = known
@@ -452,12 +461,7 @@ class Bus:
     def topic_publisher(self, topic: Topic[M]) -> TopicPublisher[M]:
         known = self._topic_publishers.get(topic.prefix)
         if known is None:
-            publisher = self._broker.publisher(
-                topic.wildcard,
-                schema=topic.message,
-                title=self.title(topic.wildcard, publishes=True),
-                description=topic.summary,
-            )
+            publisher = self._publisher(topic.wildcard, topic.message, topic.summary)
             known = self._topic_publishers[topic.prefix] = TopicPublisher(publisher, topic)
         publisher_of_topic: TopicPublisher[M] = known
         return publisher_of_topic

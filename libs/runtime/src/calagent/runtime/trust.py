@@ -117,6 +117,12 @@ def _wire_streams() -> dict[str, wire.Stream[Any]]:
     return {s.subject: s for s in vars(wire).values() if isinstance(s, wire.Stream)}
 
 
+def _stream_api(stream: str, *more: str) -> list[str]:
+    """The stream API subjects that look a stream up and make or update it (what opening one at
+    start needs), and any `more` verbs."""
+    return [f"$JS.API.STREAM.{verb}.{stream}" for verb in ("INFO", "CREATE", "UPDATE", *more)]
+
+
 def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
     grants = {service: Grant() for service in services}
     streams = _wire_streams()
@@ -124,11 +130,7 @@ def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
         # Every service's bus makes sure the streams exist at start and dead-letters what it gives up on.
         grant.add(
             publish=[
-                *(
-                    f"$JS.API.STREAM.{verb}.{name}"
-                    for name in STREAM_NAMES
-                    for verb in ("INFO", "CREATE", "UPDATE")
-                ),
+                *(api for name in STREAM_NAMES for api in _stream_api(name)),
                 subjects.deadletter(service),
             ],
             # Its own health subject both ways: it answers there, and a container healthcheck
@@ -141,7 +143,7 @@ def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
             stream = f"KV_{bucket}"
             grant.add(
                 publish=[
-                    *(f"$JS.API.STREAM.{verb}.{stream}" for verb in ("INFO", "CREATE", "UPDATE", "MSG.GET")),
+                    *_stream_api(stream, "MSG.GET"),
                     f"$JS.API.DIRECT.GET.{stream}",
                     f"$JS.API.DIRECT.GET.{stream}.>",
                     f"$KV.{bucket}.>",
@@ -152,7 +154,7 @@ def _grants(services: Iterable[str] = subjects.SERVICES) -> dict[str, Grant]:
             grant.add(
                 publish=[
                     # Opened (made, when its owner has not started yet) with the owner's configuration.
-                    *(f"$JS.API.STREAM.{verb}.{stream}" for verb in ("INFO", "CREATE", "UPDATE")),
+                    *_stream_api(stream),
                     f"$JS.API.CONSUMER.CREATE.{stream}",
                     f"$JS.API.CONSUMER.CREATE.{stream}.>",
                     f"$JS.API.CONSUMER.INFO.{stream}.>",

@@ -22,10 +22,10 @@ from calagent.commands.plans import PlanDeletion, Plans
 from calagent.commands.ports import Store, TimePort
 from calagent.commands.proposing import Proposing
 from calagent.commands.queries import Queries
-from calagent.commands.replans import Replans
 from calagent.commands.service import CommandService
-from calagent.commands.task_offers import TaskOffers
-from calagent.commands.tasks import Tasks
+from calagent.commands.tasks.offers import TaskOffers
+from calagent.commands.tasks.replans import Replans
+from calagent.commands.tasks.service import Tasks
 from calagent.commands.undo import Undo
 from calagent.commands.writes import Collaborators, Writes
 from calagent.runtime.clock import Clock

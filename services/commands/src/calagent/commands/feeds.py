@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store
-from calagent.commands.queries import query_error
+from calagent.commands.txn import query_error
 from calagent.contracts.queries import FeedCalendar, QueryResult, RotateFeed
 from calagent.runtime.clock import Clock
 

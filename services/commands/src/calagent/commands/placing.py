@@ -11,8 +11,7 @@ from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import find_conflicts
 from calagent.commands.domain.people import new_mail_address
 from calagent.commands.ports import TimePort
-from calagent.commands.queries import ALL_DAY_SLACK
-from calagent.commands.reads import events_in
+from calagent.commands.reads import ALL_DAY_SLACK, events_in
 from calagent.commands.txn import Txn, error_result
 from calagent.contracts.commands import CommandResult, StubSlots
 from calagent.contracts.envelope import Envelope

@@ -288,7 +288,7 @@ class UnitOfWork(Protocol):
     @property
     def effects(self) -> Effects:
         """What the transaction's writes recorded: handled at its commit and by the step after a
-        write (`replans.Replans.after_write`)."""
+        write (`tasks.replans.Replans.after_write`)."""
         ...
 
     @property

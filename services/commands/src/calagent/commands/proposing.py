@@ -123,7 +123,7 @@ class Proposing:
 
     async def send(self, txn: Txn, stub: Stub) -> CommandResult:
         """The proposal sent, with tentative holds written for its times (events in the user's
-        time like any other: blocks under them are offered a re-plan, `replans.py`)."""
+        time like any other: blocks under them are offered a re-plan, `tasks/replans.py`)."""
         held = stub.payload
         assert isinstance(held, HeldProposal)
         proposal = held.proposal

@@ -18,11 +18,12 @@ from calagent.commands.domain.pending import lapsed
 from calagent.commands.domain.timeutil import zone
 from calagent.commands.ical.render import render_ics
 from calagent.commands.ports import Store, TimePort, UnitOfWork
-from calagent.commands.reads import events_in
+from calagent.commands.reads import ALL_DAY_SLACK, events_in
 from calagent.commands.suggestions import suggestion_people
-from calagent.commands.task_time import with_risk
+from calagent.commands.tasks.time import with_risk
+from calagent.commands.txn import query_error
 from calagent.commands.views import change_out, event_out, stub_out
-from calagent.contracts.commands import CommandError, StubOut, waits_beside
+from calagent.contracts.commands import StubOut, waits_beside
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.limits import (
     OUT_OF_RANGE_MESSAGE,
@@ -46,11 +47,6 @@ from calagent.contracts.suggestions import FreeSlot, SlotAttendee
 from calagent.contracts.time import RangeRequest
 from calagent.runtime.clock import Clock
 
-# All-day events are stored as instants of the zone they were made in; widen the search so a
-# user who moved zones still sees the whole local day blocked (and a suggestion sees the events
-# just outside its range whose buffer, at most `BUFFER_MINUTES_MAX`, reaches into it).
-ALL_DAY_SLACK = timedelta(days=1)
-
 Query = AnyQuery
 
 
@@ -61,10 +57,6 @@ def title_matches(title: str, text: str | None) -> bool:
     folded = title.casefold()
     terms = [t for t in text.casefold().split() if t]
     return text.casefold().strip() in folded or any(t in folded for t in terms)
-
-
-def query_error(code: str, message: str) -> QueryResult:
-    return QueryResult(error=CommandError.model_validate({"code": code, "message": message}))
 
 
 def check_range(start: datetime, end: datetime, tz: ZoneInfo) -> QueryResult | None:

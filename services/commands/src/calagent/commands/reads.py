@@ -3,13 +3,18 @@ that are the user, over the store port."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.people import normal_address
 from calagent.commands.domain.series import expand
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.ports import UnitOfWork
+
+# All-day events are stored as instants of the zone they were made in; widen the search so a
+# user who moved zones still sees the whole local day blocked (and a suggestion sees the events
+# just outside its range whose buffer, at most `BUFFER_MINUTES_MAX`, reaches into it).
+ALL_DAY_SLACK = timedelta(days=1)
 
 
 async def events_in(

@@ -18,9 +18,9 @@ from calagent.commands.feeds import Feeds
 from calagent.commands.handlers import answered
 from calagent.commands.plans import PlanDeletion
 from calagent.commands.ports import Store
-from calagent.commands.queries import Queries, Query, query_error
+from calagent.commands.queries import Queries, Query
 from calagent.commands.reads import own_addresses
-from calagent.commands.txn import error_result
+from calagent.commands.txn import error_result, query_error
 from calagent.commands.views import organizers_named, with_organizers
 from calagent.commands.writes import Command, Writes
 from calagent.contracts.commands import CommandRequest, CommandResult

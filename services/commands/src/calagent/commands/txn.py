@@ -12,6 +12,7 @@ from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.ports import UnitOfWork
 from calagent.contracts.commands import CommandError, CommandResult
 from calagent.contracts.envelope import Envelope
+from calagent.contracts.queries import QueryResult
 from calagent.contracts.time import ResolveRequest, ResolveResult
 
 
@@ -23,6 +24,10 @@ def error_result(code: str, message: str) -> CommandResult:
     return CommandResult(
         status="error", error=CommandError.model_validate({"code": code, "message": message})
     )
+
+
+def query_error(code: str, message: str) -> QueryResult:
+    return QueryResult(error=CommandError.model_validate({"code": code, "message": message}))
 
 
 @dataclass

@@ -30,9 +30,9 @@ from calagent.commands.placing import Placing
 from calagent.commands.plans import Plans
 from calagent.commands.ports import Store
 from calagent.commands.proposing import Proposing
-from calagent.commands.replans import Replans
-from calagent.commands.task_offers import TaskOffers
-from calagent.commands.tasks import Tasks
+from calagent.commands.tasks.offers import TaskOffers
+from calagent.commands.tasks.replans import Replans
+from calagent.commands.tasks.service import Tasks
 from calagent.commands.txn import Txn, error_result, new_id
 from calagent.commands.undo import Undo
 from calagent.commands.views import stub_out

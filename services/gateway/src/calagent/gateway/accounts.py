@@ -25,10 +25,10 @@ from calagent.contracts.caldav import (
     ListAccounts,
     SetDefaultCalendar,
 )
-from calagent.contracts.text import NUL
 from calagent.gateway.bodies import body_model
 from calagent.gateway.errors import error_json, refusal_json
-from calagent.gateway.state import AuthPrincipal
+from calagent.gateway.limits import plain_id
+from calagent.gateway.state import AuthPrincipal, envelope_of
 
 ACCOUNT_TIMEOUT_S = 30.0  # a connect waits for the CalDAV server's PROPFIND
 
@@ -77,6 +77,10 @@ def _connect_refusal(exc: ValidationError) -> str:
     return f"url, username and password are required strings ({fields})"
 
 
+def _no_such_account() -> JSONResponse:
+    return error_json(404, "no connected account with this id", "not_found")
+
+
 def accounts_router() -> APIRouter:
     router = APIRouter()
 
@@ -91,13 +95,10 @@ def accounts_router() -> APIRouter:
         body = body_model(await request.body(), ConnectBody, _connect_refusal)
         if isinstance(body, JSONResponse):
             return body
-        if any(NUL in value for value in (body.url, body.username, body.password)):
-            return error_json(422, "NUL characters are not accepted", "invalid_request")
-        gateway = request.app.state.gateway
         answer = await ask(
             request,
             ConnectCalDav(
-                envelope=gateway.envelope(principal),
+                envelope=envelope_of(request, principal),
                 url=body.url,
                 username=body.username,
                 password=body.password,
@@ -110,26 +111,22 @@ def accounts_router() -> APIRouter:
 
     @router.get("/v1/accounts", response_model=None)
     async def listing(request: Request, principal: AuthPrincipal) -> Response:
-        gateway = request.app.state.gateway
-        answer = await ask(request, ListAccounts(envelope=gateway.envelope(principal)))
+        answer = await ask(request, ListAccounts(envelope=envelope_of(request, principal)))
         return JSONResponse({"accounts": [account_view(a) for a in answer.accounts]})
 
     @router.patch("/v1/accounts/{account_id}", response_model=None)
     async def patch(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
-        if not 0 < len(account_id) <= 64 or NUL in account_id:
-            return error_json(404, "no connected account with this id", "not_found")
+        if not plain_id(account_id):
+            return _no_such_account()
         body = body_model(
             await request.body(), PatchBody, 'the body is {"default_calendar": "<calendar url>"}'
         )
         if isinstance(body, JSONResponse):
             return body
-        if NUL in body.default_calendar:
-            return error_json(422, "NUL characters are not accepted", "invalid_request")
-        gateway = request.app.state.gateway
         answer = await ask(
             request,
             SetDefaultCalendar(
-                envelope=gateway.envelope(principal),
+                envelope=envelope_of(request, principal),
                 account_id=account_id,
                 calendar_url=body.default_calendar,
             ),
@@ -140,14 +137,13 @@ def accounts_router() -> APIRouter:
 
     @router.delete("/v1/accounts/{account_id}", response_model=None)
     async def disconnect(request: Request, principal: AuthPrincipal, account_id: str) -> Response:
-        if not 0 < len(account_id) <= 64 or NUL in account_id:
-            return error_json(404, "no connected account with this id", "not_found")
-        gateway = request.app.state.gateway
+        if not plain_id(account_id):
+            return _no_such_account()
         answer = await ask(
-            request, DisconnectAccount(envelope=gateway.envelope(principal), account_id=account_id)
+            request, DisconnectAccount(envelope=envelope_of(request, principal), account_id=account_id)
         )
         if not answer.deleted:
-            return error_json(404, "no connected account with this id", "not_found")
+            return _no_such_account()
         return Response(status_code=204)
 
     return router

@@ -10,19 +10,25 @@ from typing import Any, TypeVar
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
+from calagent.contracts.text import unstorable_in
 from calagent.gateway.errors import error_json
 
 Body = TypeVar("Body", bound=BaseModel)
 
 
 def json_value(raw: bytes) -> Any | JSONResponse:
-    """The body's JSON value, or the 422 that says it is not JSON."""
+    """The body's JSON value, or the 422 that says it is not JSON or holds text that cannot be
+    stored or sent (a NUL, a lone surrogate: `contracts.text`), in any key or value."""
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (ValueError, RecursionError):
         # JSONDecodeError and UnicodeDecodeError are ValueErrors, and so is an integer literal
         # longer than Python converts (4,300 digits).
         return error_json(422, "the body is not valid JSON", "invalid_request")
+    reason = unstorable_in(data)
+    if reason:
+        return error_json(422, reason, "invalid_request")
+    return data
 
 
 def body_model(

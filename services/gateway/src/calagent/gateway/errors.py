@@ -102,9 +102,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AuthError)
     async def on_auth_error(_request: Request, exc: AuthError) -> JSONResponse:
-        response = error_json(401, str(exc))
-        response.headers["WWW-Authenticate"] = "Bearer"
-        return response
+        return error_json(401, str(exc), headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(CsrfError)
     async def on_csrf(_request: Request, exc: CsrfError) -> JSONResponse:
@@ -123,10 +121,7 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Unknown paths and methods: FastAPI's default body would be `{"detail": …}`.
-        response = error_json(exc.status_code, str(exc.detail))
-        for name, value in (exc.headers or {}).items():
-            response.headers[name] = value
-        return response
+        return error_json(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
     @app.exception_handler(IdempotencyKeyReusedError)
     async def on_key_reused(_request: Request, exc: IdempotencyKeyReusedError) -> JSONResponse:
@@ -138,9 +133,13 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(QuotaExceededError)
     async def on_quota(_request: Request, exc: QuotaExceededError) -> JSONResponse:
-        response = error_json(429, exc.message, exc.code, retry_after_s=round(exc.retry_after_s, 3))
-        response.headers["Retry-After"] = str(math.ceil(exc.retry_after_s))
-        return response
+        return error_json(
+            429,
+            exc.message,
+            exc.code,
+            headers={"Retry-After": str(math.ceil(exc.retry_after_s))},
+            retry_after_s=round(exc.retry_after_s, 3),
+        )
 
     @app.exception_handler(QuotaUnavailableError)
     async def on_quota_unavailable(_request: Request, exc: QuotaUnavailableError) -> JSONResponse:

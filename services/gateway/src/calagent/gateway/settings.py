@@ -35,7 +35,7 @@ from calagent.gateway.auth import Principal
 from calagent.gateway.bodies import json_value
 from calagent.gateway.errors import error_json, refusal_json
 from calagent.gateway.people import ask_people
-from calagent.gateway.state import AuthPrincipal
+from calagent.gateway.state import AuthPrincipal, envelope_of
 
 
 class ShareBody(BaseModel):
@@ -78,16 +78,12 @@ def _json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
         return data
     if not isinstance(data, dict):
         return error_json(422, "the body must be a JSON object", "invalid_request")
-    reason = unstorable_in(data)
-    if reason:
-        return error_json(422, reason, "invalid_request")
     return cast(dict[str, Any], data)
 
 
 def _envelope(request: Request, principal: Principal) -> Envelope:
     # The default zone shown is the token's (a saved one is read from the table).
-    env: Envelope = request.app.state.gateway.envelope(principal)
-    return env.model_copy(update={"tz": principal.credential_tz})
+    return envelope_of(request, principal).model_copy(update={"tz": principal.credential_tz})
 
 
 async def _ask(request: Request, command: AnySettingsCommand) -> PeopleResult | JSONResponse:

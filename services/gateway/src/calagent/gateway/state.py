@@ -142,6 +142,11 @@ def _gateway(request: Request) -> Gateway:
     return gw
 
 
+def envelope_of(request: Request, principal: Principal) -> Envelope:
+    """The envelope of the caller's read or account request (`Gateway.envelope`)."""
+    return _gateway(request).envelope(principal)
+
+
 # The dependencies are coroutines, though they never wait: FastAPI runs a plain function
 # dependency in its thread pool, one thread hand-off per request for a dictionary lookup.
 async def current_gateway(request: Request) -> Gateway:

@@ -347,16 +347,12 @@ class Runner:
         # never do: one wrong write online is already an incident.
         if not first.ok and self.mode == "live" and not case.safety and case.known_issue is None:
             attempts, final = 2, await self.attempt(case)
-        if final.ok:
-            if case.known_issue is not None:
-                status, reason = "stale_known_issue", f"known issue no longer reproduces: {case.known_issue}"
-            elif attempts == 2:
-                status, reason = "flaky", f"passed on retry; first: {first.reason}"
-            else:
-                status, reason = "passed", ""
+        if final.ok and attempts == 2 and case.known_issue is None:
+            status, reason = "flaky", f"passed on retry; first: {first.reason}"
+        elif final.ok:
+            status, reason = _passed(case)
         else:
-            status = "known_issue" if case.known_issue is not None else "unclassified"
-            reason = final.reason
+            status, reason = _failed(case, final.reason)
         return CaseResult.of(
             case,
             status,
@@ -373,16 +369,14 @@ class Runner:
         passed = [run.ok for run in runs]
         last_failure = next((run for run in reversed(runs) if not run.ok), runs[-1])
         if all(passed):
-            status = "stale_known_issue" if case.known_issue is not None else "passed"
-            reason = f"known issue no longer reproduces: {case.known_issue}" if case.known_issue else ""
+            status, reason = _passed(case)
         elif any(passed) and case.known_issue is None:
             status, reason = (
                 "flaky",
                 f"passed {sum(passed)} of {len(passed)}; a failure: {last_failure.reason}",
             )
         else:
-            status = "known_issue" if case.known_issue is not None else "unclassified"
-            reason = last_failure.reason
+            status, reason = _failed(case, last_failure.reason)
         return CaseResult.of(
             case,
             status,
@@ -422,6 +416,18 @@ class Runner:
         for case in exclusive:
             await one(case)
         return [results[c.id] for c in cases]
+
+
+def _passed(case: Case) -> tuple[str, str]:
+    """A case that passed: one with a known issue says the issue no longer reproduces."""
+    if case.known_issue is not None:
+        return "stale_known_issue", f"known issue no longer reproduces: {case.known_issue}"
+    return "passed", ""
+
+
+def _failed(case: Case, reason: str) -> tuple[str, str]:
+    """A case that failed: expected while it has a known issue, else not yet explained."""
+    return ("known_issue" if case.known_issue is not None else "unclassified"), reason
 
 
 def _summary(turn: Turn, answer: Mapping[str, Any]) -> dict[str, Any]:

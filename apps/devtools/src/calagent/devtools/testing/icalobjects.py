@@ -82,6 +82,37 @@ def _quote(value: str) -> str:
     return f'"{value}"' if any(c in value for c in ",;:") else value
 
 
+def _sequence(draw: st.DrawFn) -> list[str]:
+    """A SEQUENCE, or none (a first version)."""
+    return [f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}"] if draw(st.booleans()) else []
+
+
+def _common_optional(draw: st.DrawFn) -> dict[str, Callable[[], str]]:
+    """The optional properties events and tasks both carry, each with its maker."""
+    return {
+        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
+        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
+        "CREATED": lambda: "CREATED:20260801T080000Z",
+        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
+    }
+
+
+def _some_of(draw: st.DrawFn, optional: dict[str, Callable[[], str]]) -> list[str]:
+    """Any subset of the optional properties, each drawn by its own maker."""
+    return [optional[name]() for name in draw(st.sets(st.sampled_from(sorted(optional))))]
+
+
+def _x_properties(draw: st.DrawFn) -> list[str]:
+    """Up to three X- properties, some with a parameter whose value needs quoting."""
+    lines: list[str] = []
+    for name in draw(st.sets(_X_NAME, max_size=3)):
+        if draw(st.booleans()):
+            lines.append(f'{name};X-P="{draw(_PARAM)}":{_escape(draw(_WORDS))}')
+        else:
+            lines.append(f"{name}:{_escape(draw(_WORDS))}")
+    return lines
+
+
 @st.composite
 def rich_events(draw: st.DrawFn, uid: str) -> str:
     """One single event in a calendar object, between 2026-10-01 and 2026-10-20, 09:00–17:00 in
@@ -105,22 +136,17 @@ def rich_events(draw: st.DrawFn, uid: str) -> str:
     else:
         lines.append(f"DTEND:{end:%Y%m%dT%H%M%S}Z")
     lines.append(f"SUMMARY:{_escape(draw(_WORDS))}")
-    if draw(st.booleans()):
-        lines.append(f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}")
+    lines += _sequence(draw)
     optional: dict[str, Callable[[], str]] = {
+        **_common_optional(draw),
         "LOCATION": lambda: f"LOCATION:{_escape(draw(_WORDS))}",
-        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
         "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b={draw(st.integers(0, 9))}",
         "CLASS": lambda: f"CLASS:{draw(st.sampled_from(['PUBLIC', 'PRIVATE', 'CONFIDENTIAL']))}",
         "TRANSP": lambda: f"TRANSP:{draw(st.sampled_from(['OPAQUE', 'TRANSPARENT']))}",
         "STATUS": lambda: f"STATUS:{draw(st.sampled_from(['CONFIRMED', 'TENTATIVE']))}",
-        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
         "ORGANIZER": lambda: f"ORGANIZER;CN={_quote(draw(_WORDS))}:mailto:boss@example.com",
-        "CREATED": lambda: "CREATED:20260801T080000Z",
-        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
     }
-    for name in draw(st.sets(st.sampled_from(sorted(optional)))):
-        lines.append(optional[name]())
+    lines += _some_of(draw, optional)
     for i in range(draw(st.integers(min_value=0, max_value=3))):
         status = draw(st.sampled_from(["ACCEPTED", "DECLINED", "NEEDS-ACTION", "TENTATIVE"]))
         lines.append(
@@ -130,11 +156,7 @@ def rich_events(draw: st.DrawFn, uid: str) -> str:
         lines.append(
             f"ATTACH;FMTTYPE=application/pdf:https://files.example.com/{draw(st.integers(0, 99))}.pdf"
         )
-    for name in draw(st.sets(_X_NAME, max_size=3)):
-        if draw(st.booleans()):
-            lines.append(f'{name};X-P="{draw(_PARAM)}":{_escape(draw(_WORDS))}')
-        else:
-            lines.append(f"{name}:{_escape(draw(_WORDS))}")
+    lines += _x_properties(draw)
     for _ in range(draw(st.integers(min_value=0, max_value=2))):
         if draw(st.booleans()):
             before = draw(st.sampled_from([5, 10, 15, 30, 60, 1440]))
@@ -175,28 +197,19 @@ def rich_todos(draw: st.DrawFn, uid: str) -> str:
         lines.append(f"STATUS:{status}")
     if status == "IN-PROCESS":
         lines.append(f"PERCENT-COMPLETE:{draw(st.integers(1, 99))}")
-    if draw(st.booleans()):
-        lines.append(f"SEQUENCE:{draw(st.integers(min_value=0, max_value=40))}")
+    lines += _sequence(draw)
     optional: dict[str, Callable[[], str]] = {
-        "PRIORITY": lambda: f"PRIORITY:{draw(st.integers(0, 9))}",
-        "DESCRIPTION": lambda: f"DESCRIPTION:{_escape(draw(_WORDS))}\\n{_escape(draw(_WORDS))}",
+        **_common_optional(draw),
         "CLASS": lambda: f"CLASS:{draw(st.sampled_from(['PUBLIC', 'PRIVATE']))}",
-        "CATEGORIES": lambda: f"CATEGORIES:{_escape(draw(_WORDS))},{_escape(draw(_WORDS))}",
-        "CREATED": lambda: "CREATED:20260801T080000Z",
         "RRULE": lambda: "RRULE:FREQ=WEEKLY;COUNT=4",
         "URL": lambda: f"URL:https://example.com/{draw(st.integers(0, 999))}?a=1&b=2",
     }
-    for name in draw(st.sets(st.sampled_from(sorted(optional)))):
-        lines.append(optional[name]())
+    lines += _some_of(draw, optional)
     for i in range(draw(st.integers(min_value=0, max_value=2))):
         lines.append(f"RELATED-TO;RELTYPE=CHILD:sub-{i}-{uid}")
     if draw(st.booleans()):
         lines.append("RELATED-TO:parent-of-" + uid)
-    for name in draw(st.sets(_X_NAME, max_size=3)):
-        if draw(st.booleans()):
-            lines.append(f'{name};X-P="{draw(_PARAM)}":{_escape(draw(_WORDS))}')
-        else:
-            lines.append(f"{name}:{_escape(draw(_WORDS))}")
+    lines += _x_properties(draw)
     for _ in range(draw(st.integers(min_value=0, max_value=2))):
         before = draw(st.sampled_from([5, 30, 60, 1440]))
         lines += ["BEGIN:VALARM", "ACTION:DISPLAY", f"TRIGGER;RELATED=END:-PT{before}M"]

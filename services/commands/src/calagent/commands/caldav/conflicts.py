@@ -2,7 +2,7 @@
 or its object is gone). The server's version is not merged by guessing: it is stored as it is, our
 change becomes a held offer the user can confirm again (from outside: it waits beside their own
 request), and what the server's version leads to here runs as after any write
-(`replans.Replans.after_write`: the re-plan of task blocks it landed on, the blocks' TRANSP) —
+(`tasks.replans.Replans.after_write`: the re-plan of task blocks it landed on, the blocks' TRANSP) —
 which are our writes, queued for the server like any."""
 
 from __future__ import annotations

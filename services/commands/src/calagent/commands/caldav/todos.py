@@ -40,9 +40,9 @@ from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.delivery import Outcome, retry
 from calagent.commands.domain.model import Event, local_uid
 from calagent.commands.domain.payloads import HeldTaskChange
-from calagent.commands.domain.task_changes import offered_change, patch_between
 from calagent.commands.ical.parse import UnreadableObject
 from calagent.commands.ical.todo import ReadTodo, parse_todo, todo_body, todo_fingerprint
+from calagent.commands.tasks.domain.changes import offered_change, patch_between
 from calagent.contracts.tasks import TaskOut, TaskPatch
 from calagent.runtime.clock import Clock
 

@@ -6,7 +6,7 @@ decided it and handled in one place (`SqlUnitOfWork.commit`, then the store afte
 - the touched resources that may have people to mail, and the objects of those deleted with their
   organizer, are what the invitation rule (`people/invitations.py`) looks at before the commit;
 - the users whose deliveries or mail were queued are woken after the commit;
-- what the one step after a write (`replans.Replans.after_write`) reacts to: the events that
+- what the one step after a write (`tasks.replans.Replans.after_write`) reacts to: the events that
   landed (written, blocks apart), whether the blocks' TRANSP is still to decide after the last
   write, and whether a stub ended (contract §21, §19).
 

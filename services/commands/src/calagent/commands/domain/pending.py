@@ -30,7 +30,7 @@ A user has at most one active pending command. The rules, each decided here and 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import date, datetime, timedelta
 from typing import Literal
 
@@ -404,22 +404,7 @@ class PendingCommand:
 
 
 def _asking(stub: Stub, ask: Ask, now: datetime, ttl: timedelta) -> Stub:
-    asked = replace(
-        stub,
-        updated_at=now,
-        title=ask.title,
-        slots=ask.slots,
-        candidates=ask.candidates,
-        conflict_event_ids=ask.conflict_event_ids,
-        hold_reason=ask.hold_reason,
-        requested_hold=ask.requested_hold,
-        confirmed=ask.confirmed,
-        proposed_start=ask.proposed_start,
-        proposed_end=ask.proposed_end,
-        attendee_query=ask.attendee_query,
-        attendee_candidates=ask.attendee_candidates,
-        recipients=ask.recipients,
-        payload=ask.payload,
-    )
+    # Every field of an ask is the stub's field of that name: the ask replaces all it carries.
+    asked = replace(stub, updated_at=now, **{f.name: getattr(ask, f.name) for f in fields(Ask)})
     # Asked again, it is answerable anew: a user still answering keeps it.
     return replace(asked, expires_at=PendingCommand(asked, ttl).answerable_until(now))

@@ -26,14 +26,13 @@ from zoneinfo import ZoneInfo
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.changelog import ChangeContext
 from calagent.commands.domain.model import Event
-from calagent.commands.domain.placement import opaque_tasks, place_one
-from calagent.commands.domain.task_changes import apply_patch
 from calagent.commands.domain.timeutil import at_local, local_midnight, parse_hhmm
 from calagent.commands.placing import Placing
 from calagent.commands.ports import Store, UnitOfWork
-from calagent.commands.queries import query_error
-from calagent.commands.task_time import Layout, as_block, layout_of, moves_between, with_risk
-from calagent.commands.txn import Txn, error_result, new_id
+from calagent.commands.tasks.domain.changes import apply_patch
+from calagent.commands.tasks.domain.placement import opaque_tasks, place_one
+from calagent.commands.tasks.time import Layout, as_block, layout_of, moves_between, with_risk
+from calagent.commands.txn import Txn, error_result, new_id, query_error
 from calagent.commands.views import event_out
 from calagent.contracts.commands import AddTaskCommand, CommandResult, CompleteTaskCommand
 from calagent.contracts.queries import QueryResult

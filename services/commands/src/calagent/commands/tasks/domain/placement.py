@@ -32,8 +32,8 @@ from datetime import UTC, datetime, time, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from calagent.commands.domain.cpsat import StepProblem, StepTask, improve
 from calagent.commands.domain.freetime import Person, Span, Week, common_free, merge, subtract
+from calagent.commands.tasks.domain.cpsat import StepProblem, StepTask, improve
 
 STEP_MINUTES = 15
 STEP = timedelta(minutes=STEP_MINUTES)

@@ -23,13 +23,13 @@ from calagent.commands.domain.model import Event, Stub
 from calagent.commands.domain.overlap import event_span, keeps_time, overlaps
 from calagent.commands.domain.payloads import HeldReplan
 from calagent.commands.domain.pending import Ask
-from calagent.commands.domain.placement import replan
 from calagent.commands.domain.series import expand
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.pending import BackgroundTxn, Pending, StubTxn
 from calagent.commands.ports import UnitOfWork
-from calagent.commands.task_time import Layout, as_block, layout_of, moves_between
-from calagent.commands.tasks import Tasks
+from calagent.commands.tasks.domain.placement import replan
+from calagent.commands.tasks.service import Tasks
+from calagent.commands.tasks.time import Layout, as_block, layout_of, moves_between
 from calagent.commands.txn import Txn, error_result
 from calagent.commands.views import stub_out
 from calagent.contracts.commands import CommandResult

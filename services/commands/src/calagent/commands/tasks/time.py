@@ -1,7 +1,7 @@
 """How the user's tasks lie in their time (contract §21): the free windows of each kind of hours
 outside what their ordinary events keep busy (`freetime`, the one home of busy), the blocks
 (events of kind `task_block`) from now on, and what each open task still misses before its due.
-Read by placing (`tasks`) and by every read that shows tasks (`queries`)."""
+Read by placing (`service`) and by every read that shows tasks (`queries`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,16 @@ from calagent.commands.config import CommandConfig
 from calagent.commands.domain.freetime import Span, person_of
 from calagent.commands.domain.model import Event
 from calagent.commands.domain.overlap import overlaps
-from calagent.commands.domain.placement import DEFAULT_PERSONAL_WEEK, Block, Problem, TaskSpec, free_windows
 from calagent.commands.domain.settings import StoredSettings
 from calagent.commands.ports import UnitOfWork
 from calagent.commands.reads import events_in
+from calagent.commands.tasks.domain.placement import (
+    DEFAULT_PERSONAL_WEEK,
+    Block,
+    Problem,
+    TaskSpec,
+    free_windows,
+)
 from calagent.contracts.tasks import BlockMove, TaskOut
 
 # How far ahead a task with no due is placed, and the furthest any plan looks.

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from calagent.commands.domain.model import Stub
 from calagent.commands.domain.payloads import HeldTaskChange
-from calagent.commands.domain.task_changes import apply_patch
 from calagent.commands.pending import Pending
-from calagent.commands.tasks import NOT_FOUND, Tasks
+from calagent.commands.tasks.domain.changes import apply_patch
+from calagent.commands.tasks.service import NOT_FOUND, Tasks
 from calagent.commands.txn import Txn, error_result
 from calagent.commands.views import stub_out
 from calagent.contracts.commands import CommandResult
