@@ -32,9 +32,9 @@ from hypothesis.stateful import (
 
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.app import MIGRATIONS_DIR
+from calagent.commands.bootstrap import bootstrap
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
-from calagent.commands.service import CommandService
 from calagent.contracts.commands import CommandResult, EventOut, MergeStub, PrepareChange, PrepareOrCreate
 from calagent.contracts.envelope import Envelope
 from calagent.contracts.queries import QueryRange
@@ -102,7 +102,7 @@ class Driver:
             working_hours=(time(9), time(18)),
             holiday_country="CN",
         )
-        self.service = CommandService(SqlStore(self.engine), IsoDates(), config, FrozenClock(NOW))
+        self.service = bootstrap(SqlStore(self.engine), IsoDates(), config, FrozenClock(NOW)).service
         self.keys = itertools.count()
         self.steps = 0
         self.sequences = 0

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from calagent.commands.bootstrap import bootstrap
 from calagent.commands.config import CommandConfig
 from calagent.commands.domain.calendars import NewCalendars
 from calagent.commands.domain.changelog import ChangeContext, LoggedChange, Snapshot
@@ -497,4 +498,4 @@ def harness() -> Harness:
         working_hours=(time(9), time(18)),
         holiday_country="CN",
     )
-    return Harness(CommandService(store, FakeTime(), config, clock), store, clock)
+    return Harness(bootstrap(store, FakeTime(), config, clock).service, store, clock)

@@ -3,31 +3,20 @@ value the service cannot take is an answered error at once (never retried into a
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
-from calagent.commands.handlers import Handlers, InputError, transient_failures
-from calagent.commands.service import CommandService
+from calagent.commands.handlers import InputError, transient_failures
 from calagent.contracts.commands import CommandRequest
 from calagent.contracts.queries import QueryRange, QueryRequest
 from calagent.runtime.bus import BusRequestError, TransientError
 
+from .conftest import Harness
 from .test_commands_service import create, env
 
 pytestmark = pytest.mark.unit
-
-
-class FailingService:
-    def __init__(self, exc: BaseException) -> None:
-        self.exc = exc
-
-    async def execute(self, _command: Any) -> Any:
-        raise self.exc
-
-    async def query(self, _query: Any) -> Any:
-        raise self.exc
 
 
 def driver_refusal() -> DBAPIError:
@@ -76,8 +65,15 @@ def test_a_failed_answer_that_is_not_retryable_is_not_made_transient() -> None:
 
 
 @pytest.mark.parametrize("exc", INPUT_ERRORS, ids=lambda e: type(e).__name__)
-async def test_an_input_error_is_answered_as_an_error_result(exc: BaseException) -> None:
-    handlers = Handlers(cast(CommandService, FailingService(exc)))
+async def test_an_input_error_is_answered_as_an_error_result(
+    exc: BaseException, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def failing(_request: Any) -> Any:
+        raise exc
+
+    handlers = harness.service
+    monkeypatch.setattr(handlers, "execute", failing)
+    monkeypatch.setattr(handlers, "query", failing)
     result = await handlers.on_command(CommandRequest(command=create(date="D+1")))
     assert result.status == "error"
     assert result.error is not None and result.error.code == "invalid_arguments"

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from calagent.commands.adapters.store import SqlStore
 from calagent.commands.adapters.timeclient import BusTimeClient
 from calagent.commands.adapters.zones import KvZones
+from calagent.commands.bootstrap import bootstrap
 from calagent.commands.caldav.accounts import Accounts
 from calagent.commands.caldav.addresses import AddressRule, Guard
 from calagent.commands.caldav.credentials import Vault, load_key
@@ -19,7 +20,7 @@ from calagent.commands.caldav.outbox import Deliverer
 from calagent.commands.caldav.withheld import Holds
 from calagent.commands.caldav.worker import SyncWorker
 from calagent.commands.config import CommandConfig
-from calagent.commands.handlers import Handlers, transient_failures
+from calagent.commands.handlers import transient_failures
 from calagent.commands.people.contacts import People
 from calagent.commands.people.inbox import Inbox, SettingsDirectory
 from calagent.commands.people.invitations import Invitations
@@ -57,7 +58,6 @@ class CommandsService:
         self.config = CommandConfig.from_settings(settings)
         self.engine: AsyncEngine | None = None
         self.service: CommandService | None = None
-        self.handlers: Handlers | None = None
         self.accounts: Accounts | None = None
         self.people: People | None = None
         self.settings_desk: SettingsDesk | None = None
@@ -81,15 +81,15 @@ class CommandsService:
         store = SqlStore(
             self.engine, on_outbox=self._outbox_waiting, before_commit=Invitations(self.clock).queue
         )
-        self.service = CommandService(store, BusTimeClient(bus), self.config, self.clock)
-        self.handlers = Handlers(self.service)
+        root = bootstrap(store, BusTimeClient(bus), self.config, self.clock)
+        self.service = root.service
         self.people = People(store, self.clock, self.settings.mail_domain)
         self.settings_desk = SettingsDesk(store, self.clock, KvZones(bus), self.config.working_hours)
         self.inbox = Inbox(
             store,
-            self.service.writes.answers,
-            self.service.writes.counters,
-            self.service.writes.proposing,
+            root.rooms.answers,
+            root.rooms.counters,
+            root.rooms.proposing,
             self.clock,
             SettingsDirectory(),
             self.settings.default_tz,
@@ -107,7 +107,7 @@ class CommandsService:
                 guard,
                 max_attempts=self.settings.caldav_max_attempts,
                 default_tz=self.settings.default_tz,
-                after_sync=self.service.writes.replans.after_sync,
+                after_sync=root.rooms.replans.after_sync,
             ),
             InboundSync(
                 self.engine,
@@ -116,7 +116,7 @@ class CommandsService:
                 self.settings.default_tz,
                 guard,
                 Holds(self.clock, self.config.stub_ttl),
-                after_sync=self.service.writes.replans.after_sync,
+                after_sync=root.rooms.replans.after_sync,
             ),
             sweep_s=self.settings.caldav_sweep_s,
             sync_s=self.settings.caldav_sync_s,
@@ -129,16 +129,16 @@ class CommandsService:
             raise RuntimeError("commands is not started")
         return self.inbox
 
-    def _handlers(self) -> Handlers:
-        if self.handlers is None:
+    def _service(self) -> CommandService:
+        if self.service is None:
             raise RuntimeError("commands is not started")
-        return self.handlers
+        return self.service
 
     async def on_command(self, request: CommandRequest) -> CommandResult:
-        return await self._handlers().on_command(request)
+        return await self._service().on_command(request)
 
     async def on_query(self, request: QueryRequest) -> QueryResult:
-        return await self._handlers().on_query(request)
+        return await self._service().on_query(request)
 
     async def health(self) -> dict[str, str]:
         return {"database": await database_state(self.engine)}

@@ -1,4 +1,6 @@
-"""Bus handlers: unwrap the request, run it, turn infrastructure failures into `transient`.
+"""How a bus handler's failure is answered (`CommandService.on_command`/`on_query` run through
+`answered`; the app's account and people handlers through `transient_failures`): infrastructure
+failures become `transient`.
 
 A database or time-service outage is worth retrying (the agent retries with the same idempotency
 key, so nothing is lost or written twice); a malformed request never reaches here, the bus
@@ -17,20 +19,16 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-from opentelemetry import trace
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 
 from calagent.commands.ports import KeyInFlightError
-from calagent.commands.service import CommandService
-from calagent.commands.txn import error_result, query_error
-from calagent.contracts.commands import CommandRequest, CommandResult
-from calagent.contracts.queries import QueryRequest, QueryResult
+from calagent.contracts.commands import CommandResult
+from calagent.contracts.queries import QueryResult
 from calagent.runtime.bus import TransientError
 from calagent.runtime.settle import RateLimitedLog
 from calagent.runtime.settle import is_transient as runtime_is_transient
 
 log = logging.getLogger("calagent.commands")
-tracer = trace.get_tracer("calagent.commands")
 Answer = TypeVar("Answer", CommandResult, QueryResult)
 
 _transient_log = RateLimitedLog(log)
@@ -120,28 +118,6 @@ def transient_failures(what: str) -> Iterator[None]:
             raise
         _transient_log.warning(what, "%s failed transiently: %r", what, exc)
         raise TransientError(f"{what}: {type(exc).__name__}: {exc}") from exc
-
-
-class Handlers:
-    def __init__(self, service: CommandService) -> None:
-        self.service = service
-
-    async def on_command(self, request: CommandRequest) -> CommandResult:
-        command = request.command
-        with tracer.start_as_current_span(f"command.{command.kind}") as span:
-            result = await answered(
-                command.kind, self.service.execute(command), error_result, "invalid_arguments"
-            )
-            span.set_attribute("calagent.status", result.status)
-            span.set_attribute("calagent.db_ms", result.db_ms)
-            return result
-
-    async def on_query(self, request: QueryRequest) -> QueryResult:
-        query = request.query
-        with tracer.start_as_current_span(f"query.{query.kind}") as span:
-            result = await answered(query.kind, self.service.query(query), query_error, "invalid_range")
-            span.set_attribute("calagent.db_ms", result.db_ms)
-            return result
 
 
 async def answered(

@@ -1,5 +1,5 @@
 """Where an event may go: the user's day symbols resolved by the time service, the events a new
-place would overlap, the calendars and the organizer address a write uses. Built by `Writes` and
+place would overlap, the calendars and the organizer address a write uses. Built by `bootstrap` and
 handed to what prepares creates, changes and offers, so none of them reaches back into it."""
 
 from __future__ import annotations

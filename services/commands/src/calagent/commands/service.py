@@ -1,5 +1,6 @@
-"""The application layer: one entry for commands (`writes.py`) and one for queries, built from the
-settings in one place. A query is a read (`queries.py`) unless it writes: the calendars and a
+"""The application layer: the one dispatch the bus handlers call (`on_command`, `on_query`), one
+entry for commands (`writes.py`) and one for queries, built from the settings in one place
+(`bootstrap.py`). A query is a read (`queries.py`) unless it writes: the calendars and a
 turn's context (`calendars.py`), the feed secret (`feeds.py`) and deleting a plan (`plans.py`)
 are served by their own rooms."""
 
@@ -9,41 +10,51 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
+from opentelemetry import trace
+
 from calagent.commands.calendars import Calendars
-from calagent.commands.config import CommandConfig
 from calagent.commands.domain.timeutil import InvalidZoneError, zone
 from calagent.commands.feeds import Feeds
+from calagent.commands.handlers import answered
 from calagent.commands.plans import PlanDeletion
-from calagent.commands.ports import Store, TimePort
+from calagent.commands.ports import Store
 from calagent.commands.queries import Queries, Query
 from calagent.commands.reads import own_addresses
 from calagent.commands.txn import error_result, query_error
 from calagent.commands.views import organizers_named, with_organizers
 from calagent.commands.writes import Command, Writes
-from calagent.contracts.commands import CommandResult
+from calagent.contracts.commands import CommandRequest, CommandResult
 from calagent.contracts.queries import (
     DeletePlan,
     FeedCalendar,
     ListCalendars,
+    QueryRequest,
     QueryResult,
     RotateFeed,
     TurnContext,
 )
 from calagent.contracts.tasks import ListTasks, SaveTask
-from calagent.runtime.clock import Clock
 
 Answer = TypeVar("Answer", CommandResult, QueryResult)
+tracer = trace.get_tracer("calagent.commands")
 
 
 class CommandService:
-    def __init__(self, store: Store, time_port: TimePort, config: CommandConfig, clock: Clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        writes: Writes,
+        queries: Queries,
+        calendars: Calendars,
+        feeds: Feeds,
+        plans: PlanDeletion,
+    ) -> None:
         self.store = store
-        self.writes = Writes(store, time_port, config, clock)
-        self.queries = Queries(store, time_port, config, clock)
-        self.calendars = Calendars(store, time_port, config.calendars, self.queries)
-        self.feeds = Feeds(store, clock)
-        plans = PlanDeletion(store, clock)
-        self.tasks = self.writes.tasks
+        self.writes = writes
+        self.queries = queries
+        self.calendars = calendars
+        self.feeds = feeds
+        self.tasks = writes.rooms.tasks
         # The queries that write, each served by the room that holds what it writes.
         self.writing_queries: dict[type[Query], Callable[[Any, ZoneInfo], Awaitable[QueryResult]]] = {
             TurnContext: self.calendars.turn_context,
@@ -54,6 +65,21 @@ class CommandService:
             ListTasks: self.tasks.list_tasks,
             SaveTask: self.tasks.save_task,
         }
+
+    async def on_command(self, request: CommandRequest) -> CommandResult:
+        command = request.command
+        with tracer.start_as_current_span(f"command.{command.kind}") as span:
+            result = await answered(command.kind, self.execute(command), error_result, "invalid_arguments")
+            span.set_attribute("calagent.status", result.status)
+            span.set_attribute("calagent.db_ms", result.db_ms)
+            return result
+
+    async def on_query(self, request: QueryRequest) -> QueryResult:
+        query = request.query
+        with tracer.start_as_current_span(f"query.{query.kind}") as span:
+            result = await answered(query.kind, self.query(query), query_error, "invalid_range")
+            span.set_attribute("calagent.db_ms", result.db_ms)
+            return result
 
     async def execute(self, command: Command) -> CommandResult:
         try:
