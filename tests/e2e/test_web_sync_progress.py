@@ -13,12 +13,19 @@ from playwright.async_api import Browser, expect
 
 from calagent.cli.stack import Stack
 from calagent.devtools.radicale import EmbeddedRadicale
-from calagent.devtools.testing.davproxy import DavProxy, Hold
+from calagent.devtools.testing.davproxy import Hold
 
-from .test_caldav import Remote, commands_app, connect
+from .test_caldav import Remote, commands_app
+from .test_sync_faults import connected_through_proxy
 from .test_sync_progress import WHOLE_LISTING
 from .test_web import Tab, browser, catalogs, new_tab, tabs
-from .test_web_settings import base_url, open_settings, radicale, remote_account, stack
+from .test_web_settings import (
+    base_url,
+    open_settings,
+    radicale,
+    remote_account,
+    stack,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -36,14 +43,7 @@ async def test_the_settings_show_a_running_syncs_progress_and_follow_it_until_it
     browser: Browser, base_url: str, stack: Stack, radicale: EmbeddedRadicale, user: str, tabs: list[Tab]
 ) -> None:
     remote = remote_account(radicale, user, "Personal", "Work")
-    proxy = DavProxy(radicale.url, host=radicale.host)
-    await proxy.start()
-    try:
-        connected = await connect(
-            stack,
-            user,
-            Remote(proxy.rebase(remote.url), remote.username, remote.password, remote.calendar_url),
-        )
+    async with connected_through_proxy(stack, radicale, user, remote) as (proxy, connected):
         paths = [urlsplit(c["url"]).path for c in connected["calendars"]]
         for path in paths:  # two new events in each calendar, for the next sync to read
             calendar = Remote(remote.url, remote.username, remote.password, radicale.url.rstrip("/") + path)
@@ -72,8 +72,6 @@ async def test_the_settings_show_a_running_syncs_progress_and_follow_it_until_it
         await expect(page.locator('#accounts-list .account [data-fact="last_synced_at"]')).to_have_attribute(
             "data-i18n", "accounts.synced"
         )
-    finally:
-        await proxy.stop()
 
 
 async def next_reached(holds: list[Hold]) -> Hold:
