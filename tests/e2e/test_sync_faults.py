@@ -114,6 +114,19 @@ async def connect_through(stack: Stack, user: str, remote: Remote, proxy: DavPro
     return body
 
 
+@contextlib.asynccontextmanager
+async def connected_through_proxy(
+    stack: Stack, radicale: EmbeddedRadicale, user: str, remote: Remote
+) -> AsyncIterator[tuple[DavProxy, dict[str, Any]]]:
+    """A proxy of its own in front of `radicale`, and the account connected through it."""
+    server = DavProxy(radicale.url, host=radicale.host)
+    await server.start()
+    try:
+        yield server, await connect_through(stack, user, remote, server)
+    finally:
+        await server.stop()
+
+
 async def sync_now(stack: Stack, account_id: str) -> None:
     worker = commands_app(stack).sync
     assert worker is not None

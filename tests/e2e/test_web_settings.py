@@ -19,13 +19,13 @@ from playwright.async_api import Browser, Page, expect
 
 from calagent.cli.stack import Stack, start_stack
 from calagent.devtools.radicale import EmbeddedRadicale, make_calendar
-from calagent.devtools.testing.davproxy import DavProxy
 from calagent.devtools.testing.servers import Servers
 from calagent.scriptedmodel import ScriptedModelServer
 
 from .caldav_support import ALLOW_NETWORKS, radicale_server
 from .conftest import call, on_user, read_events, script
 from .test_caldav import Remote, commands_app, connect, eventually
+from .test_sync_faults import connected_through_proxy
 from .test_web import HEADER_ROWS, PHONE, Tab, browser, catalogs, new_tab, served_gateway, tabs
 
 pytestmark = pytest.mark.e2e
@@ -160,14 +160,7 @@ async def test_an_accounts_health_shows_its_last_sync_its_last_error_and_what_wa
     """Contract §22: the settings show what GET /v1/accounts says of an account — when it last
     synced, its last error in our words, and a calendar's events kept until the user answers."""
     remote = remote_account(radicale, user, "Personal")
-    proxy = DavProxy(radicale.url, host=radicale.host)
-    await proxy.start()
-    try:
-        connected = await connect(
-            stack,
-            user,
-            Remote(proxy.rebase(remote.url), remote.username, remote.password, remote.calendar_url),
-        )
+    async with connected_through_proxy(stack, radicale, user, remote) as (proxy, connected):
         inbound = commands_app(stack).sync.inbound  # type: ignore[union-attr]
         hrefs = [
             remote.add(f"health-{user}-{i}", f"事项{i}", f"2026092{6 + i}T010000Z", f"2026092{6 + i}T020000Z")
@@ -181,8 +174,6 @@ async def test_an_accounts_health_shows_its_last_sync_its_last_error_and_what_wa
         await inbound.sync_account(connected["id"])  # both gone at once: kept, the user asked
         proxy.down = True
         await inbound.sync_account(connected["id"])  # and then the server does not answer
-    finally:
-        await proxy.stop()
     [account] = (await get_json(stack, user, "/v1/accounts"))["accounts"]
     [warning] = account["warnings"]
 

@@ -90,6 +90,17 @@ class AccountWarning(WireModel):
     problem: str | None = None
 
 
+class AccountSync(WireModel):
+    """How far the account's sync is (issue 44 item 9): `first_sync` and `syncing` while one runs
+    (the first of the account, or a later one), `idle` between them, with the counts of the last.
+    `events`: the events the sync has read so far (a later sync reads only what changed)."""
+
+    state: Literal["first_sync", "syncing", "idle"]
+    calendars_done: int = 0
+    calendars_total: int = 0
+    events: int = 0
+
+
 class AccountOut(WireModel):
     id: str
     url: str
@@ -103,6 +114,8 @@ class AccountOut(WireModel):
     pending_deliveries: int = 0
     rejected_deliveries: int = 0
     warnings: tuple[AccountWarning, ...] = ()
+    # None before the account's first sync starts (and from a commands service older than this).
+    sync: AccountSync | None = None
 
 
 class AccountError(WireModel):

@@ -61,6 +61,8 @@ def account_view(account: AccountOut) -> dict[str, Any]:
         "pending_deliveries": account.pending_deliveries,
         "rejected_deliveries": account.rejected_deliveries,
         "warnings": [w.model_dump(mode="json") for w in account.warnings],
+        # How far the account's sync is (issue 44 item 9); null before its first sync starts.
+        "sync": account.sync.model_dump(mode="json") if account.sync else None,
     }
 
 

@@ -19,6 +19,7 @@ sync makes.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 import xml.etree.ElementTree as ET
@@ -75,9 +76,30 @@ class Fault:
     def matches(self, method: str, path: str) -> bool:
         if self.times is not None and self.times <= 0:
             return False
-        if self.method is not None and self.method != method:
-            return False
-        return self.path is None or re.search(self.path, path) is not None
+        return _names(self.method, self.path, method, path)
+
+
+def _names(want_method: str | None, want_path: str | None, method: str, path: str) -> bool:
+    """Whether a request is one a fault or a hold names (None: any)."""
+    if want_method is not None and want_method != method:
+        return False
+    return want_path is None or re.search(want_path, path) is not None
+
+
+@dataclass
+class Hold:
+    """Matching requests wait for `gate` before they reach the server, so a test sees what the
+    client shows meanwhile; `reached` is set when the first arrives. `body`: a part the
+    request's body holds (None: any body)."""
+
+    method: str | None
+    path: str | None
+    body: bytes | None
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def matches(self, method: str, path: str, body: bytes) -> bool:
+        return _names(self.method, self.path, method, path) and (self.body is None or self.body in body)
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,7 @@ class DavProxy:
     empty_listings: bool = False
     down: bool = False
     requests: list[Seen] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
     _runner: web.AppRunner | None = None
     _session: ClientSession | None = None
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -125,6 +148,8 @@ class DavProxy:
         await web.TCPSite(self._runner, self.host, self.port).start()
 
     async def stop(self) -> None:
+        for held in self.holds:  # a request still held would keep the runner's cleanup waiting
+            held.gate.set()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -147,9 +172,18 @@ class DavProxy:
         self.faults.append(fault)
         return fault
 
+    def hold(self, method: str | None, path: str | None, body: bytes | None = None) -> Hold:
+        """Matching requests wait until the hold's gate is set (or `clear`)."""
+        held = Hold(method, path, body)
+        self.holds.append(held)
+        return held
+
     def clear(self) -> None:
-        """Every fault off: the server as it is."""
+        """Every fault off and every hold let go: the server as it is."""
         self.faults.clear()
+        for held in self.holds:
+            held.gate.set()
+        self.holds.clear()
         self.flaky_etags = self.no_sync_tokens = self.empty_listings = self.down = False
 
     def count(self, method: str | None = None, path: str | None = None) -> int:
@@ -170,6 +204,9 @@ class DavProxy:
             if request.transport is not None:
                 request.transport.close()
             return web.Response(status=503)
+        for held in [h for h in self.holds if h.matches(method, path, body)]:
+            held.reached.set()
+            await held.gate.wait()
         fault = next((f for f in self.faults if f.matches(method, path)), None)
         if fault is not None and fault.times is not None:
             fault.times -= 1

@@ -207,6 +207,11 @@ caldav_accounts = Table(
     Column("sync_error_at", DateTime(timezone=True), nullable=True),
     Column("delivery_error", Text, nullable=True),
     Column("delivery_error_at", DateTime(timezone=True), nullable=True),
+    # How far the running (or the last) sync is: calendars read whole of all, events read so far
+    # (caldav/progress.py; issue 44 item 9). Null before the first sync starts.
+    Column("sync_calendars_done", Integer, nullable=True),
+    Column("sync_calendars_total", Integer, nullable=True),
+    Column("sync_events", Integer, nullable=True),
     Index("ix_caldav_accounts_user", "user_id", "created_at"),
 )
 

@@ -29,7 +29,7 @@ from calagent.commands.adapters.tables import (
     stubs,
     tasks,
 )
-from calagent.commands.caldav import remote, rows
+from calagent.commands.caldav import progress, remote, rows
 from calagent.commands.caldav.addresses import Guard, InvalidUrl, target_of
 from calagent.commands.caldav.credentials import Vault
 from calagent.commands.caldav.notes import read_notes
@@ -251,7 +251,7 @@ class Accounts:
     async def _accounts(
         self, conn: AsyncConnection, user_id: str, account_id: str | None = None
     ) -> list[AccountOut]:
-        query = select(caldav_accounts).where(caldav_accounts.c.user_id == user_id)
+        query = select(caldav_accounts, progress.running).where(caldav_accounts.c.user_id == user_id)
         if account_id is not None:
             query = query.where(caldav_accounts.c.id == account_id)
         found = (await conn.execute(query.order_by(caldav_accounts.c.created_at, caldav_accounts.c.id))).all()
@@ -283,6 +283,7 @@ class Accounts:
                     pending_deliveries=pending,
                     rejected_deliveries=rejected,
                     warnings=tuple(await _warnings(conn, user_id, cals)),
+                    sync=progress.shown(row),
                 )
             )
         return out

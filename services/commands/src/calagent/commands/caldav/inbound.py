@@ -18,6 +18,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -36,7 +37,7 @@ from calagent.commands.adapters.tables import (
     events,
     tasks,
 )
-from calagent.commands.caldav import notes, remote, rows
+from calagent.commands.caldav import notes, progress, remote, rows
 from calagent.commands.caldav.addresses import Guard
 from calagent.commands.caldav.cards import CardSync
 from calagent.commands.caldav.credentials import Vault
@@ -218,8 +219,13 @@ class InboundSync:
                     ).all()
                 if account is None:
                     return None
+                note = partial(
+                    progress.noted, self.engine, account_id, self.owner, LEASE, total=len(calendars)
+                )
+                await note(done=0, events=0)
                 await self._near_first(account, calendars, stats)
-                for calendar in calendars:
+                await note(done=0, events=stats.changed)
+                for done, calendar in enumerate(calendars, start=1):
                     async with self.engine.connect() as conn:
                         listed_at = (await conn.execute(select(func.clock_timestamp()))).scalar_one()
                     found = await asyncio.to_thread(
@@ -229,6 +235,7 @@ class InboundSync:
                         found = await self._ask_unlisted(account, calendar.url, found)
                     place = rows.Place(calendar.url, calendar.name, calendar.owned)
                     await self._apply(account, place, found, stats, listed_at)
+                    await note(done=done, events=stats.changed)
                 # The address books after the calendars: a server that cannot serve them (or has
                 # none) leaves the calendars synced all the same.
                 await self.cards.sync(account)

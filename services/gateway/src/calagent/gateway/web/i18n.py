@@ -363,6 +363,10 @@ CATALOG: dict[str, tuple[str, str]] = {
     "accounts.default": ("新日程写入", "New events go to"),
     "accounts.synced": ("上次同步：{when}", "Last synced {when}"),
     "accounts.never_synced": ("还没有同步过。", "Not synced yet."),
+    "accounts.syncing": (
+        "正在同步：{done}/{total} 个日历，已读 {events} 个日程",
+        "Syncing: {done} of {total} calendars, {events} events",
+    ),
     "accounts.pending": ("{count} 个改动等待发送", "{count} changes waiting to be sent"),
     "accounts.rejected": ("{count} 个改动被服务器拒绝", "{count} changes the server refused"),
     "accounts.last_error": ("最近的问题（{when}）：{message}", "Last problem ({when}): {message}"),

@@ -37,6 +37,7 @@ export function resetSettings() {
   if (dialog.open) dialog.close();
   $("prefs-form").reset();
   $("prefs-hours").replaceChildren();
+  stopSyncPoll();
   $("accounts-list").replaceChildren();
   $("account-form").reset();
   $("sharing-list").replaceChildren();
@@ -205,6 +206,21 @@ function momentText(iso) {
   }).format(new Date(iso));
 }
 
+function syncing(account) {
+  return Boolean(account.sync) && account.sync.state !== "idle";
+}
+
+// How far a running sync is (issue 44 item 9): a first sync of many calendars takes a minute.
+function syncProgress(sync) {
+  const line = say(el("p", { cls: "account-sync", attrs: { role: "status" } }), "accounts.syncing", {
+    done: sync.calendars_done,
+    total: sync.calendars_total,
+    events: new Intl.NumberFormat("en").format(sync.events),
+  });
+  line.dataset.fact = "sync";
+  return line;
+}
+
 // The account's health (contract §22): when it last synced, its last error in our words, what
 // waits to be sent or was refused, and the events a calendar stopped showing that wait for an answer.
 function accountHealth(account) {
@@ -214,6 +230,7 @@ function accountHealth(account) {
   if (account.last_synced_at) say(synced, "accounts.synced", { when: momentText(account.last_synced_at) });
   else say(synced, "accounts.never_synced");
   health.append(synced);
+  if (syncing(account)) health.append(syncProgress(account.sync));
   for (const [fact, key] of [
     ["pending_deliveries", "accounts.pending"],
     ["rejected_deliveries", "accounts.rejected"],
@@ -265,11 +282,23 @@ function accountItem(account) {
   return item;
 }
 
+// While some account syncs, the list is read again every few seconds (its progress moves); once
+// none does, or the dialog is closed, no more.
+const SYNC_POLL_MS = 3000;
+let syncPoll = null;
+
+function stopSyncPoll() {
+  clearTimeout(syncPoll);
+  syncPoll = null;
+}
+
 async function loadAccounts() {
+  stopSyncPoll();
   try {
     const { accounts } = await (await api("/v1/accounts")).json();
     $("accounts-list").replaceChildren(...accounts.map(accountItem));
     $("accounts-empty").hidden = accounts.length > 0;
+    if (accounts.some(syncing) && $("settings").open) syncPoll = setTimeout(loadAccounts, SYNC_POLL_MS);
   } catch (error) {
     failed($("accounts-status"), "accounts.error", error);
   }
