@@ -23,7 +23,8 @@ from typing import Any, TextIO
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from calagent.cli.evaluation.cases import Case, CaseError, Mode, default_cases_dir, load_cases
-from calagent.cli.evaluation.runner import CaseResult, ModelControl, OfflineControl, Runner, summarize
+from calagent.cli.evaluation.runner import CaseResult, ModelControl, OfflineControl, Runner
+from calagent.cli.evaluation.summary import summarize
 from calagent.cli.stack import DEFAULT_NOW, start_stack
 from calagent.scriptedmodel import Script, ScriptedModelServer
 
