@@ -11,6 +11,7 @@ from typing import Any
 
 import nats
 import pytest
+from alembic.script import ScriptDirectory
 from icalendar import Calendar
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
@@ -103,7 +104,10 @@ async def test_migrations_live_in_their_own_schema_and_rerun_cleanly(system: Sys
         )
     }
     assert {"alembic_version", "calendars", "events", "stubs", "idempotency", "inbound_mail"} <= tables
-    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == "0023r"
+    # The newest migration, read from the scripts (a literal went stale with every migration added).
+    head = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
+    assert head is not None
+    assert await system.scalar("SELECT version_num FROM commands.alembic_version") == head
 
 
 # ---- create and every stub status ------------------------------------------------------------------
