@@ -153,11 +153,13 @@ async def surfaces(stack: Stack, user: str) -> dict[str, Any]:
         assert response.status_code == 200, (path, response.text)
         body = response.json()
         if path == "/v1/accounts":
-            # When the account last synced, and how many of the user's own writes are still on
-            # their way to the server, change by themselves; what it is and holds may not.
+            # When the account last synced, how far its sync is, and how many of the user's own
+            # writes are still on their way to the server, change by themselves; what it is and
+            # holds may not.
             for account in body["accounts"]:
                 account.pop("last_synced_at")
                 account.pop("pending_deliveries")
+                account.pop("sync", None)
         found[path] = body
     return found
 
